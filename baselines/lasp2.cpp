@@ -1,0 +1,77 @@
+// LASP-2: every rank all-gathers (M_j, Lambda_j) of all ranks and folds the ranks before it (the suffix after it in
+// the backward). The all-gather and the fold run on the communication stream, overlapped with the local compute,
+// as the LASP-2 paper does; the price is P states of traffic per rank instead of one.
+#include "harness/method.h"
+#include "harness/sp_local.h"
+
+namespace spb {
+namespace {
+
+class Lasp2 final : public SpMethod {
+ public:
+  Lasp2(Runtime& rt, const SpConfig& c)
+      : rt_(rt), s_(c.local), local_(rt, c.local),
+        record_elems_(c.local.state_elems() + c.local.state_rows()),
+        mine_(*rt.dev, record_elems_ * 4), all_(*rt.dev, record_elems_ * 4 * rt.world()),
+        ready_(*rt.dev), folded_(*rt.dev) {}
+
+  void forward(const SpForwardArgs& a) override {
+    Device& dev = *rt_.dev;
+    local_.forward_local_states(a);
+    gather(local_.local_final());
+    // S_in = fold of ranks 0..p-1 over h0.
+    const Stream cs = dev.comm_stream();
+    copy_or_zero(dev, local_.S_in(), a.h0, s_.state_elems(), cs);
+    for (int j = 0; j < rt_.rank(); ++j) fold_rank(j, local_.S_in());
+    dev.record(folded_.get(), cs);
+    local_.forward_local_output(a);  // overlaps the all-gather
+    dev.wait(dev.compute_stream(), folded_.get());
+    local_.forward_apply_initial(a);
+    local_.fold_forward(local_.S_in(), a.h_out ? a.h_out : local_.spare_state(), dev.compute_stream());
+  }
+
+  void backward(const SpForwardArgs& f, const SpBackwardArgs& a) override {
+    Device& dev = *rt_.dev;
+    local_.backward_local_dstates(f, a);
+    gather(local_.local_dh_in());
+    // dS_out = fold of ranks P-1..p+1 over dht.
+    const Stream cs = dev.comm_stream();
+    copy_or_zero(dev, local_.dS_out(), a.dht, s_.state_elems(), cs);
+    for (int j = rt_.world() - 1; j > rt_.rank(); --j) fold_rank(j, local_.dS_out());
+    dev.record(folded_.get(), cs);
+    local_.backward_true_states();  // overlaps the all-gather
+    dev.wait(dev.compute_stream(), folded_.get());
+    local_.backward_finish(f, a);
+    local_.fold_backward(local_.dS_out(), a.dh_in ? a.dh_in : local_.spare_state(), dev.compute_stream());
+  }
+
+ private:
+  // Every rank's [state | lambda] record into all_, on the communication stream.
+  void gather(const float* state) {
+    Device& dev = *rt_.dev;
+    const Stream st = dev.compute_stream(), cs = dev.comm_stream();
+    dev.copy(mine_.f32(), state, s_.state_elems() * 4, st);
+    dev.copy(mine_.f32() + s_.state_elems(), local_.lambda(), s_.state_rows() * 4, st);
+    dev.record(ready_.get(), st);
+    dev.wait(cs, ready_.get());
+    rt_.comm->all_gather(mine_.get(), all_.get(), record_elems_ * 4, cs);
+  }
+  // carry = diag(exp Lambda_j) carry + state_j
+  void fold_rank(int j, float* carry) {
+    const float* rec = all_.f32() + size_t(j) * record_elems_;
+    rt_.kern->state_fold(s_.state_rows(), s_.dv, rec + s_.state_elems(), carry, rec, carry, rt_.dev->comm_stream());
+  }
+
+  Runtime& rt_;
+  GlaShape s_;
+  SpLocalGla local_;
+  size_t record_elems_;
+  Buffer mine_, all_;
+  EventHandle ready_, folded_;
+};
+
+}  // namespace
+}  // namespace spb
+
+using spb::Lasp2;
+SPB_REGISTER_METHOD("lasp2", "LASP-2: all-gather of every rank's state and decay, then a prefix fold", Lasp2)

@@ -1,0 +1,128 @@
+// Ring-Attention-style SP for GLA: the inputs themselves travel. In the forward, (k, v, g) blocks go round the ring;
+// at step j rank p holds the block of rank p-j, computes that rank's state contribution M and decay Lambda from it
+// and folds it into S_in. In the backward, (q, do, g) blocks go round the other way and each rank folds the state
+// gradients D of the ranks after it into dS_out. Each step's transfer (communication stream) overlaps the previous
+// step's compute (compute stream); two ring buffers alternate, and a transfer never overwrites a buffer the compute
+// stream is still reading.
+#include "harness/method.h"
+#include "harness/sp_local.h"
+
+namespace spb {
+namespace {
+
+class Ring final : public SpMethod {
+ public:
+  Ring(Runtime& rt, const SpConfig& c)
+      : rt_(rt), s_(c.local), local_(rt, c.local),
+        act_(dtype_size(rt.kern->act_dtype())),
+        pack_bytes_((2 * c.local.qk_elems() + c.local.v_elems()) * act_),
+        ring_{Buffer(*rt.dev, pack_bytes_), Buffer(*rt.dev, pack_bytes_)},
+        gc_(*rt.dev, c.local.qk_elems() * 4), lambda_(*rt.dev, c.local.state_rows() * 4),
+        decay_(*rt.dev, c.local.state_rows() * 4), contrib_(*rt.dev, c.local.state_elems() * 4),
+        packed_(*rt.dev), received_(*rt.dev), joined_(*rt.dev), used_{EventHandle(*rt.dev), EventHandle(*rt.dev)} {}
+
+  void forward(const SpForwardArgs& a) override {
+    Device& dev = *rt_.dev;
+    const Stream st = dev.compute_stream();
+    local_.forward_local_states(a);
+    pack(a.k, a.v, a.g, s_.qk_elems(), s_.v_elems());
+    local_.forward_local_output(a);  // overlaps the first step
+    dev.fill_zero(local_.S_in(), s_.state_elems() * 4, st);
+    dev.fill_zero(decay_.get(), s_.state_rows() * 4, st);
+    rotate(+1, [&](const char* blk, int src) {
+      if (src < 0) return false;
+      // M and Lambda of rank src from its (k, v, g); S_in += diag(exp decay) M, decay += Lambda.
+      const char* k = blk;
+      const char* v = blk + s_.qk_elems() * act_;
+      const char* g = v + s_.v_elems() * act_;
+      rt_.kern->chunk_cumsum(s_, g, gc_.f32(), lambda_.f32(), st);
+      rt_.kern->chunk_states_fwd(s_, k, v, gc_.f32(), nullptr, nullptr, contrib_.f32(), st);
+      accumulate(local_.S_in());
+      return true;
+    });
+    if (a.h0) rt_.kern->state_fold(s_.state_rows(), s_.dv, decay_.f32(), a.h0, local_.S_in(), local_.S_in(), st);
+    local_.forward_apply_initial(a);
+    local_.fold_forward(local_.S_in(), a.h_out ? a.h_out : local_.spare_state(), st);
+  }
+
+  void backward(const SpForwardArgs& f, const SpBackwardArgs& a) override {
+    Device& dev = *rt_.dev;
+    const Stream st = dev.compute_stream();
+    local_.backward_local_dstates(f, a);
+    pack(f.q, a.d_o, f.g, s_.qk_elems(), s_.v_elems());
+    local_.backward_true_states();  // overlaps the first step
+    dev.fill_zero(local_.dS_out(), s_.state_elems() * 4, st);
+    dev.fill_zero(decay_.get(), s_.state_rows() * 4, st);
+    rotate(-1, [&](const char* blk, int src) {
+      if (src >= rt_.world()) return false;
+      // D and Lambda of rank src from its (q, do, g); dS_out += diag(exp decay) D, decay += Lambda.
+      const char* q = blk;
+      const char* d_o = blk + s_.qk_elems() * act_;
+      const char* g = d_o + s_.v_elems() * act_;
+      rt_.kern->chunk_cumsum(s_, g, gc_.f32(), lambda_.f32(), st);
+      rt_.kern->chunk_states_bwd(s_, q, d_o, gc_.f32(), nullptr, nullptr, contrib_.f32(), st);
+      accumulate(local_.dS_out());
+      return true;
+    });
+    if (a.dht) rt_.kern->state_fold(s_.state_rows(), s_.dv, decay_.f32(), a.dht, local_.dS_out(), local_.dS_out(), st);
+    local_.backward_finish(f, a);
+    local_.fold_backward(local_.dS_out(), a.dh_in ? a.dh_in : local_.spare_state(), st);
+  }
+
+ private:
+  // ring_[0] = [x | y | g] of this rank (x, g: qk-shaped; y: v-shaped).
+  void pack(const void* x, const void* y, const void* g, size_t nx, size_t ny) {
+    Device& dev = *rt_.dev;
+    const Stream st = dev.compute_stream();
+    char* dst = static_cast<char*>(ring_[0].get());
+    dev.copy(dst, x, nx * act_, st);
+    dev.copy(dst + nx * act_, y, ny * act_, st);
+    dev.copy(dst + (nx + ny) * act_, g, nx * act_, st);
+    dev.record(packed_.get(), st);
+  }
+
+  // P-1 steps; at step j the block of rank p - dir*j arrives and `use(block, src)` runs on the compute stream
+  // (returning whether it read the block).
+  template <class Use>
+  void rotate(int dir, Use&& use) {
+    Device& dev = *rt_.dev;
+    const Stream st = dev.compute_stream(), cs = dev.comm_stream();
+    const int p = rt_.rank(), P = rt_.world();
+    const int to = (p + dir + P) % P, from = (p - dir + P) % P;
+    dev.wait(cs, packed_.get());
+    for (int step = 1; step < P; ++step) {
+      const int cur = (step - 1) % 2, nxt = step % 2;
+      dev.wait(cs, used_[nxt].get());  // the compute stream is done with what this buffer held two steps ago
+      rt_.comm->group_start();
+      rt_.comm->send(ring_[cur].get(), pack_bytes_, to, cs);
+      rt_.comm->recv(ring_[nxt].get(), pack_bytes_, from, cs);
+      rt_.comm->group_end();
+      dev.record(received_.get(), cs);
+      dev.wait(st, received_.get());
+      if (use(static_cast<const char*>(ring_[nxt].get()), p - dir * step)) dev.record(used_[nxt].get(), st);
+    }
+    dev.record(joined_.get(), cs);
+    dev.wait(st, joined_.get());
+  }
+
+  void accumulate(float* carry) {
+    const Stream st = rt_.dev->compute_stream();
+    rt_.kern->state_fold(s_.state_rows(), s_.dv, decay_.f32(), contrib_.f32(), carry, carry, st);
+    rt_.kern->vec_add(s_.state_rows(), decay_.f32(), lambda_.f32(), decay_.f32(), st);
+  }
+
+  Runtime& rt_;
+  GlaShape s_;
+  SpLocalGla local_;
+  size_t act_, pack_bytes_;
+  Buffer ring_[2];
+  Buffer gc_, lambda_, decay_, contrib_;
+  EventHandle packed_, received_, joined_;
+  EventHandle used_[2];
+};
+
+}  // namespace
+}  // namespace spb
+
+using spb::Ring;
+SPB_REGISTER_METHOD("ring", "Ring-Attention style: k, v, g blocks travel the ring; (q, do, g) back in the backward", Ring)

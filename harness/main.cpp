@@ -1,0 +1,49 @@
+// spbench: one binary, one subcommand per level (DESIGN §4). Run it under mpirun/srun, one process per GPU (or per CPU
+// rank with --backend cpu).
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+
+#include "harness/bootstrap.h"
+#include "harness/error.h"
+#include "harness/method.h"
+#include "harness/operator_level.h"
+
+int main(int argc, char** argv) {
+  spb::Bootstrap boot(&argc, &argv);
+  const bool root = boot.rank() == 0;
+
+  CLI::App app{"spbench: sequence parallelism for linear attention (GLA), measured"};
+  app.require_subcommand(1);
+  spb::OperatorOptions op;
+  CLI::App* op_cmd = app.add_subcommand("operator", "SP GLA attention forward+backward of one method, timed and checked");
+  spb::add_operator_command(*op_cmd, op);
+  CLI::App* methods_cmd = app.add_subcommand("methods", "list the registered SP methods");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // Every rank parses the same arguments, so all stop here together; one prints.
+    const int code = root ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
+    return code == 0 ? 0 : 2;
+  }
+
+  try {
+    if (*methods_cmd) {
+      if (root)
+        for (auto& name : spb::method_names()) std::printf("%-10s %s\n", name.c_str(), spb::find_method(name)->summary.c_str());
+      return 0;
+    }
+    if (*op_cmd) return spb::run_operator(boot, op);
+  } catch (const spb::UsageError& e) {
+    // Raised the same way on every rank (or agreed on through the bootstrap): stop together, one line.
+    if (root) std::fprintf(stderr, "spbench: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    // A broken invariant or a failed library call on this rank: other ranks may be waiting in a collective.
+    std::fprintf(stderr, "spbench: internal error: %s\n", e.what());
+    std::fflush(stderr);
+    boot.abort(3);
+  }
+  return 0;
+}

@@ -1,0 +1,72 @@
+// The SP method interface and its registry (DESIGN §3). A method is one file under zeco/ or baselines/ that
+// subclasses SpMethod and registers a name with SPB_REGISTER_METHOD; the harness, the tests, the tables and the plots
+// find it by that name. A method is written once over the Runtime and runs on CPU ranks and on GPUs alike.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harness/runtime.h"
+#include "kernels/gla_kernels.h"
+
+namespace spb {
+
+struct SpConfig {
+  GlaShape local;                // this rank's tensors: T = tokens per rank
+  int blocks = 1;                // All-Scan block count K (zeco): K blocks of whole state rows
+  std::string allscan = "host";  // All-Scan backend (zeco): "host" (over the communicator) or "device"
+};
+
+// This rank's tensors (device pointers, layouts of gla_kernels.h). h0 is the initial state of the whole sequence and
+// is the same on every rank (nullptr: zero); h_out receives the state after this rank's last token, so on the last
+// rank it is the final state of the whole sequence.
+struct SpForwardArgs {
+  const void *q = nullptr, *k = nullptr, *v = nullptr, *g = nullptr;
+  const float* h0 = nullptr;
+  void* o = nullptr;
+  float* h_out = nullptr;
+};
+
+// dht is the gradient of the whole sequence's final state, the same on every rank (nullptr: zero); dh_in receives the
+// gradient of the state entering this rank, so on rank 0 it is dh0 of the whole sequence.
+struct SpBackwardArgs {
+  const void* d_o = nullptr;
+  const float* dht = nullptr;
+  void *dq = nullptr, *dk = nullptr, *dv = nullptr, *dg = nullptr;
+  float* dh_in = nullptr;
+};
+
+class SpMethod {
+ public:
+  virtual ~SpMethod() = default;
+  virtual void forward(const SpForwardArgs& a) = 0;
+  // Runs after forward() on the same inputs (methods keep what they need from it).
+  virtual void backward(const SpForwardArgs& fwd, const SpBackwardArgs& a) = 0;
+  // dp computes each rank's tokens as a sequence of their own; every other method, the whole sequence.
+  virtual bool independent_sequences() const { return false; }
+};
+
+using MethodFactory = std::function<std::unique_ptr<SpMethod>(Runtime&, const SpConfig&)>;
+
+struct MethodInfo {
+  std::string name;
+  std::string summary;
+  MethodFactory make;
+};
+
+// Registers at static-initialisation time; returns true so it can initialise a namespace-scope constant.
+bool register_method(MethodInfo info);
+const MethodInfo* find_method(const std::string& name);
+std::vector<std::string> method_names();
+
+}  // namespace spb
+
+#define SPB_REGISTER_METHOD(NAME, SUMMARY, CLASS)                                                       \
+  namespace {                                                                                           \
+  const bool spb_registered_##CLASS = ::spb::register_method(                                           \
+      {NAME, SUMMARY, [](::spb::Runtime& rt, const ::spb::SpConfig& c) -> std::unique_ptr<::spb::SpMethod> { \
+         return std::make_unique<CLASS>(rt, c);                                                          \
+       }});                                                                                             \
+  }

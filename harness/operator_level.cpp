@@ -1,0 +1,276 @@
+// spbench operator: the driver of the operator level (DESIGN §4-5). Per configuration: validate, build the runtime,
+// make the inputs, run the method's forward+backward -w times untimed and -n times timed (time = max over ranks of the
+// compute stream's events, the slowest rank sets the step), check the last iteration against the single-device run of
+// the same sequence, print an nccl-tests-style table and append the rows to the CSV.
+#include "harness/operator_level.h"
+
+#include <cstdio>
+#include <memory>
+
+#include "harness/collective_errors.h"
+#include "harness/csv.h"
+#include "harness/error.h"
+#include "harness/inputs.h"
+#include "harness/method.h"
+#include "harness/npy.h"
+#include "harness/provenance.h"
+#include "harness/runtime.h"
+#include "harness/sp_run.h"
+#include "harness/stats.h"
+#include "kernels/gla.h"
+
+#ifdef SPB_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace spb {
+
+void add_operator_command(CLI::App& app, OperatorOptions& o) {
+  app.add_option("--method,-m", o.method, "SP method (spbench methods lists them)");
+  app.add_option("--backend", o.backend, "cpu, gpu or auto")->check(CLI::IsMember({"cpu", "gpu", "auto"}));
+  app.add_option("--allscan", o.allscan, "zeco's All-Scan backend: host, device or auto")
+      ->check(CLI::IsMember({"host", "device", "auto"}));
+  auto* b = app.add_option("--batch,-B", o.batch, "batch size B");
+  auto* t = app.add_option("--seq,-T", o.seq, "tokens of the whole sequence (split evenly over the ranks)");
+  auto* l = app.add_option("--tokens-per-rank,-L", o.tokens_per_rank, "tokens per rank (instead of -T)");
+  auto* h = app.add_option("--heads,-H", o.heads, "heads H");
+  auto* k = app.add_option("--dk", o.dk, "key/query head dimension");
+  auto* v = app.add_option("--dv", o.dv, "value head dimension");
+  t->excludes(l);
+  app.add_option("--blocks,-K", o.blocks, "All-Scan blocks K (zeco); must divide B*H*dk");
+  app.add_option("--warmup,-w", o.warmup, "untimed iterations")->check(CLI::NonNegativeNumber);
+  app.add_option("--iters,-n", o.iters, "timed iterations")->check(CLI::PositiveNumber);
+  app.add_option("--seed", o.seed, "seed of the random inputs");
+  app.add_option("--gates", o.gates, "model: logsigmoid(randn)/16; strong: logsigmoid(randn)")
+      ->check(CLI::IsMember({"model", "strong"}));
+  app.add_flag("--h0", o.h0, "a random initial state");
+  app.add_flag("--dht", o.dht, "a random final-state gradient");
+  auto* in = app.add_option("--inputs", o.inputs, "directory with q,k,v,g[,do,h0,dht].npy of the whole sequence");
+  for (auto* shape_flag : {b, t, l, h, k, v}) in->excludes(shape_flag);
+  app.add_option("--outputs", o.outputs, "directory to write o,ht,dq,dk,dv,dg,dh0.npy of the whole sequence");
+  app.add_option("--csv", o.csv, "append result rows to this CSV");
+  app.add_option("--check,-c", o.check, "check against the single-device run (1) or not (0)")
+      ->check(CLI::Range(0, 1));
+  app.add_option("--tolerance", o.tolerance, "largest relative RMS error that passes (default 1e-5 cpu, 5e-3 gpu)");
+  app.add_flag("!--no-resume", o.resume, "rerun configurations already in the CSV");
+}
+
+namespace {
+
+std::string resolve_backend(const std::string& b) {
+  if (b != "auto") return b;
+#ifdef SPB_HAVE_CUDA
+  int n = 0;
+  if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0) return "gpu";
+#endif
+  return "cpu";
+}
+
+// The shape of the whole sequence, validated the same way on every rank.
+GlaShape whole_shape(const OperatorOptions& o, int P) {
+  GlaShape s;
+  s.B = o.batch, s.H = o.heads, s.dk = o.dk, s.dv = o.dv;
+  s.T = o.tokens_per_rank > 0 ? o.tokens_per_rank * P : o.seq > 0 ? o.seq : 128 * P;
+  return s;
+}
+
+void validate(const GlaShape& s, const OperatorOptions& o, int P) {
+  auto positive = [](int x, const char* flag) {
+    SPB_USAGE(x >= 1, std::string(flag) + " must be >= 1 (got " + std::to_string(x) + ")");
+  };
+  positive(s.B, "--batch/-B");
+  positive(s.H, "--heads/-H");
+  positive(s.dk, "--dk");
+  positive(s.dv, "--dv");
+  if (o.tokens_per_rank) positive(o.tokens_per_rank, "--tokens-per-rank/-L");
+  positive(s.T, "--seq/-T");
+  SPB_USAGE(P <= s.T, "the world size " + std::to_string(P) + " is larger than the sequence (" + std::to_string(s.T) +
+                          " tokens): every rank needs at least one token");
+  SPB_USAGE(s.T % P == 0, "--seq/-T: " + std::to_string(s.T) + " tokens is not divisible by the world size " +
+                              std::to_string(P) + " (every rank holds T/P tokens)");
+  positive(o.blocks, "--blocks/-K");
+  if (!find_method(o.method)) {
+    std::string names;
+    for (auto& n : method_names()) names += (names.empty() ? "" : ", ") + n;
+    throw UsageError("--method: '" + o.method + "' does not exist; choose one of: " + names);
+  }
+}
+
+// Gathers each rank's tokens into the whole sequence on rank 0 and writes the .npy files there.
+void write_outputs(const Bootstrap& boot, const std::string& dir, const GlaShape& whole, const GlaShape& local,
+                   const HostResult& r, const HostTensors& in) {
+  auto tokens = [&](const std::vector<float>& x, int D, const char* name) {
+    std::vector<char> all = boot.gather(x.data(), x.size() * 4);
+    if (boot.rank() != 0) return;
+    const float* parts = reinterpret_cast<const float*>(all.data());
+    const size_t row = size_t(whole.H) * D, per_b = size_t(local.T) * row;
+    std::vector<float> out(x.size() * boot.size());
+    for (int p = 0; p < boot.size(); ++p)
+      for (int b = 0; b < whole.B; ++b)
+        std::copy(parts + (size_t(p) * whole.B + b) * per_b, parts + (size_t(p) * whole.B + b + 1) * per_b,
+                  out.begin() + (size_t(b) * whole.T + size_t(p) * local.T) * row);
+    write_npy(dir + "/" + name, {size_t(whole.B), size_t(whole.T), size_t(whole.H), size_t(D)}, out.data());
+  };
+  tokens(r.o, whole.dv, "o.npy");
+  tokens(r.dq, whole.dk, "dq.npy");
+  tokens(r.dk, whole.dk, "dk.npy");
+  tokens(r.dv, whole.dv, "dv.npy");
+  tokens(r.dg, whole.dk, "dg.npy");
+  if (in.do_generated) tokens(in.d_o, whole.dv, "do.npy");  // so the gradients can be reproduced elsewhere
+  std::vector<char> hts = boot.gather(r.ht.data(), r.ht.size() * 4);
+  if (boot.rank() == 0) {
+    const std::vector<size_t> st = {size_t(whole.B), size_t(whole.H), size_t(whole.dk), size_t(whole.dv)};
+    write_npy(dir + "/ht.npy", st, reinterpret_cast<const float*>(hts.data()) + (boot.size() - 1) * r.ht.size());
+    write_npy(dir + "/dh0.npy", st, r.dh0.data());
+  }
+}
+
+}  // namespace
+
+int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
+  const int P = boot.size(), p = boot.rank();
+  OperatorOptions o = opt;
+  o.backend = resolve_backend(o.backend);
+  GlaShape whole;
+  if (!o.inputs.empty()) agree_on_usage_errors(boot, [&] { whole = npy_problem_shape(o.inputs); });
+  else whole = whole_shape(o, P);
+  validate(whole, o, P);
+  GlaShape local = whole;
+  local.T = whole.T / P;
+
+  auto rt = make_runtime(boot, o.backend);
+  const bool gpu = rt->dev->is_gpu();
+  const DType act = rt->kern->act_dtype();
+  if (o.allscan == "auto") o.allscan = gpu ? "device" : "host";
+  const double tol = o.tolerance > 0 ? o.tolerance : gpu ? 5e-3 : 1e-5;
+  SpConfig cfg{local, o.blocks, o.allscan};
+  const bool uses_scan = o.method == "zeco";
+  const std::string backend_col = !gpu ? "cpu" : uses_scan && o.allscan == "device" ? "device" : "nccl";
+
+  // Result rows first: a rerun skips what the CSV already holds.
+  auto row_for = [&](const char* pass) {
+    ResultRow r;
+    r.set("level", std::string("operator")).set("method", o.method).set("backend", backend_col);
+    r.set("world_size", P).set("batch", whole.B).set("heads", whole.H).set("dk", whole.dk).set("dv", whole.dv);
+    r.set("tokens_per_rank", local.T).set("chunk", kChunk).set("dtype", std::string(dtype_name(act)));
+    r.set("blocks", uses_scan ? o.blocks : 0);
+    r.set("block_elems", uses_scan ? (long long)(local.state_rows() / o.blocks * local.dv) : 0LL);
+    r.set("pass", std::string(pass)).set("comm", rt->comm->name()).set("warmup", o.warmup).set("iters", o.iters);
+    add_provenance(r, *rt->dev);
+    return r;
+  };
+  std::unique_ptr<CsvAppender> csv;
+  if (!o.csv.empty()) {
+    int skip = 0;
+    agree_on_usage_errors(boot, [&] {
+      if (p == 0) {
+        csv = std::make_unique<CsvAppender>(o.csv);
+        skip = o.resume && csv->contains(row_for("fwd")) && csv->contains(row_for("fwd_bwd"));
+      }
+    });
+    boot.broadcast(&skip, sizeof skip, 0);
+    if (skip) {
+      if (p == 0) std::printf("# %s P=%d T/P=%d: already in %s, skipped\n", o.method.c_str(), P, local.T, o.csv.c_str());
+      return 0;
+    }
+  }
+
+  // Inputs of the whole sequence on every rank (each rank checks its slice against the whole-sequence reference).
+  HostTensors in;
+  agree_on_usage_errors(boot, [&] {
+    in = o.inputs.empty() ? generate_inputs(whole, o.seed, o.gates == "strong" ? GateKind::strong : GateKind::model,
+                                            o.h0, o.dht)
+                          : read_inputs(o.inputs, whole, o.seed);
+  });
+  const HostTensors mine = local_slice(in, whole, p * local.T, (p + 1) * local.T);
+
+  std::unique_ptr<SpMethod> method;
+  agree_on_usage_errors(boot, [&] { method = find_method(o.method)->make(*rt, cfg); });
+
+  Device& dev = *rt->dev;
+  DeviceTensors d(dev, local, act);
+  upload_inputs(dev, act, d, mine);
+  const SpForwardArgs fa = forward_args(d, mine);
+  const SpBackwardArgs ba = backward_args(d, mine);
+
+  if (p == 0) {
+    std::printf("# spbench operator  method %s  backend %s (%s, %s)  ranks %d  device %s\n", o.method.c_str(),
+                o.backend.c_str(), rt->comm->name().c_str(), backend_col.c_str(), P, dev.name().c_str());
+    std::printf("# B %d  T %d (%d per rank)  H %d  dk %d  dv %d  chunk %d  K %d  dtype %s\n", whole.B, whole.T, local.T,
+                whole.H, whole.dk, whole.dv, kChunk, uses_scan ? o.blocks : 0, dtype_name(act));
+    std::printf("# warm-up %d  iterations %d  seed %llu  gates %s  h0 %s  dht %s  inputs %s\n", o.warmup, o.iters,
+                (unsigned long long)o.seed, o.gates.c_str(), in.h0.empty() ? "no" : "yes",
+                in.dht.empty() ? "no" : "yes", o.inputs.empty() ? "random" : o.inputs.c_str());
+    std::fflush(stdout);
+  }
+
+  poison_outputs(dev, d);  // so the check also proves every element was written
+
+  EventHandle e0(dev), e1(dev), e2(dev);
+  const Stream st = dev.compute_stream();
+  for (int i = 0; i < o.warmup; ++i) {
+    method->forward(fa);
+    method->backward(fa, ba);
+  }
+  dev.synchronize();
+  std::vector<double> fwd_max, all_max, all_mean;
+  for (int i = 0; i < o.iters; ++i) {
+    boot.barrier();
+    dev.record(e0.get(), st);
+    method->forward(fa);
+    dev.record(e1.get(), st);
+    method->backward(fa, ba);
+    dev.record(e2.get(), st);
+    dev.synchronize();
+    const double f = dev.elapsed_ms(e0.get(), e1.get()), a = dev.elapsed_ms(e0.get(), e2.get());
+    fwd_max.push_back(boot.max(f));
+    all_max.push_back(boot.max(a));
+    all_mean.push_back(boot.sum(a) / P);
+  }
+
+  Errors err;
+  bool ok = true;
+  if (o.check) {
+    const bool indep = method->independent_sequences();
+    const HostResult got = download_result(dev, act, local, d);
+    const HostResult ref = indep ? single_device(*rt, local, mine)
+                                 : slice_result(single_device(*rt, whole, in), whole, p * local.T, (p + 1) * local.T);
+    err = compare(boot, ref, got, indep);
+    ok = err.all() <= tol;
+  }
+  if (!o.outputs.empty()) write_outputs(boot, o.outputs, whole, local, download_result(dev, act, local, d), in);
+
+  if (p == 0) {
+    if (o.check)
+      std::printf("# errors vs the single-device run (relative RMS, max over ranks): o %.2e  ht %.2e  dq %.2e  dk %.2e  "
+                  "dv %.2e  dg %.2e  dh0 %.2e  (tolerance %.0e)\n",
+                  err.o, err.ht, err.dq, err.dk, err.dv, err.dg, err.dh0, tol);
+    std::printf("#\n# %8s %5s %11s %8s %10s %10s %10s %10s %6s %9s %6s\n", "method", "ranks", "tokens/rank", "pass",
+                "mean_ms", "median_ms", "min_ms", "max_ms", "cv", "error", "check");
+  }
+  const char* passes[2] = {"fwd", "fwd_bwd"};
+  std::vector<double>* times[2] = {&fwd_max, &all_max};
+  for (int i = 0; i < 2; ++i) {
+    const Summary s = summarize(*times[i]);
+    const double e = i == 0 ? err.fwd() : err.all();
+    if (p == 0)
+      std::printf("  %8s %5d %11d %8s %10.4f %10.4f %10.4f %10.4f %6.3f %9.2e %6s\n", o.method.c_str(), P, local.T,
+                  passes[i], s.mean, s.median, s.min, s.max, s.cv, e, !o.check ? "-" : ok ? "OK" : "WRONG");
+    if (csv && ok) {
+      ResultRow r = row_for(passes[i]);
+      r.set("time_ms_mean", s.mean).set("time_ms_median", s.median).set("time_ms_min", s.min);
+      r.set("time_ms_max", s.max).set("time_ms_cv", s.cv);
+      if (i == 1) r.set("time_ms_mean_over_ranks", summarize(all_mean).mean);
+      if (o.check) r.set("err_rel_rms", e);
+      csv->append(r);
+    }
+  }
+  if (p == 0) {
+    std::printf("# wrong results: %d%s\n", ok ? 0 : 1,
+                ok ? "" : "  (a wrong result is not written to the CSV)");
+    std::fflush(stdout);
+  }
+  return ok ? 0 : 1;
+}
+
+}  // namespace spb

@@ -1,0 +1,30 @@
+// The operator level: one SP GLA forward+backward of a method on this world of ranks, timed with the paper's protocol
+// and checked against the single-device run of the same sequence.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "harness/bootstrap.h"
+
+namespace spb {
+
+struct OperatorOptions {
+  std::string method = "zeco";
+  std::string backend = "auto";  // cpu, gpu; auto = gpu where this build and node have one, else cpu
+  std::string allscan = "auto";  // zeco's All-Scan: host, device; auto = device on GPUs, host on CPUs
+  int batch = 1, seq = 0, tokens_per_rank = 0, heads = 2, dk = 16, dv = 16, blocks = 1;
+  int warmup = 5, iters = 50;
+  uint64_t seed = 1;
+  std::string gates = "model";
+  bool h0 = false, dht = false;
+  std::string inputs, outputs, csv;
+  int check = 1;
+  double tolerance = 0;  // 0: 1e-5 on the CPU (fp32), 5e-3 on the GPU (bf16)
+  bool resume = true;
+};
+
+void add_operator_command(CLI::App& app, OperatorOptions& o);
+int run_operator(Bootstrap& boot, const OperatorOptions& o);
+
+}  // namespace spb

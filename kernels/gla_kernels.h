@@ -1,0 +1,85 @@
+// The GLA kernel stages (DESIGN §2), one interface for the CPU and the GPU.
+//
+// Tensors, per rank, all row-major:
+//   q, k, g  [B, T, H, dk]   activations (act_dtype(): fp32 on the CPU, bf16 on the GPU)
+//   v, o     [B, T, H, dv]   activations; the gradients dq, dk, dv, dg and do have the shape of their tensor
+//   gc       [B, T, H, dk]   fp32: g cumulated inside each chunk of kChunk tokens (b_r of DESIGN §2)
+//   hs, dhs  [B, H, NT, dk, dv] fp32: state at the start of chunk n / gradient of the state at its end
+//   h0, ht, dht, dh0, S_in, dS_out  [B, H, dk, dv] fp32
+//   lambda   [B, H, dk] fp32: sum of g over all T tokens (the rank's total log-decay)
+// A state [B, H, dk, dv] is, for the scan, a matrix of B*H*dk rows of dv columns whose row r decays by
+// exp(lambda[r]): rows are independent, which is why All-Scan may split a state into blocks of whole rows.
+// Every exponent the stages take is a difference "later minus earlier" of a cumsum of g <= 0, so it never overflows.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "harness/device.h"
+
+namespace spb {
+
+constexpr int kChunk = 64;
+
+struct GlaShape {
+  int B = 1, T = 1, H = 1, dk = 1, dv = 1;
+  int chunks() const { return (T + kChunk - 1) / kChunk; }
+  size_t qk_elems() const { return size_t(B) * T * H * dk; }
+  size_t v_elems() const { return size_t(B) * T * H * dv; }
+  size_t state_elems() const { return size_t(B) * H * dk * dv; }
+  size_t state_rows() const { return size_t(B) * H * dk; }
+  size_t chunk_state_elems() const { return size_t(B) * H * chunks() * dk * dv; }
+  float scale() const;  // dk^-1/2
+};
+
+class GlaKernels {
+ public:
+  virtual ~GlaKernels() = default;
+  virtual DType act_dtype() const = 0;
+
+  // --- forward -------------------------------------------------------------------------------------------------
+  // gc = in-chunk inclusive cumsum of g; lambda (nullable) = sum of g over all tokens.
+  virtual void chunk_cumsum(const GlaShape& s, const void* g, float* gc, float* lambda, Stream st) = 0;
+  // hs[n] = state at the start of chunk n, ht = state after the last token; h0 == nullptr means a zero state.
+  virtual void chunk_states_fwd(const GlaShape& s, const void* k, const void* v, const float* gc, const float* h0,
+                                float* hs, float* ht, Stream st) = 0;
+  // o = s (Q*exp b) hs[n] + tril(A) V, chunk by chunk.
+  virtual void chunk_output(const GlaShape& s, const void* q, const void* k, const void* v, const float* gc,
+                            const float* hs, void* o, Stream st) = 0;
+  // The correction for an initial state that arrives late: o_t += s S_in^T (q_t * exp c_t), c_t = cumsum of g
+  // from the first token. Adding it to an output computed from a zero initial state gives the exact output.
+  virtual void output_add_initial(const GlaShape& s, const void* q, const float* gc, const float* S_in, void* o,
+                                  Stream st) = 0;
+  // The same correction for the states: hs[n] += diag(exp c_<n) S_in, ht (nullable) += diag(exp lambda) S_in.
+  virtual void states_add_initial(const GlaShape& s, const float* gc, const float* S_in, float* hs, float* ht,
+                                  Stream st) = 0;
+
+  // --- backward ------------------------------------------------------------------------------------------------
+  // dhs[n] = gradient of the state at the end of chunk n, dh0 = gradient of the initial state; dht == nullptr
+  // means a zero final-state gradient.
+  virtual void chunk_states_bwd(const GlaShape& s, const void* q, const void* d_o, const float* gc,
+                                const float* dht, float* dhs, float* dh0, Stream st) = 0;
+  // The correction for a final-state gradient that arrives late: dhs[n] += diag(exp(sum of g after chunk n)) dS_out,
+  // dh0 (nullable) += diag(exp lambda) dS_out.
+  virtual void dstates_add_final(const GlaShape& s, const float* gc, const float* dS_out, float* dhs, float* dh0,
+                                 Stream st) = 0;
+  // dq, dk, dv, dg of every token from the true states (hs, ht) and state gradients (dhs).
+  virtual void chunk_grads(const GlaShape& s, const void* q, const void* k, const void* v, const float* gc,
+                           const float* hs, const float* ht, const float* dhs, const void* d_o, void* dq, void* dk,
+                           void* dv, void* dg, Stream st) = 0;
+
+  // --- state algebra for the SP methods ------------------------------------------------------------------------
+  // out = diag(exp decay) x + y over `rows` rows of `cols` (out may alias x or y); the All-Scan combine.
+  virtual void state_fold(size_t rows, size_t cols, const float* decay, const float* x, const float* y, float* out,
+                          Stream st) = 0;
+  // out = a + b, n elements (decays add along the sequence).
+  virtual void vec_add(size_t n, const float* a, const float* b, float* out, Stream st) = 0;
+  // A 4-D strided copy of elements of `elem_bytes` bytes (the Ulysses layout changes).
+  virtual void copy_4d(void* dst, const void* src, size_t elem_bytes, const int64_t dims[4],
+                       const int64_t dst_strides[4], const int64_t src_strides[4], Stream st) = 0;
+};
+
+std::unique_ptr<GlaKernels> make_cpu_kernels();
+
+}  // namespace spb

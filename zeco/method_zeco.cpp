@@ -1,0 +1,90 @@
+// ZeCO (DESIGN §3): S_in and dS_out by All-Scan, K blocks pipelined along the state's rows, on the communication
+// stream, while the compute stream does everything that needs no incoming state (the output from local states in the
+// forward, the true states in the backward).
+#include "harness/error.h"
+#include "harness/method.h"
+#include "harness/sp_local.h"
+#include "zeco/all_scan.h"
+#ifdef SPB_HAVE_CUDA
+#include "zeco/all_scan_device.h"
+#endif
+
+namespace spb {
+namespace {
+
+class Zeco final : public SpMethod {
+ public:
+  Zeco(Runtime& rt, const SpConfig& c)
+      : rt_(rt), cfg_(c), local_(rt, c.local), ready_(*rt.dev), scanned_(*rt.dev) {
+    validate_blocks(c.local.state_rows(), c.blocks);
+    if (c.allscan == "device") {
+#ifdef SPB_HAVE_CUDA
+      SPB_USAGE(rt.dev->is_gpu(), "--allscan device: needs --backend gpu");
+      device_scan_ = make_device_all_scan(rt, c.local.state_elems());
+#else
+      throw UsageError("--allscan device: this spbench was built without CUDA");
+#endif
+    } else {
+      SPB_USAGE(c.allscan == "host", "--allscan: '" + c.allscan + "' does not exist; use host or device");
+    }
+  }
+
+  void forward(const SpForwardArgs& a) override {
+    Device& dev = *rt_.dev;
+    local_.forward_local_states(a);
+    dev.record(ready_.get(), dev.compute_stream());
+    dev.wait(dev.comm_stream(), ready_.get());
+    scan(ScanDirection::forward, local_.local_final(), a.h0, local_.S_in(), a.h_out);
+    dev.record(scanned_.get(), dev.comm_stream());
+    local_.forward_local_output(a);  // overlaps the All-Scan
+    dev.wait(dev.compute_stream(), scanned_.get());
+    local_.forward_apply_initial(a);
+  }
+
+  void backward(const SpForwardArgs& f, const SpBackwardArgs& a) override {
+    Device& dev = *rt_.dev;
+    local_.backward_local_dstates(f, a);
+    dev.record(ready_.get(), dev.compute_stream());
+    dev.wait(dev.comm_stream(), ready_.get());
+    scan(ScanDirection::reverse, local_.local_dh_in(), a.dht, local_.dS_out(), a.dh_in);
+    dev.record(scanned_.get(), dev.comm_stream());
+    local_.backward_true_states();  // overlaps the reverse All-Scan
+    dev.wait(dev.compute_stream(), scanned_.get());
+    local_.backward_finish(f, a);
+  }
+
+ private:
+  void scan(ScanDirection dir, const float* local, const float* first, float* carry_in, float* carry_out) {
+    AllScanArgs s;
+    s.direction = dir;
+    s.rows = cfg_.local.state_rows();
+    s.cols = cfg_.local.dv;
+    s.blocks = cfg_.blocks;
+    s.decay = local_.lambda();
+    s.local = local;
+    s.first = first;
+    s.carry_in = carry_in;
+    s.carry_out = carry_out ? carry_out : local_.spare_state();
+    if (device_scan_) device_scan_->run(s, rt_.dev->comm_stream());
+    else all_scan_host(rt_, s, rt_.dev->comm_stream());
+  }
+
+  Runtime& rt_;
+  SpConfig cfg_;
+  SpLocalGla local_;
+  EventHandle ready_, scanned_;
+#ifdef SPB_HAVE_CUDA
+  std::unique_ptr<DeviceAllScan> device_scan_;
+#else
+  struct None {
+    void run(const AllScanArgs&, Stream) {}
+  };
+  std::unique_ptr<None> device_scan_;
+#endif
+};
+
+}  // namespace
+}  // namespace spb
+
+using spb::Zeco;
+SPB_REGISTER_METHOD("zeco", "ZeCO: All-Scan of one state, pipelined in K blocks, overlapped with the local compute", Zeco)
