@@ -22,10 +22,13 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return root ? app.exit(e) : 0;
   } catch (const CLI::ParseError& e) {
-    // Every rank parses the same arguments, so all stop here together; one prints.
-    const int code = root ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
-    return code == 0 ? 0 : 2;
+    // Every rank parses the same arguments, so all stop here together; one prints, on one line.
+    if (root) std::fprintf(stderr, "spbench: error: %s (spbench %s --help)\n", e.what(),
+                           app.get_subcommands().empty() ? "" : app.get_subcommands()[0]->get_name().c_str());
+    return 2;
   }
 
   try {

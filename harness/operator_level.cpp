@@ -70,7 +70,7 @@ std::string resolve_backend(const std::string& b) {
 GlaShape whole_shape(const OperatorOptions& o, int P) {
   GlaShape s;
   s.B = o.batch, s.H = o.heads, s.dk = o.dk, s.dv = o.dv;
-  s.T = o.tokens_per_rank > 0 ? o.tokens_per_rank * P : o.seq > 0 ? o.seq : 128 * P;
+  s.T = o.tokens_per_rank != -1 ? o.tokens_per_rank * P : o.seq != -1 ? o.seq : 128 * P;
   return s;
 }
 
@@ -82,7 +82,7 @@ void validate(const GlaShape& s, const OperatorOptions& o, int P) {
   positive(s.H, "--heads/-H");
   positive(s.dk, "--dk");
   positive(s.dv, "--dv");
-  if (o.tokens_per_rank) positive(o.tokens_per_rank, "--tokens-per-rank/-L");
+  if (o.tokens_per_rank != -1) positive(o.tokens_per_rank, "--tokens-per-rank/-L");
   positive(s.T, "--seq/-T");
   SPB_USAGE(P <= s.T, "the world size " + std::to_string(P) + " is larger than the sequence (" + std::to_string(s.T) +
                           " tokens): every rank needs at least one token");

@@ -13,7 +13,8 @@ struct OperatorOptions {
   std::string method = "zeco";
   std::string backend = "auto";  // cpu, gpu; auto = gpu where this build and node have one, else cpu
   std::string allscan = "auto";  // zeco's All-Scan: host, device; auto = device on GPUs, host on CPUs
-  int batch = 1, seq = 0, tokens_per_rank = 0, heads = 2, dk = 16, dv = 16, blocks = 1;
+  int batch = 1, seq = -1, tokens_per_rank = -1,  // -1: not given
+      heads = 2, dk = 16, dv = 16, blocks = 1;
   int warmup = 5, iters = 50;
   uint64_t seed = 1;
   std::string gates = "model";

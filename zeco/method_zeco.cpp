@@ -18,8 +18,8 @@ class Zeco final : public SpMethod {
       : rt_(rt), cfg_(c), local_(rt, c.local), ready_(*rt.dev), scanned_(*rt.dev) {
     validate_blocks(c.local.state_rows(), c.blocks);
     if (c.allscan == "device") {
-#ifdef SPB_HAVE_CUDA
       SPB_USAGE(rt.dev->is_gpu(), "--allscan device: needs --backend gpu");
+#ifdef SPB_HAVE_CUDA
       device_scan_ = make_device_all_scan(rt, c.local.state_elems());
 #else
       throw UsageError("--allscan device: this spbench was built without CUDA");

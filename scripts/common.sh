@@ -1,0 +1,43 @@
+# Shared by the README's two commands: install what is missing (Debian packages), configure and build.
+# Sourced, not run.
+set -euo pipefail
+SPB_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+SPB_BUILD=${SPB_BUILD:-$SPB_ROOT/build}
+
+spb_log() { printf '[spbench] %s\n' "$*"; }
+
+# The Debian packages of DESIGN §8 (and the toolchain), installed only where missing.
+spb_install_deps() {
+  local pkgs=(cmake ninja-build g++ git libopenmpi-dev openmpi-bin libgtest-dev libgmock-dev libbenchmark-dev
+              libcli11-dev nlohmann-json3-dev libfmt-dev libfccp-dev gnuplot-nox)
+  local missing=()
+  for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    if ! command -v apt-get >/dev/null; then
+      spb_log "missing packages (${missing[*]}) and no apt-get: install them by hand"; return 1
+    fi
+    local sudo=""; [ "$(id -u)" -ne 0 ] && sudo=sudo
+    spb_log "installing ${missing[*]}"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+}
+
+# OpenMPI refuses root and more ranks than cores unless told; CI and containers are both.
+spb_mpi_env() {
+  if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+  export OMPI_MCA_rmaps_base_oversubscribe=1
+}
+
+spb_build() {
+  local cuda_args=()
+  if [ -z "${CUDACXX:-}" ] && [ -x /usr/local/cuda/bin/nvcc ]; then
+    cuda_args+=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
+  fi
+  spb_log "configuring $SPB_BUILD"
+  cmake -S "$SPB_ROOT" -B "$SPB_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release "${cuda_args[@]}" ${SPB_CMAKE_ARGS:-} >/dev/null
+  spb_log "building (this takes a few minutes on 2 cores)"
+  cmake --build "$SPB_BUILD" -j "$(nproc)"
+}

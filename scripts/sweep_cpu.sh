@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The default sweep on CPU ranks: every registered method at P = 1, 2, 4 and two lengths per rank, small shapes,
+# the paper's protocol (5 warm-up, mean of 50). Progress on stdout; rows in results/.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+spb_mpi_env
+SPB=$SPB_BUILD/spbench
+machine=${SPB_MACHINE:-cpu-$(nproc)core}
+csv=${SPB_CSV:-$SPB_ROOT/results/${machine}_operator_$(date -u +%Y-%m-%d).csv}
+mkdir -p "$(dirname "$csv")"
+mapfile -t methods < <("$SPB" methods | awk '{print $1}')
+configs=()
+for P in 1 2 4; do for L in 256 1024; do for m in "${methods[@]}"; do configs+=("$m $P $L"); done; done; done
+i=0
+for c in "${configs[@]}"; do
+  read -r m P L <<<"$c"
+  i=$((i + 1))
+  spb_log "[$i/${#configs[@]}] $m on $P CPU ranks, $L tokens per rank"
+  mpirun -np "$P" --bind-to none "$SPB" operator --backend cpu -m "$m" -B 1 -H 4 --dk 32 --dv 32 -L "$L" -K 4 \
+    -w 5 -n 50 --csv "$csv" | grep -E '^ |skipped|wrong results: [1-9]' || true
+done
+spb_log "rows in $csv"

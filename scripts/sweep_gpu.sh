@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The paper's operator sweep on this node's GPUs (Tables 3 and 4): H=16, dk=dv=128, B=1, bf16, 16384 and 32768
+# tokens per GPU, every method, P = 1, 2, 4, ... up to the GPUs present; one process per GPU.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+spb_mpi_env
+export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}  # never NVLink multicast on shared machines
+SPB=$SPB_BUILD/spbench
+gpus=$(nvidia-smi -L | wc -l)
+machine=${SPB_MACHINE:-${gpus}x$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | awk '{print $NF}')}
+csv=${SPB_CSV:-$SPB_ROOT/results/${machine}_operator_$(date -u +%Y-%m-%d).csv}
+mkdir -p "$(dirname "$csv")"
+mapfile -t methods < <("$SPB" methods | awk '{print $1}')
+worlds=(); for P in 1 2 4 8; do [ "$P" -le "$gpus" ] && worlds+=("$P"); done
+configs=()
+for L in 16384 32768; do for P in "${worlds[@]}"; do for m in "${methods[@]}"; do configs+=("$m $P $L"); done; done; done
+i=0
+for c in "${configs[@]}"; do
+  read -r m P L <<<"$c"
+  i=$((i + 1))
+  spb_log "[$i/${#configs[@]}] $m on $P GPUs, $L tokens per GPU"
+  mpirun -np "$P" --bind-to none -x NCCL_NVLS_ENABLE "$SPB" operator --backend gpu -m "$m" -B 1 -H 16 --dk 128 --dv 128 \
+    -L "$L" -K 16 -w 5 -n 50 --csv "$csv" | grep -E '^ |skipped|wrong results: [1-9]' || true
+done
+spb_log "rows in $csv"

@@ -1,0 +1,63 @@
+# The spbench command line: every bad input of issue 2 fails with a one-line message naming the flag or file, a
+# non-zero exit and no hang; the happy paths run and check.
+set(SPB_EXPECT_ERROR ${CMAKE_CURRENT_SOURCE_DIR}/harness/expect_error.sh)
+set(SPB_FIXTURES ${CMAKE_CURRENT_BINARY_DIR}/npy_fixtures)
+# The mpirun prefix as one string, for the tests that go through sh -c.
+string(REPLACE ";" " " SPB_MPIRUN_STR "${SPB_MPIEXEC}")
+string(REPLACE ";" " " SPB_MPI_FLAGS_STR "${SPB_MPI_FLAGS}")
+
+add_executable(make_npy_fixtures harness/make_npy_fixtures.cpp)
+target_link_libraries(make_npy_fixtures PRIVATE spb_core)
+add_executable(check_npy_outputs harness/check_npy_outputs.cpp)
+target_link_libraries(check_npy_outputs PRIVATE spb_core)
+add_test(NAME cli.fixtures COMMAND make_npy_fixtures ${SPB_FIXTURES})
+set_tests_properties(cli.fixtures PROPERTIES FIXTURES_SETUP npy)
+
+# spb_cli_error(NAME NP REGEX ARGS...): `mpirun -np NP spbench operator --backend cpu ARGS` must fail with REGEX.
+function(spb_cli_error name np regex)
+  add_test(NAME cli.error.${name}
+           COMMAND ${SPB_EXPECT_ERROR} "${regex}" ${SPB_MPIEXEC} ${np} ${SPB_MPI_FLAGS} $<TARGET_FILE:spbench>
+                   operator --backend cpu -w 0 -n 1 ${ARGN})
+  set_tests_properties(cli.error.${name} PROPERTIES FIXTURES_REQUIRED npy TIMEOUT 150)
+endfunction()
+
+spb_cli_error(unknown_method 2 "--method: 'attention' does not exist; choose one of: dp, lasp1" --method attention)
+spb_cli_error(seq_not_divisible 3 "--seq/-T: 100 tokens is not divisible by the world size 3" -T 100)
+spb_cli_error(more_ranks_than_tokens 4 "world size 4 is larger than the sequence \\(2 tokens\\)" -T 2)
+spb_cli_error(blocks_not_dividing 2 "--blocks: K=3 must be >= 1 and divide the state's rows B\\*H\\*dk=8"
+              -m zeco -K 3 -B 1 -H 2 --dk 4)
+spb_cli_error(ulysses_heads 2 "ulysses: --heads H=3 is not divisible by the world size 2" -m ulysses -H 3)
+spb_cli_error(zero_dk 2 "--dk must be >= 1 \\(got 0\\)" --dk 0)
+spb_cli_error(negative_batch 2 "--batch/-B must be >= 1 \\(got -2\\)" -B -2)
+spb_cli_error(zero_tokens_per_rank 2 "--tokens-per-rank/-L must be >= 1 \\(got 0\\)" -L 0)
+spb_cli_error(npy_missing_dir 2 "/nonexistent/q.npy: cannot open" --inputs /nonexistent)
+spb_cli_error(npy_missing_file 2 "missing/g.npy: cannot open" --inputs ${SPB_FIXTURES}/missing)
+spb_cli_error(npy_malformed 2 "malformed/q.npy: not a .npy file" --inputs ${SPB_FIXTURES}/malformed)
+spb_cli_error(npy_misshaped 2 "misshaped/k.npy: shape \\(2, 90, 2, 7\\), expected \\(2, 90, 2, 8\\)"
+              --inputs ${SPB_FIXTURES}/misshaped)
+spb_cli_error(npy_not_divisible 4 "--seq/-T: 90 tokens is not divisible by the world size 4"
+              --inputs ${SPB_FIXTURES}/good)
+spb_cli_error(unknown_backend 1 "--backend: tpu not in" --backend tpu)
+spb_cli_error(allscan_device_on_cpu 2 "--allscan device: needs --backend gpu" -m zeco --allscan device)
+# A machine with no GPU asked for one: a clear error, not a crash (skipped where a GPU is present).
+add_test(NAME cli.error.no_gpu
+         COMMAND sh -c "if nvidia-smi -L >/dev/null 2>&1; then exit 77; fi; exec ${SPB_EXPECT_ERROR} \
+'--backend gpu: (no CUDA GPU found|this spbench was built without CUDA)' ${SPB_MPIRUN_STR} 2 ${SPB_MPI_FLAGS_STR} \
+$<TARGET_FILE:spbench> operator --backend gpu -n 1")
+set_tests_properties(cli.error.no_gpu PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 150)
+
+# Happy paths: every method runs and checks on 3 CPU ranks; the .npy round trip matches the fp64 token loop.
+foreach(m dp lasp1 lasp2 zeco ring ulysses)
+  add_test(NAME cli.run.${m}
+           COMMAND ${SPB_MPIEXEC} 3 ${SPB_MPI_FLAGS} $<TARGET_FILE:spbench> operator --backend cpu -m ${m}
+                   -H 3 --dk 8 --dv 8 -L 70 -w 1 -n 2 --h0 --dht)
+  set_tests_properties(cli.run.${m} PROPERTIES PASS_REGULAR_EXPRESSION "# wrong results: 0" TIMEOUT 150)
+endforeach()
+add_test(NAME cli.npy_roundtrip.run
+         COMMAND sh -c "mkdir -p ${CMAKE_CURRENT_BINARY_DIR}/npy_out && ${SPB_MPIRUN_STR} 3 ${SPB_MPI_FLAGS_STR} \
+$<TARGET_FILE:spbench> operator --backend cpu -m zeco -K 2 -w 0 -n 1 --inputs ${SPB_FIXTURES}/good \
+--outputs ${CMAKE_CURRENT_BINARY_DIR}/npy_out")
+set_tests_properties(cli.npy_roundtrip.run PROPERTIES FIXTURES_REQUIRED npy FIXTURES_SETUP npy_out TIMEOUT 150)
+add_test(NAME cli.npy_roundtrip.check
+         COMMAND check_npy_outputs ${SPB_FIXTURES}/good ${CMAKE_CURRENT_BINARY_DIR}/npy_out)
+set_tests_properties(cli.npy_roundtrip.check PROPERTIES FIXTURES_REQUIRED "npy;npy_out")

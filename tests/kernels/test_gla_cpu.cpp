@@ -1,0 +1,117 @@
+// The fp32 chunked CPU stages against the fp64 token loop (DESIGN §7: relative RMS error < 1e-5), and the identities
+// the SP methods rely on: a zero-start pass plus the late-state corrections equals the pass from that state.
+#include <gtest/gtest.h>
+
+#include <tuple>
+
+#include "harness/inputs.h"
+#include "harness/stats.h"
+#include "kernels/cpu/gla_reference.h"
+#include "kernels/gla.h"
+
+namespace spb {
+namespace {
+
+struct Case {
+  int T;
+  GateKind gates;
+  bool h0, dht;
+};
+
+std::string name_of(const testing::TestParamInfo<Case>& i) {
+  return "T" + std::to_string(i.param.T) + (i.param.gates == GateKind::strong ? "_strong" : "_model") +
+         (i.param.h0 ? "_h0" : "") + (i.param.dht ? "_dht" : "");
+}
+
+class ChunkedVsReference : public testing::TestWithParam<Case> {};
+
+TEST_P(ChunkedVsReference, EveryOutputAndGradient) {
+  const Case c = GetParam();
+  GlaShape s;
+  s.B = 2, s.T = c.T, s.H = 2, s.dk = 12, s.dv = 20;  // dk != dv
+  const HostTensors x = generate_inputs(s, 1000 + c.T, c.gates, c.h0, c.dht);
+  const GlaReferenceResult ref = gla_reference(s, x.q, x.k, x.v, x.g, x.h0, x.d_o, x.dht);
+
+  auto dev = make_cpu_device();
+  auto kern = make_cpu_kernels();
+  GlaWorkspace ws(*dev, s);
+  std::vector<float> o(s.v_elems()), ht(s.state_elems()), dq(s.qk_elems()), dk(s.qk_elems()), dv(s.v_elems()),
+      dg(s.qk_elems()), dh0(s.state_elems());
+  const float* h0 = x.h0.empty() ? nullptr : x.h0.data();
+  const float* dht = x.dht.empty() ? nullptr : x.dht.data();
+  gla_forward(*kern, ws, x.q.data(), x.k.data(), x.v.data(), x.g.data(), h0, o.data(), ht.data(), {});
+  gla_backward(*kern, ws, x.q.data(), x.k.data(), x.v.data(), x.g.data(), h0, x.d_o.data(), dht, dq.data(), dk.data(),
+               dv.data(), dg.data(), dh0.data(), {});
+
+  const double tol = 1e-5;
+  EXPECT_LT(rel_rms_error(ref.o, o, o.size()), tol) << "o";
+  EXPECT_LT(rel_rms_error(ref.ht, ht, ht.size()), tol) << "ht";
+  EXPECT_LT(rel_rms_error(ref.dq, dq, dq.size()), tol) << "dq";
+  EXPECT_LT(rel_rms_error(ref.dk, dk, dk.size()), tol) << "dk";
+  EXPECT_LT(rel_rms_error(ref.dv, dv, dv.size()), tol) << "dv";
+  EXPECT_LT(rel_rms_error(ref.dg, dg, dg.size()), tol) << "dg";
+  EXPECT_LT(rel_rms_error(ref.dh0, dh0, dh0.size()), tol) << "dh0";
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> v;
+  for (int T : {1, 63, 64, 65, 200, 1000})
+    for (GateKind g : {GateKind::model, GateKind::strong})
+      for (bool with : {false, true}) v.push_back({T, g, with, with});
+  v.push_back({130, GateKind::model, true, false});
+  v.push_back({130, GateKind::model, false, true});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, ChunkedVsReference, testing::ValuesIn(cases()), name_of);
+
+// o(from h0) == o(from zero) + output_add_initial(h0); hs, ht likewise; and the same for dhs, dh0 with dht.
+TEST(LateStateCorrections, EqualThePassFromThatState) {
+  GlaShape s;
+  s.B = 1, s.T = 150, s.H = 3, s.dk = 8, s.dv = 6;
+  const HostTensors x = generate_inputs(s, 7, GateKind::strong, true, true);
+  auto kern = make_cpu_kernels();
+  auto dev = make_cpu_device();
+  GlaWorkspace direct(*dev, s), late(*dev, s);
+  std::vector<float> o1(s.v_elems()), o2(s.v_elems()), ht1(s.state_elems()), ht2(s.state_elems());
+  gla_forward(*kern, direct, x.q.data(), x.k.data(), x.v.data(), x.g.data(), x.h0.data(), o1.data(), ht1.data(), {});
+  gla_forward(*kern, late, x.q.data(), x.k.data(), x.v.data(), x.g.data(), nullptr, o2.data(), ht2.data(), {});
+  kern->output_add_initial(s, x.q.data(), late.gc.f32(), x.h0.data(), o2.data(), {});
+  kern->states_add_initial(s, late.gc.f32(), x.h0.data(), late.hs.f32(), ht2.data(), {});
+  EXPECT_LT(rel_rms_error(o1, o2, o1.size()), 1e-6);
+  EXPECT_LT(rel_rms_error(ht1, ht2, ht1.size()), 1e-6);
+  EXPECT_LT(rel_rms_error(direct.hs.f32(), late.hs.f32(), s.chunk_state_elems()), 1e-6);
+
+  std::vector<float> dh1(s.state_elems()), dh2(s.state_elems());
+  kern->chunk_states_bwd(s, x.q.data(), x.d_o.data(), direct.gc.f32(), x.dht.data(), direct.dhs.f32(), dh1.data(), {});
+  kern->chunk_states_bwd(s, x.q.data(), x.d_o.data(), late.gc.f32(), nullptr, late.dhs.f32(), dh2.data(), {});
+  kern->dstates_add_final(s, late.gc.f32(), x.dht.data(), late.dhs.f32(), dh2.data(), {});
+  EXPECT_LT(rel_rms_error(dh1, dh2, dh1.size()), 1e-6);
+  EXPECT_LT(rel_rms_error(direct.dhs.f32(), late.dhs.f32(), s.chunk_state_elems()), 1e-6);
+}
+
+// The All-Scan combine and the Ulysses layout copy, on small integers where the arithmetic is exact.
+TEST(StateAlgebra, FoldAddAndCopyAreExact) {
+  auto kern = make_cpu_kernels();
+  const size_t rows = 3, cols = 4;
+  std::vector<float> decay = {0.f, -0.6931471805599453f, -1000.f}, x(rows * cols), y(rows * cols), out(rows * cols);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i + 1), y[i] = float(2 * i);
+  kern->state_fold(rows, cols, decay.data(), x.data(), y.data(), out.data(), {});
+  for (size_t c = 0; c < cols; ++c) {
+    EXPECT_EQ(out[c], x[c] + y[c]);                                 // exp(0) = 1
+    EXPECT_NEAR(out[cols + c], 0.5f * x[cols + c] + y[cols + c], 1e-5f);  // exp(-ln 2) = 1/2
+    EXPECT_EQ(out[2 * cols + c], y[2 * cols + c]);                  // exp(-1000) = 0
+  }
+  std::vector<float> sum(3);
+  kern->vec_add(3, decay.data(), decay.data(), sum.data(), {});
+  EXPECT_EQ(sum[2], -2000.f);
+
+  // Transpose a 2x3 matrix of floats with copy_4d.
+  std::vector<float> a = {1, 2, 3, 4, 5, 6}, t(6, 0.f);
+  const int64_t dims[4] = {2, 3, 1, 1}, src[4] = {3, 1, 0, 0}, dst[4] = {1, 2, 0, 0};
+  kern->copy_4d(t.data(), a.data(), 4, dims, dst, src, {});
+  EXPECT_EQ(t, (std::vector<float>{1, 4, 2, 5, 3, 6}));
+}
+
+}  // namespace
+}  // namespace spb
