@@ -5,6 +5,8 @@
 #include <cstdio>
 
 #include "harness/bootstrap.h"
+#include "harness/collective.h"
+#include "harness/collective_level.h"
 #include "harness/error.h"
 #include "harness/method.h"
 #include "harness/operator_level.h"
@@ -18,7 +20,11 @@ int main(int argc, char** argv) {
   spb::OperatorOptions op;
   CLI::App* op_cmd = app.add_subcommand("operator", "SP GLA attention forward+backward of one method, timed and checked");
   spb::add_operator_command(*op_cmd, op);
+  spb::CollectiveOptions co;
+  CLI::App* co_cmd = app.add_subcommand("collective", "the SP methods' communication patterns alone (nccl-tests style)");
+  spb::add_collective_command(*co_cmd, co);
   CLI::App* methods_cmd = app.add_subcommand("methods", "list the registered SP methods");
+  CLI::App* patterns_cmd = app.add_subcommand("patterns", "list the registered collective patterns");
 
   try {
     app.parse(argc, argv);
@@ -35,9 +41,16 @@ int main(int argc, char** argv) {
     if (*methods_cmd) {
       if (root)
         for (auto& name : spb::method_names()) std::printf("%-10s %s\n", name.c_str(), spb::find_method(name)->summary.c_str());
+
+      return 0;
+    }
+    if (*patterns_cmd) {
+      if (root)
+        for (auto& name : spb::pattern_names()) std::printf("%-10s %s\n", name.c_str(), spb::find_pattern(name)->summary.c_str());
       return 0;
     }
     if (*op_cmd) return spb::run_operator(boot, op);
+    if (*co_cmd) return spb::run_collective(boot, co);
   } catch (const spb::UsageError& e) {
     // Raised the same way on every rank (or agreed on through the bootstrap): stop together, one line.
     if (root) std::fprintf(stderr, "spbench: error: %s\n", e.what());

@@ -55,8 +55,7 @@ void add_operator_command(CLI::App& app, OperatorOptions& o) {
   app.add_flag("!--no-resume", o.resume, "rerun configurations already in the CSV");
 }
 
-namespace {
-
+// auto: the GPU where this build and node have one, else the CPU.
 std::string resolve_backend(const std::string& b) {
   if (b != "auto") return b;
 #ifdef SPB_HAVE_CUDA
@@ -65,6 +64,8 @@ std::string resolve_backend(const std::string& b) {
 #endif
   return "cpu";
 }
+
+namespace {
 
 // The shape of the whole sequence, validated the same way on every rank.
 GlaShape whole_shape(const OperatorOptions& o, int P) {

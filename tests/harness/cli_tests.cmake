@@ -61,3 +61,19 @@ set_tests_properties(cli.npy_roundtrip.run PROPERTIES FIXTURES_REQUIRED npy FIXT
 add_test(NAME cli.npy_roundtrip.check
          COMMAND check_npy_outputs ${SPB_FIXTURES}/good ${CMAKE_CURRENT_BINARY_DIR}/npy_out)
 set_tests_properties(cli.npy_roundtrip.check PROPERTIES FIXTURES_REQUIRED "npy;npy_out")
+
+# spbench collective: every pattern runs and checks on 3 CPU ranks; bad input stops with its message.
+add_test(NAME cli.collective.run
+         COMMAND ${SPB_MPIEXEC} 3 ${SPB_MPI_FLAGS} $<TARGET_FILE:spbench> collective --backend cpu -b 6K -e 24K
+                 --dv 64 --block-elems 64,1536,0 -w 1 -n 3)
+set_tests_properties(cli.collective.run PROPERTIES PASS_REGULAR_EXPRESSION "# wrong results: 0" TIMEOUT 150)
+function(spb_collective_error name np regex)
+  add_test(NAME cli.error.collective_${name}
+           COMMAND ${SPB_EXPECT_ERROR} "${regex}" ${SPB_MPIEXEC} ${np} ${SPB_MPI_FLAGS} $<TARGET_FILE:spbench>
+                   collective --backend cpu -w 0 -n 1 ${ARGN})
+  set_tests_properties(cli.error.collective_${name} PROPERTIES TIMEOUT 150)
+endfunction()
+spb_collective_error(unknown_pattern 2 "--pattern: 'broadcast' does not exist" -p broadcast)
+spb_collective_error(block_not_dividing 2 "--block-elems: 192 must be a multiple of a state row \\(128 elements\\)"
+                     -p allscan -b 64K -e 64K --block-elems 192)
+spb_collective_error(size_not_rows 2 "-b/-e: 1000 bytes is not a whole number of state rows" -b 1000 -e 1000 --dv 3)

@@ -1,0 +1,154 @@
+// spbench collective: the driver of the collective level (DESIGN §5): for each pattern, size and block size, -w
+// untimed and -n timed calls on the communication stream (time = max over ranks of the CUDA-event / wall time), a
+// check of what every rank received, a fixed-width table and CSV rows with algbw and busbw.
+#include "harness/collective_level.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+
+#include "harness/collective.h"
+#include "harness/collective_errors.h"
+#include "harness/csv.h"
+#include "harness/error.h"
+#include "harness/provenance.h"
+#include "harness/runtime.h"
+#include "harness/stats.h"
+
+namespace spb {
+
+std::string resolve_backend(const std::string& b);  // operator_level.cpp
+
+void add_collective_command(CLI::App& app, CollectiveOptions& o) {
+  app.add_option("--pattern,-p", o.patterns, "patterns to run (default: all; spbench patterns lists them)");
+  app.add_option("--backend", o.backend, "cpu, gpu or auto")->check(CLI::IsMember({"cpu", "gpu", "auto"}));
+  app.add_option("--allscan", o.allscan, "All-Scan backend: host, device or auto")
+      ->check(CLI::IsMember({"host", "device", "auto"}));
+  app.add_option("-b,--minbytes", o.min_bytes, "smallest per-rank state (bytes; K/M/G suffixes)")
+      ->transform(CLI::AsSizeValue(false));
+  app.add_option("-e,--maxbytes", o.max_bytes, "largest per-rank state (bytes; K/M/G suffixes)")
+      ->transform(CLI::AsSizeValue(false));
+  app.add_option("-f,--stepfactor", o.factor, "multiply the size by this between steps")->check(CLI::Range(2, 1024));
+  app.add_option("--dv", o.dv, "elements of a state row (All-Scan blocks are whole rows)")->check(CLI::PositiveNumber);
+  app.add_option("--block-elems", o.block_elems, "All-Scan block size(s) in elements (0: the whole state)")
+      ->delimiter(',');
+  app.add_option("--warmup,-w", o.warmup, "untimed calls")->check(CLI::NonNegativeNumber);
+  app.add_option("--iters,-n", o.iters, "timed calls")->check(CLI::PositiveNumber);
+  app.add_option("--check,-c", o.check, "check what every rank received (1) or not (0)")->check(CLI::Range(0, 1));
+  app.add_option("--csv", o.csv, "append result rows to this CSV");
+  app.add_flag("!--no-resume", o.resume, "rerun configurations already in the CSV");
+}
+
+int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
+  CollectiveOptions o = opt;
+  const int P = boot.size(), p = boot.rank();
+  if (o.patterns.empty()) o.patterns = pattern_names();
+  for (auto& name : o.patterns)
+    if (!find_pattern(name)) {
+      std::string all;
+      for (auto& n : pattern_names()) all += (all.empty() ? "" : ", ") + n;
+      throw UsageError("--pattern: '" + name + "' does not exist; choose from: " + all);
+    }
+  const size_t row_bytes = size_t(o.dv) * 4;
+  SPB_USAGE(o.min_bytes >= row_bytes && o.min_bytes <= o.max_bytes,
+            "-b/-e: need " + std::to_string(row_bytes) + " <= minbytes <= maxbytes (one state row of --dv " +
+                std::to_string(o.dv) + " fp32 at least)");
+  for (long long b : o.block_elems) SPB_USAGE(b >= 0, "--block-elems must be >= 0 (0: the whole state)");
+  std::vector<size_t> sizes;
+  for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= size_t(o.factor)) {
+    SPB_USAGE(bytes % row_bytes == 0, "-b/-e: " + std::to_string(bytes) +
+                                          " bytes is not a whole number of state rows (--dv " + std::to_string(o.dv) +
+                                          " fp32 = " + std::to_string(row_bytes) + " bytes)");
+    sizes.push_back(bytes);
+    if (bytes > o.max_bytes / size_t(o.factor)) break;
+  }
+
+  o.backend = resolve_backend(o.backend);
+  auto rt = make_runtime(boot, o.backend);
+  if (o.allscan == "auto") o.allscan = rt->dev->is_gpu() ? "device" : "host";
+  Device& dev = *rt->dev;
+  const Stream cs = dev.comm_stream();
+
+  std::unique_ptr<CsvAppender> csv;
+  if (!o.csv.empty())
+    agree_on_usage_errors(boot, [&] {
+      if (p == 0) csv = std::make_unique<CsvAppender>(o.csv, std::vector<std::string>{"bytes", "algbw_GBps", "busbw_GBps"});
+    });
+  if (p == 0) {
+    std::printf("# spbench collective  backend %s (%s)  allscan %s  ranks %d  device %s\n", o.backend.c_str(),
+                rt->comm->name().c_str(), o.allscan.c_str(), P, dev.name().c_str());
+    std::printf("# bytes %zu..%zu x%d  row %d fp32  warm-up %d  iterations %d  check %d\n", o.min_bytes, o.max_bytes,
+                o.factor, o.dv, o.warmup, o.iters, o.check);
+    std::printf("#\n# %9s %7s %5s %10s %7s %10s %10s %10s %10s %6s %8s %8s %9s %5s\n", "pattern", "backend", "ranks",
+                "bytes", "block", "mean_us", "median_us", "min_us", "max_us", "cv", "algbw", "busbw", "error", "ok");
+    std::printf("# %9s %7s %5s %10s %7s %10s %10s %10s %10s %6s %8s %8s %9s %5s\n", "", "", "", "", "elems", "", "", "",
+                "", "", "GB/s", "GB/s", "", "");
+    std::fflush(stdout);
+  }
+
+  int wrong = 0;
+  EventHandle e0(dev), e1(dev);
+  for (const std::string& name : o.patterns) {
+    const bool blocked = name == "allscan";  // the only pattern whose block size is swept
+    for (size_t bytes : sizes) {
+      std::vector<long long> done;  // block sizes that resolve to the same one run once
+      for (long long asked : blocked ? o.block_elems : std::vector<long long>{0}) {
+        const long long block = asked == 0 || asked >= (long long)(bytes / 4) ? 0 : asked;  // 0: the whole state
+        if (std::find(done.begin(), done.end(), block) != done.end()) continue;
+        done.push_back(block);
+        CollectiveConfig c{bytes / 4, size_t(o.dv), size_t(block), o.allscan};
+        std::unique_ptr<CollectivePattern> pat;
+        agree_on_usage_errors(boot, [&] { pat = find_pattern(name)->make(*rt, c); });
+        const std::string backend = !dev.is_gpu() ? "cpu" : pat->backend().empty() ? rt->comm->name() : "device";
+        const size_t elems = bytes / 4, dv = size_t(o.dv);
+        ResultRow r;
+        r.set("level", std::string("collective")).set("method", name).set("backend", backend);
+        r.set("world_size", P).set("batch", 1).set("dk", (long long)dv).set("dv", (long long)dv);
+        r.set("heads", elems % (dv * dv) == 0 ? (long long)(elems / (dv * dv)) : 0LL).set("tokens_per_rank", 0);
+        r.set("block_elems", blocked ? (long long)(block ? block : (long long)elems) : 0LL);
+        r.set("blocks", blocked ? (long long)(elems / size_t(block ? block : elems)) : 0LL);
+        r.set("dtype", std::string("fp32")).set("pass", std::string("comm")).set("comm", rt->comm->name());
+        r.set("warmup", o.warmup).set("iters", o.iters).set("bytes", (long long)bytes).set("chunk", 0);
+        add_provenance(r, dev);
+        int skip = 0;
+        if (p == 0 && csv && o.resume) skip = csv->contains(r);
+        boot.broadcast(&skip, sizeof skip, 0);
+        if (skip) continue;
+
+        for (int i = 0; i < o.warmup; ++i) pat->run(cs);
+        dev.synchronize();
+        std::vector<double> us;
+        for (int i = 0; i < o.iters; ++i) {
+          boot.barrier();
+          dev.record(e0.get(), cs);
+          pat->run(cs);
+          dev.record(e1.get(), cs);
+          dev.synchronize();
+          us.push_back(boot.max(dev.elapsed_ms(e0.get(), e1.get()) * 1e3));
+        }
+        const double err = o.check ? boot.max(pat->check()) : 0.0;
+        // Data made of small integers and exact fp32 folds: only exp's rounding on a GPU can differ from the host.
+        const bool ok = err <= 1e-5;
+        wrong += !ok;
+        const Summary s = summarize(us);
+        const double algbw = pat->algbw_bytes() / (s.mean * 1e-6) / 1e9, busbw = algbw * pat->busbw_factor();
+        if (p == 0) {
+          std::printf("  %9s %7s %5d %10zu %7lld %10.2f %10.2f %10.2f %10.2f %6.3f %8.2f %8.2f %9.2e %5s\n",
+                      name.c_str(), backend.c_str(), P, bytes, blocked ? (block ? block : (long long)elems) : 0LL,
+                      s.mean, s.median, s.min, s.max, s.cv, algbw, busbw, err, !o.check ? "-" : ok ? "OK" : "WRONG");
+          std::fflush(stdout);
+          if (csv && ok) {
+            r.set("time_ms_mean", s.mean / 1e3).set("time_ms_median", s.median / 1e3).set("time_ms_min", s.min / 1e3);
+            r.set("time_ms_max", s.max / 1e3).set("time_ms_cv", s.cv).set("algbw_GBps", algbw).set("busbw_GBps", busbw);
+            if (o.check) r.set("err_rel_rms", err);
+            csv->append(r);
+          }
+        }
+      }
+    }
+  }
+  if (p == 0) std::printf("# wrong results: %d\n", wrong);
+  return wrong ? 1 : 0;
+}
+
+}  // namespace spb

@@ -1,0 +1,28 @@
+// The collective level: an nccl-tests-style sweep of the SP methods' communication patterns over the per-rank state
+// size, the All-Scan block size and the world size.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "harness/bootstrap.h"
+
+namespace spb {
+
+struct CollectiveOptions {
+  std::vector<std::string> patterns;  // empty: all
+  std::string backend = "auto", allscan = "auto";
+  size_t min_bytes = 64 << 10, max_bytes = 32 << 20;
+  int factor = 2;
+  int dv = 128;
+  std::vector<long long> block_elems = {16384};
+  int warmup = 5, iters = 50, check = 1;
+  std::string csv;
+  bool resume = true;
+};
+
+void add_collective_command(CLI::App& app, CollectiveOptions& o);
+int run_collective(Bootstrap& boot, const CollectiveOptions& o);
+
+}  // namespace spb
