@@ -7,9 +7,11 @@
 #include "harness/bootstrap.h"
 #include "harness/collective.h"
 #include "harness/collective_level.h"
+#include "harness/compare.h"
 #include "harness/error.h"
 #include "harness/method.h"
 #include "harness/operator_level.h"
+#include "harness/report.h"
 
 int main(int argc, char** argv) {
   spb::Bootstrap boot(&argc, &argv);
@@ -23,6 +25,12 @@ int main(int argc, char** argv) {
   spb::CollectiveOptions co;
   CLI::App* co_cmd = app.add_subcommand("collective", "the SP methods' communication patterns alone (nccl-tests style)");
   spb::add_collective_command(*co_cmd, co);
+  spb::ReportOptions ro;
+  CLI::App* report_cmd = app.add_subcommand("report", "results/ and the paper's numbers into report/ (tables, plots)");
+  spb::add_report_command(*report_cmd, ro);
+  spb::CompareOptions cmp;
+  CLI::App* compare_cmd = app.add_subcommand("compare", "BASE.csv NEW.csv: faster, same or slower per row");
+  spb::add_compare_command(*compare_cmd, cmp);
   CLI::App* methods_cmd = app.add_subcommand("methods", "list the registered SP methods");
   CLI::App* patterns_cmd = app.add_subcommand("patterns", "list the registered collective patterns");
 
@@ -51,6 +59,8 @@ int main(int argc, char** argv) {
     }
     if (*op_cmd) return spb::run_operator(boot, op);
     if (*co_cmd) return spb::run_collective(boot, co);
+    if (*report_cmd) return root ? spb::run_report(ro) : 0;
+    if (*compare_cmd) return root ? spb::run_compare(cmp) : 0;
   } catch (const spb::UsageError& e) {
     // Raised the same way on every rank (or agreed on through the bootstrap): stop together, one line.
     if (root) std::fprintf(stderr, "spbench: error: %s\n", e.what());
