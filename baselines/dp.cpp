@@ -1,6 +1,7 @@
 // `dp`, the paper's "DP baseline" and the ideal: every rank runs its own tokens as an independent sequence, so there
 // is no communication at all. Its result is checked against the single-device run of each rank's own tokens.
 #include "harness/method.h"
+#include "harness/timeline.h"
 #include "kernels/gla.h"
 
 namespace spb {
@@ -11,9 +12,11 @@ class DataParallel final : public SpMethod {
   DataParallel(Runtime& rt, const SpConfig& c) : rt_(rt), ws_(*rt.dev, c.local) {}
 
   void forward(const SpForwardArgs& a) override {
+    TimelineSpan span(rt_, "gla_forward", false);
     gla_forward(*rt_.kern, ws_, a.q, a.k, a.v, a.g, a.h0, a.o, a.h_out, rt_.dev->compute_stream());
   }
   void backward(const SpForwardArgs& f, const SpBackwardArgs& a) override {
+    TimelineSpan span(rt_, "gla_backward", false);
     gla_backward(*rt_.kern, ws_, f.q, f.k, f.v, f.g, f.h0, a.d_o, a.dht, a.dq, a.dk, a.dv, a.dg, a.dh_in,
                  rt_.dev->compute_stream());
   }

@@ -3,6 +3,7 @@
 // Nothing overlaps, so the chain's P-1 hops and the ranks' computes add up.
 #include "harness/method.h"
 #include "harness/sp_local.h"
+#include "harness/timeline.h"
 #include "kernels/gla.h"
 
 namespace spb {
@@ -18,23 +19,43 @@ class Lasp1 final : public SpMethod {
     const int p = rt_.rank(), P = rt_.world();
     const Stream st = rt_.dev->compute_stream();
     const size_t bytes = ws_.shape.state_elems() * 4;
-    if (p == 0) copy_or_zero(*rt_.dev, S_in_.f32(), a.h0, ws_.shape.state_elems(), st);
-    else rt_.comm->recv(S_in_.get(), bytes, p - 1, st);
+    if (p == 0) {
+      copy_or_zero(*rt_.dev, S_in_.f32(), a.h0, ws_.shape.state_elems(), st);
+    } else {
+      TimelineSpan span(rt_, "recv", false);
+      rt_.comm->recv(S_in_.get(), bytes, p - 1, st);
+    }
     float* h_out = a.h_out ? a.h_out : out_.f32();
-    gla_forward(*rt_.kern, ws_, a.q, a.k, a.v, a.g, S_in_.f32(), a.o, h_out, st);
-    if (p + 1 < P) rt_.comm->send(h_out, bytes, p + 1, st);
+    {
+      TimelineSpan span(rt_, "gla_forward", false);
+      gla_forward(*rt_.kern, ws_, a.q, a.k, a.v, a.g, S_in_.f32(), a.o, h_out, st);
+    }
+    if (p + 1 < P) {
+      TimelineSpan span(rt_, "send", false);
+      rt_.comm->send(h_out, bytes, p + 1, st);
+    }
   }
 
   void backward(const SpForwardArgs& f, const SpBackwardArgs& a) override {
     const int p = rt_.rank(), P = rt_.world();
     const Stream st = rt_.dev->compute_stream();
     const size_t bytes = ws_.shape.state_elems() * 4;
-    if (p == P - 1) copy_or_zero(*rt_.dev, dS_out_.f32(), a.dht, ws_.shape.state_elems(), st);
-    else rt_.comm->recv(dS_out_.get(), bytes, p + 1, st);
+    if (p == P - 1) {
+      copy_or_zero(*rt_.dev, dS_out_.f32(), a.dht, ws_.shape.state_elems(), st);
+    } else {
+      TimelineSpan span(rt_, "recv", false);
+      rt_.comm->recv(dS_out_.get(), bytes, p + 1, st);
+    }
     float* dh_in = a.dh_in ? a.dh_in : out_.f32();
-    gla_backward(*rt_.kern, ws_, f.q, f.k, f.v, f.g, S_in_.f32(), a.d_o, dS_out_.f32(), a.dq, a.dk, a.dv, a.dg, dh_in,
-                 st);
-    if (p > 0) rt_.comm->send(dh_in, bytes, p - 1, st);
+    {
+      TimelineSpan span(rt_, "gla_backward", false);
+      gla_backward(*rt_.kern, ws_, f.q, f.k, f.v, f.g, S_in_.f32(), a.d_o, dS_out_.f32(), a.dq, a.dk, a.dv, a.dg,
+                   dh_in, st);
+    }
+    if (p > 0) {
+      TimelineSpan span(rt_, "send", false);
+      rt_.comm->send(dh_in, bytes, p - 1, st);
+    }
   }
 
  private:

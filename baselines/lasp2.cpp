@@ -3,6 +3,7 @@
 // as the LASP-2 paper does; the price is P states of traffic per rank instead of one.
 #include "harness/method.h"
 #include "harness/sp_local.h"
+#include "harness/timeline.h"
 
 namespace spb {
 namespace {
@@ -21,6 +22,7 @@ class Lasp2 final : public SpMethod {
     gather(local_.local_final());
     // S_in = fold of ranks 0..p-1 over h0.
     const Stream cs = dev.comm_stream();
+    TimelineSpan span(rt_, "fold", true);
     copy_or_zero(dev, local_.S_in(), a.h0, s_.state_elems(), cs);
     for (int j = 0; j < rt_.rank(); ++j) fold_rank(j, local_.S_in());
     dev.record(folded_.get(), cs);
@@ -36,6 +38,7 @@ class Lasp2 final : public SpMethod {
     gather(local_.local_dh_in());
     // dS_out = fold of ranks P-1..p+1 over dht.
     const Stream cs = dev.comm_stream();
+    TimelineSpan span(rt_, "fold_reverse", true);
     copy_or_zero(dev, local_.dS_out(), a.dht, s_.state_elems(), cs);
     for (int j = rt_.world() - 1; j > rt_.rank(); --j) fold_rank(j, local_.dS_out());
     dev.record(folded_.get(), cs);
@@ -54,6 +57,7 @@ class Lasp2 final : public SpMethod {
     dev.copy(mine_.f32() + s_.state_elems(), local_.lambda(), s_.state_rows() * 4, st);
     dev.record(ready_.get(), st);
     dev.wait(cs, ready_.get());
+    TimelineSpan span(rt_, "allgather", true);
     rt_.comm->all_gather(mine_.get(), all_.get(), record_elems_ * 4, cs);
   }
   // carry = diag(exp Lambda_j) carry + state_j

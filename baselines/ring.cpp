@@ -6,6 +6,7 @@
 // stream is still reading.
 #include "harness/method.h"
 #include "harness/sp_local.h"
+#include "harness/timeline.h"
 
 namespace spb {
 namespace {
@@ -93,12 +94,14 @@ class Ring final : public SpMethod {
     for (int step = 1; step < P; ++step) {
       const int cur = (step - 1) % 2, nxt = step % 2;
       dev.wait(cs, used_[nxt].get());  // the compute stream is done with what this buffer held two steps ago
+      TimelineSpan transfer(rt_, "ring_step", true);
       rt_.comm->group_start();
       rt_.comm->send(ring_[cur].get(), pack_bytes_, to, cs);
       rt_.comm->recv(ring_[nxt].get(), pack_bytes_, from, cs);
       rt_.comm->group_end();
       dev.record(received_.get(), cs);
       dev.wait(st, received_.get());
+      TimelineSpan compute(rt_, "ring_fold", false);
       if (use(static_cast<const char*>(ring_[nxt].get()), p - dir * step)) dev.record(used_[nxt].get(), st);
     }
     dev.record(joined_.get(), cs);

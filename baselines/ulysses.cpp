@@ -4,6 +4,7 @@
 // activations themselves. The whole sequence's ht and dh0 come back to every rank by an all-gather over heads.
 #include "harness/error.h"
 #include "harness/method.h"
+#include "harness/timeline.h"
 #include "kernels/gla.h"
 
 namespace spb {
@@ -39,7 +40,10 @@ class Ulysses final : public SpMethod {
     to_heads(a.v, v_.get(), L_.dv);
     to_heads(a.g, g_.get(), L_.dk);
     const float* h0 = a.h0 ? my_heads(a.h0, h0_.f32()) : nullptr;
-    gla_forward(*rt_.kern, ws_, q_.get(), k_.get(), v_.get(), g_.get(), h0, x_.get(), mine_.f32(), stream());
+    {
+      TimelineSpan span(rt_, "gla_forward", false);
+      gla_forward(*rt_.kern, ws_, q_.get(), k_.get(), v_.get(), g_.get(), h0, x_.get(), mine_.f32(), stream());
+    }
     to_sequence(x_.get(), a.o, L_.dv);
     if (a.h_out) all_heads(mine_.f32(), a.h_out);
   }
@@ -48,8 +52,11 @@ class Ulysses final : public SpMethod {
     to_heads(a.d_o, y_.get(), L_.dv);
     const float* h0 = f.h0 ? my_heads(f.h0, h0_.f32()) : nullptr;
     const float* dht = a.dht ? my_heads(a.dht, dht_.f32()) : nullptr;
-    gla_backward(*rt_.kern, ws_, q_.get(), k_.get(), v_.get(), g_.get(), h0, y_.get(), dht, dq_.get(), dk_.get(),
-                 x_.get(), dg_.get(), mine_.f32(), stream());
+    {
+      TimelineSpan span(rt_, "gla_backward", false);
+      gla_backward(*rt_.kern, ws_, q_.get(), k_.get(), v_.get(), g_.get(), h0, y_.get(), dht, dq_.get(), dk_.get(),
+                   x_.get(), dg_.get(), mine_.f32(), stream());
+    }
     to_sequence(dq_.get(), a.dq, L_.dk);
     to_sequence(dk_.get(), a.dk, L_.dk);
     to_sequence(x_.get(), a.dv, L_.dv);
@@ -77,11 +84,13 @@ class Ulysses final : public SpMethod {
   size_t slab_bytes(int D) const { return size_t(L_.B) * L_.T * (L_.H / rt_.world()) * D * act_; }
 
   void to_heads(const void* local, void* full, int D) {
+    TimelineSpan span(rt_, "all_to_all", false);
     local_wire(local, send_.get(), D, true);
     rt_.comm->all_to_all(send_.get(), recv_.get(), slab_bytes(D), stream());
     wire_full(recv_.get(), full, D, true);
   }
   void to_sequence(const void* full, void* local, int D) {
+    TimelineSpan span(rt_, "all_to_all", false);
     wire_full(full, send_.get(), D, false);
     rt_.comm->all_to_all(send_.get(), recv_.get(), slab_bytes(D), stream());
     local_wire(recv_.get(), local, D, false);

@@ -1,7 +1,12 @@
 #include "harness/bootstrap.h"
 
 #include <mpi.h>
+#include <omp.h>
 
+#include <cstdlib>
+#include <thread>
+
+#include <algorithm>
 #include <string>
 
 #include "harness/error.h"
@@ -27,6 +32,11 @@ Bootstrap::Bootstrap(int* argc, char*** argv) {
   SPB_MPI(MPI_Comm_rank(local, &local_rank_));
   SPB_MPI(MPI_Comm_size(local, &local_size_));
   local_comm_ = new MPI_Comm(local);
+  // Host threads (input generation, checks): this rank's share of the node's cores, unless OMP_NUM_THREADS says.
+  if (!std::getenv("OMP_NUM_THREADS")) {
+    const int cores = int(std::thread::hardware_concurrency());
+    omp_set_num_threads(std::max(1, cores / std::max(1, local_size_)));
+  }
 }
 
 Bootstrap::~Bootstrap() {

@@ -25,8 +25,10 @@ float randn_at(uint64_t seed, uint64_t tensor, uint64_t i) {
   return float(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
 }
 
+// Each element depends on its index alone, so the threads need no coordination (a paper-size sequence is ~1e9 draws).
 std::vector<float> randn(uint64_t seed, uint64_t tensor, size_t n) {
   std::vector<float> x(n);
+#pragma omp parallel for schedule(static)
   for (size_t i = 0; i < n; ++i) x[i] = randn_at(seed, tensor, i);
   return x;
 }
@@ -50,7 +52,8 @@ HostTensors generate_inputs(const GlaShape& s, uint64_t seed, GateKind gates, bo
   t.v = randn(seed, 3, s.v_elems());
   t.g = randn(seed, 4, s.qk_elems());
   const float div = gates == GateKind::model ? 16.f : 1.f;
-  for (float& x : t.g) x = logsigmoid(x) / div;
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < t.g.size(); ++i) t.g[i] = logsigmoid(t.g[i]) / div;
   t.d_o = randn(seed, 5, s.v_elems());
   t.do_generated = true;
   if (with_h0) t.h0 = randn(seed, 6, s.state_elems());

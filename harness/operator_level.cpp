@@ -5,6 +5,7 @@
 #include "harness/operator_level.h"
 
 #include <cstdio>
+#include <cstring>
 #include <memory>
 
 #include "harness/collective_errors.h"
@@ -17,6 +18,7 @@
 #include "harness/runtime.h"
 #include "harness/sp_run.h"
 #include "harness/stats.h"
+#include "harness/timeline.h"
 #include "kernels/gla.h"
 
 #ifdef SPB_HAVE_CUDA
@@ -53,6 +55,7 @@ void add_operator_command(CLI::App& app, OperatorOptions& o) {
       ->check(CLI::Range(0, 1));
   app.add_option("--tolerance", o.tolerance, "largest relative RMS error that passes (default 1e-5 cpu, 5e-3 gpu)");
   app.add_flag("!--no-resume", o.resume, "rerun configurations already in the CSV");
+  app.add_option("--timeline", o.timeline, "append one more iteration's compute/comm spans of every rank to this CSV");
 }
 
 // auto: the GPU where this build and node have one, else the CPU.
@@ -95,6 +98,42 @@ void validate(const GlaShape& s, const OperatorOptions& o, int P) {
     for (auto& n : method_names()) names += (names.empty() ? "" : ", ") + n;
     throw UsageError("--method: '" + o.method + "' does not exist; choose one of: " + names);
   }
+}
+
+// One more iteration with every span recorded; rank 0 appends every rank's spans to `path`.
+void write_timeline(Runtime& rt, SpMethod& m, const SpForwardArgs& fa, const SpBackwardArgs& ba, const std::string& path,
+                    const std::string& prefix) {
+  Timeline tl(*rt.dev);
+  rt.boot.barrier();
+  rt.timeline = &tl;
+  tl.start();
+  {
+    TimelineSpan whole(rt, "forward", false);
+    m.forward(fa);
+  }
+  {
+    TimelineSpan whole(rt, "backward", false);
+    m.backward(fa, ba);
+  }
+  rt.timeline = nullptr;
+  std::string lines;
+  char buf[256];
+  for (const auto& s : tl.read()) {
+    std::snprintf(buf, sizeof buf, "%s,%d,%s,%s,%.3f,%.3f\n", prefix.c_str(), rt.rank(), s.stream.c_str(),
+                  s.name.c_str(), s.start_us, s.end_us);
+    lines += buf;
+  }
+  const size_t len = size_t(rt.boot.max(double(lines.size())));
+  lines.resize(len, '\0');
+  const std::vector<char> all = rt.boot.gather(lines.data(), len);
+  if (rt.rank() != 0) return;
+  FILE* f = std::fopen(path.c_str(), "a+");
+  SPB_USAGE(f, "--timeline " + path + ": cannot open");
+  std::fseek(f, 0, SEEK_END);
+  if (std::ftell(f) == 0)
+    std::fputs("method,backend,world_size,tokens_per_rank,heads,dk,dv,gpu,git_sha,date,rank,stream,span,start_us,end_us\n", f);
+  for (size_t r = 0; r < all.size(); r += len) std::fputs(std::string(all.data() + r, strnlen(all.data() + r, len)).c_str(), f);
+  std::fclose(f);
 }
 
 // Gathers each rank's tokens into the whole sequence on rank 0 and writes the .npy files there.
@@ -238,6 +277,13 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
                                  : slice_result(single_device(*rt, whole, in), whole, p * local.T, (p + 1) * local.T);
     err = compare(boot, ref, got, indep);
     ok = err.all() <= tol;
+  }
+  if (!o.timeline.empty() && ok) {
+    const ResultRow r = row_for("fwd_bwd");
+    std::string prefix;
+    for (const char* c : {"method", "backend", "world_size", "tokens_per_rank", "heads", "dk", "dv", "gpu", "git_sha", "date"})
+      prefix += (prefix.empty() ? "" : ",") + r.get(c);
+    write_timeline(*rt, *method, fa, ba, o.timeline, prefix);
   }
   if (!o.outputs.empty()) write_outputs(boot, o.outputs, whole, local, download_result(dev, act, local, d), in);
 

@@ -20,6 +20,7 @@ struct OperatorOptions {
   std::string gates = "model";
   bool h0 = false, dht = false;
   std::string inputs, outputs, csv;
+  std::string timeline;  // append one iteration's compute/comm spans of every rank to this CSV
   int check = 1;
   double tolerance = 0;  // 0: 1e-5 on the CPU (fp32), 5e-3 on the GPU (bf16)
   bool resume = true;

@@ -11,7 +11,7 @@
 namespace spb {
 
 std::unique_ptr<Runtime> make_runtime(Bootstrap& boot, const std::string& backend) {
-  auto rt = std::unique_ptr<Runtime>(new Runtime{boot, backend, nullptr, nullptr, nullptr});
+  auto rt = std::unique_ptr<Runtime>(new Runtime{boot, backend, nullptr, nullptr, nullptr, nullptr});
   if (backend == "cpu") {
     rt->dev = make_cpu_device();
     rt->kern = make_cpu_kernels();

@@ -13,12 +13,15 @@
 
 namespace spb {
 
+class Timeline;
+
 struct Runtime {
   Bootstrap& boot;
   std::string backend;  // "cpu" or "gpu"
   std::unique_ptr<Device> dev;
   std::unique_ptr<GlaKernels> kern;
   std::unique_ptr<Communicator> comm;
+  Timeline* timeline = nullptr;  // set while one iteration's spans are recorded (harness/timeline.h)
 
   int rank() const { return boot.rank(); }
   int world() const { return boot.size(); }

@@ -1,5 +1,7 @@
 #include "harness/sp_local.h"
 
+#include "harness/timeline.h"
+
 namespace spb {
 
 SpLocalGla::SpLocalGla(Runtime& rt, const GlaShape& s)
@@ -12,25 +14,30 @@ SpLocalGla::SpLocalGla(Runtime& rt, const GlaShape& s)
       spare_(*rt.dev, s.state_elems() * 4) {}
 
 void SpLocalGla::forward_local_states(const SpForwardArgs& a) {
+  TimelineSpan span(rt_, "local_states", false);
   const Stream st = rt_.dev->compute_stream();
   rt_.kern->chunk_cumsum(ws_.shape, a.g, ws_.gc.f32(), ws_.lambda.f32(), st);
   rt_.kern->chunk_states_fwd(ws_.shape, a.k, a.v, ws_.gc.f32(), nullptr, ws_.hs.f32(), local_final_.f32(), st);
 }
 
 void SpLocalGla::forward_local_output(const SpForwardArgs& a) {
+  TimelineSpan span(rt_, "local_output", false);
   rt_.kern->chunk_output(ws_.shape, a.q, a.k, a.v, ws_.gc.f32(), ws_.hs.f32(), a.o, rt_.dev->compute_stream());
 }
 
 void SpLocalGla::forward_apply_initial(const SpForwardArgs& a) {
+  TimelineSpan span(rt_, "apply_initial", false);
   rt_.kern->output_add_initial(ws_.shape, a.q, ws_.gc.f32(), S_in_.f32(), a.o, rt_.dev->compute_stream());
 }
 
 void SpLocalGla::backward_local_dstates(const SpForwardArgs& f, const SpBackwardArgs& a) {
+  TimelineSpan span(rt_, "local_dstates", false);
   rt_.kern->chunk_states_bwd(ws_.shape, f.q, a.d_o, ws_.gc.f32(), nullptr, ws_.dhs.f32(), local_dh_in_.f32(),
                              rt_.dev->compute_stream());
 }
 
 void SpLocalGla::backward_true_states() {
+  TimelineSpan span(rt_, "true_states", false);
   const Stream st = rt_.dev->compute_stream();
   // The forward left gc, lambda and the zero-start states in the workspace; S_in makes them true.
   rt_.dev->copy(ws_.ht.f32(), local_final_.f32(), ws_.shape.state_elems() * 4, st);
@@ -38,6 +45,7 @@ void SpLocalGla::backward_true_states() {
 }
 
 void SpLocalGla::backward_finish(const SpForwardArgs& f, const SpBackwardArgs& a) {
+  TimelineSpan span(rt_, "grads", false);
   const Stream st = rt_.dev->compute_stream();
   rt_.kern->dstates_add_final(ws_.shape, ws_.gc.f32(), dS_out_.f32(), ws_.dhs.f32(), nullptr, st);
   rt_.kern->chunk_grads(ws_.shape, f.q, f.k, f.v, ws_.gc.f32(), ws_.hs.f32(), ws_.ht.f32(), ws_.dhs.f32(), a.d_o,

@@ -24,12 +24,15 @@ namespace spb {
 template <class A, class B>
 double rel_rms_error(const A& ref, const B& x, size_t n) {
   double num = 0, den = 0;
+  long long non_finite = 0;
+#pragma omp parallel for reduction(+ : num, den, non_finite) schedule(static)
   for (size_t i = 0; i < n; ++i) {
     const double r = double(ref[i]), v = double(x[i]);
-    if (!std::isfinite(v)) return std::numeric_limits<double>::infinity();
+    non_finite += !std::isfinite(v);
     num += (r - v) * (r - v);
     den += r * r;
   }
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num / std::max<size_t>(n, 1));
+  if (non_finite) return std::numeric_limits<double>::infinity();
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num / double(std::max<size_t>(n, 1)));
 }
 }  // namespace spb

@@ -4,6 +4,7 @@
 #include "harness/error.h"
 #include "harness/method.h"
 #include "harness/sp_local.h"
+#include "harness/timeline.h"
 #include "zeco/all_scan.h"
 #ifdef SPB_HAVE_CUDA
 #include "zeco/all_scan_device.h"
@@ -55,6 +56,7 @@ class Zeco final : public SpMethod {
 
  private:
   void scan(ScanDirection dir, const float* local, const float* first, float* carry_in, float* carry_out) {
+    TimelineSpan span(rt_, dir == ScanDirection::forward ? "allscan" : "allscan_reverse", true);
     AllScanArgs s;
     s.direction = dir;
     s.rows = cfg_.local.state_rows();

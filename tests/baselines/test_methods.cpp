@@ -1,9 +1,15 @@
-// Every registered SP method on this world of CPU ranks against the single-device run of the whole sequence
-// (DESIGN §7: relative RMS error < 1e-5 for every output and gradient of every rank), including local lengths
-// shorter than one chunk; zeco for K in {1, 2, dk}. dp is checked against each rank's tokens run alone.
+// Every registered SP method on this world of ranks against the single-device run of the whole sequence (DESIGN §7),
+// including local lengths shorter than one chunk; zeco for K in {1, 2, dk, every row}. dp is checked against each
+// rank's tokens run alone. SPB_TEST_BACKEND=cpu (default: fp32, error < 1e-5) or gpu (bf16, error < 5e-3, one GPU per
+// rank; skipped where there are fewer GPUs than ranks on the node).
+#include <cstdlib>
+
 #include "../mpi_test_main.h"
 #include "harness/error.h"
 #include "harness/sp_run.h"
+#ifdef SPB_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
 
 namespace spb {
 namespace {
@@ -12,20 +18,37 @@ struct Case {
   int tokens_per_rank;
   GateKind gates;
   bool h0, dht;
+  int B = 2, H = 12, dk = 8, dv = 6;  // H=12: Ulysses on P <= 4
 };
 
-void run_case(const std::string& method, const Case& c, int blocks) {
+std::string backend() {
+  const char* b = std::getenv("SPB_TEST_BACKEND");
+  return b && *b ? b : "cpu";
+}
+bool gpu() { return backend() == "gpu"; }
+
+// GPU runs need one GPU per rank of the node.
+bool have_devices() {
+  if (!gpu()) return true;
+  int n = 0;
+#ifdef SPB_HAVE_CUDA
+  if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
+#endif
+  return test::boot()->all(n >= test::boot()->local_size());
+}
+
+void run_case(const std::string& method, const Case& c, int blocks, const std::string& allscan = "host") {
   Bootstrap& boot = *test::boot();
-  auto rt = make_runtime(boot, "cpu");
+  auto rt = make_runtime(boot, backend());
   const int p = boot.rank(), P = boot.size();
   GlaShape whole;
-  whole.B = 2, whole.T = c.tokens_per_rank * P, whole.H = 12, whole.dk = 8, whole.dv = 6;  // H=12: Ulysses on P<=4
+  whole.B = c.B, whole.T = c.tokens_per_rank * P, whole.H = c.H, whole.dk = c.dk, whole.dv = c.dv;
   GlaShape local = whole;
   local.T = c.tokens_per_rank;
   const HostTensors in = generate_inputs(whole, 31 + c.tokens_per_rank, c.gates, c.h0, c.dht);
   const HostTensors mine = local_slice(in, whole, p * local.T, (p + 1) * local.T);
 
-  auto m = find_method(method)->make(*rt, SpConfig{local, blocks, "host"});
+  auto m = find_method(method)->make(*rt, SpConfig{local, blocks, allscan});
   DeviceTensors d(*rt->dev, local, rt->kern->act_dtype());
   upload_inputs(*rt->dev, rt->kern->act_dtype(), d, mine);
   poison_outputs(*rt->dev, d);
@@ -42,8 +65,8 @@ void run_case(const std::string& method, const Case& c, int blocks) {
   const Errors e = compare(boot, ref, got, indep);
   const std::string what = method + " P=" + std::to_string(P) + " L=" + std::to_string(c.tokens_per_rank) +
                            " K=" + std::to_string(blocks) + (c.h0 ? " h0" : "") + (c.dht ? " dht" : "") +
-                           (c.gates == GateKind::strong ? " strong" : "");
-  const double tol = 1e-5;
+                           (c.gates == GateKind::strong ? " strong" : "") + " " + backend() + " " + allscan;
+  const double tol = gpu() ? 5e-3 : 1e-5;
   EXPECT_LT(e.o, tol) << what;
   EXPECT_LT(e.ht, tol) << what;
   EXPECT_LT(e.dq, tol) << what;
@@ -53,28 +76,48 @@ void run_case(const std::string& method, const Case& c, int blocks) {
   EXPECT_LT(e.dh0, tol) << what;
 }
 
-const std::vector<Case> kCases = {
-    {5, GateKind::model, false, false},  // shorter than one chunk
-    {64, GateKind::strong, true, true},
-    {100, GateKind::model, true, true},  // a partial chunk on every rank
-    {100, GateKind::strong, false, true},
+std::vector<Case> cases() {
+  if (!gpu())
+    return {
+        {5, GateKind::model, false, false},  // shorter than one chunk
+        {64, GateKind::strong, true, true},
+        {100, GateKind::model, true, true},  // a partial chunk on every rank
+        {100, GateKind::strong, false, true},
+    };
+  return {
+      {100, GateKind::model, true, true, 2, 4, 64, 64},     // a partial chunk on every rank
+      {1000, GateKind::model, false, false, 1, 4, 128, 64},  // dk != dv
+      {16384, GateKind::model, false, false, 1, 16, 128, 128},  // the paper's operator shape (Table 3)
+  };
+}
+
+class EveryMethod : public testing::TestWithParam<std::string> {
+  void SetUp() override {
+    if (!have_devices()) GTEST_SKIP() << "fewer GPUs than ranks on this node";
+  }
 };
 
-class EveryMethod : public testing::TestWithParam<std::string> {};
-
 TEST_P(EveryMethod, MatchesTheSingleDeviceRun) {
-  for (const Case& c : kCases) run_case(GetParam(), c, 1);
+  for (const Case& c : cases()) run_case(GetParam(), c, 1);
 }
 
 TEST(Zeco, EveryBlockCount) {
-  for (int K : {1, 2, 8 /* dk */, 2 * 12 * 8 /* every row its own block */})
-    for (const Case& c : kCases) run_case("zeco", c, K);
+  if (!have_devices()) GTEST_SKIP() << "fewer GPUs than ranks on this node";
+  for (const Case& c : cases())
+    for (int K : {1, 2, c.dk, c.B * c.H * c.dk /* every row its own block */}) run_case("zeco", c, K);
+}
+
+TEST(Zeco, DeviceAllScan) {
+  if (!gpu() || !have_devices()) GTEST_SKIP() << "the device All-Scan needs one GPU per rank";
+  for (const Case& c : cases())
+    for (int K : {1, 16}) run_case("zeco", c, K, "device");
 }
 
 TEST(Ulysses, HeadsNotDivisibleByTheWorldAreAUsageError) {
   Bootstrap& boot = *test::boot();
   if (boot.size() == 1) GTEST_SKIP() << "every H divides a world of one";
-  auto rt = make_runtime(boot, "cpu");
+  if (!have_devices()) GTEST_SKIP() << "fewer GPUs than ranks on this node";
+  auto rt = make_runtime(boot, backend());
   GlaShape local;
   local.H = boot.size() + 1;
   EXPECT_THROW(find_method("ulysses")->make(*rt, SpConfig{local, 1, "host"}), UsageError);
