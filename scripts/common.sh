@@ -31,6 +31,7 @@ spb_mpi_env() {
   export OMPI_MCA_rmaps_base_oversubscribe=1
 }
 
+# spb_build [TARGET...]: everything by default.
 spb_build() {
   local cuda_args=()
   if [ -z "${CUDACXX:-}" ] && [ -x /usr/local/cuda/bin/nvcc ]; then
@@ -39,5 +40,7 @@ spb_build() {
   spb_log "configuring $SPB_BUILD"
   cmake -S "$SPB_ROOT" -B "$SPB_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release "${cuda_args[@]}" ${SPB_CMAKE_ARGS:-} >/dev/null
   spb_log "building (this takes a few minutes on 2 cores)"
-  cmake --build "$SPB_BUILD" -j "$(nproc)"
+  local targets=()
+  for t in "$@"; do targets+=(--target "$t"); done
+  cmake --build "$SPB_BUILD" -j "$(nproc)" "${targets[@]}"
 }

@@ -11,7 +11,8 @@ export NCCL_NVLS_ENABLE=0  # never NVLink multicast here (KINDS.md)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 NCCL_ROOT=${NCCL_ROOT:-$(python3 -c 'import nvidia.nccl, os; print(nvidia.nccl.__path__[0])')}
 export LD_LIBRARY_PATH=$NCCL_ROOT/lib:${LD_LIBRARY_PATH:-}
-export SPB_GIT_SHA=${SPB_GIT_SHA:-$(cat .spb_git_sha 2>/dev/null || echo unknown)}
+# The tree arrives without .git: the sha of the commit it was copied from travels in .deps/git_sha.
+export SPB_GIT_SHA=${SPB_GIT_SHA:-$(cat .deps/git_sha 2>/dev/null || echo unknown)}
 B=build-gpu
 t0=$(date +%s)
 stamp() { echo "[gpu_session +$(( $(date +%s) - t0 ))s] $*"; }

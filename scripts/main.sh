@@ -6,7 +6,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 spb_install_deps
 spb_mpi_env
-spb_build
+spb_build spbench
 if nvidia-smi -L >/dev/null 2>&1 && [ "$(nvidia-smi -L | wc -l)" -ge 1 ] && [ -z "${SPB_FORCE_CPU:-}" ]; then
   exec bash "$SPB_ROOT/scripts/sweep_gpu.sh"
 else
