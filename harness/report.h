@@ -1,8 +1,15 @@
 // spbench report: results/*.csv and the paper's numbers into report/ (tables, plots, the cost model's predictions).
+//
+// Output (deterministic: the same inputs give byte-identical text files; no dates or hosts but the rows' own):
+//   OUT/README.md             the report: one table per paper table, the cost model, the plots, the CPU-rank section
+//   OUT/tables/*.csv          the tables' numbers, machine-readable
+//   OUT/plots/NAME.{dat,gp}   each plot's data and gnuplot script; NAME.{png,svg} drawn from them by gnuplot
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <string>
+
+#include "harness/cost_model.h"
 
 namespace spb {
 
@@ -10,6 +17,12 @@ struct ReportOptions {
   std::string results = "results";                      // directory of result CSVs
   std::string paper = "../shared/paper/paper_tables.csv";  // the paper's published numbers
   std::string out = "report";                           // where the report goes
+  bool plots = true;                                    // run gnuplot (the .gp and .dat files are written anyway)
+  // The cost model's parameters that are not fitted (harness/cost_model.h).
+  int gpus_per_node = 8;
+  double net_gbps = 400, net_latency_us = 5;  // the link between nodes
+  double overlap = 0.5;                       // share of a pass's local compute that can hide zeco's/lasp2's collective
+  ModelParams model_params() const;
 };
 
 void add_report_command(CLI::App& app, ReportOptions& o);

@@ -77,3 +77,39 @@ spb_collective_error(unknown_pattern 2 "--pattern: 'broadcast' does not exist" -
 spb_collective_error(block_not_dividing 2 "--block-elems: 192 must be a multiple of a state row \\(128 elements\\)"
                      -p allscan -b 64K -e 64K --block-elems 192)
 spb_collective_error(size_not_rows 2 "-b/-e: 1000 bytes is not a whole number of state rows" -b 1000 -e 1000 --dv 3)
+
+# spbench compare (issue 6): a file against itself passes, an injected 20% slowdown exits 1, a malformed CSV stops
+# with one `spbench: error:` line naming the file. The fixture is a real CPU-rank `spbench collective` run.
+set(SPB_COMPARE_FIXTURE ${CMAKE_CURRENT_SOURCE_DIR}/harness/data/cpu_collective_fixture.csv)
+add_test(NAME cli.compare.self
+         COMMAND ${SPB_MPIEXEC} 1 ${SPB_MPI_FLAGS} $<TARGET_FILE:spbench> compare ${SPB_COMPARE_FIXTURE}
+                 ${SPB_COMPARE_FIXTURE})
+set_tests_properties(cli.compare.self PROPERTIES PASS_REGULAR_EXPRESSION "# no row is slower" TIMEOUT 60)
+# time_ms_mean (column 13) x 1.2 in every row: must exit 1 and say REGRESSION.
+add_test(NAME cli.compare.slowdown
+         COMMAND sh -c "awk -F, -v OFS=, 'NR > 1 { $13 = $13 * 1.2 } { print }' ${SPB_COMPARE_FIXTURE} \
+> ${CMAKE_CURRENT_BINARY_DIR}/compare_slow.csv && ${SPB_MPIRUN_STR} 1 ${SPB_MPI_FLAGS_STR} $<TARGET_FILE:spbench> \
+compare ${SPB_COMPARE_FIXTURE} ${CMAKE_CURRENT_BINARY_DIR}/compare_slow.csv > ${CMAKE_CURRENT_BINARY_DIR}/compare_slow.txt; \
+rc=$?; cat ${CMAKE_CURRENT_BINARY_DIR}/compare_slow.txt; echo exit $rc; \
+[ $rc -eq 1 ] && grep -q '# REGRESSION' ${CMAKE_CURRENT_BINARY_DIR}/compare_slow.txt")
+set_tests_properties(cli.compare.slowdown PROPERTIES TIMEOUT 60)
+add_test(NAME cli.error.compare_malformed
+         COMMAND sh -c "printf 'level,method,world_size,time_ms_mean\\noperator,zeco,4\\n' > \
+${CMAKE_CURRENT_BINARY_DIR}/compare_bad.csv && exec ${SPB_EXPECT_ERROR} 'compare_bad.csv:2: 3 fields, the header has 4' \
+${SPB_MPIRUN_STR} 1 ${SPB_MPI_FLAGS_STR} $<TARGET_FILE:spbench> compare ${SPB_COMPARE_FIXTURE} \
+${CMAKE_CURRENT_BINARY_DIR}/compare_bad.csv")
+set_tests_properties(cli.error.compare_malformed PROPERTIES TIMEOUT 60)
+
+# spbench report (issue 6): an empty results directory still gives a report; report/ must match what the committed
+# results/ and ../shared/paper/paper_tables.csv give (scripts/check_report.sh compares every text file: README.md,
+# tables/*.csv, plots/*.gp and plots/*.dat; the PNG/SVG images differ between gnuplot builds and are not compared,
+# only their names are).
+add_test(NAME cli.report.empty_results
+         COMMAND sh -c "rm -rf ${CMAKE_CURRENT_BINARY_DIR}/report_empty && mkdir -p \
+${CMAKE_CURRENT_BINARY_DIR}/report_empty/results && ${SPB_MPIRUN_STR} 1 ${SPB_MPI_FLAGS_STR} $<TARGET_FILE:spbench> \
+report --no-plots --results ${CMAKE_CURRENT_BINARY_DIR}/report_empty/results \
+--paper ${CMAKE_SOURCE_DIR}/../shared/paper/paper_tables.csv --out ${CMAKE_CURRENT_BINARY_DIR}/report_empty/out && \
+grep -q 'No result CSVs' ${CMAKE_CURRENT_BINARY_DIR}/report_empty/out/README.md && echo REPORT_EMPTY_OK")
+set_tests_properties(cli.report.empty_results PROPERTIES PASS_REGULAR_EXPRESSION "REPORT_EMPTY_OK" TIMEOUT 60)
+add_test(NAME report.drift COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/check_report.sh $<TARGET_FILE:spbench>)
+set_tests_properties(report.drift PROPERTIES TIMEOUT 300)

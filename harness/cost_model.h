@@ -1,0 +1,115 @@
+// The alpha-beta cost model behind the report's predictions for more GPUs than were measured (DESIGN §6).
+//
+// A link moves `bytes` in alpha + bytes / beta seconds. Inside a node of `gpus_per_node` GPUs the link is NVLink, with
+// alpha and beta fitted (weighted least squares on relative error) to the measured collective rows, one fit per
+// pattern and backend; between nodes it is the network, whose alpha and beta are parameters (default 400 Gb/s
+// InfiniBand, 5 us). Ranks are placed in order, so the hop p -> p+1 crosses the network when p+1 starts a node.
+//
+// The collective patterns (per-rank state of S bytes, All-Scan blocks of b bytes, K = S / b blocks, P ranks):
+//   allscan   pipelined: block k leaves rank p once block k arrived from p-1 and block k-1 left p, so the last rank
+//             is done after the P-1 hops of the first block plus K-1 more blocks through the slowest hop:
+//             sum_h hop_h(b) + (K-1) max_h hop_h(b)      (= (P+K-2)(alpha + b/beta) on one link kind)
+//   chain     LASP-1: one whole state per hop, P-1 hops in series: sum_h hop_h(S)
+//   allgather ring all-gather of P records of S(1 + 1/dv) bytes (state + decay row): (P-1) steps of the slowest link
+//   ring      P-1 rotation steps of S bytes through the slowest link
+//   alltoall  S/P bytes to each of the other P-1 ranks: (P-1) alpha + (P-1)/P S / beta per link kind, the NVLink and
+//             network parts at the same time
+// and the operator level (local dp compute T_dp = t0 + t_token L, fitted to the dp rows; state S = B H dk dv fp32;
+// activations of `act_bytes` per element):
+//   dp        T_dp
+//   lasp1     serial: each rank computes only after its predecessor: P T_dp + 2 chain(S)
+//   lasp2     T_dp + per direction max(0, allgather(S) + fold - overlap T_dir)   (fold: P states read at fold_Bps)
+//   zeco      T_dp + per direction max(0, allscan(S, b) - overlap T_dir)
+//   ring      T_dp + per direction (P-1) max(ring step of L H B (2 dk + dv) act_bytes, ring_step_fraction T_dir)
+//   ulysses   T_dp + all-to-alls of q,k,v,g in, o out (forward) and do in, dq,dk,dv,dg out (backward); needs H % P == 0
+// where T_dir is the direction's share of T_dp (forward from the dp fwd rows when measured, else a third).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace spb {
+
+struct Link {
+  double alpha_s = 0;   // per message / hop
+  double beta_Bps = 0;  // bytes per second
+  double hop(double bytes) const { return alpha_s + bytes / beta_Bps; }
+};
+
+struct ModelParams {
+  int gpus_per_node = 8;
+  Link network{5e-6, 400e9 / 8};   // between nodes: 400 Gb/s InfiniBand, ~5 us
+  double overlap_fraction = 0.5;  // share of a direction's local compute that can hide zeco's / lasp2's collective
+  double ring_step_fraction = 0.25;  // a ring step's compute (one foreign block's states) as a share of T_dir
+  double fold_Bps = 2e12;            // lasp2's fold of P states (HBM read rate)
+};
+
+// One measured collective time (the inputs of a fit).
+struct CollectivePoint {
+  std::string pattern;  // allscan, chain, allgather, ring, alltoall
+  int world = 0;
+  double bytes = 0;        // per-rank state
+  double block_bytes = 0;  // allscan only (0 or >= bytes: one block)
+  int dv = 128;            // elements of a state row (the all-gather record adds one row of decay per dv)
+  double time_s = 0;
+};
+
+// The pattern's time on P ranks when every hop crosses `intra` inside a node and `p.network` between nodes.
+// Unknown pattern: nullopt. One rank: 0 (nothing moves).
+std::optional<double> collective_time(const std::string& pattern, int world, double bytes, double block_bytes, int dv,
+                                      const Link& intra, const ModelParams& p);
+// On one link kind every pattern is linear in (alpha, 1/beta): time = a alpha + c / beta. Returns {a, c}.
+std::optional<std::pair<double, double>> collective_features(const std::string& pattern, int world, double bytes,
+                                                             double block_bytes, int dv);
+
+struct LinkFit {
+  Link link;
+  int points = 0;
+  double rms_rel_residual = 0;  // sqrt(mean(((model - measured) / measured)^2)) over the fitted points
+  bool ok = false;
+};
+// Least squares on relative error, alpha and 1/beta constrained to >= 0. Points on more ranks than a node and
+// patterns the model does not know are left out. Needs two points with independent features: an All-Scan swept at
+// one block size only measures alpha + block / beta, not the two apart.
+LinkFit fit_link(const std::vector<CollectivePoint>& points, const ModelParams& p);
+// The same with beta given (taken from another pattern on the same link): fits alpha alone; needs one point.
+LinkFit fit_link_alpha(const std::vector<CollectivePoint>& points, const ModelParams& p, double beta_Bps);
+
+// The dp kernel: T = t0 + per_token L, least squares over (L, time) points (t0 = 0 when one length was measured).
+struct KernelFit {
+  double t0_s = 0, per_token_s = 0;
+  int points = 0;
+  bool ok = false;
+  double at(double tokens) const { return t0_s + per_token_s * tokens; }
+};
+KernelFit fit_kernel(const std::vector<std::pair<double, double>>& tokens_time_s);
+
+struct OperatorShape {
+  int world = 1, batch = 1, heads = 16, dk = 128, dv = 128;
+  long long tokens_per_rank = 16384;
+  double block_bytes = 65536;  // zeco's All-Scan block
+  int act_bytes = 2;           // bf16 activations on GPUs, fp32 on CPU ranks
+  double state_bytes() const { return 4.0 * batch * heads * dk * dv; }
+};
+
+// Fitted links per pattern (allscan, chain, allgather, ring, alltoall) and the dp kernel (fwd_bwd and, when
+// measured, fwd): everything a prediction needs.
+struct CostModel {
+  std::map<std::string, LinkFit> links;
+  KernelFit fwd_bwd, fwd;
+  ModelParams params;
+  const Link* link_for(const std::string& pattern) const;
+  std::optional<double> collective(const std::string& pattern, int world, double bytes, double block_bytes,
+                                   int dv) const;
+  // nullopt: the method has no formula, a pattern it needs was not fitted, or the shape is impossible (ulysses with
+  // H not divisible by P).
+  std::optional<double> operator_time(const std::string& method, const OperatorShape& s) const;
+};
+
+// Methods and patterns the model has formulas for.
+const std::vector<std::string>& model_methods();
+const std::vector<std::string>& model_patterns();
+
+}  // namespace spb

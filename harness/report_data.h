@@ -1,0 +1,88 @@
+// spbench report, its inputs: the result rows of results/*.csv, the overlap timelines (results/*timeline*.csv), the
+// paper's published numbers, and the cost model fitted to the rows of one machine.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "harness/cost_model.h"
+
+namespace spb {
+
+using Row = std::map<std::string, std::string>;
+
+// A column's value ("" when absent) and as a number (NaN when absent, empty or not a number).
+const std::string& col(const Row& r, const std::string& c);
+double num(const Row& r, const std::string& c);
+// Integers: 0 when absent or not a number (a NaN never reaches an integer conversion).
+long long lnum(const Row& r, const std::string& c);
+inline int inum(const Row& r, const std::string& c) { return int(lnum(r, c)); }
+// CPU ranks: not comparable with the paper's GPUs.
+bool is_cpu_row(const Row& r);
+
+struct ResultFiles {
+  std::vector<Row> rows;                         // every result row, files in name order, rows in file order
+  std::vector<Row> timeline;                     // rows of results/*timeline*.csv
+  std::vector<std::pair<std::string, size_t>> files, timeline_files;  // basename, rows
+  std::vector<std::pair<std::string, std::string>> skipped;          // basename, why
+};
+// Reads every *.csv of `dir` (a UsageError if `dir` is not a directory or a file is malformed).
+ResultFiles load_results(const std::string& dir);
+
+struct PaperValue {
+  std::string table, level;
+  int gpus = 0;
+  long long seq_per_gpu = 0;
+  std::string method, metric;
+  double value = 0;
+  std::string unit, source;
+};
+// paper_tables.csv through libfccp's CSVReader<9> (a UsageError if it cannot be read).
+std::vector<PaperValue> load_paper(const std::string& path);
+// The paper's value or NaN ("not published here").
+double paper_value(const std::vector<PaperValue>& paper, const std::string& level, int gpus, long long seq,
+                   const std::string& method);
+
+// Of the rows that pass `keep`, the newest (by `date`; a later file or row wins a tie) per key(row).
+template <class Keep, class Key>
+std::map<std::string, const Row*> newest_by(const std::vector<Row>& rows, Keep keep, Key key) {
+  std::map<std::string, const Row*> out;
+  for (const Row& r : rows) {
+    if (!keep(r)) continue;
+    const Row*& slot = out[key(r)];
+    if (!slot || col(*slot, "date") <= col(r, "date")) slot = &r;
+  }
+  return out;
+}
+
+// The collective rows of `gpu` as fit points (a point per configuration, the newest row).
+std::vector<CollectivePoint> collective_points(const std::vector<Row>& rows, const std::string& gpu);
+
+// One fitted link per (pattern, backend) of a machine, the dp kernel fits per operator shape, and a hold-out check.
+struct MachineFit {
+  std::string gpu;
+  struct Pattern {
+    std::string pattern, backend;
+    LinkFit fit;
+    std::string beta_from;         // where alpha and beta could not be told apart: the pattern beta was taken from
+    int holdout_points = 0;        // predicted, not fitted
+    double holdout_median_rel = 0;  // |predicted - measured| / measured
+    double holdout_max_rel = 0;
+  };
+  std::vector<Pattern> patterns;
+  // The model for one operator shape (heads, dk, dv, batch, dtype) of this machine: the links plus that shape's dp
+  // fits. With `world` > 0 the dp fits use the dp rows of that world size where there are any (CPU ranks share
+  // cores, so their dp time depends on how many run); otherwise every world size's.
+  CostModel model_for(const std::vector<Row>& rows, int batch, int heads, int dk, int dv, const std::string& dtype,
+                      int world = 0) const;
+  CostModel collective_model() const;  // links only
+  ModelParams params;
+};
+MachineFit fit_machine(const std::vector<Row>& rows, const std::string& gpu, const ModelParams& params);
+
+// The GPU machine whose rows the GPU predictions are fitted on: the one with the most collective rows (then most rows,
+// then name). "" when no GPU rows exist.
+std::string reference_gpu(const std::vector<Row>& rows);
+
+}  // namespace spb
