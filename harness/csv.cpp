@@ -25,9 +25,10 @@ const std::vector<std::string>& schema_columns() {
 }
 
 const std::vector<std::string>& config_columns() {
-  static const std::vector<std::string> cols = {"level",  "method", "backend", "world_size", "batch",
-                                                "heads",  "dk",     "dv",      "tokens_per_rank", "block_elems",
-                                                "dtype",  "pass",   "gpu",     "git_sha"};
+  // `bytes` tells collective rows apart (heads is 0 when a size is not a whole number of dk x dv states).
+  static const std::vector<std::string> cols = {"level", "method", "backend", "world_size", "batch", "heads", "dk",
+                                                "dv", "tokens_per_rank", "block_elems", "bytes", "dtype", "pass",
+                                                "gpu", "git_sha"};
   return cols;
 }
 
