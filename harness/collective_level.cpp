@@ -14,13 +14,17 @@
 #include "harness/provenance.h"
 #include "harness/runtime.h"
 #include "harness/stats.h"
+#ifdef SPB_HAVE_CUDA
+#include "zeco/all_scan_device.h"
+#endif
 
 namespace spb {
 
 std::string resolve_backend(const std::string& b);  // operator_level.cpp
 
 void add_collective_command(CLI::App& app, CollectiveOptions& o) {
-  app.add_option("--pattern,-p", o.patterns, "patterns to run (default: all; spbench patterns lists them)");
+  app.add_option("--pattern,-p", o.patterns, "patterns to run (default: all; spbench patterns lists them)")
+      ->delimiter(',');
   app.add_option("--backend", o.backend, "cpu, gpu or auto")->check(CLI::IsMember({"cpu", "gpu", "auto"}));
   app.add_option("--allscan", o.allscan, "All-Scan backend: host, device or auto")
       ->check(CLI::IsMember({"host", "device", "auto"}));
@@ -37,6 +41,73 @@ void add_collective_command(CLI::App& app, CollectiveOptions& o) {
   app.add_option("--check,-c", o.check, "check what every rank received (1) or not (0)")->check(CLI::Range(0, 1));
   app.add_option("--csv", o.csv, "append result rows to this CSV");
   app.add_flag("!--no-resume", o.resume, "rerun configurations already in the CSV");
+  app.add_flag("--barrier-each", o.barrier_each,
+               "an MPI barrier before every timed call (includes launch skew) instead of back-to-back calls");
+  app.add_flag("--probe", o.probe, "also measure the one-hop flag latency and the NVLink pair bandwidth (GPU)");
+}
+
+namespace {
+
+// Per-call times in microseconds, max over ranks. Back-to-back (nccl-tests' way): the calls are enqueued one after
+// another and call i lasts from the event after call i-1 to the event after call i, so launch skew between ranks is
+// paid once, not per call. With a barrier before every call each one is timed alone, skew included.
+std::vector<double> time_calls(Bootstrap& boot, Device& dev, CollectivePattern& pat, int iters, bool barrier_each) {
+  const Stream cs = dev.comm_stream();
+  std::vector<std::unique_ptr<EventHandle>> ev;
+  for (int i = 0; i <= iters; ++i) ev.push_back(std::make_unique<EventHandle>(dev));
+  std::vector<double> us;
+  if (barrier_each) {
+    for (int i = 0; i < iters; ++i) {
+      boot.barrier();
+      dev.record(ev[0]->get(), cs);
+      pat.run(cs);
+      dev.record(ev[1]->get(), cs);
+      dev.synchronize();
+      us.push_back(boot.max(dev.elapsed_ms(ev[0]->get(), ev[1]->get()) * 1e3));
+    }
+    return us;
+  }
+  boot.barrier();
+  dev.record(ev[0]->get(), cs);
+  for (int i = 0; i < iters; ++i) {
+    pat.run(cs);
+    dev.record(ev[size_t(i) + 1]->get(), cs);
+  }
+  dev.synchronize();
+  for (int i = 0; i < iters; ++i) us.push_back(boot.max(dev.elapsed_ms(ev[size_t(i)]->get(), ev[size_t(i) + 1]->get()) * 1e3));
+  return us;
+}
+
+}  // namespace
+
+// The two numbers that bound All-Scan from below: one hop's flag latency and one pair's bandwidth (ranks 0 and 1).
+void probe_links(Bootstrap& boot, Runtime& rt, CsvAppender* csv) {
+#ifdef SPB_HAVE_CUDA
+  SPB_USAGE(rt.dev->is_gpu() && boot.size() >= 2, "--probe: needs --backend gpu and at least 2 ranks");
+  const double lat_us = probe_flag_latency_us(rt, 0, 1);
+  const size_t bytes = size_t(256) << 20;
+  const double gbs = probe_pair_bandwidth_gbs(rt, 0, 1, bytes);
+  if (boot.rank() != 0) return;
+  std::printf("# probe: one-hop flag latency %.3f us (half a ping-pong), pair bandwidth 0->1 %.1f GB/s (%zu MiB)\n",
+              lat_us, gbs, bytes >> 20);
+  if (!csv) return;
+  for (int which = 0; which < 2; ++which) {
+    ResultRow r;
+    r.set("level", std::string("collective")).set("method", std::string(which ? "pair_bandwidth" : "hop_latency"));
+    r.set("backend", std::string("device")).set("world_size", 2).set("batch", 0).set("heads", 0).set("dk", 0);
+    r.set("dv", 0).set("tokens_per_rank", 0).set("block_elems", 0).set("dtype", std::string("fp32"));
+    r.set("pass", std::string("probe")).set("comm", rt.comm->name()).set("chunk", 0).set("blocks", 0);
+    r.set("bytes", (long long)(which ? bytes : 8)).set("timing", std::string("probe"));
+    const double ms = which ? double(bytes) / (gbs * 1e9) * 1e3 : lat_us / 1e3;
+    r.set("time_ms_mean", ms).set("time_ms_median", ms).set("time_ms_min", ms).set("time_ms_max", ms);
+    if (which) r.set("algbw_GBps", gbs).set("busbw_GBps", gbs);
+    add_provenance(r, *rt.dev);
+    csv->append(r);
+  }
+#else
+  (void)boot, (void)csv;
+  throw UsageError("--probe: needs --backend gpu, and this spbench was built without CUDA (" + rt.backend + ")");
+#endif
 }
 
 int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
@@ -72,7 +143,7 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
   std::unique_ptr<CsvAppender> csv;
   if (!o.csv.empty())
     agree_on_usage_errors(boot, [&] {
-      if (p == 0) csv = std::make_unique<CsvAppender>(o.csv, std::vector<std::string>{"bytes", "algbw_GBps", "busbw_GBps"});
+      if (p == 0) csv = std::make_unique<CsvAppender>(o.csv, std::vector<std::string>{"bytes", "algbw_GBps", "busbw_GBps", "timing"});
     });
   if (p == 0) {
     std::printf("# spbench collective  backend %s (%s)  allscan %s  ranks %d  device %s\n", o.backend.c_str(),
@@ -87,7 +158,6 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
   }
 
   int wrong = 0;
-  EventHandle e0(dev), e1(dev);
   for (const std::string& name : o.patterns) {
     const bool blocked = name == "allscan";  // the only pattern whose block size is swept
     for (size_t bytes : sizes) {
@@ -109,6 +179,7 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
         r.set("blocks", blocked ? (long long)(elems / size_t(block ? block : elems)) : 0LL);
         r.set("dtype", std::string("fp32")).set("pass", std::string("comm")).set("comm", rt->comm->name());
         r.set("warmup", o.warmup).set("iters", o.iters).set("bytes", (long long)bytes).set("chunk", 0);
+        r.set("timing", std::string(o.barrier_each ? "barrier_each" : "back_to_back"));
         add_provenance(r, dev);
         int skip = 0;
         if (p == 0 && csv && o.resume) skip = csv->contains(r);
@@ -117,15 +188,7 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
 
         for (int i = 0; i < o.warmup; ++i) pat->run(cs);
         dev.synchronize();
-        std::vector<double> us;
-        for (int i = 0; i < o.iters; ++i) {
-          boot.barrier();
-          dev.record(e0.get(), cs);
-          pat->run(cs);
-          dev.record(e1.get(), cs);
-          dev.synchronize();
-          us.push_back(boot.max(dev.elapsed_ms(e0.get(), e1.get()) * 1e3));
-        }
+        const std::vector<double> us = time_calls(boot, dev, *pat, o.iters, o.barrier_each);
         const double err = o.check ? boot.max(pat->check()) : 0.0;
         // Data made of small integers and exact fp32 folds: only exp's rounding on a GPU can differ from the host.
         const bool ok = err <= 1e-5;
@@ -147,6 +210,7 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
       }
     }
   }
+  if (o.probe) probe_links(boot, *rt, csv.get());
   if (p == 0) std::printf("# wrong results: %d\n", wrong);
   return wrong ? 1 : 0;
 }

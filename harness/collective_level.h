@@ -20,6 +20,8 @@ struct CollectiveOptions {
   int warmup = 5, iters = 50, check = 1;
   std::string csv;
   bool resume = true;
+  bool barrier_each = false;  // a barrier before every timed call instead of back-to-back calls
+  bool probe = false;         // also measure the one-hop flag latency and the pair bandwidth (GPU)
 };
 
 void add_collective_command(CLI::App& app, CollectiveOptions& o);

@@ -44,6 +44,9 @@ class SpMethod {
   virtual void forward(const SpForwardArgs& a) = 0;
   // Runs after forward() on the same inputs (methods keep what they need from it).
   virtual void backward(const SpForwardArgs& fwd, const SpBackwardArgs& a) = 0;
+  // After the timed iterations, before the check: report any failure the method detected asynchronously (the device
+  // All-Scan's timeouts) by throwing.
+  virtual void finish() {}
   // dp computes each rank's tokens as a sequence of their own; every other method, the whole sequence.
   virtual bool independent_sequences() const { return false; }
 };

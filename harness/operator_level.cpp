@@ -268,6 +268,7 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
     all_mean.push_back(boot.sum(a) / P);
   }
 
+  method->finish();
   Errors err;
   bool ok = true;
   if (o.check) {

@@ -1,10 +1,18 @@
 // The device-initiated All-Scan (DESIGN §3, backend `device`): one persistent kernel per rank spins on a flag in its
 // own registered window, folds block k and stores it straight into the next rank's window over NVLink, then releases
 // that rank's flag. Flags carry a monotonically increasing epoch, so they never need resetting.
+//
+// The design in full is in zeco/all_scan_device.cu (windows, flag protocol, buffer reuse, timeouts).
+// Environment (read on rank 0 at creation and broadcast, so every rank agrees):
+//   SPB_ALLSCAN_TRANSPORT  auto (default: NCCL symmetric windows + LSA pointers where NCCL offers them, else CUDA
+//                          IPC), nccl (NCCL only) or ipc (CUDA IPC handles exchanged through the bootstrap)
+//   SPB_ALLSCAN_CTAS       CTAs of the persistent kernel, 1..128 (default 32); a block is split among them
+//   SPB_SPIN_TIMEOUT_S     seconds a spin may wait for a peer before the kernel gives up (default 10)
 #pragma once
 
 #include <cstddef>
 #include <memory>
+#include <string>
 
 #include "zeco/all_scan.h"
 
@@ -13,12 +21,36 @@ namespace spb {
 class DeviceAllScan {
  public:
   virtual ~DeviceAllScan() = default;
-  // Same contract as all_scan_host; `a.rows * a.cols` must not exceed the capacity given at creation.
+  // Same contract as all_scan_host; `a.rows * a.cols` must not exceed the capacity given at creation (UsageError
+  // otherwise, as for a K that does not divide the rows). All pointers are device pointers. Collective: every rank
+  // calls run() the same number of times, in the same order of directions, ordered on one stream (calls of one
+  // object must not run concurrently). Throws spb::Error if an earlier call's kernel gave up waiting for a peer.
   virtual void run(const AllScanArgs& a, Stream st) = 0;
+  // Waits for `st` and throws spb::Error naming the rank that did not arrive if a kernel gave up waiting.
+  virtual void check(Stream st) = 0;
+  // "nccl-lsa" or "cuda-ipc": how the peer windows were mapped.
+  virtual std::string transport() const = 0;
 };
 
 // Collective over rt.comm (an NCCL communicator): every rank calls it with the same capacity (fp32 elements).
-// Throws UsageError when peers cannot reach each other's memory (no NVLink/P2P), naming the ranks.
+// Throws UsageError when peers cannot reach each other's memory (no NVLink/P2P), naming the ranks, so the caller can
+// fall back to the host-driven backend. The object must be destroyed before rt.comm, and by every rank (collective).
 std::unique_ptr<DeviceAllScan> make_device_all_scan(Runtime& rt, size_t max_elems);
+
+// The All-Scan combine on the GPU: out = diag(exp decay) x + y over `rows` rows of `cols` (out may alias x or y),
+// computed per element as fmaf(expf(decay[r]), x, y), the same operation as the device All-Scan's fold.
+// `st.handle` must be a cudaStream_t. (A stand-in for GlaKernels::state_fold until the CUDA kernels exist; the
+// GPU tests use it.)
+void state_fold_cuda(size_t rows, size_t cols, const float* decay, const float* x, const float* y, float* out,
+                     Stream st);
+
+// --- link probes (collective; the result is returned on every rank) --------------------------------------------
+// One-hop flag latency between ranks a and b over the same windows the device All-Scan uses: a flag ping-pong,
+// `iters` round trips after a warm-up, timed with %globaltimer on rank a; half the mean round trip, microseconds.
+double probe_flag_latency_us(Runtime& rt, int a = 0, int b = 1, int iters = 20000);
+// Single-pair bandwidth a -> b: `ctas` CTAs of rank a (0: one per SM) store `bytes` into b's window (16-byte
+// stores, then a system fence); median of `reps` timed launches after a warm-up, GB/s (1e9 bytes/s).
+double probe_pair_bandwidth_gbs(Runtime& rt, int a = 0, int b = 1, size_t bytes = size_t(256) << 20, int ctas = 0,
+                                int reps = 20);
 
 }  // namespace spb

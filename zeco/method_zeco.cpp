@@ -42,6 +42,12 @@ class Zeco final : public SpMethod {
     local_.forward_apply_initial(a);
   }
 
+  void finish() override {
+#ifdef SPB_HAVE_CUDA
+    if (device_scan_) device_scan_->check(rt_.dev->comm_stream());
+#endif
+  }
+
   void backward(const SpForwardArgs& f, const SpBackwardArgs& a) override {
     Device& dev = *rt_.dev;
     local_.backward_local_dstates(f, a);

@@ -50,6 +50,9 @@ class AllScanPattern : public CollectivePattern {
   }
 
   double check() override {
+#ifdef SPB_HAVE_CUDA
+    if (scan_) scan_->check(rt_.dev->comm_stream());  // throws, naming the rank that did not arrive
+#endif
     std::vector<float> got(n_), expect(n_, 0.f);
     rt_.dev->download(got.data(), in_.get(), n_ * 4);
     for (int j = 0; j < rt_.rank(); ++j) {

@@ -1,0 +1,519 @@
+// All-Scan on GPUs: the host-driven backend over NCCL (all_scan_host with an NCCL runtime) and the device-initiated
+// backend (make_device_all_scan), against the sequential fold computed on the host. Run under mpirun with one GPU
+// per rank (local rank = GPU ordinal), e.g. `mpirun -np 4 test_all_scan_gpu`; skips itself when the node has fewer
+// GPUs than ranks on it.
+//
+// Tolerance. The host reference folds in fp32 with the same operation order, r = fma(exp(decay), r, local), so the
+// only differences are exp (CUDA's expf is within 2 ulp, glibc's within 1) and the rounding of each fma on either
+// side. Per hop that is at most 6u*e|r| + 2u|r'| <= 8u*A with u = 2^-24 and A the same fold over absolute values
+// (every |exp| <= 1, so nothing grows); after h hops 8u*h*A. Each element is held to that bound with h = the number
+// of folds behind it (at most P): 4.8e-7 relative per hop, i.e. 1e-6 for P = 2 and 1.9e-6 for P = 4. A wrong block,
+// a stale buffer or a missed element is off by O(A) and fails by five orders of magnitude. One case with decay 0 and
+// small integers (exp(0) = 1 and every sum exact) must match bit for bit.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "harness/bootstrap.h"
+#include "harness/communicator.h"
+#include "harness/device.h"
+#include "harness/error.h"
+#include "harness/runtime.h"
+#include "kernels/gla_kernels.h"
+#include "zeco/all_scan.h"
+#include "zeco/all_scan_device.h"
+
+namespace spb {
+namespace {
+
+Bootstrap* g_boot = nullptr;
+std::unique_ptr<Runtime> g_rt;          // null when the node lacks GPUs (every test skips)
+std::unique_ptr<DeviceAllScan> g_scan;  // the device backend, created once
+std::string g_device_unavailable;       // why the device backend could not be created (UsageError)
+constexpr size_t kCapacity = 4096 * 128;
+
+// A GlaKernels whose only stage is state_fold, on the GPU. The CUDA GLA kernels (kernels/cuda) are written
+// elsewhere; until they exist the fold is state_fold_cuda, the same fold the device All-Scan uses.
+class FoldOnlyKernels final : public GlaKernels {
+ public:
+  explicit FoldOnlyKernels(Device& dev) : dev_(dev) {}
+  DType act_dtype() const override { return DType::bf16; }
+  void chunk_cumsum(const GlaShape&, const void*, float*, float*, Stream) override { no(); }
+  void chunk_states_fwd(const GlaShape&, const void*, const void*, const float*, const float*, float*, float*,
+                        Stream) override {
+    no();
+  }
+  void chunk_output(const GlaShape&, const void*, const void*, const void*, const float*, const float*, void*,
+                    Stream) override {
+    no();
+  }
+  void output_add_initial(const GlaShape&, const void*, const float*, const float*, void*, Stream) override { no(); }
+  void states_add_initial(const GlaShape&, const float*, const float*, float*, float*, Stream) override { no(); }
+  void chunk_states_bwd(const GlaShape&, const void*, const void*, const float*, const float*, float*, float*,
+                        Stream) override {
+    no();
+  }
+  void dstates_add_final(const GlaShape&, const float*, const float*, float*, float*, Stream) override { no(); }
+  void chunk_grads(const GlaShape&, const void*, const void*, const void*, const float*, const float*, const float*,
+                   const float*, const void*, void*, void*, void*, void*, Stream) override {
+    no();
+  }
+  void state_fold(size_t rows, size_t cols, const float* decay, const float* x, const float* y, float* out,
+                  Stream st) override {
+    if (!st.handle) st = dev_.compute_stream();
+    state_fold_cuda(rows, cols, decay, x, y, out, st);
+  }
+  void vec_add(size_t, const float*, const float*, float*, Stream) override { no(); }
+  void copy_4d(void*, const void*, size_t, const int64_t*, const int64_t*, const int64_t*, Stream) override { no(); }
+
+ private:
+  [[noreturn]] static void no() { throw Error("FoldOnlyKernels: only state_fold exists in this test"); }
+  Device& dev_;
+};
+
+#define SKIP_IF_NO_GPU() \
+  if (!g_rt) GTEST_SKIP() << "fewer GPUs than ranks on this node, or no GPU"
+
+// --- data and reference ----------------------------------------------------------------------------------------
+struct CallData {  // every rank's inputs of one call (each rank generates all, from the same seed)
+  std::vector<std::vector<float>> decay, local;
+  std::vector<float> first;  // empty: nullptr
+};
+
+CallData make_data(unsigned seed, int P, size_t rows, size_t cols, bool with_first, bool exact) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dec(-3.f, 0.f), val(-1.f, 1.f);
+  std::uniform_int_distribution<int> small(-8, 8), pick(0, 15);
+  CallData d;
+  d.decay.resize(P);
+  d.local.resize(P);
+  for (int q = 0; q < P; ++q) {
+    d.decay[q].resize(rows);
+    for (auto& x : d.decay[q]) {
+      const int r = pick(gen);
+      x = exact ? 0.f : r == 0 ? 0.f : r == 1 ? -40.f : dec(gen);  // include exp = 1 and exp ~ 4e-18
+    }
+    d.local[q].resize(rows * cols);
+    for (auto& x : d.local[q]) x = exact ? float(small(gen)) : val(gen);
+  }
+  if (with_first) {
+    d.first.resize(rows * cols);
+    for (auto& x : d.first) x = exact ? float(small(gen)) : val(gen);
+  }
+  return d;
+}
+
+struct Expected {
+  std::vector<float> in, out;          // the sequential fold
+  std::vector<double> mag_in, mag_out;  // the fold over absolute values (the tolerance's scale)
+  int hops_in = 0;
+};
+
+Expected reference(const CallData& d, int p, int P, ScanDirection dir, size_t rows, size_t cols) {
+  const size_t n = rows * cols;
+  Expected e;
+  e.in.assign(n, 0.f);
+  e.mag_in.assign(n, 0.0);
+  if (!d.first.empty())
+    for (size_t i = 0; i < n; ++i) e.in[i] = d.first[i], e.mag_in[i] = std::fabs(d.first[i]);
+  auto fold = [&](int q, const std::vector<float>& x, const std::vector<double>& mx, std::vector<float>& o,
+                  std::vector<double>& mo) {
+    o.resize(n);
+    mo.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      const float f = std::exp(d.decay[q][i / cols]);
+      o[i] = std::fma(f, x[i], d.local[q][i]);
+      mo[i] = double(f) * mx[i] + std::fabs(d.local[q][i]);
+    }
+  };
+  const bool fwd = dir == ScanDirection::forward;
+  for (int q = fwd ? 0 : P - 1; q != p; q += fwd ? 1 : -1) {
+    std::vector<float> o;
+    std::vector<double> mo;
+    fold(q, e.in, e.mag_in, o, mo);
+    e.in.swap(o);
+    e.mag_in.swap(mo);
+    ++e.hops_in;
+  }
+  fold(p, e.in, e.mag_in, e.out, e.mag_out);
+  return e;
+}
+
+// Counts elements outside the bound; prints the first few with the rank.
+int count_bad(const char* what, const std::vector<float>& got, const std::vector<float>& want,
+              const std::vector<double>& mag, int hops, bool exact) {
+  const double u = std::ldexp(1.0, -24), tol = 8 * u * std::max(hops, 1);
+  int bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::fabs(double(got[i]) - double(want[i]));
+    const bool ok = exact ? got[i] == want[i] : (std::isfinite(got[i]) && err <= tol * mag[i] + 1e-30);
+    if (!ok && bad++ < 4)
+      std::fprintf(stderr, "[rank %d] %s[%zu] = %.9g, expected %.9g (|err| %.3g, bound %.3g)\n", g_boot->rank(), what,
+                   i, got[i], want[i], err, tol * mag[i]);
+  }
+  return bad;
+}
+
+// --- one batch of back-to-back calls ---------------------------------------------------------------------------
+struct Call {
+  ScanDirection dir;
+  size_t rows, cols;
+  int K;
+  bool with_first, exact;
+  unsigned seed;
+};
+
+struct CallBuffers {
+  Buffer decay, local, first, cin, cout;
+};
+
+// Enqueues every call on the compute stream with no host synchronisation in between (so a later call's writes
+// race an earlier call's reads if the buffer reuse is wrong), then checks every rank's carry_in and carry_out.
+void run_batch(bool device, const std::vector<Call>& calls) {
+  Runtime& rt = *g_rt;
+  Device& dev = *rt.dev;
+  const int p = rt.rank(), P = rt.world();
+  std::vector<CallBuffers> bufs(calls.size());
+  std::vector<CallData> data;
+  for (size_t c = 0; c < calls.size(); ++c) {
+    const Call& k = calls[c];
+    const size_t n = k.rows * k.cols;
+    data.push_back(make_data(k.seed, P, k.rows, k.cols, k.with_first, k.exact));
+    const CallData& d = data.back();
+    CallBuffers& b = bufs[c];
+    b.decay = Buffer(dev, k.rows * 4);
+    b.local = Buffer(dev, n * 4);
+    b.cin = Buffer(dev, n * 4);
+    b.cout = Buffer(dev, n * 4);
+    dev.upload(b.decay.get(), d.decay[p].data(), k.rows * 4);
+    dev.upload(b.local.get(), d.local[p].data(), n * 4);
+    if (k.with_first) {
+      b.first = Buffer(dev, n * 4);
+      dev.upload(b.first.get(), d.first.data(), n * 4);
+    }
+    const std::vector<float> nan(n, std::numeric_limits<float>::quiet_NaN());  // poison: every element is written
+    dev.upload(b.cin.get(), nan.data(), n * 4);
+    dev.upload(b.cout.get(), nan.data(), n * 4);
+  }
+  g_boot->barrier();
+  const Stream st = dev.compute_stream();
+  for (size_t c = 0; c < calls.size(); ++c) {
+    const Call& k = calls[c];
+    AllScanArgs a;
+    a.direction = k.dir;
+    a.rows = k.rows;
+    a.cols = k.cols;
+    a.blocks = k.K;
+    a.decay = bufs[c].decay.f32();
+    a.local = bufs[c].local.f32();
+    a.first = k.with_first ? bufs[c].first.f32() : nullptr;
+    a.carry_in = bufs[c].cin.f32();
+    a.carry_out = bufs[c].cout.f32();
+    if (device) g_scan->run(a, st);
+    else all_scan_host(rt, a, st);
+  }
+  if (device) g_scan->check(st);
+  dev.synchronize();
+  for (size_t c = 0; c < calls.size(); ++c) {
+    const Call& k = calls[c];
+    const size_t n = k.rows * k.cols;
+    const Expected e = reference(data[c], p, P, k.dir, k.rows, k.cols);
+    std::vector<float> in(n), out(n);
+    dev.download(in.data(), bufs[c].cin.get(), n * 4);
+    dev.download(out.data(), bufs[c].cout.get(), n * 4);
+    const std::string tag = std::string(device ? "device" : "host-nccl") + " call " + std::to_string(c) +
+                            (k.dir == ScanDirection::forward ? " fwd" : " rev") + " K=" + std::to_string(k.K) + " " +
+                            std::to_string(k.rows) + "x" + std::to_string(k.cols);
+    EXPECT_EQ(count_bad((tag + " carry_in").c_str(), in, e.in, e.mag_in, e.hops_in, k.exact), 0)
+        << "rank " << p << ": " << tag << " carry_in";
+    EXPECT_EQ(count_bad((tag + " carry_out").c_str(), out, e.out, e.mag_out, e.hops_in + 1, k.exact), 0)
+        << "rank " << p << ": " << tag << " carry_out";
+  }
+}
+
+// --- the parametrised contract test ----------------------------------------------------------------------------
+struct Param {
+  bool device;
+  ScanDirection dir;
+  size_t rows, cols;
+  int K;  // 0: K = rows
+};
+
+std::string param_name(const testing::TestParamInfo<Param>& info) {
+  const Param& p = info.param;
+  return std::string(p.device ? "device" : "host") + (p.dir == ScanDirection::forward ? "_fwd_" : "_rev_") +
+         std::to_string(p.rows) + "x" + std::to_string(p.cols) + "_K" + (p.K ? std::to_string(p.K) : "rows");
+}
+
+class AllScanGpu : public testing::TestWithParam<Param> {};
+
+TEST_P(AllScanGpu, EveryRankGetsTheSequentialFold) {
+  SKIP_IF_NO_GPU();
+  const Param& prm = GetParam();
+  if (prm.device && !g_scan) GTEST_SKIP() << "device backend unavailable: " << g_device_unavailable;
+  const int K = prm.K ? prm.K : int(prm.rows);
+  // Three back-to-back calls with different data, with and without `first`.
+  std::vector<Call> calls;
+  for (unsigned i = 0; i < 3; ++i)
+    calls.push_back({prm.dir, prm.rows, prm.cols, K, i != 1, false, 1000u * unsigned(K) + 17u * i + unsigned(prm.cols)});
+  run_batch(prm.device, calls);
+}
+
+std::vector<Param> all_params() {
+  std::vector<Param> v;
+  for (bool device : {false, true})
+    for (ScanDirection dir : {ScanDirection::forward, ScanDirection::reverse})
+      for (auto shape : {std::pair<size_t, size_t>{256, 64}, {96, 37}})
+        for (int K : {1, 2, 16, 0}) v.push_back({device, dir, shape.first, shape.second, K});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpu, AllScanGpu, testing::ValuesIn(all_params()), param_name);
+
+TEST(AllScanGpuMixed, AlternatingDirectionsShapesAndBlocksBackToBack) {
+  SKIP_IF_NO_GPU();
+  for (bool device : {false, true}) {
+    if (device && !g_scan) continue;
+    std::vector<Call> calls;
+    const ScanDirection F = ScanDirection::forward, R = ScanDirection::reverse;
+    calls.push_back({F, 256, 64, 16, true, false, 1});
+    calls.push_back({R, 256, 64, 16, false, false, 2});
+    calls.push_back({F, 96, 37, 96, false, false, 3});
+    calls.push_back({R, 1024, 128, 8, true, false, 4});
+    calls.push_back({F, 1024, 128, 1, true, false, 5});
+    calls.push_back({F, 256, 64, 256, true, false, 6});
+    calls.push_back({R, 96, 37, 2, true, false, 7});
+    calls.push_back({F, 256, 64, 16, true, true, 8});  // exact arithmetic: bit-for-bit
+    calls.push_back({R, 256, 64, 4, true, true, 9});
+    run_batch(device, calls);
+  }
+}
+
+TEST(AllScanGpuMixed, ManyBackToBackCallsReuseTheDoubleBuffer) {
+  SKIP_IF_NO_GPU();
+  if (!g_scan) GTEST_SKIP() << "device backend unavailable: " << g_device_unavailable;
+  std::vector<Call> calls;
+  for (unsigned i = 0; i < 40; ++i)
+    calls.push_back({i % 3 == 2 ? ScanDirection::reverse : ScanDirection::forward, 1024, 128, i % 2 ? 8 : 64,
+                     i % 4 == 0, false, 100 + i});
+  run_batch(true, calls);
+}
+
+TEST(AllScanGpuUsage, BlocksThatDoNotDivideTheRowsThrow) {
+  SKIP_IF_NO_GPU();
+  Device& dev = *g_rt->dev;
+  Buffer decay(dev, 256 * 4), local(dev, 256 * 64 * 4), cin(dev, 256 * 64 * 4), cout(dev, 256 * 64 * 4);
+  AllScanArgs a;
+  a.rows = 256;
+  a.cols = 64;
+  a.blocks = 3;
+  a.decay = decay.f32();
+  a.local = local.f32();
+  a.carry_in = cin.f32();
+  a.carry_out = cout.f32();
+  EXPECT_THROW(all_scan_host(*g_rt, a, dev.compute_stream()), UsageError);
+  a.blocks = 0;
+  EXPECT_THROW(all_scan_host(*g_rt, a, dev.compute_stream()), UsageError);
+  if (g_scan) {
+    a.blocks = 3;
+    EXPECT_THROW(g_scan->run(a, dev.compute_stream()), UsageError);
+    a.blocks = 512;
+    EXPECT_THROW(g_scan->run(a, dev.compute_stream()), UsageError);
+    a.blocks = 1;
+    a.rows = kCapacity;  // rows x cols over the capacity
+    EXPECT_THROW(g_scan->run(a, dev.compute_stream()), UsageError);
+  }
+  g_boot->barrier();
+}
+
+// --- link probes and a first timing (informational; printed on rank 0) ------------------------------------------
+TEST(AllScanGpuProbe, FlagLatencyAndPairBandwidth) {
+  SKIP_IF_NO_GPU();
+  const int P = g_rt->world();
+  if (P < 2) GTEST_SKIP() << "needs two ranks";
+  std::vector<std::pair<int, int>> pairs = {{0, 1}};
+  if (P > 2) pairs.push_back({0, P - 1});
+  for (auto [a, b] : pairs) {
+    const double lat = probe_flag_latency_us(*g_rt, a, b);
+    if (g_boot->rank() == 0) std::printf("[probe] flag latency %d<->%d: %.3f us one hop\n", a, b, lat);
+    EXPECT_GT(lat, 0.0);
+    EXPECT_LT(lat, 100.0);
+  }
+  for (int ctas : {1, 4, 16, 32, 0}) {
+    const double bw = probe_pair_bandwidth_gbs(*g_rt, 0, 1, size_t(256) << 20, ctas);
+    if (g_boot->rank() == 0)
+      std::printf("[probe] pair bandwidth 0->1, %s CTAs: %.1f GB/s\n",
+                  ctas ? std::to_string(ctas).c_str() : "all", bw);
+    EXPECT_GT(bw, 1.0);
+  }
+}
+
+TEST(AllScanGpuProbe, AllScanTimes) {
+  SKIP_IF_NO_GPU();
+  Runtime& rt = *g_rt;
+  Device& dev = *rt.dev;
+  const size_t cols = 128;
+  Event e0 = dev.create_event(), e1 = dev.create_event();
+  const Stream st = dev.compute_stream();
+  for (size_t rows : {size_t(1024), size_t(4096)}) {  // 512 KB and 2 MB states (e.g. H = 8 or 32, dk = dv = 128)
+    const size_t n = rows * cols;
+    Buffer decay(dev, rows * 4), local(dev, n * 4), cin(dev, n * 4), cout(dev, n * 4);
+    const CallData d = make_data(7, rt.world(), rows, cols, false, false);
+    dev.upload(decay.get(), d.decay[rt.rank()].data(), rows * 4);
+    dev.upload(local.get(), d.local[rt.rank()].data(), n * 4);
+    for (bool device : {false, true}) {
+      if (device && !g_scan) continue;
+      for (int K : {1, 4, 16, 64}) {
+        AllScanArgs a;
+        a.rows = rows;
+        a.cols = cols;
+        a.blocks = K;
+        a.decay = decay.f32();
+        a.local = local.f32();
+        a.carry_in = cin.f32();
+        a.carry_out = cout.f32();
+        std::vector<double> t;
+        for (int it = 0; it < 25; ++it) {
+          g_boot->barrier();
+          dev.record(e0, st);
+          if (device) g_scan->run(a, st);
+          else all_scan_host(rt, a, st);
+          dev.record(e1, st);
+          const double ms = dev.elapsed_ms(e0, e1);
+          if (it >= 5) t.push_back(g_boot->max(ms));  // the slowest rank sets the time
+        }
+        if (device) g_scan->check(st);
+        std::sort(t.begin(), t.end());
+        if (g_boot->rank() == 0)
+          std::printf("[time] All-Scan %-9s P=%d state %zux%zu (%zu KB) K=%-3d median %.1f us, min %.1f us\n",
+                      device ? "device" : "host-nccl", rt.world(), rows, cols, n * 4 / 1024, K, t[t.size() / 2] * 1e3,
+                      t[0] * 1e3);
+      }
+    }
+  }
+  dev.destroy_event(e0);
+  dev.destroy_event(e1);
+}
+
+// Last, since it breaks an object on purpose (its own, not the shared one): rank 0 skips a call; the others must
+// give up after SPB_SPIN_TIMEOUT_S (1 s here), name rank 0, and tear down without waiting for each other.
+TEST(AllScanGpuZFault, AMissingRankIsNamedAndNobodyHangs) {
+  SKIP_IF_NO_GPU();
+  Runtime& rt = *g_rt;
+  const int p = rt.rank(), P = rt.world();
+  if (P < 2 || !g_scan) GTEST_SKIP() << "needs two ranks and the device backend";
+  const char* old = std::getenv("SPB_SPIN_TIMEOUT_S");
+  const std::string saved = old ? old : "";
+  setenv("SPB_SPIN_TIMEOUT_S", "1", 1);
+  auto scan = make_device_all_scan(rt, 4096);
+  if (old) setenv("SPB_SPIN_TIMEOUT_S", saved.c_str(), 1);
+  else unsetenv("SPB_SPIN_TIMEOUT_S");
+  Device& dev = *rt.dev;
+  const size_t rows = 32, cols = 128, n = rows * cols;
+  Buffer decay(dev, rows * 4), local(dev, n * 4), cin(dev, n * 4), cout(dev, n * 4);
+  const CallData d = make_data(11, P, rows, cols, false, false);
+  dev.upload(decay.get(), d.decay[p].data(), rows * 4);
+  dev.upload(local.get(), d.local[p].data(), n * 4);
+  AllScanArgs a;
+  a.rows = rows;
+  a.cols = cols;
+  a.blocks = 4;
+  a.decay = decay.f32();
+  a.local = local.f32();
+  a.carry_in = cin.f32();
+  a.carry_out = cout.f32();
+  const Stream st = dev.compute_stream();
+  scan->run(a, st);  // a healthy call first
+  EXPECT_NO_THROW(scan->check(st));
+  g_boot->barrier();
+  if (p != 0) scan->run(a, st);  // rank 0 does not arrive
+  std::string msg;
+  if (p != 0) {
+    try {
+      scan->check(st);
+    } catch (const Error& e) {
+      msg = e.what();
+    }
+  }
+  g_boot->barrier();  // rank 0 looks only once the others have given up
+  if (p == 0) {
+    try {
+      scan->check(st);
+    } catch (const Error& e) {
+      msg = e.what();
+    }
+  }
+  EXPECT_NE(msg.find("rank 0 did not arrive"), std::string::npos) << "rank " << p << ": '" << msg << "'";
+  for (int r = 0; r < P; ++r) {
+    if (r == p) std::printf("[fault] rank %d: %s\n", p, msg.c_str());
+    std::fflush(stdout);
+    g_boot->barrier();
+  }
+  scan.reset();  // broken on every rank: no collective teardown, so nobody waits for rank 0
+  g_boot->barrier();
+}
+
+// Non-zero ranks print only failures, tagged with the rank.
+class RankFailurePrinter : public testing::EmptyTestEventListener {
+ public:
+  explicit RankFailurePrinter(int rank) : rank_(rank) {}
+  void OnTestPartResult(const testing::TestPartResult& r) override {
+    if (r.failed())
+      std::fprintf(stderr, "[rank %d] FAILED %s:%d\n%s\n", rank_, r.file_name() ? r.file_name() : "?",
+                   r.line_number(), r.summary());
+  }
+
+ private:
+  int rank_;
+};
+
+}  // namespace
+}  // namespace spb
+
+int main(int argc, char** argv) {
+  spb::Bootstrap boot(&argc, &argv);
+  spb::g_boot = &boot;
+  testing::InitGoogleTest(&argc, argv);
+  if (boot.rank() != 0) {
+    auto& listeners = testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+    listeners.Append(new spb::RankFailurePrinter(boot.rank()));
+  }
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
+  int rc = 0;
+  try {
+    if (boot.all(count >= boot.local_size() && count > 0)) {
+      auto dev = spb::make_cuda_device(boot.local_rank());
+      auto kern = std::make_unique<spb::FoldOnlyKernels>(*dev);
+      auto comm = spb::make_nccl_communicator(boot, *dev);
+      spb::g_rt.reset(new spb::Runtime{boot, "gpu", std::move(dev), std::move(kern), std::move(comm)});
+      try {
+        spb::g_scan = spb::make_device_all_scan(*spb::g_rt, spb::kCapacity);
+        if (boot.rank() == 0) std::printf("device All-Scan transport: %s\n", spb::g_scan->transport().c_str());
+      } catch (const spb::UsageError& e) {
+        spb::g_device_unavailable = e.what();
+        if (boot.rank() == 0) std::printf("device All-Scan unavailable: %s\n", e.what());
+      }
+    } else if (boot.rank() == 0) {
+      std::printf("no GPU or fewer GPUs than ranks on a node (%d GPUs, %d local ranks): GPU tests skip\n", count,
+                  boot.local_size());
+    }
+    rc = RUN_ALL_TESTS();
+    spb::g_scan.reset();  // collective teardown, before the communicator
+    spb::g_rt.reset();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "[rank %d] %s\n", boot.rank(), e.what());
+    boot.abort(1);
+  }
+  return boot.all(rc == 0) ? 0 : 1;
+}

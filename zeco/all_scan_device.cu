@@ -1,0 +1,835 @@
+// The device-initiated All-Scan (DESIGN §3, backend `device`), and the link probes that calibrate it.
+//
+// Transport. Each rank owns one window of device memory that its neighbours can load from and store to:
+//  - `nccl-lsa` (tried first): ncclMemAlloc + ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC) on the runtime's NCCL
+//    communicator; the neighbours' addresses come from NCCL's device API (ncclGetPeerPointer on the window, read once
+//    by a one-thread set-up kernel). Reachability = membership of NCCL's LSA team (ncclTeamLsa): ranks that NCCL can
+//    map by load/store (NVLink or PCIe P2P, one node or one NVLink domain).
+//  - `cuda-ipc` (where NCCL's symmetric memory cannot serve: NCCL then returns a null window, e.g. without cuMem or
+//    when not every pair of ranks has direct P2P): cudaMalloc + cudaIpcGetMemHandle, handles exchanged through the
+//    bootstrap, reachability = same host and cudaDeviceCanAccessPeer.
+//  SPB_ALLSCAN_TRANSPORT=auto (default: nccl-lsa, else cuda-ipc), nccl (nccl-lsa or UsageError) or ipc.
+//  Either way the kernel sees plain pointers: its own window and those of ranks p-1 and p+1. Unreachable neighbours
+//  make creation throw UsageError naming the pairs, on every rank alike. No NVLink multicast is used.
+//
+// Window layout (identical on every rank, so an offset means the same thing in every window), per direction d:
+//    flags[d][cta][kSlots]  u64  written by the rank before me in direction d: "unit i of call E is in your buffer"
+//    acks[d][cta]           u64  written by the rank after me: "I have finished reading call E's buffer"
+//    abort                  u64  0, or the first error of the chain (who gave up waiting for whom)
+//    data[d][parity]        max_elems fp32 receive buffers, parity = call number & 1 (double buffering)
+//
+// Kernel (one launch per rank and call, `ctas` CTAs of kThreads threads). Rows decay independently, so the state is
+// cut into units: block k (of the caller's K) is split into `slices` slices of at least kMinSlice elements, unit
+// u = k * slices + j, and the units are dealt round-robin to the CTAs, the same way on every rank. A unit depends
+// only on the same unit of the previous rank, so CTA c of every rank forms its own chain, CTAs never wait for each
+// other, and a large K (small blocks) still keeps up to `ctas` units in flight. Call number E counts the calls of
+// one direction (every rank makes the same calls, so E agrees).
+//  1. Credit (writers only, E > 2): wait until acks[d][*] >= E-2 in my own window, i.e. the next rank has finished
+//     reading the buffer of parity E&1 that I am about to overwrite (it was last filled by call E-2).
+//  2. For its units in increasing order (unit i of CTA c): a reader's thread 0 spins (ld.acquire.sys) on
+//     flags[d][c][i % kSlots] in its own window until it is >= (E << 32 | i+1); then the CTA reads the unit from the
+//     receive buffer (ld.cg: L2, never a stale L1 line), writes carry_in, folds carry_out =
+//     fmaf(expf(decay[row]), x, local) and, on a writer, stores the folded unit straight into the next rank's
+//     receive buffer (16-byte stores over NVLink). Every thread then
+//     fences (fence.acq_rel.sys), the CTA synchronises and thread 0 publishes the tag with st.release.sys on the next
+//     rank's flag. The first rank in the direction starts from `first` (or zeros) and never waits.
+//  3. Ack (readers): after its last read, thread 0 stores E (st.release.sys) into acks[d][c] of the previous rank.
+//  Flags and acks only grow (E never repeats), so nothing is ever reset. Flag slots are reused modulo kSlots within a
+//  call; that is safe because one CTA writes a slot in increasing order of i and a larger tag still means "unit i
+//  is there" (its data was written before, and the buffer of unit i is not reused within the call).
+//  Buffer reuse across back-to-back calls: data of call E lives in parity E&1; the writer of call E+2 waits for the
+//  reader's ack of call E (step 1), so a buffer is never overwritten while being read, and the writer can run a
+//  full call ahead of its reader without waiting at all.
+//
+// Timeouts. Every spin reads %globaltimer; after SPB_SPIN_TIMEOUT_S seconds (default 10; plus a tenth of that per
+// rank between the waiter and the end of the chain it waits on, so the rank next to a missing one gives up
+// first and the abort word reaches the others before their own deadline) the CTA stops, records
+// (code, peer, block, call) in mapped pinned host memory, writes an abort word into its own window and both
+// neighbours' windows, and returns. Spinning CTAs poll the abort word, so the whole chain stops within a moment
+// instead of each rank timing out in turn, and a later call's kernel sees it at once. The host reports the error
+// at the next run() or check() as spb::Error naming the rank that did not arrive (for a rank stopped by the abort
+// word: which rank gave up waiting for which).
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <nccl_device.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "harness/bootstrap.h"
+#include "harness/cuda_check.h"
+#include "harness/error.h"
+#include "zeco/all_scan_device.h"
+
+// An NCCL call that must return ncclSuccess (or, on a non-blocking communicator, ncclInProgress and then finish).
+#define SPB_NCCL_WAIT(comm, call) ::spb::nccl_wait((comm), (call), #call, __FILE__, __LINE__)
+
+namespace spb {
+namespace {
+
+constexpr int kThreads = 512;
+constexpr int kSlots = 64;              // flag slots per CTA and direction
+constexpr size_t kMinSlice = 2048;      // fp32 elements per CTA and block before another CTA joins (8 KB)
+constexpr int kMaxCtas = 128;
+constexpr uint64_t kAbortBit = 1ull << 63;
+
+enum ErrCode : int { kOk = 0, kTimeoutData = 1, kTimeoutCredit = 2, kAbortSeen = 3 };
+
+// One per CTA in mapped pinned host memory: the first error the CTA met.
+struct ErrorSlot {
+  int code, peer, block, dir;
+  unsigned epoch, pad;
+  unsigned long long word;
+};
+
+double env_seconds(const char* name, double def) {
+  const char* s = std::getenv(name);
+  if (!s || !*s) return def;
+  char* end = nullptr;
+  const double v = std::strtod(s, &end);
+  SPB_USAGE(end && *end == '\0' && v > 0, std::string(name) + "='" + s + "' is not a number of seconds > 0");
+  return v;
+}
+
+double timeout_seconds() {  // as in the NCCL communicator
+  const char* s = std::getenv("SPB_TIMEOUT_S");
+  if (!s || !*s) return 120.0;
+  const double v = std::strtod(s, nullptr);
+  return v > 0 ? v : 0.0;
+}
+
+// A call on a possibly non-blocking NCCL communicator. There NCCL may finish a call in the background even when it
+// returned ncclSuccess (a window handle, say, is filled in later), so the communicator's state is polled until it
+// leaves ncclInProgress, with SPB_TIMEOUT_S; on a blocking communicator the first poll answers ncclSuccess.
+void nccl_wait(ncclComm_t comm, ncclResult_t r, const char* call, const char* file, int line) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const double limit = timeout_seconds();
+  while (r == ncclSuccess || r == ncclInProgress) {
+    ncclResult_t state = ncclSuccess;
+    if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) break;
+    r = state;
+    if (r != ncclInProgress) break;
+    if (limit > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > limit)
+      fail(file, line, std::string(call) + " did not complete within SPB_TIMEOUT_S: some rank did not arrive");
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+  if (r != ncclSuccess)
+    fail(file, line, std::string(call) + ": " + ncclGetErrorString(r) + " (" + ncclGetLastError(comm) + ")");
+}
+
+// --- memory-model helpers (system scope: the peers are other GPUs) ---------------------------------------------
+__device__ __forceinline__ uint64_t ld_acquire_sys(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ uint64_t ld_relaxed_sys(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release_sys(uint64_t* p, uint64_t v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ void st_relaxed_sys(uint64_t* p, uint64_t v) {
+  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ void fence_acq_rel_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
+__device__ __forceinline__ uint64_t globaltimer_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Spins until *addr >= target. Returns kOk, `timeout_code` after timeout_ns, or kAbortSeen (word in *seen) when the
+// abort word becomes non-zero.
+__device__ int spin_geq(const uint64_t* addr, uint64_t target, const uint64_t* abort_word, uint64_t timeout_ns,
+                        int timeout_code, uint64_t* seen) {
+  const uint64_t t0 = globaltimer_ns();
+  for (unsigned it = 1;; ++it) {
+    if (ld_acquire_sys(addr) >= target) return kOk;
+    if ((it & 63u) == 0) {
+      const uint64_t w = ld_relaxed_sys(abort_word);
+      if (w) {
+        *seen = w;
+        return kAbortSeen;
+      }
+      if (globaltimer_ns() - t0 > timeout_ns) return timeout_code;
+    }
+  }
+}
+
+struct ScanParams {
+  const float* decay;
+  const float* local;
+  const float* first;
+  float* carry_in;
+  float* carry_out;
+  unsigned cols, block_elems, slice;
+  int blocks, slices, vec, ctas;  // `slices` pieces of `slice` elements per block
+  char* self;       // my window
+  char* prev_win;   // the rank I receive from in this direction (nullptr: I am first)
+  char* next_win;   // the rank I send to (nullptr: I am last)
+  char* win_minus;  // windows of ranks p-1 and p+1 (for the abort word)
+  char* win_plus;
+  size_t flags_off, acks_off, abort_off, data_off;  // this direction (and parity, for data)
+  int dir, rank, prev, next;
+  unsigned epoch;
+  unsigned long long timeout_data_ns, timeout_credit_ns;  // grow with the distance to the chain's end they wait on
+  ErrorSlot* err;  // device view of the mapped host slots, one per CTA
+};
+
+// One thread per CTA: remember the error for the host and stop the rest of the chain.
+__device__ void raise_error(const ScanParams& p, int code, int peer, int block, uint64_t word) {
+  if (code != kAbortSeen)
+    word = kAbortBit | (uint64_t(code & 0xff) << 48) | (uint64_t(p.rank & 0xffffff) << 24) | uint64_t(peer & 0xffffff);
+  st_relaxed_sys(reinterpret_cast<uint64_t*>(p.self + p.abort_off), word);
+  if (p.win_minus) st_relaxed_sys(reinterpret_cast<uint64_t*>(p.win_minus + p.abort_off), word);
+  if (p.win_plus) st_relaxed_sys(reinterpret_cast<uint64_t*>(p.win_plus + p.abort_off), word);
+  volatile ErrorSlot* e = p.err + blockIdx.x;
+  e->peer = peer;
+  e->block = block;
+  e->dir = p.dir;
+  e->epoch = p.epoch;
+  e->word = word;
+  __threadfence_system();
+  e->code = code;
+  __threadfence_system();
+}
+
+__device__ __forceinline__ float decay_factor(const float* decay, unsigned e, unsigned cols) {
+  return expf(decay[e / cols]);
+}
+
+// The fold of elements [base, base + n) of the state; x from the receive buffer (or `first`, or zero).
+__device__ __forceinline__ void fold_slice(const ScanParams& p, unsigned base, unsigned n, const float* recv,
+                                           float* send) {
+  if (p.vec) {
+    for (unsigned i = threadIdx.x * 4u; i < n; i += blockDim.x * 4u) {
+      const unsigned e = base + i;
+      float4 x;
+      if (recv) x = __ldcg(reinterpret_cast<const float4*>(recv + e));
+      else if (p.first) x = *reinterpret_cast<const float4*>(p.first + e);
+      else x = make_float4(0.f, 0.f, 0.f, 0.f);
+      const float4 y = *reinterpret_cast<const float4*>(p.local + e);
+      const unsigned r0 = e / p.cols, r3 = (e + 3) / p.cols;
+      float4 o;
+      if (r0 == r3) {
+        const float f = expf(p.decay[r0]);
+        o = make_float4(fmaf(f, x.x, y.x), fmaf(f, x.y, y.y), fmaf(f, x.z, y.z), fmaf(f, x.w, y.w));
+      } else {
+        o = make_float4(fmaf(decay_factor(p.decay, e, p.cols), x.x, y.x),
+                        fmaf(decay_factor(p.decay, e + 1, p.cols), x.y, y.y),
+                        fmaf(decay_factor(p.decay, e + 2, p.cols), x.z, y.z),
+                        fmaf(decay_factor(p.decay, e + 3, p.cols), x.w, y.w));
+      }
+      *reinterpret_cast<float4*>(p.carry_in + e) = x;
+      *reinterpret_cast<float4*>(p.carry_out + e) = o;
+      if (send) *reinterpret_cast<float4*>(send + e) = o;
+    }
+  } else {
+    for (unsigned i = threadIdx.x; i < n; i += blockDim.x) {
+      const unsigned e = base + i;
+      const float x = recv ? __ldcg(recv + e) : (p.first ? p.first[e] : 0.f);
+      const float o = fmaf(decay_factor(p.decay, e, p.cols), x, p.local[e]);
+      p.carry_in[e] = x;
+      p.carry_out[e] = o;
+      if (send) send[e] = o;
+    }
+  }
+}
+
+// The CTA agrees on the shared status word: every thread reads it between two barriers, so no thread can see a
+// later write to it before all have read this one (threads then leave together, or go on together).
+__device__ __forceinline__ bool stop_requested(const int& s_code) {
+  __syncthreads();
+  const int code = *const_cast<const volatile int*>(&s_code);
+  __syncthreads();
+  return code != kOk;
+}
+
+__global__ void __launch_bounds__(kThreads) all_scan_kernel(ScanParams p) {
+  __shared__ int s_code, s_peer, s_block;
+  __shared__ unsigned long long s_word;
+  const int tid = threadIdx.x, c = blockIdx.x;
+  const uint64_t* my_abort = reinterpret_cast<const uint64_t*>(p.self + p.abort_off);
+
+  if (tid == 0) {
+    s_code = kOk;
+    const uint64_t w = ld_relaxed_sys(my_abort);  // an earlier call of the chain failed: stop at once
+    if (w) s_code = kAbortSeen, s_peer = -1, s_block = -1, s_word = w;
+  }
+  if (stop_requested(s_code)) {
+    if (tid == 0) raise_error(p, s_code, s_peer, s_block, s_word);
+    return;
+  }
+
+  // 1. Credit: the next rank must have finished reading the buffer this call overwrites (filled by call E-2).
+  if (p.next_win && p.epoch > 2) {
+    if (tid < p.ctas) {
+      uint64_t w = 0;
+      const uint64_t* acks = reinterpret_cast<const uint64_t*>(p.self + p.acks_off);
+      const int r = spin_geq(acks + tid, p.epoch - 2, my_abort, p.timeout_credit_ns, kTimeoutCredit, &w);
+      if (r != kOk && atomicCAS(&s_code, kOk, r) == kOk) s_peer = p.next, s_block = -1, s_word = w;
+    }
+    if (stop_requested(s_code)) {
+      if (tid == 0) raise_error(p, s_code, s_peer, s_block, s_word);
+      return;
+    }
+  }
+
+  // 2. The units (block k, slice j), u = k * slices + j, dealt round-robin to the CTAs; each CTA takes its units in
+  //    increasing u, hence in increasing k. Unit i of CTA c uses flag slot i % kSlots of CTA c, tag (E, i+1).
+  const float* recv = p.prev_win ? reinterpret_cast<const float*>(p.self + p.data_off) : nullptr;
+  float* send = p.next_win ? reinterpret_cast<float*>(p.next_win + p.data_off) : nullptr;
+  const uint64_t* my_flags = reinterpret_cast<const uint64_t*>(p.self + p.flags_off) + size_t(c) * kSlots;
+  uint64_t* next_flags = send ? reinterpret_cast<uint64_t*>(p.next_win + p.flags_off) + size_t(c) * kSlots : nullptr;
+  const unsigned units = unsigned(p.blocks) * unsigned(p.slices);
+  unsigned i = 0;
+  for (unsigned u = unsigned(c); u < units; u += unsigned(p.ctas), ++i) {
+    const unsigned k = u / unsigned(p.slices), j = u - k * unsigned(p.slices);
+    const unsigned lo = j * p.slice, n = min(p.slice, p.block_elems - lo);
+    const uint64_t tag = (uint64_t(p.epoch) << 32) | uint64_t(i + 1);
+    if (recv) {
+      if (tid == 0) {
+        uint64_t w = 0;
+        const int r = spin_geq(my_flags + (i % kSlots), tag, my_abort, p.timeout_data_ns, kTimeoutData, &w);
+        if (r != kOk) s_code = r, s_peer = p.prev, s_block = int(k), s_word = w;
+      }
+      if (stop_requested(s_code)) {  // every thread leaves together
+        if (tid == 0) raise_error(p, s_code, s_peer, s_block, s_word);
+        return;
+      }
+    }
+    fold_slice(p, k * p.block_elems + lo, n, recv, send);
+    if (send) fence_acq_rel_sys();  // this thread's stores to the peer are visible system-wide ...
+    __syncthreads();                // ... for every thread of the CTA ...
+    if (send && tid == 0) st_release_sys(next_flags + (i % kSlots), tag);  // ... before the flag
+  }
+
+  // 3. Ack: this CTA has read everything it will read from this call's receive buffer.
+  if (recv) {
+    __syncthreads();
+    if (tid == 0) st_release_sys(reinterpret_cast<uint64_t*>(p.prev_win + p.acks_off) + c, p.epoch);
+  }
+}
+
+__global__ void fold_kernel(size_t rows, size_t cols, const float* decay, const float* x, const float* y,
+                            float* out) {
+  const size_t n = rows * cols;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    out[i] = fmaf(expf(decay[i / cols]), x[i], y[i]);
+}
+
+// --- windows -------------------------------------------------------------------------------------------------------
+struct PeerList {
+  int n = 0;
+  int peer[4] = {-1, -1, -1, -1};
+};
+
+__global__ void lsa_pointers_kernel(ncclWindow_t win, PeerList peers, char** out) {
+  for (int i = 0; i < peers.n; ++i) out[i] = static_cast<char*>(ncclGetPeerPointer(win, 0, peers.peer[i]));
+}
+
+// Every rank lists the neighbours it cannot reach; all ranks learn the full list and throw the same UsageError.
+void agree_reachable(Bootstrap& boot, const std::vector<int>& bad, const std::string& why) {
+  int mine[4] = {-1, -1, -1, -1};
+  for (size_t i = 0; i < bad.size() && i < 4; ++i) mine[i] = bad[i];
+  std::vector<char> all = boot.gather(mine, sizeof(mine));
+  all.resize(sizeof(mine) * size_t(boot.size()));
+  boot.broadcast(all.data(), all.size(), 0);
+  const int* v = reinterpret_cast<const int*>(all.data());
+  std::set<std::pair<int, int>> pairs;
+  for (int r = 0; r < boot.size(); ++r)
+    for (int i = 0; i < 4; ++i)
+      if (v[4 * r + i] >= 0) pairs.insert({std::min(r, v[4 * r + i]), std::max(r, v[4 * r + i])});
+  std::string list;
+  for (const auto& pr : pairs)
+    list += (list.empty() ? "" : ", ") + std::to_string(pr.first) + " and " + std::to_string(pr.second);
+  SPB_USAGE(pairs.empty(), "device All-Scan: ranks " + list + " cannot load/store each other's GPU memory (" + why +
+                               "); use the host-driven All-Scan backend (nccl) for this placement");
+}
+
+enum class Transport { automatic = 0, nccl = 1, ipc = 2 };
+
+// A window of `bytes` on every rank, mapped to the ranks in `wanted` (collective; `wanted` may differ per rank).
+// Transport::automatic tries NCCL's symmetric memory and falls back to CUDA IPC where NCCL cannot provide it.
+class PeerWindow {
+ public:
+  PeerWindow(Runtime& rt, size_t bytes, const std::vector<int>& wanted, Transport t)
+      : boot_(rt.boot), bytes_(bytes), peers_(size_t(rt.world()), nullptr) {
+    SPB_USAGE(rt.comm && rt.comm->name() == "nccl" && rt.comm->native_handle(),
+              "the device All-Scan needs the gpu runtime (an NCCL communicator)");
+    SPB_CHECK(wanted.size() <= 4, "at most 4 peers per window");
+    comm_ = static_cast<ncclComm_t>(rt.comm->native_handle());
+    if (t == Transport::ipc || !try_nccl(rt, wanted, t == Transport::nccl)) open_ipc(rt, wanted);
+    boot_.barrier();  // every window is zeroed before anyone writes into it
+  }
+
+ private:
+  // NCCL symmetric window + LSA pointers. Returns false (on every rank alike) where NCCL offers no symmetric memory
+  // and `required` is false; throws UsageError for neighbours outside the LSA team.
+  bool try_nccl(Runtime& rt, const std::vector<int>& wanted, bool required) {
+    const int me = rt.rank();
+    const ncclTeam_t lsa = ncclTeamLsa(comm_);
+    const std::string why_not =
+        "NCCL offers no symmetric memory on this communicator (it needs cuMem, NCCL_CUMEM_ENABLE, and direct P2P "
+        "between all ranks of one node; NCCL_DEBUG=INFO says more)";
+    if (!boot_.all(lsa.nRanks > 0)) {
+      SPB_USAGE(!required, "device All-Scan, SPB_ALLSCAN_TRANSPORT=nccl: " + why_not);
+      return false;
+    }
+    std::vector<int> bad;
+    for (int q : wanted)
+      if (q - (me - lsa.rank) < 0 || q - (me - lsa.rank) >= lsa.nRanks) bad.push_back(q);
+    agree_reachable(boot_, bad, "not in one NCCL LSA team: no NVLink/P2P path between them");
+    SPB_NCCL_WAIT(comm_, ncclMemAlloc(reinterpret_cast<void**>(&local_), bytes_));
+    SPB_CUDA(cudaMemset(local_, 0, bytes_));
+    SPB_CUDA(cudaDeviceSynchronize());
+    // Collective. Where the communicator has no symmetric support, NCCL returns success and a null window.
+    SPB_NCCL_WAIT(comm_, ncclCommWindowRegister(comm_, local_, bytes_, &win_, NCCL_WIN_COLL_SYMMETRIC));
+    if (!boot_.all(win_ != nullptr)) {
+      SPB_CHECK(win_ == nullptr, "NCCL registered a symmetric window on some ranks only");
+      ncclMemFree(local_);
+      local_ = nullptr;
+      SPB_USAGE(!required, "device All-Scan, SPB_ALLSCAN_TRANSPORT=nccl: " + why_not);
+      return false;
+    }
+    transport_ = "nccl-lsa";
+    PeerList pl;
+    for (int q : wanted) pl.peer[pl.n++] = q;
+    if (pl.n) {
+      char** d_out = nullptr;
+      SPB_CUDA(cudaMalloc(&d_out, sizeof(char*) * 4));
+      lsa_pointers_kernel<<<1, 1>>>(win_, pl, d_out);
+      SPB_CUDA_LAUNCH();
+      char* out[4] = {};
+      SPB_CUDA(cudaMemcpy(out, d_out, sizeof(char*) * 4, cudaMemcpyDeviceToHost));
+      SPB_CUDA(cudaFree(d_out));
+      for (int i = 0; i < pl.n; ++i) peers_[size_t(pl.peer[i])] = out[i];
+    }
+    return true;
+  }
+
+  // cudaMalloc + CUDA IPC handles, exchanged through the bootstrap.
+  void open_ipc(Runtime& rt, const std::vector<int>& wanted) {
+    transport_ = "cuda-ipc";
+    struct Card {
+      char host[64];
+      char bus[32];
+      cudaIpcMemHandle_t handle;
+    };
+    SPB_CUDA(cudaMalloc(reinterpret_cast<void**>(&local_), bytes_));
+    SPB_CUDA(cudaMemset(local_, 0, bytes_));
+    SPB_CUDA(cudaDeviceSynchronize());
+    Card card;
+    std::memset(&card, 0, sizeof(card));
+    gethostname(card.host, sizeof(card.host) - 1);
+    int dev = 0;
+    SPB_CUDA(cudaGetDevice(&dev));
+    SPB_CUDA(cudaDeviceGetPCIBusId(card.bus, sizeof(card.bus), dev));
+    SPB_CUDA(cudaIpcGetMemHandle(&card.handle, local_));
+    std::vector<char> all = boot_.gather(&card, sizeof(card));
+    all.resize(sizeof(card) * size_t(rt.world()));
+    boot_.broadcast(all.data(), all.size(), 0);
+    const Card* cards = reinterpret_cast<const Card*>(all.data());
+    std::vector<int> bad;
+    for (int q : wanted) {
+      bool ok = std::strncmp(cards[q].host, card.host, sizeof(card.host)) == 0;
+      int qdev = -1;
+      if (ok && cudaDeviceGetByPCIBusId(&qdev, cards[q].bus) == cudaSuccess) {
+        int can = 0;
+        ok = qdev != dev && cudaDeviceCanAccessPeer(&can, dev, qdev) == cudaSuccess && can;
+      }
+      cudaGetLastError();
+      if (!ok) bad.push_back(q);
+    }
+    agree_reachable(boot_, bad, "on different hosts, or cudaDeviceCanAccessPeer says no");
+    for (int q : wanted) {
+      void* p = nullptr;
+      SPB_CUDA(cudaIpcOpenMemHandle(&p, cards[q].handle, cudaIpcMemLazyEnablePeerAccess));
+      peers_[size_t(q)] = static_cast<char*>(p);
+    }
+  }
+
+ public:
+  ~PeerWindow() {
+    // Collective: nobody may still be writing into a window that is about to go away. A broken window (a peer
+    // gave up, or is gone) is leaked instead: its peers may never arrive at the barriers.
+    cudaDeviceSynchronize();
+    if (broken_) return;
+    boot_.barrier();
+    if (transport_ == "nccl-lsa") {
+      if (win_) nccl_wait(comm_, ncclCommWindowDeregister(comm_, win_), "ncclCommWindowDeregister", __FILE__, __LINE__);
+      if (local_) ncclMemFree(local_);
+    } else {
+      for (char* p : peers_)
+        if (p) cudaIpcCloseMemHandle(p);
+      boot_.barrier();  // every importer has closed its mapping of my memory
+      if (local_) cudaFree(local_);
+    }
+  }
+
+  char* local() const { return local_; }
+  char* peer(int r) const { return r >= 0 && size_t(r) < peers_.size() ? peers_[size_t(r)] : nullptr; }
+  const std::string& transport() const { return transport_; }
+  void set_broken() { broken_ = true; }
+
+ private:
+  Bootstrap& boot_;
+  size_t bytes_;
+  std::vector<char*> peers_;
+  ncclComm_t comm_ = nullptr;
+  ncclWindow_t win_ = nullptr;
+  char* local_ = nullptr;
+  std::string transport_;
+  bool broken_ = false;
+};
+
+// Settings every rank must share: read on rank 0, broadcast.
+struct Settings {
+  Transport transport = Transport::automatic;
+  int ctas = 32;
+  double spin_timeout_s = 10;
+};
+
+Settings agreed_settings(Bootstrap& boot) {
+  Settings s;
+  if (boot.rank() == 0) {
+    if (const char* t = std::getenv("SPB_ALLSCAN_TRANSPORT"); t && *t) {
+      const std::string v = t;
+      SPB_USAGE(v == "auto" || v == "nccl" || v == "ipc", "SPB_ALLSCAN_TRANSPORT='" + v + "': use auto, nccl or ipc");
+      s.transport = v == "nccl" ? Transport::nccl : v == "ipc" ? Transport::ipc : Transport::automatic;
+    }
+    if (const char* c = std::getenv("SPB_ALLSCAN_CTAS"); c && *c) {
+      s.ctas = std::atoi(c);
+      SPB_USAGE(s.ctas >= 1 && s.ctas <= kMaxCtas,
+                std::string("SPB_ALLSCAN_CTAS='") + c + "': use 1.." + std::to_string(kMaxCtas));
+    }
+    s.spin_timeout_s = env_seconds("SPB_SPIN_TIMEOUT_S", 10.0);
+  }
+  boot.broadcast(&s, sizeof(s), 0);
+  return s;
+}
+
+size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+class DeviceAllScanImpl final : public DeviceAllScan {
+ public:
+  DeviceAllScanImpl(Runtime& rt, size_t max_elems) : rt_(rt), max_elems_(max_elems) {
+    SPB_USAGE(max_elems >= 1 && max_elems <= (size_t(1) << 31),
+              "device All-Scan: capacity of " + std::to_string(max_elems) + " elements (use 1 .. 2^31)");
+    const Settings s = agreed_settings(rt.boot);
+    ctas_ = s.ctas;
+    timeout_ns_ = static_cast<unsigned long long>(s.spin_timeout_s * 1e9);
+    // Layout (module comment).
+    const size_t flag_bytes = size_t(ctas_) * kSlots * 8;
+    flags_off_[0] = 0;
+    flags_off_[1] = flag_bytes;
+    acks_off_[0] = round_up(2 * flag_bytes, 128);
+    acks_off_[1] = acks_off_[0] + round_up(size_t(ctas_) * 8, 128);
+    abort_off_ = acks_off_[1] + round_up(size_t(ctas_) * 8, 128);
+    const size_t ctrl = round_up(abort_off_ + 128, 4096);
+    data_bytes_ = round_up(max_elems * 4, 4096);
+    for (int d = 0; d < 2; ++d)
+      for (int par = 0; par < 2; ++par) data_off_[d][par] = ctrl + size_t(d * 2 + par) * data_bytes_;
+    const size_t total = ctrl + 4 * data_bytes_;
+
+    const int p = rt.rank(), P = rt.world();
+    std::vector<int> wanted;
+    if (p > 0) wanted.push_back(p - 1);
+    if (p + 1 < P) wanted.push_back(p + 1);
+    win_ = std::make_unique<PeerWindow>(rt, total, wanted, s.transport);
+
+    SPB_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&err_host_), sizeof(ErrorSlot) * ctas_, cudaHostAllocMapped));
+    std::memset(err_host_, 0, sizeof(ErrorSlot) * ctas_);
+    SPB_CUDA(cudaHostGetDevicePointer(reinterpret_cast<void**>(&err_dev_), err_host_, 0));
+  }
+
+  ~DeviceAllScanImpl() override {
+    cudaDeviceSynchronize();
+    if (failed()) win_->set_broken();  // a peer may be gone: skip the collective parts of the teardown
+    win_.reset();
+    if (err_host_) cudaFreeHost(err_host_);
+  }
+
+  std::string transport() const override { return win_->transport(); }
+
+  void run(const AllScanArgs& a, Stream st) override {
+    validate_blocks(a.rows, a.blocks);
+    SPB_USAGE(a.rows * a.cols <= max_elems_, "device All-Scan: a state of " + std::to_string(a.rows) + " x " +
+                                                 std::to_string(a.cols) + " exceeds the capacity of " +
+                                                 std::to_string(max_elems_) + " elements given at creation");
+    throw_if_failed();
+    if (a.rows * a.cols == 0) return;
+    SPB_CHECK(a.decay && a.local && a.carry_in && a.carry_out, "device All-Scan: a null buffer");
+    const bool fwd = a.direction == ScanDirection::forward;
+    const int d = fwd ? 0 : 1;
+    const unsigned epoch = ++epoch_[d];
+    const int p = rt_.rank(), P = rt_.world();
+    const int prev = fwd ? p - 1 : p + 1, next = fwd ? p + 1 : p - 1;
+
+    ScanParams sp{};
+    sp.decay = a.decay;
+    sp.local = a.local;
+    sp.first = a.first;
+    sp.carry_in = a.carry_in;
+    sp.carry_out = a.carry_out;
+    sp.cols = unsigned(a.cols);
+    sp.blocks = a.blocks;
+    sp.block_elems = unsigned(a.rows / size_t(a.blocks) * a.cols);
+    auto aligned = [](const void* q) { return q == nullptr || reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+    sp.vec = sp.block_elems % 4 == 0 && aligned(a.local) && aligned(a.first) && aligned(a.carry_in) &&
+             aligned(a.carry_out);
+    // The same split on every rank: a block is cut into slices of at least kMinSlice elements (at most one per CTA).
+    int g = int(std::min<size_t>(size_t(ctas_), (sp.block_elems + kMinSlice - 1) / kMinSlice));
+    g = std::max(g, 1);
+    size_t slice = (sp.block_elems + size_t(g) - 1) / size_t(g);
+    if (sp.vec) slice = round_up(slice, 4);
+    sp.slice = unsigned(slice);
+    sp.slices = int((sp.block_elems + slice - 1) / slice);
+    sp.ctas = ctas_;
+    sp.self = win_->local();
+    sp.prev_win = prev >= 0 && prev < P ? win_->peer(prev) : nullptr;
+    sp.next_win = next >= 0 && next < P ? win_->peer(next) : nullptr;
+    SPB_CHECK((prev < 0 || prev >= P || sp.prev_win) && (next < 0 || next >= P || sp.next_win),
+              "device All-Scan: a neighbour's window is not mapped");
+    sp.win_minus = win_->peer(p - 1);
+    sp.win_plus = win_->peer(p + 1);
+    sp.flags_off = flags_off_[d];
+    sp.acks_off = acks_off_[d];
+    sp.abort_off = abort_off_;
+    sp.data_off = data_off_[d][epoch & 1];
+    sp.dir = d;
+    sp.rank = p;
+    sp.prev = prev;
+    sp.next = next;
+    sp.epoch = epoch;
+    // A rank further from the rank it waits on gives up a little later (by a tenth of the timeout per hop), so the
+    // rank next to a missing one times out first and its abort word stops the others: every message then names
+    // the rank that did not arrive, not a neighbour that was waiting too.
+    const unsigned long long hop = std::max(timeout_ns_ / 10, 20'000'000ull);
+    const int up = fwd ? p : P - 1 - p, down = P - 1 - up;
+    sp.timeout_data_ns = timeout_ns_ + (unsigned long long)(up) * hop;
+    sp.timeout_credit_ns = timeout_ns_ + (unsigned long long)(down) * hop;
+    sp.err = err_dev_;
+    cudaStream_t s = static_cast<cudaStream_t>(st.handle ? st.handle : rt_.dev->compute_stream().handle);
+    all_scan_kernel<<<ctas_, kThreads, 0, s>>>(sp);
+    SPB_CUDA_LAUNCH();
+  }
+
+  void check(Stream st) override {
+    cudaStream_t s = static_cast<cudaStream_t>(st.handle ? st.handle : rt_.dev->compute_stream().handle);
+    SPB_CUDA(cudaStreamSynchronize(s));
+    throw_if_failed(/*look_at_window=*/true);
+  }
+
+ private:
+  // The abort word of my window: set by a neighbour that gave up, even while no kernel of mine was running.
+  unsigned long long window_abort_word() const {
+    unsigned long long w = 0;
+    if (cudaMemcpy(&w, win_->local() + abort_off_, sizeof(w), cudaMemcpyDeviceToHost) != cudaSuccess) return 0;
+    return w;
+  }
+
+  bool failed() const {
+    for (int c = 0; c < ctas_; ++c)
+      if (reinterpret_cast<volatile ErrorSlot*>(err_host_)[c].code != kOk) return true;
+    return window_abort_word() != 0;
+  }
+
+  // Reports the first error as spb::Error: from this rank's kernels (mapped host slots, free to read at every
+  // run()), and with look_at_window also from the abort word a neighbour left in my window (a device read).
+  void throw_if_failed(bool look_at_window = false) {
+    const volatile ErrorSlot* e = err_host_;
+    int pick = -1;
+    for (int c = 0; c < ctas_; ++c) {
+      if (e[c].code == kOk) continue;
+      if (pick < 0 || (e[pick].code == kAbortSeen && e[c].code != kAbortSeen)) pick = c;
+    }
+    if (pick < 0) {
+      const unsigned long long w = look_at_window ? window_abort_word() : 0;
+      if (w) fail(__FILE__, __LINE__, abort_message(w, "(abort word left in this rank's window)"));
+      return;
+    }
+    const volatile ErrorSlot& x = e[pick];
+    const std::string dir = x.dir == 0 ? "forward" : "reverse";
+    const std::string call = "(" + dir + ", call " + std::to_string(x.epoch) + " of that direction)";
+    const std::string secs = std::to_string(double(timeout_ns_) * 1e-9) + " s (SPB_SPIN_TIMEOUT_S)";
+    const int me = rt_.rank();
+    std::string msg;
+    if (x.code == kTimeoutData) {
+      msg = "device All-Scan " + call + ": rank " + std::to_string(me) + " waited more than " + secs + " for block " +
+            std::to_string(x.block) + " from rank " + std::to_string(x.peer) + "; rank " + std::to_string(x.peer) +
+            " did not arrive (dead, hung, or not making the same All-Scan calls)";
+    } else if (x.code == kTimeoutCredit) {
+      msg = "device All-Scan " + call + ": rank " + std::to_string(me) + " waited more than " + secs + " for rank " +
+            std::to_string(x.peer) + " to finish reading its receive buffer; rank " + std::to_string(x.peer) +
+            " did not arrive (dead, hung, or not making the same All-Scan calls)";
+    } else {
+      msg = abort_message(x.word, call);
+    }
+    fail(__FILE__, __LINE__, msg);
+  }
+
+  std::string abort_message(unsigned long long w, const std::string& call) const {
+    const int code = int((w >> 48) & 0xff), origin = int((w >> 24) & 0xffffff), waited = int(w & 0xffffff);
+    return "device All-Scan " + call + ": rank " + std::to_string(rt_.rank()) + " stopped because rank " +
+           std::to_string(origin) + " gave up waiting for rank " + std::to_string(waited) +
+           (code == kTimeoutCredit ? " (to free a receive buffer)" : " (for a block)") + "; rank " +
+           std::to_string(waited) + " did not arrive";
+  }
+
+  Runtime& rt_;
+  size_t max_elems_;
+  int ctas_ = 32;
+  unsigned long long timeout_ns_ = 10'000'000'000ull;
+  size_t flags_off_[2] = {}, acks_off_[2] = {}, abort_off_ = 0, data_off_[2][2] = {}, data_bytes_ = 0;
+  unsigned epoch_[2] = {0, 0};
+  std::unique_ptr<PeerWindow> win_;
+  ErrorSlot* err_host_ = nullptr;
+  ErrorSlot* err_dev_ = nullptr;
+};
+
+// --- probes --------------------------------------------------------------------------------------------------------
+constexpr size_t kPingOff = 0, kPongOff = 128;
+
+__global__ void pingpong_kernel(char* self, char* peer, int initiator, int warm, int iters,
+                                unsigned long long timeout_ns, unsigned long long* out_ns) {
+  const uint64_t* ping = reinterpret_cast<const uint64_t*>(self + kPingOff);
+  const uint64_t* pong = reinterpret_cast<const uint64_t*>(self + kPongOff);
+  uint64_t* peer_ping = reinterpret_cast<uint64_t*>(peer + kPingOff);
+  uint64_t* peer_pong = reinterpret_cast<uint64_t*>(peer + kPongOff);
+  uint64_t t0 = 0, start = globaltimer_ns();
+  for (int i = 1; i <= warm + iters; ++i) {
+    if (initiator && i == warm + 1) t0 = globaltimer_ns();
+    if (initiator) st_release_sys(peer_ping, uint64_t(i));
+    const uint64_t* wait_on = initiator ? pong : ping;
+    while (ld_acquire_sys(wait_on) < uint64_t(i))
+      if (globaltimer_ns() - start > timeout_ns) {
+        *out_ns = ~0ull;
+        return;
+      }
+    if (!initiator) st_release_sys(peer_pong, uint64_t(i));
+  }
+  if (initiator) *out_ns = globaltimer_ns() - t0;
+}
+
+__global__ void push_kernel(const float4* src, float4* dst, size_t n4) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n4; i += size_t(gridDim.x) * blockDim.x)
+    dst[i] = src[i];
+  fence_acq_rel_sys();
+}
+
+void check_pair(Runtime& rt, int a, int b) {
+  SPB_USAGE(a >= 0 && b >= 0 && a < rt.world() && b < rt.world() && a != b,
+            "link probe: ranks " + std::to_string(a) + " and " + std::to_string(b) + " in a world of " +
+                std::to_string(rt.world()));
+}
+
+std::vector<int> pair_peers(Runtime& rt, int a, int b) {
+  if (rt.rank() == a) return {b};
+  if (rt.rank() == b) return {a};
+  return {};
+}
+
+}  // namespace
+
+std::unique_ptr<DeviceAllScan> make_device_all_scan(Runtime& rt, size_t max_elems) {
+  return std::make_unique<DeviceAllScanImpl>(rt, max_elems);
+}
+
+void state_fold_cuda(size_t rows, size_t cols, const float* decay, const float* x, const float* y, float* out,
+                     Stream st) {
+  const size_t n = rows * cols;
+  if (n == 0) return;
+  const int threads = 256;
+  const int blocks = int(std::min<size_t>((n + threads - 1) / threads, 4096));
+  fold_kernel<<<blocks, threads, 0, static_cast<cudaStream_t>(st.handle)>>>(rows, cols, decay, x, y, out);
+  SPB_CUDA_LAUNCH();
+}
+
+double probe_flag_latency_us(Runtime& rt, int a, int b, int iters) {
+  check_pair(rt, a, b);
+  SPB_USAGE(iters >= 1, "link probe: iters >= 1");
+  const Settings s = agreed_settings(rt.boot);
+  double us = 0;
+  {
+    PeerWindow win(rt, 4096, pair_peers(rt, a, b), s.transport);
+    const int me = rt.rank();
+    unsigned long long* d_ns = nullptr;
+    SPB_CUDA(cudaMalloc(&d_ns, sizeof(*d_ns)));
+    rt.boot.barrier();
+    if (me == a || me == b) {
+      pingpong_kernel<<<1, 1>>>(win.local(), win.peer(me == a ? b : a), me == a, 200, iters,
+                                static_cast<unsigned long long>(s.spin_timeout_s * 1e9), d_ns);
+      SPB_CUDA_LAUNCH();
+      SPB_CUDA(cudaDeviceSynchronize());
+    }
+    unsigned long long ns = 0;
+    if (me == a) SPB_CUDA(cudaMemcpy(&ns, d_ns, sizeof(ns), cudaMemcpyDeviceToHost));
+    SPB_CUDA(cudaFree(d_ns));
+    if (me == a) us = ns == ~0ull ? -1.0 : double(ns) / (2.0 * iters) / 1000.0;
+    rt.boot.broadcast(&us, sizeof(us), a);
+  }
+  SPB_CHECK(us >= 0, "link probe: the flag ping-pong between ranks " + std::to_string(a) + " and " +
+                         std::to_string(b) + " timed out");
+  return us;
+}
+
+double probe_pair_bandwidth_gbs(Runtime& rt, int a, int b, size_t bytes, int ctas, int reps) {
+  check_pair(rt, a, b);
+  SPB_USAGE(bytes >= 16 && bytes % 16 == 0 && reps >= 1, "link probe: bytes a positive multiple of 16, reps >= 1");
+  const Settings s = agreed_settings(rt.boot);
+  double gbs = 0;
+  {
+    PeerWindow win(rt, bytes, pair_peers(rt, a, b), s.transport);
+    const int me = rt.rank();
+    if (me == a) {
+      int dev = 0, sms = 0;
+      SPB_CUDA(cudaGetDevice(&dev));
+      SPB_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+      const int grid = ctas > 0 ? ctas : sms;
+      float4* src = nullptr;
+      SPB_CUDA(cudaMalloc(&src, bytes));
+      SPB_CUDA(cudaMemset(src, 1, bytes));
+      float4* dst = reinterpret_cast<float4*>(win.peer(b));
+      cudaStream_t st;
+      SPB_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+      cudaEvent_t e0, e1;
+      SPB_CUDA(cudaEventCreate(&e0));
+      SPB_CUDA(cudaEventCreate(&e1));
+      for (int w = 0; w < 3; ++w) push_kernel<<<grid, 1024, 0, st>>>(src, dst, bytes / 16);
+      SPB_CUDA_LAUNCH();
+      std::vector<double> rates;
+      for (int r = 0; r < reps; ++r) {
+        SPB_CUDA(cudaEventRecord(e0, st));
+        push_kernel<<<grid, 1024, 0, st>>>(src, dst, bytes / 16);
+        SPB_CUDA(cudaEventRecord(e1, st));
+        SPB_CUDA(cudaEventSynchronize(e1));
+        float ms = 0;
+        SPB_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+        rates.push_back(double(bytes) / (double(ms) * 1e-3) / 1e9);
+      }
+      std::sort(rates.begin(), rates.end());
+      gbs = rates[rates.size() / 2];
+      cudaEventDestroy(e0);
+      cudaEventDestroy(e1);
+      cudaStreamDestroy(st);
+      cudaFree(src);
+    }
+    rt.boot.broadcast(&gbs, sizeof(gbs), a);
+  }
+  return gbs;
+}
+
+}  // namespace spb
