@@ -1,0 +1,482 @@
+// Kernel-level benchmark of the CUDA GLA stages: gla_forward ("fwd") and gla_forward + gla_backward ("fwd_bwd") at
+// the issue-3 shapes, timed with CUDA events (Google Benchmark manual time; the median over the iterations is the
+// number that counts), with TFLOP/s and GB/s against the FLOPs and bytes counted for the pass (see flops_of /
+// bytes_of and NOTES.md) and as fractions of two measured ceilings: a large device-to-device copy and a large
+// cuBLAS bf16 GEMM.
+//
+// Every timed configuration is also checked: after timing, that same run's outputs are compared with the fp64
+// token-loop reference (kernels/cpu/gla_reference.h) on batch 0, head 0 only -- the full fp64 reference at these sizes
+// (16 heads x 16K tokens x a 128x128 state per token, stored for the backward) is far too slow and too large; one head
+// already takes seconds and gigabytes. The references run on host threads while the GPU is being timed.
+//
+// --csv=PATH (or the environment variable SPB_CSV) appends one row per (shape, pass) in the DESIGN §6 schema.
+#include <benchmark/benchmark.h>
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harness/cuda_check.h"
+#include "harness/device.h"
+#include "harness/stats.h"
+#include "kernels/cpu/gla_reference.h"
+#include "kernels/cuda/gla_cuda.h"
+#include "kernels/cuda/gla_cuda_internal.h"
+#include "kernels/gla.h"
+
+#if SPB_BENCH_CSV
+#include "harness/csv.h"
+#include "harness/provenance.h"
+#else
+#include <fstream>
+#endif
+
+namespace spb {
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+struct BenchShape {
+  int B, T, H, dk, dv;
+  double target_fwd_ms, target_fwd_bwd_ms;  // 0: no target
+};
+const BenchShape kShapes[] = {
+    {1, 16384, 16, 128, 128, 0.70, 2.9},
+    {1, 32768, 16, 128, 128, 0.0, 5.8},
+    {1, 16384, 4, 256, 512, 0.0, 2.6},
+};
+
+// ---- what a pass must do -------------------------------------------------------------------------------------------
+// FLOPs (2 per multiply-add), per (b, h) and chunk of C tokens, D = dk, E = dv, counting only the causal half of the
+// in-chunk products:
+//   states (fwd or bwd): 2CDE;  output: 2CDE + C^2 D + C^2 E;  grads: 6CDE + 3 C^2 D + 2 C^2 E
+//   fwd = states + output;  fwd_bwd = fwd + states_fwd + states_bwd + grads (gla_backward recomputes the states).
+double flops_of(const GlaShape& s, bool bwd) {
+  const double C = kChunk, D = s.dk, E = s.dv, n = double(s.B) * s.H * s.chunks();
+  const double states = 2 * C * D * E, output = 2 * C * D * E + C * C * (D + E);
+  const double grads = 6 * C * D * E + 3 * C * C * D + 2 * C * C * E;
+  return n * (bwd ? 3 * states + output + grads : states + output);
+}
+// Bytes: each stage reads each of its inputs once and writes each output once (bf16 activations, fp32 gc and states).
+double bytes_of(const GlaShape& s, bool bwd) {
+  const double TD = double(s.B) * s.T * s.H * s.dk, TE = double(s.B) * s.T * s.H * s.dv;
+  const double HS = double(s.chunk_state_elems()) * 4, ST = double(s.state_elems()) * 4;
+  const double cumsum = 2 * TD + 4 * TD;
+  const double states_fwd = 2 * TD + 2 * TE + 4 * TD + HS + ST;
+  const double output = 4 * TD + 2 * TE + 4 * TD + HS + 2 * TE;
+  const double states_bwd = 2 * TD + 2 * TE + 4 * TD + HS + ST;
+  const double grads = 4 * TD + 4 * TE + 4 * TD + 2 * HS + ST + 6 * TD + 2 * TE;
+  const double fwd = cumsum + states_fwd + output;
+  return bwd ? fwd + cumsum + states_fwd + states_bwd + grads : fwd;
+}
+
+// ---- inputs on the GPU -----------------------------------------------------------------------------------------------
+__device__ __host__ inline uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+// randn (kind 0), GLA's gate logsigmoid(randn) / 16 (kind 1), or uniform in [-1, 1) (kind 2); rounded to bf16.
+__global__ void fill_kernel(bf16* out, size_t n, uint64_t seed, int kind) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const uint64_t a = splitmix64(seed ^ (2 * i)), b = splitmix64(seed ^ (2 * i + 1));
+    const float u1 = (float(a >> 40) + 0.5f) * 0x1.0p-24f, u2 = float(b >> 40) * 0x1.0p-24f;
+    float z = sqrtf(-2.f * logf(u1)) * cospif(2.f * u2);
+    if (kind == 1) z = (z >= 0.f ? -log1pf(expf(-z)) : z - log1pf(expf(z))) / 16.f;
+    if (kind == 2) z = 2.f * u2 - 1.f;
+    out[i] = __float2bfloat16(z);
+  }
+}
+void fill(void* p, size_t n, uint64_t seed, int kind) {
+  fill_kernel<<<1024, 256>>>(static_cast<bf16*>(p), n, seed, kind);
+  SPB_CUDA_LAUNCH();
+}
+
+// Head (b = 0, h = 0) of a [B, T, H, D] bf16 tensor, as floats.
+std::vector<float> head0(const void* dev, const GlaShape& s, int D) {
+  std::vector<bf16> tmp(size_t(s.T) * D);
+  SPB_CUDA(cudaDeviceSynchronize());
+  SPB_CUDA(cudaMemcpy2D(tmp.data(), size_t(D) * 2, dev, size_t(s.H) * D * 2, size_t(D) * 2, s.T,
+                        cudaMemcpyDeviceToHost));
+  std::vector<float> out(tmp.size());
+  for (size_t i = 0; i < tmp.size(); ++i) out[i] = __bfloat162float(tmp[i]);
+  return out;
+}
+std::vector<float> state0(const float* dev, const GlaShape& s) {
+  std::vector<float> out(size_t(s.dk) * s.dv);
+  SPB_CUDA(cudaDeviceSynchronize());
+  SPB_CUDA(cudaMemcpy(out.data(), dev, out.size() * 4, cudaMemcpyDeviceToHost));
+  return out;
+}
+
+struct Problem {
+  BenchShape bs;
+  GlaShape s;
+  std::unique_ptr<GlaWorkspace> ws;
+  Buffer q, k, v, g, d_o, o, ht, dq, dk, dv, dg, dh0;
+  std::shared_future<GlaReferenceResult> ref;  // head 0, fp64
+};
+
+struct Result {
+  std::string shape, pass;
+  Summary t;
+  double flops, bytes, err, target;
+  std::vector<std::pair<std::string, double>> errs;
+};
+
+Device* g_dev = nullptr;
+GlaKernels* g_kern = nullptr;
+double g_copy_gbs = 0, g_gemm_tflops = 0;
+std::vector<std::unique_ptr<Problem>> g_problems;
+std::vector<Result> g_results;
+std::string g_csv;
+
+std::string shape_name(const GlaShape& s) {
+  return "B" + std::to_string(s.B) + "_T" + std::to_string(s.T) + "_H" + std::to_string(s.H) + "_dk" +
+         std::to_string(s.dk) + "_dv" + std::to_string(s.dv);
+}
+
+std::unique_ptr<Problem> make_problem(const BenchShape& bs, uint64_t seed) {
+  auto p = std::make_unique<Problem>();
+  p->bs = bs;
+  p->s.B = bs.B, p->s.T = bs.T, p->s.H = bs.H, p->s.dk = bs.dk, p->s.dv = bs.dv;
+  const GlaShape& s = p->s;
+  Device& dev = *g_dev;
+  const size_t QK = s.qk_elems() * 2, V = s.v_elems() * 2, S = s.state_elems() * 4;
+  p->q = Buffer(dev, QK), p->k = Buffer(dev, QK), p->v = Buffer(dev, V), p->g = Buffer(dev, QK);
+  p->d_o = Buffer(dev, V), p->o = Buffer(dev, V), p->ht = Buffer(dev, S);
+  p->dq = Buffer(dev, QK), p->dk = Buffer(dev, QK), p->dv = Buffer(dev, V), p->dg = Buffer(dev, QK);
+  p->dh0 = Buffer(dev, S);
+  p->ws = std::make_unique<GlaWorkspace>(dev, s);
+  fill(p->q.get(), s.qk_elems(), seed * 16 + 1, 0);
+  fill(p->k.get(), s.qk_elems(), seed * 16 + 2, 0);
+  fill(p->v.get(), s.v_elems(), seed * 16 + 3, 0);
+  fill(p->g.get(), s.qk_elems(), seed * 16 + 4, 1);
+  fill(p->d_o.get(), s.v_elems(), seed * 16 + 5, 0);
+  // The reference of head 0 on a host thread, from the exact bf16 values the GPU sees.
+  GlaShape s1 = s;
+  s1.B = 1, s1.H = 1;
+  auto q0 = head0(p->q.get(), s, s.dk), k0 = head0(p->k.get(), s, s.dk), g0 = head0(p->g.get(), s, s.dk);
+  auto v0 = head0(p->v.get(), s, s.dv), do0 = head0(p->d_o.get(), s, s.dv);
+  p->ref = std::async(std::launch::async, [=] { return gla_reference(s1, q0, k0, v0, g0, {}, do0, {}); }).share();
+  return p;
+}
+
+void run_pass(Problem& p, bool bwd, Stream st) {
+  GlaWorkspace& ws = *p.ws;
+  gla_forward(*g_kern, ws, p.q.get(), p.k.get(), p.v.get(), p.g.get(), nullptr, p.o.get(), p.ht.f32(), st);
+  if (bwd)
+    gla_backward(*g_kern, ws, p.q.get(), p.k.get(), p.v.get(), p.g.get(), nullptr, p.d_o.get(), nullptr, p.dq.get(),
+                 p.dk.get(), p.dv.get(), p.dg.get(), p.dh0.f32(), st);
+}
+
+void write_csv(const Problem& p, const Result& r, int warmup, int iters) {
+  if (g_csv.empty()) return;
+#if SPB_BENCH_CSV
+  CsvAppender app(g_csv);
+  ResultRow row;
+  row.set("level", "kernel").set("method", "gla").set("backend", "cuda").set("world_size", 1);
+  row.set("batch", p.s.B).set("heads", p.s.H).set("dk", p.s.dk).set("dv", p.s.dv).set("tokens_per_rank", p.s.T);
+  row.set("block_elems", 0).set("dtype", "bf16").set("pass", r.pass);
+  row.set("time_ms_mean", r.t.mean).set("time_ms_median", r.t.median).set("time_ms_min", r.t.min);
+  row.set("time_ms_max", r.t.max).set("time_ms_cv", r.t.cv).set("err_rel_rms", r.err);
+  row.set("chunk", kChunk).set("warmup", warmup).set("iters", iters);
+  add_provenance(row, *g_dev);
+  if (app.contains(row)) {
+    std::printf("csv: a row for %s %s of this commit and GPU is already in %s; not appended\n", r.shape.c_str(),
+                r.pass.c_str(), g_csv.c_str());
+    return;
+  }
+  app.append(row);
+#else
+  // Built without the harness (no CsvAppender): the DESIGN §6 columns, written plainly.
+  const bool fresh = !std::ifstream(g_csv).good();
+  std::ofstream out(g_csv, std::ios::app);
+  if (fresh)
+    out << "level,method,backend,world_size,batch,heads,dk,dv,tokens_per_rank,block_elems,dtype,pass,time_ms_mean,"
+           "time_ms_median,time_ms_min,time_ms_max,err_rel_rms,tokens_per_s_per_gpu,gpu,git_sha,date\n";
+  out << "kernel,gla,cuda,1," << p.s.B << "," << p.s.H << "," << p.s.dk << "," << p.s.dv << "," << p.s.T << ",0,bf16,"
+      << r.pass << "," << r.t.mean << "," << r.t.median << "," << r.t.min << "," << r.t.max << "," << r.err << ",,"
+      << g_dev->name() << ",unknown,\n";
+  (void)warmup, (void)iters;
+#endif
+}
+
+void bm_gla(benchmark::State& state, Problem* p, bool bwd) {
+  constexpr int kWarmup = 5;
+  const Stream st = g_dev->compute_stream();
+  cudaStream_t cs = static_cast<cudaStream_t>(st.handle);
+  // Poison the outputs: anything the pass does not write stays NaN and fails the check below.
+  for (Buffer* b : {&p->o, &p->ht, &p->dq, &p->dk, &p->dv, &p->dg, &p->dh0})
+    SPB_CUDA(cudaMemset(b->get(), 0xFF, b->bytes()));
+  SPB_CUDA(cudaDeviceSynchronize());
+  for (int i = 0; i < kWarmup; ++i) run_pass(*p, bwd, st);
+  SPB_CUDA(cudaStreamSynchronize(cs));
+  cudaEvent_t e0, e1;
+  SPB_CUDA(cudaEventCreate(&e0));
+  SPB_CUDA(cudaEventCreate(&e1));
+  std::vector<double> ms;
+  for (auto _ : state) {
+    SPB_CUDA(cudaEventRecord(e0, cs));
+    run_pass(*p, bwd, st);
+    SPB_CUDA(cudaEventRecord(e1, cs));
+    SPB_CUDA(cudaEventSynchronize(e1));
+    float m = 0;
+    SPB_CUDA(cudaEventElapsedTime(&m, e0, e1));
+    ms.push_back(m);
+    state.SetIterationTime(m * 1e-3);
+  }
+  SPB_CUDA(cudaEventDestroy(e0));
+  SPB_CUDA(cudaEventDestroy(e1));
+
+  Result r;
+  r.shape = shape_name(p->s);
+  r.pass = bwd ? "fwd_bwd" : "fwd";
+  r.t = summarize(ms);
+  r.flops = flops_of(p->s, bwd);
+  r.bytes = bytes_of(p->s, bwd);
+  r.target = bwd ? p->bs.target_fwd_bwd_ms : p->bs.target_fwd_ms;
+  // The check: this run's outputs, head 0, against the fp64 reference.
+  const GlaReferenceResult& ref = p->ref.get();
+  const GlaShape& s = p->s;
+  const size_t TD = size_t(s.T) * s.dk, TE = size_t(s.T) * s.dv, SS = size_t(s.dk) * s.dv;
+  r.errs.push_back({"o", rel_rms_error(ref.o, head0(p->o.get(), s, s.dv), TE)});
+  r.errs.push_back({"ht", rel_rms_error(ref.ht, state0(p->ht.f32(), s), SS)});
+  if (bwd) {
+    r.errs.push_back({"dq", rel_rms_error(ref.dq, head0(p->dq.get(), s, s.dk), TD)});
+    r.errs.push_back({"dk", rel_rms_error(ref.dk, head0(p->dk.get(), s, s.dk), TD)});
+    r.errs.push_back({"dv", rel_rms_error(ref.dv, head0(p->dv.get(), s, s.dv), TE)});
+    r.errs.push_back({"dg", rel_rms_error(ref.dg, head0(p->dg.get(), s, s.dk), TD)});
+    r.errs.push_back({"dh0", rel_rms_error(ref.dh0, state0(p->dh0.f32(), s), SS)});
+  }
+  r.err = 0;
+  for (auto& e : r.errs) r.err = std::max(r.err, e.second);
+  const double sec = r.t.median * 1e-3;
+  state.counters["median_ms"] = r.t.median;
+  state.counters["TFLOP/s"] = r.flops / sec * 1e-12;
+  state.counters["GB/s"] = r.bytes / sec * 1e-9;
+  state.counters["frac_copy_bw"] = r.bytes / sec * 1e-9 / g_copy_gbs;
+  state.counters["frac_gemm"] = r.flops / sec * 1e-12 / g_gemm_tflops;
+  state.counters["err_rel_rms"] = r.err;
+  for (auto& e : r.errs) state.counters["err_" + e.first] = e.second;
+  const bool bad = !(r.err < (bwd ? 5e-3 : 4e-3));
+  if (bad) state.SkipWithError(("outputs do not match the fp64 reference: err " + std::to_string(r.err)).c_str());
+  g_results.push_back(r);
+  write_csv(*p, r, kWarmup, int(ms.size()));
+}
+
+// ---- the two ceilings ------------------------------------------------------------------------------------------------
+double time_median_ms(const std::function<void()>& f, int reps) {
+  cudaEvent_t e0, e1;
+  SPB_CUDA(cudaEventCreate(&e0));
+  SPB_CUDA(cudaEventCreate(&e1));
+  for (int i = 0; i < 3; ++i) f();
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) {
+    SPB_CUDA(cudaEventRecord(e0, 0));
+    f();
+    SPB_CUDA(cudaEventRecord(e1, 0));
+    SPB_CUDA(cudaEventSynchronize(e1));
+    float m;
+    SPB_CUDA(cudaEventElapsedTime(&m, e0, e1));
+    ms.push_back(m);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return summarize(ms).median;
+}
+
+void measure_ceilings() {
+  {  // device-to-device copy of 2 GiB: bytes read + bytes written
+    const size_t bytes = size_t(2) << 30;
+    Buffer a(*g_dev, bytes), b(*g_dev, bytes);
+    fill(a.get(), bytes / 2, 77, 2);
+    const double ms = time_median_ms([&] { SPB_CUDA(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice, 0)); }, 10);
+    g_copy_gbs = 2.0 * bytes / (ms * 1e-3) * 1e-9;
+  }
+  {  // cuBLAS bf16 GEMM 8192^3, fp32 accumulation, random data
+    const int n = 8192;
+    Buffer a(*g_dev, size_t(n) * n * 2), b(*g_dev, size_t(n) * n * 2), c(*g_dev, size_t(n) * n * 2);
+    fill(a.get(), size_t(n) * n, 78, 0);
+    fill(b.get(), size_t(n) * n, 79, 0);
+    cublasHandle_t h;
+    if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) std::abort();
+    const float alpha = 1.f, beta = 0.f;
+    const double ms = time_median_ms(
+        [&] {
+          if (cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, a.get(), CUDA_R_16BF, n, b.get(), CUDA_R_16BF,
+                           n, &beta, c.get(), CUDA_R_16BF, n, CUBLAS_COMPUTE_32F,
+                           CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS)
+            std::abort();
+        },
+        10);
+    cublasDestroy(h);
+    g_gemm_tflops = 2.0 * n * n * double(n) / (ms * 1e-3) * 1e-12;
+  }
+  std::printf("ceilings: device-to-device copy %.0f GB/s (read + write), cuBLAS bf16 GEMM 8192^3 %.0f TFLOP/s\n",
+              g_copy_gbs, g_gemm_tflops);
+}
+
+// Where the time goes: each stage of fwd_bwd timed alone (median of 20 launches), with its own byte count.
+void print_breakdown(Problem& p) {
+  const GlaShape& s = p.s;
+  GlaWorkspace& ws = *p.ws;
+  const Stream st = g_dev->compute_stream();
+  cudaStream_t cs = static_cast<cudaStream_t>(st.handle);
+  const gla_cuda::Dims d{s.B, s.T, s.H, s.dk, s.dv, s.chunks(), 1.0f / std::sqrt(float(s.dk))};
+  auto q = static_cast<const bf16*>(p.q.get()), k = static_cast<const bf16*>(p.k.get());
+  auto v = static_cast<const bf16*>(p.v.get()), d_o = static_cast<const bf16*>(p.d_o.get());
+  const double TD = double(s.B) * s.T * s.H * s.dk, TE = double(s.B) * s.T * s.H * s.dv;
+  const double HS = double(s.chunk_state_elems()) * 4;
+  struct Stage {
+    const char* name;
+    double bytes;
+    std::function<void()> f;
+  };
+  const Stage stages[] = {
+      {"chunk_cumsum", 6 * TD, [&] { g_kern->chunk_cumsum(s, p.g.get(), ws.gc.f32(), ws.lambda.f32(), st); }},
+      {"chunk_states_fwd", 8 * TD + 2 * TE + HS,
+       [&] { g_kern->chunk_states_fwd(s, k, v, ws.gc.f32(), nullptr, ws.hs.f32(), ws.ht.f32(), st); }},
+      {"chunk_output", 8 * TD + 4 * TE + HS,
+       [&] { g_kern->chunk_output(s, q, k, v, ws.gc.f32(), ws.hs.f32(), p.o.get(), st); }},
+      {"chunk_states_bwd", 6 * TD + 2 * TE + HS,
+       [&] { g_kern->chunk_states_bwd(s, q, d_o, ws.gc.f32(), nullptr, ws.dhs.f32(), p.dh0.f32(), st); }},
+      {"grads: dq dk dg", 14 * TD + 4 * TE + 2 * HS,
+       [&] {
+         gla_cuda::launch_dqk(d, q, k, v, d_o, ws.gc.f32(), ws.hs.f32(), ws.dhs.f32(), static_cast<bf16*>(p.dq.get()),
+                              static_cast<bf16*>(p.dk.get()), static_cast<bf16*>(p.dg.get()), cs);
+       }},
+      {"grads: dv", 8 * TD + 4 * TE + HS,
+       [&] {
+         gla_cuda::launch_dv(d, q, k, d_o, ws.gc.f32(), ws.dhs.f32(), static_cast<bf16*>(p.dv.get()), cs);
+       }},
+      // variants, for the notes: both state tiles, the other column tile of the A-matrix kernels
+      {"states_fwd, bk=16", 8 * TD + 2 * TE + HS,
+       [&] {
+         gla_cuda::set_states_bk(16);
+         g_kern->chunk_states_fwd(s, k, v, ws.gc.f32(), nullptr, ws.hs.f32(), ws.ht.f32(), st);
+         gla_cuda::set_states_bk(0);
+       }},
+      {"states_fwd, bk=32", 8 * TD + 2 * TE + HS,
+       [&] {
+         gla_cuda::set_states_bk(32);
+         g_kern->chunk_states_fwd(s, k, v, ws.gc.f32(), nullptr, ws.hs.f32(), ws.ht.f32(), st);
+         gla_cuda::set_states_bk(0);
+       }},
+      {"output, bv=64", 8 * TD + 4 * TE + HS,
+       [&] { gla_cuda::launch_output(d, q, k, v, ws.gc.f32(), ws.hs.f32(), static_cast<bf16*>(p.o.get()), cs, 64); }},
+      {"dv, bv=64", 8 * TD + 4 * TE + HS,
+       [&] {
+         gla_cuda::launch_dv(d, q, k, d_o, ws.gc.f32(), ws.dhs.f32(), static_cast<bf16*>(p.dv.get()), cs, 64);
+       }},
+  };
+  std::printf("\nstages of %s (each alone, median of 20; GB/s against its own reads + writes):\n", shape_name(s).c_str());
+  for (const Stage& sg : stages) {
+    cudaEvent_t e0, e1;
+    SPB_CUDA(cudaEventCreate(&e0));
+    SPB_CUDA(cudaEventCreate(&e1));
+    for (int i = 0; i < 3; ++i) sg.f();
+    std::vector<double> ms;
+    for (int i = 0; i < 20; ++i) {
+      SPB_CUDA(cudaEventRecord(e0, cs));
+      sg.f();
+      SPB_CUDA(cudaEventRecord(e1, cs));
+      SPB_CUDA(cudaEventSynchronize(e1));
+      float m;
+      SPB_CUDA(cudaEventElapsedTime(&m, e0, e1));
+      ms.push_back(m);
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    const double med = summarize(ms).median;
+    std::printf("  %-18s %8.3f ms %7.0f GB/s\n", sg.name, med, sg.bytes / (med * 1e-3) * 1e-9);
+  }
+}
+
+}  // namespace
+}  // namespace spb
+
+int main(int argc, char** argv) {
+  using namespace spb;
+  // --csv=PATH is ours: take it out before Google Benchmark sees the arguments.
+  if (const char* env = std::getenv("SPB_CSV")) g_csv = env;
+  int w = 1;
+  bool profile = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--csv=", 6) == 0) g_csv = argv[i] + 6;
+    else if (std::strcmp(argv[i], "--profile") == 0) profile = true;
+    else argv[w++] = argv[i];
+  }
+  argc = w;
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+    std::printf("bench_gla_cuda: no CUDA device\n");
+    return 0;
+  }
+  auto dev = make_cuda_device(0);
+  auto kern = make_cuda_kernels();
+  g_dev = dev.get();
+  g_kern = kern.get();
+  std::printf("device: %s\n", dev->name().c_str());
+  if (profile) {  // for ncu: two fwd_bwd passes of the first shape, nothing else
+    BenchShape bs = kShapes[0];
+    auto p = std::make_unique<Problem>();
+    p->s.B = bs.B, p->s.T = bs.T, p->s.H = bs.H, p->s.dk = bs.dk, p->s.dv = bs.dv;
+    const GlaShape& s = p->s;
+    const size_t QK = s.qk_elems() * 2, V = s.v_elems() * 2, S = s.state_elems() * 4;
+    p->q = Buffer(*g_dev, QK), p->k = Buffer(*g_dev, QK), p->v = Buffer(*g_dev, V), p->g = Buffer(*g_dev, QK);
+    p->d_o = Buffer(*g_dev, V), p->o = Buffer(*g_dev, V), p->ht = Buffer(*g_dev, S);
+    p->dq = Buffer(*g_dev, QK), p->dk = Buffer(*g_dev, QK), p->dv = Buffer(*g_dev, V), p->dg = Buffer(*g_dev, QK);
+    p->dh0 = Buffer(*g_dev, S);
+    p->ws = std::make_unique<GlaWorkspace>(*g_dev, s);
+    fill(p->q.get(), s.qk_elems(), 1, 0), fill(p->k.get(), s.qk_elems(), 2, 0), fill(p->v.get(), s.v_elems(), 3, 0);
+    fill(p->g.get(), s.qk_elems(), 4, 1), fill(p->d_o.get(), s.v_elems(), 5, 0);
+    for (int i = 0; i < 2; ++i) run_pass(*p, true, g_dev->compute_stream());
+    g_dev->synchronize();
+    return 0;
+  }
+  measure_ceilings();
+  uint64_t seed = 1;
+  for (const BenchShape& bs : kShapes) g_problems.push_back(make_problem(bs, seed++));
+  for (auto& p : g_problems)
+    for (bool bwd : {false, true})
+      benchmark::RegisterBenchmark((shape_name(p->s) + (bwd ? "/fwd_bwd" : "/fwd")).c_str(), bm_gla, p.get(), bwd)
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond)
+          ->Iterations(bwd ? 30 : 50);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  for (auto& p : g_problems) print_breakdown(*p);
+
+  std::printf("\n%-28s %-8s %9s %9s %9s %9s %8s %8s %9s\n", "shape", "pass", "median_ms", "target", "TFLOP/s", "GB/s",
+              "%copyBW", "%GEMM", "err");
+  for (const Result& r : g_results) {
+    const double sec = r.t.median * 1e-3;
+    char target[32];
+    if (r.target > 0) std::snprintf(target, sizeof target, "%.2f", r.target);
+    else std::snprintf(target, sizeof target, "-");
+    std::printf("%-28s %-8s %9.3f %9s %9.1f %9.0f %7.1f%% %7.1f%% %9.2e\n", r.shape.c_str(), r.pass.c_str(),
+                r.t.median, target, r.flops / sec * 1e-12, r.bytes / sec * 1e-9,
+                100 * r.bytes / sec * 1e-9 / g_copy_gbs, 100 * r.flops / sec * 1e-12 / g_gemm_tflops, r.err);
+  }
+  for (const Result& r : g_results) {
+    std::printf("errors %-28s %-8s", r.shape.c_str(), r.pass.c_str());
+    for (auto& e : r.errs) std::printf(" %s %.2e", e.first.c_str(), e.second);
+    std::printf("\n");
+  }
+  g_problems.clear();
+  return 0;
+}

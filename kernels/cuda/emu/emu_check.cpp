@@ -1,0 +1,156 @@
+// Runs the CUDA GLA kernels under the CPU emulation (cuda_emu.h) on small problems and checks them like
+// tests/kernels/test_gla_cuda.cpp does: against the fp64 token loop (bf16-rounded inputs, DESIGN §7 bars) and, for
+// the SP helper stages, against the CPU stages. Built and run by emu_check.sh; a development tool, not a CI test
+// (one OS thread per CUDA thread: slow, small sizes only).
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <cuda_bf16.h>
+
+#include "harness/device.h"
+#include "harness/inputs.h"
+#include "harness/stats.h"
+#include "kernels/cpu/gla_reference.h"
+#include "kernels/cuda/gla_cuda.h"
+#include "kernels/cuda/gla_cuda_internal.h"
+#include "kernels/gla.h"
+
+using namespace spb;
+
+namespace {
+
+int failures = 0;
+
+void expect_lt(double e, double tol, const std::string& what) {
+  if (!(e < tol)) {
+    ++failures;
+    std::printf("  FAIL %s: %.3e (bar %.1e)\n", what.c_str(), e, tol);
+  }
+}
+
+std::vector<float> rounded(std::vector<float> x) {
+  for (float& v : x) v = __bfloat162float(__float2bfloat16(v));
+  return x;
+}
+std::vector<__nv_bfloat16> to_bf(const std::vector<float>& x) {
+  std::vector<__nv_bfloat16> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = __float2bfloat16(x[i]);
+  return y;
+}
+std::vector<float> from_bf(const std::vector<__nv_bfloat16>& x) {
+  std::vector<float> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = __bfloat162float(x[i]);
+  return y;
+}
+template <class T>
+void poison(std::vector<T>& x) {
+  std::memset(x.data(), 0xFF, x.size() * sizeof(T));
+}
+void poison(Buffer& b) { std::memset(b.get(), 0xFF, b.bytes()); }
+
+void composite(int B, int T, int H, int dk, int dv, int gates, bool with_h0, bool with_dht) {
+  GlaShape s;
+  s.B = B, s.T = T, s.H = H, s.dk = dk, s.dv = dv;
+  HostTensors x = generate_inputs(s, 500 + T + dk, gates == 0 ? GateKind::model : GateKind::strong, with_h0, with_dht);
+  if (gates == 2)
+    for (float& v : x.g) v *= 6.f;
+  x.q = rounded(x.q), x.k = rounded(x.k), x.v = rounded(x.v), x.g = rounded(x.g), x.d_o = rounded(x.d_o);
+  const GlaReferenceResult ref = gla_reference(s, x.q, x.k, x.v, x.g, x.h0, x.d_o, x.dht);
+
+  auto dev = make_cpu_device();
+  auto kern = make_cuda_kernels();
+  GlaWorkspace ws(*dev, s);
+  for (Buffer* b : {&ws.gc, &ws.lambda, &ws.hs, &ws.ht, &ws.dhs}) poison(*b);
+  auto q = to_bf(x.q), k = to_bf(x.k), v = to_bf(x.v), g = to_bf(x.g), d_o = to_bf(x.d_o);
+  std::vector<__nv_bfloat16> o(s.v_elems()), dq(s.qk_elems()), dkk(s.qk_elems()), dvv(s.v_elems()), dg(s.qk_elems());
+  std::vector<float> ht(s.state_elems()), dh0(s.state_elems());
+  poison(o), poison(dq), poison(dkk), poison(dvv), poison(dg), poison(ht), poison(dh0);
+  const float* h0 = with_h0 ? x.h0.data() : nullptr;
+  const float* dht = with_dht ? x.dht.data() : nullptr;
+  gla_forward(*kern, ws, q.data(), k.data(), v.data(), g.data(), h0, o.data(), ht.data(), {});
+  gla_backward(*kern, ws, q.data(), k.data(), v.data(), g.data(), h0, d_o.data(), dht, dq.data(), dkk.data(),
+               dvv.data(), dg.data(), dh0.data(), {});
+  const double eo = rel_rms_error(ref.o, from_bf(o), o.size()), eht = rel_rms_error(ref.ht, ht, ht.size());
+  const double edq = rel_rms_error(ref.dq, from_bf(dq), dq.size()), edk = rel_rms_error(ref.dk, from_bf(dkk), dkk.size());
+  const double edv = rel_rms_error(ref.dv, from_bf(dvv), dvv.size()), edg = rel_rms_error(ref.dg, from_bf(dg), dg.size());
+  const double edh0 = rel_rms_error(ref.dh0, dh0, dh0.size());
+  std::printf("B%d T%d H%d dk%d dv%d gates%d h0 %d dht %d: o %.2e ht %.2e dq %.2e dk %.2e dv %.2e dg %.2e dh0 %.2e\n",
+              B, T, H, dk, dv, gates, with_h0, with_dht, eo, eht, edq, edk, edv, edg, edh0);
+  expect_lt(eo, 4e-3, "o");
+  expect_lt(eht, 5e-3, "ht");
+  expect_lt(edq, 5e-3, "dq");
+  expect_lt(edk, 5e-3, "dk");
+  expect_lt(edv, 5e-3, "dv");
+  expect_lt(edg, 5e-3, "dg");
+  expect_lt(edh0, 5e-3, "dh0");
+}
+
+void helpers(int B, int T, int H, int dk, int dv) {
+  GlaShape s;
+  s.B = B, s.T = T, s.H = H, s.dk = dk, s.dv = dv;
+  const HostTensors x = generate_inputs(s, 77 + T, GateKind::strong, true, true);
+  const std::vector<float> q = rounded(x.q), g = rounded(x.g);
+  auto gpu = make_cuda_kernels();
+  auto cpu = make_cpu_kernels();
+  std::vector<float> gc(s.qk_elems()), gc_cpu(s.qk_elems()), lam(s.state_rows()), lam_cpu(s.state_rows());
+  auto qb = to_bf(q), gb = to_bf(g);
+  gpu->chunk_cumsum(s, gb.data(), gc.data(), lam.data(), {});
+  cpu->chunk_cumsum(s, g.data(), gc_cpu.data(), lam_cpu.data(), {});
+  expect_lt(rel_rms_error(gc_cpu, gc, gc.size()), 1e-6, "cumsum");
+  expect_lt(rel_rms_error(lam_cpu, lam, lam.size()), 1e-6, "lambda");
+  // output_add_initial
+  const std::vector<float> S_in = x.h0;
+  std::vector<float> o0 = rounded(x.v);
+  auto ob = to_bf(o0);
+  gpu->output_add_initial(s, qb.data(), gc.data(), S_in.data(), ob.data(), {});
+  cpu->output_add_initial(s, q.data(), gc.data(), S_in.data(), o0.data(), {});
+  const double eo = rel_rms_error(o0, from_bf(ob), o0.size());
+  expect_lt(eo, 4e-3, "output_add_initial");
+  // states_add_initial / dstates_add_final
+  double e1 = 0, e2 = 0;
+  for (bool rev : {false, true}) {
+    std::vector<float> hs(s.chunk_state_elems()), e(s.state_elems());
+    for (size_t i = 0; i < hs.size(); ++i) hs[i] = std::sin(0.37 * i);
+    for (size_t i = 0; i < e.size(); ++i) e[i] = std::cos(0.11 * i);
+    std::vector<float> hs2 = hs, ee2 = e;
+    if (!rev) {
+      gpu->states_add_initial(s, gc.data(), S_in.data(), hs.data(), e.data(), {});
+      cpu->states_add_initial(s, gc.data(), S_in.data(), hs2.data(), ee2.data(), {});
+    } else {
+      gpu->dstates_add_final(s, gc.data(), x.dht.data(), hs.data(), e.data(), {});
+      cpu->dstates_add_final(s, gc.data(), x.dht.data(), hs2.data(), ee2.data(), {});
+    }
+    e1 = std::max(e1, rel_rms_error(hs2, hs, hs.size()));
+    e2 = std::max(e2, rel_rms_error(ee2, e, e.size()));
+  }
+  expect_lt(e1, 1e-5, "add_state hs");
+  expect_lt(e2, 1e-5, "add_state edge");
+  std::printf("helpers B%d T%d H%d dk%d dv%d: output_add_initial %.2e states %.2e edge %.2e\n", B, T, H, dk, dv, eo, e1,
+              e2);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::string(argv[1]) == "quick";
+  helpers(1, 150, 2, 24, 40);
+  composite(1, 65, 1, 32, 48, 0, true, true);
+  gla_cuda::set_states_bk(32);  // the other state tile
+  composite(1, 130, 1, 40, 72, 1, true, true);
+  gla_cuda::set_states_bk(0);
+  if (!quick) {
+    composite(1, 1, 1, 16, 24, 1, false, false);
+    composite(2, 130, 2, 16, 24, 1, true, false);
+    composite(1, 100, 1, 20, 12, 0, false, true);
+    composite(1, 91, 1, 13, 7, 1, true, true);
+    composite(1, 200, 1, 64, 64, 1, true, true);
+    composite(1, 70, 1, 96, 200, 0, false, true);
+    composite(1, 100, 1, 48, 64, 2, true, true);
+    helpers(1, 64, 1, 13, 7);
+  }
+  std::printf(failures ? "emu_check: %d FAILURES\n" : "emu_check: all passed\n", failures);
+  return failures ? 1 : 0;
+}

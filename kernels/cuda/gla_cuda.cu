@@ -1,0 +1,362 @@
+// The CUDA GLA stages (GlaKernels with bf16 activations): the class, the memory-bound stages (cumsum, the late-state
+// corrections, the state algebra) and the dispatch to the tensor-core kernels of gla_states.cu, gla_intra.cu and
+// gla_dqk.cu. Every stage computes the same function as its CPU twin in kernels/cpu/gla_cpu.cpp, with the same
+// nullable pointers; see NOTES.md beside this file for the design and the measured times.
+#include "kernels/cuda/gla_cuda.h"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "harness/cuda_check.h"
+#include "harness/error.h"
+#include "kernels/cuda/gla_cuda_common.cuh"
+#include "kernels/cuda/gla_cuda_internal.h"
+
+namespace spb {
+namespace gla_cuda {
+namespace {
+
+cudaStream_t stream_of(Stream st) { return static_cast<cudaStream_t>(st.handle); }  // nullptr: legacy stream 0
+
+Dims dims_of(const GlaShape& s) {
+  SPB_CHECK(s.B >= 1 && s.T >= 1 && s.H >= 1 && s.dk >= 1 && s.dv >= 1, "GlaShape must be positive");
+  SPB_CHECK(s.chunks() <= 65535 && long(s.B) * s.H <= 65535, "grid too large for this shape");
+  return Dims{s.B, s.T, s.H, s.dk, s.dv, s.chunks(), 1.0f / std::sqrt(float(s.dk))};
+}
+
+int grid_for(long n, int threads) { return int(std::min<long>((n + threads - 1) / threads, 132L * 16)); }
+
+// Last token of chunk n.
+__device__ __forceinline__ int last_row(int n, int T) { return min(T, (n + 1) * kC) - 1; }
+
+// ---- chunk_cumsum ---------------------------------------------------------------------------------------------------
+// One thread per (b, chunk, h, group of VEC features): a sequential inclusive sum down the chunk's rows. Loads of
+// later rows do not depend on the running sum, so the unrolled loop keeps several in flight; VEC = 4 gives 8-byte
+// loads and 16-byte stores. Memory-bound: reads g once, writes gc once.
+template <int VEC>
+__global__ void cumsum_kernel(const bf16* __restrict__ g, float* __restrict__ gc, int T, int H, int dk, int NT,
+                              long total) {
+  const int ncg = dk / VEC;
+  for (long idx = blockIdx.x * long(blockDim.x) + threadIdx.x; idx < total; idx += long(gridDim.x) * blockDim.x) {
+    long r = idx;
+    const int cg = int(r % ncg);
+    r /= ncg;
+    const int h = int(r % H);
+    r /= H;
+    const int n = int(r % NT);
+    const int b = int(r / NT);
+    const int t0 = n * kC, len = min(kC, T - t0);
+    const long stride = long(H) * dk;
+    const long base = ((long(b) * T + t0) * H + h) * dk + long(cg) * VEC;
+    float acc[VEC];
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) acc[e] = 0.f;
+#pragma unroll 8
+    for (int i = 0; i < len; ++i) {
+      const long o = base + i * stride;
+      if constexpr (VEC == 4) {
+        const uint2 w = *reinterpret_cast<const uint2*>(g + o);
+        acc[0] += bf_lo(w.x), acc[1] += bf_hi(w.x), acc[2] += bf_lo(w.y), acc[3] += bf_hi(w.y);
+        *reinterpret_cast<float4*>(gc + o) = make_float4(acc[0], acc[1], acc[2], acc[3]);
+      } else {
+        acc[0] += __bfloat162float(g[o]);
+        gc[o] = acc[0];
+      }
+    }
+  }
+}
+
+// lambda = sum over chunks of each chunk's total (gc at its last row). Block = (32 features, b*h); warp w sums a
+// contiguous range of chunks, then warp 0 adds the 8 partials in order: deterministic, and parallel enough.
+__global__ void lambda_kernel(const float* __restrict__ gc, float* __restrict__ lambda, int T, int H, int dk, int NT) {
+  extern __shared__ float part_[];  // [8][32]
+  float(*part)[32] = reinterpret_cast<float(*)[32]>(part_);
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  const int f = blockIdx.x * 32 + lane, bh = blockIdx.y, b = bh / H, h = bh % H;
+  const int per = (NT + 7) / 8, n0 = w * per, n1 = min(NT, n0 + per);
+  float acc = 0.f;
+  if (f < dk) {
+#pragma unroll 8
+    for (int n = n0; n < n1; ++n) acc += gc[((long(b) * T + last_row(n, T)) * H + h) * dk + f];
+  }
+  part[w][lane] = acc;
+  __syncthreads();
+  if (w == 0 && f < dk) {
+    float s = 0.f;
+    for (int i = 0; i < 8; ++i) s += part[i][lane];
+    lambda[long(bh) * dk + f] = s;
+  }
+}
+
+// ---- the late-state corrections -------------------------------------------------------------------------------------
+// Each block walks a group of consecutive chunks and carries the running prefix (or suffix) of chunk totals in
+// shared memory; the prefix at the group's start is summed in the same order as the CPU (so it is bit-identical).
+constexpr int kGroup = 8;
+
+// o_t += s S_in^T (q_t * exp(c_t)), c_t = prefix_n + gc_t <= 0. Block = (64 dv columns, group of chunks, b*h),
+// tf32 mma over feature slices of 32 (synchronous loads: this stage is not on the hot path).
+constexpr int OA_QS = 40, OA_GS = 40, OA_SS = 68;
+constexpr size_t kOaSmemFixed = size_t(kC) * OA_QS * 2 + size_t(kC) * OA_GS * 4 + size_t(32) * OA_SS * 4;
+
+__global__ void __launch_bounds__(128) output_add_initial_kernel(const bf16* q, const float* gc, const float* S_in,
+                                                                 bf16* o, Dims d) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16* Qs = reinterpret_cast<bf16*>(smem);
+  float* Gs = reinterpret_cast<float*>(smem + size_t(kC) * OA_QS * 2);
+  float* Ss = Gs + kC * OA_GS;
+  float* pre = Ss + 32 * OA_SS;  // [nsl * 32]
+  const int j0 = blockIdx.x * 64, bh = blockIdx.z, b = bh / d.H, h = bh % d.H;
+  const int nb = blockIdx.y * kGroup, ne = min(d.NT, nb + kGroup);
+  const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int nsl = (d.dk + 31) / 32;
+  const long qrow = long(d.H) * d.dk, vrow = long(d.H) * d.dv;
+  const float* S = S_in + long(bh) * d.dk * d.dv;
+  for (int f = tid; f < nsl * 32; f += 128) {
+    float p = 0.f;
+    if (f < d.dk)
+      for (int m = 0; m < nb; ++m) p += gc[((long(b) * d.T + last_row(m, d.T)) * d.H + h) * d.dk + f];
+    pre[f] = p;
+  }
+  const int r0 = 16 * w + g, r1 = r0 + 8;
+  for (int n = nb; n < ne; ++n) {
+    const int t0 = n * kC, len = min(kC, d.T - t0);
+    const long qbase = ((long(b) * d.T + t0) * d.H + h) * d.dk;
+    float acc[8][4] = {};
+    for (int s = 0; s < nsl; ++s) {
+      const int f0 = s * 32;
+      __syncthreads();
+      load_tile<bf16, kC, 32, 128>(Qs, OA_QS, q + qbase + f0, qrow, len, d.dk - f0, false);
+      load_tile<float, kC, 32, 128>(Gs, OA_GS, gc + qbase + f0, qrow, len, d.dk - f0, false);
+      load_tile<float, 32, 64, 128>(Ss, OA_SS, S + long(f0) * d.dv + j0, d.dv, d.dk - f0, d.dv - j0, false);
+      __syncthreads();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        const int c = kk * 8 + 2 * t;
+        const uint32_t qa = ld32(Qs + r0 * OA_QS + c), qb = ld32(Qs + r1 * OA_QS + c);
+        const float2 ga = ldf2(Gs + r0 * OA_GS + c), gb = ldf2(Gs + r1 * OA_GS + c);
+        const float p0 = pre[f0 + c], p1 = pre[f0 + c + 1];
+        const uint32_t a0 = r0 < len ? tf32_bits(bf_lo(qa) * __expf(p0 + ga.x)) : 0u;
+        const uint32_t a2 = r0 < len ? tf32_bits(bf_hi(qa) * __expf(p1 + ga.y)) : 0u;
+        const uint32_t a1 = r1 < len ? tf32_bits(bf_lo(qb) * __expf(p0 + gb.x)) : 0u;
+        const uint32_t a3 = r1 < len ? tf32_bits(bf_hi(qb) * __expf(p1 + gb.y)) : 0u;
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+          const uint32_t b0 = tf32_bits(Ss[c * OA_SS + nt * 8 + g]), b1 = tf32_bits(Ss[(c + 1) * OA_SS + nt * 8 + g]);
+          mma_tf32(acc[nt], a0, a1, a2, a3, b0, b1);
+        }
+      }
+    }
+    const long vbase = ((long(b) * d.T + t0) * d.H + h) * d.dv;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      const int c = j0 + nt * 8 + 2 * t;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e < 2 ? r0 : r1, cc = c + (e & 1);
+        if (r < len && cc < d.dv) {
+          bf16* p = o + vbase + r * vrow + cc;
+          *p = __float2bfloat16(__bfloat162float(*p) + d.scale * acc[nt][e]);
+        }
+      }
+    }
+    __syncthreads();
+    for (int f = tid; f < d.dk; f += 128) pre[f] += gc[((long(b) * d.T + last_row(n, d.T)) * d.H + h) * d.dk + f];
+  }
+}
+
+// hs[n] += diag(exp prefix_n) S_in, ht += diag(exp prefix_NT) S_in. Block = (group of chunk slots 0..NT, b*h).
+// dhs[n] += diag(exp suffix_n) dS_out, dh0 += diag(exp suffix_-1) dS_out, walking from the last chunk (REV).
+template <bool REV>
+__global__ void __launch_bounds__(256) add_state_kernel(const float* gc, const float* X, float* hs, float* edge,
+                                                        Dims d) {
+  extern __shared__ float sh[];  // run[dk], ex[dk]
+  float* run = sh;
+  float* ex = sh + d.dk;
+  const int bh = blockIdx.y, b = bh / d.H, h = bh % d.H, tid = threadIdx.x;
+  const int sb = blockIdx.x * kGroup, se = min(d.NT + 1, sb + kGroup);
+  auto chunk_total = [&](int n, int f) { return gc[((long(b) * d.T + last_row(n, d.T)) * d.H + h) * d.dk + f]; };
+  for (int f = tid; f < d.dk; f += blockDim.x) {
+    float p = 0.f;
+    for (int s = 0; s < sb; ++s) p += chunk_total(REV ? d.NT - 1 - s : s, f);
+    run[f] = p;
+  }
+  const long ss = long(d.dk) * d.dv;
+  const float* Xb = X + long(bh) * ss;
+  for (int s = sb; s < se; ++s) {
+    const int n = REV ? d.NT - 1 - s : s;  // chunk slot: REV n = -1 is dh0; forward n = NT is ht
+    __syncthreads();
+    for (int f = tid; f < d.dk; f += blockDim.x) ex[f] = expf(run[f]);
+    __syncthreads();
+    float* dst = (n >= 0 && n < d.NT) ? hs + (long(bh) * d.NT + n) * ss : (edge ? edge + long(bh) * ss : nullptr);
+    if (dst)
+      for (long i = tid; i < ss; i += blockDim.x) dst[i] += ex[i / d.dv] * Xb[i];
+    if (n >= 0 && n < d.NT)
+      for (int f = tid; f < d.dk; f += blockDim.x) run[f] += chunk_total(n, f);
+  }
+}
+
+// ---- state algebra ----------------------------------------------------------------------------------------------------
+__global__ void fold_kernel(size_t rows, size_t cols, const float* decay, const float* x, const float* y,
+                            float* out) {
+  const size_t n = rows * cols;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    out[i] = expf(decay[i / cols]) * x[i] + y[i];
+}
+__global__ void vec_add_kernel(size_t n, const float* a, const float* b, float* out) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    out[i] = a[i] + b[i];
+}
+struct Copy4d {
+  int64_t d[4], ds[4], ss[4];
+};
+template <typename T>
+__global__ void copy4d_kernel(char* dst, const char* src, size_t eb, Copy4d c, int64_t total) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t r = i;
+    const int64_t e3 = r % c.d[3];
+    r /= c.d[3];
+    const int64_t e2 = r % c.d[2];
+    r /= c.d[2];
+    const int64_t e1 = r % c.d[1];
+    const int64_t e0 = r / c.d[1];
+    const int64_t doff = (e0 * c.ds[0] + e1 * c.ds[1] + e2 * c.ds[2] + e3 * c.ds[3]) * int64_t(eb);
+    const int64_t soff = (e0 * c.ss[0] + e1 * c.ss[1] + e2 * c.ss[2] + e3 * c.ss[3]) * int64_t(eb);
+    if (sizeof(T) > 1) {
+      *reinterpret_cast<T*>(dst + doff) = *reinterpret_cast<const T*>(src + soff);
+    } else {
+      for (size_t k = 0; k < eb; ++k) dst[doff + k] = src[soff + k];
+    }
+  }
+}
+
+class CudaKernels final : public GlaKernels {
+ public:
+  DType act_dtype() const override { return DType::bf16; }
+
+  void chunk_cumsum(const GlaShape& s, const void* g, float* gc, float* lambda, Stream st) override {
+    const Dims d = dims_of(s);
+    const auto* gb = static_cast<const bf16*>(g);
+    const bool vec = s.dk % 4 == 0 && (reinterpret_cast<uintptr_t>(g) & 7) == 0 && aligned16(gc);
+    const long total = long(s.B) * d.NT * s.H * (vec ? s.dk / 4 : s.dk);
+    if (vec) cumsum_kernel<4><<<grid_for(total, 256), 256, 0, stream_of(st)>>>(gb, gc, s.T, s.H, s.dk, d.NT, total);
+    else cumsum_kernel<1><<<grid_for(total, 256), 256, 0, stream_of(st)>>>(gb, gc, s.T, s.H, s.dk, d.NT, total);
+    SPB_CUDA_LAUNCH();
+    if (lambda) {
+      lambda_kernel<<<dim3((s.dk + 31) / 32, s.B * s.H), 256, 8 * 32 * 4, stream_of(st)>>>(gc, lambda, s.T, s.H, s.dk, d.NT);
+      SPB_CUDA_LAUNCH();
+    }
+  }
+
+  void chunk_states_fwd(const GlaShape& s, const void* k, const void* v, const float* gc, const float* h0, float* hs,
+                        float* ht, Stream st) override {
+    launch_states(dims_of(s), false, static_cast<const bf16*>(k), static_cast<const bf16*>(v), gc, h0, hs, ht,
+                  stream_of(st));
+  }
+
+  void chunk_output(const GlaShape& s, const void* q, const void* k, const void* v, const float* gc, const float* hs,
+                    void* o, Stream st) override {
+    launch_output(dims_of(s), static_cast<const bf16*>(q), static_cast<const bf16*>(k), static_cast<const bf16*>(v),
+                  gc, hs, static_cast<bf16*>(o), stream_of(st));
+  }
+
+  void output_add_initial(const GlaShape& s, const void* q, const float* gc, const float* S_in, void* o,
+                          Stream st) override {
+    const Dims d = dims_of(s);
+    const size_t smem = kOaSmemFixed + size_t((s.dk + 31) / 32) * 32 * 4;
+    static const bool attr = [] {
+      SPB_CUDA(cudaFuncSetAttribute(output_add_initial_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    200 * 1024));
+      return true;
+    }();
+    (void)attr;
+    const dim3 grid((s.dv + 63) / 64, (d.NT + kGroup - 1) / kGroup, s.B * s.H);
+    output_add_initial_kernel<<<grid, 128, smem, stream_of(st)>>>(static_cast<const bf16*>(q), gc, S_in,
+                                                                 static_cast<bf16*>(o), d);
+    SPB_CUDA_LAUNCH();
+  }
+
+  void states_add_initial(const GlaShape& s, const float* gc, const float* S_in, float* hs, float* ht,
+                          Stream st) override {
+    launch_add_state<false>(s, gc, S_in, hs, ht, st);
+  }
+
+  void chunk_states_bwd(const GlaShape& s, const void* q, const void* d_o, const float* gc, const float* dht,
+                        float* dhs, float* dh0, Stream st) override {
+    launch_states(dims_of(s), true, static_cast<const bf16*>(q), static_cast<const bf16*>(d_o), gc, dht, dhs, dh0,
+                  stream_of(st));
+  }
+
+  void dstates_add_final(const GlaShape& s, const float* gc, const float* dS_out, float* dhs, float* dh0,
+                         Stream st) override {
+    launch_add_state<true>(s, gc, dS_out, dhs, dh0, st);
+  }
+
+  void chunk_grads(const GlaShape& s, const void* q, const void* k, const void* v, const float* gc, const float* hs,
+                   const float* ht, const float* dhs, const void* d_o, void* dq, void* dk, void* dv, void* dg,
+                   Stream st) override {
+    (void)ht;  // rowsum(dH * H1) is rebuilt from H0 and the chunk (gla_dqk.cu): the same function, one read less
+    const Dims d = dims_of(s);
+    const auto* qb = static_cast<const bf16*>(q);
+    const auto* kb = static_cast<const bf16*>(k);
+    const auto* vb = static_cast<const bf16*>(v);
+    const auto* ob = static_cast<const bf16*>(d_o);
+    launch_dqk(d, qb, kb, vb, ob, gc, hs, dhs, static_cast<bf16*>(dq), static_cast<bf16*>(dk), static_cast<bf16*>(dg),
+               stream_of(st));
+    launch_dv(d, qb, kb, ob, gc, dhs, static_cast<bf16*>(dv), stream_of(st));
+  }
+
+  void state_fold(size_t rows, size_t cols, const float* decay, const float* x, const float* y, float* out,
+                  Stream st) override {
+    const size_t n = rows * cols;
+    if (n == 0) return;
+    fold_kernel<<<grid_for(long(n), 256), 256, 0, stream_of(st)>>>(rows, cols, decay, x, y, out);
+    SPB_CUDA_LAUNCH();
+  }
+
+  void vec_add(size_t n, const float* a, const float* b, float* out, Stream st) override {
+    if (n == 0) return;
+    vec_add_kernel<<<grid_for(long(n), 256), 256, 0, stream_of(st)>>>(n, a, b, out);
+    SPB_CUDA_LAUNCH();
+  }
+
+  void copy_4d(void* dst, const void* src, size_t eb, const int64_t dims[4], const int64_t dst_strides[4],
+               const int64_t src_strides[4], Stream st) override {
+    Copy4d c;
+    int64_t total = 1;
+    for (int i = 0; i < 4; ++i) {
+      c.d[i] = dims[i], c.ds[i] = dst_strides[i], c.ss[i] = src_strides[i];
+      total *= dims[i];
+    }
+    if (total <= 0 || eb == 0) return;
+    auto* d = static_cast<char*>(dst);
+    const auto* sp = static_cast<const char*>(src);
+    const uintptr_t al = reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src);
+    const int grid = grid_for(total, 256);
+    cudaStream_t stream = stream_of(st);
+    if (eb == 2 && al % 2 == 0) copy4d_kernel<uint16_t><<<grid, 256, 0, stream>>>(d, sp, eb, c, total);
+    else if (eb == 4 && al % 4 == 0) copy4d_kernel<uint32_t><<<grid, 256, 0, stream>>>(d, sp, eb, c, total);
+    else if (eb == 8 && al % 8 == 0) copy4d_kernel<uint2><<<grid, 256, 0, stream>>>(d, sp, eb, c, total);
+    else if (eb == 16 && al % 16 == 0) copy4d_kernel<uint4><<<grid, 256, 0, stream>>>(d, sp, eb, c, total);
+    else copy4d_kernel<char><<<grid, 256, 0, stream>>>(d, sp, eb, c, total);
+    SPB_CUDA_LAUNCH();
+  }
+
+ private:
+  template <bool REV>
+  static void launch_add_state(const GlaShape& s, const float* gc, const float* X, float* hs, float* edge, Stream st) {
+    const Dims d = dims_of(s);
+    const dim3 grid((d.NT + 1 + kGroup - 1) / kGroup, s.B * s.H);
+    add_state_kernel<REV><<<grid, 256, size_t(2) * s.dk * 4, stream_of(st)>>>(gc, X, hs, edge, d);
+    SPB_CUDA_LAUNCH();
+  }
+};
+
+}  // namespace
+}  // namespace gla_cuda
+
+std::unique_ptr<GlaKernels> make_cuda_kernels() { return std::make_unique<gla_cuda::CudaKernels>(); }
+
+}  // namespace spb

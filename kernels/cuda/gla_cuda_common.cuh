@@ -1,0 +1,178 @@
+// Device building blocks shared by the CUDA GLA stages: tensor-core fragments (mma.sync), asynchronous tile copies
+// and small conversions. Internal to kernels/cuda.
+//
+// Why mma.sync m16n8k8 tf32 for most products: every product of the GLA stages has at least one operand that is not
+// exactly a bf16 number (q*exp(b), k*exp(B-b), the fp32 states, the fp32 score matrices). Rounding such an operand to
+// bf16 costs ~1.7e-3 relative error per product, and the outputs are themselves rounded to bf16 (another ~1.7e-3), so
+// chaining two or three bf16-rounded products leaves little of the 4e-3 / 5e-3 budget of DESIGN §7. tf32 (10-bit
+// mantissa, rounded to nearest with cvt.rna) costs ~2e-4 per operand. Where the other operand IS exact bf16 (v, do)
+// and the fp32 one is a score matrix, we use bf16 m16n8k16 on a hi/lo split of the fp32 operand instead (two bf16
+// mmas = 16 mantissa bits, same cost as one tf32 k16 step, and the bf16 operand can come from ldmatrix).
+//
+// The k-permutation trick: for an m16n8k8 tf32 mma, thread (g = lane/4, t = lane%4) supplies A[g][t], A[g+8][t],
+// A[g][t+4], A[g+8][t+4] and B[t][g], B[t+4][g]. The sum over k does not care about the order of k, so we map "slot t"
+// to k = 2t and "slot t+4" to k = 2t+1 in BOTH operands. Then a thread's A values are pairs of adjacent k (one 32-bit
+// load of two bf16, or one float2), B values from a [n][k] buffer are adjacent too, and an fp32 accumulator fragment
+// (which holds columns 2t, 2t+1) is directly an A fragment of the next product. Every fragment helper below uses it.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace spb {
+namespace gla_cuda {
+
+using bf16 = __nv_bfloat16;
+constexpr int kC = 64;  // chunk length (== spb::kChunk)
+
+// Above this in-sub-chunk decay (sum of -g over <= 15 tokens, per feature) the factorised form of the diagonal
+// 16x16 blocks, q*exp(b - b_ref) times k*exp(b_ref - b) with one operand >= 1, is no longer used: the kernels compute
+// those blocks exactly, element by element (exp(40) ~ 2e17 keeps every factor a normal fp32/tf32 number with room).
+constexpr float kMaxSubchunkDecay = 40.f;
+
+#ifndef SPB_GLA_EMU  // kernels/cuda/emu: a CPU emulation of these instructions, for desk checks without a GPU
+__device__ __forceinline__ uint32_t tf32_bits(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+#endif
+__device__ __forceinline__ float tf32_round(float x) { return __uint_as_float(tf32_bits(x)); }
+
+// A 32-bit word holding two bf16 (element 0 in the low half): each as fp32 (exact; also exact tf32 bits).
+__device__ __forceinline__ float bf_lo(uint32_t w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float bf_hi(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
+__device__ __forceinline__ uint32_t bits_lo(uint32_t w) { return w << 16; }
+__device__ __forceinline__ uint32_t bits_hi(uint32_t w) { return w & 0xffff0000u; }
+__device__ __forceinline__ float bf_at(const bf16* p) { return __bfloat162float(*p); }
+__device__ __forceinline__ uint32_t bf_bits_at(const bf16* p) {
+  return uint32_t(*reinterpret_cast<const unsigned short*>(p)) << 16;
+}
+__device__ __forceinline__ uint32_t ld32(const bf16* p) { return *reinterpret_cast<const uint32_t*>(p); }
+__device__ __forceinline__ float2 ldf2(const float* p) { return *reinterpret_cast<const float2*>(p); }
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+// x = hi + lo with hi, lo bf16 pairs: |x - hi - lo| <= 2^-16 |x|.
+__device__ __forceinline__ void split_bf16(float x0, float x1, uint32_t& hi, uint32_t& lo) {
+  __nv_bfloat162 h = __floats2bfloat162_rn(x0, x1);
+  const float2 hf = __bfloat1622float2(h);
+  hi = *reinterpret_cast<uint32_t*>(&h);
+  lo = pack_bf16(x0 - hf.x, x1 - hf.y);
+}
+
+#ifndef SPB_GLA_EMU
+__device__ __forceinline__ void mma_tf32(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// Four transposed 8x8 bf16 matrices: lane L gives the address of row L%8 of matrix L/8.
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const bf16* p) {
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+#endif  // SPB_GLA_EMU
+
+template <typename T>
+__device__ __forceinline__ T zero_of();
+template <>
+__device__ __forceinline__ float zero_of<float>() {
+  return 0.f;
+}
+template <>
+__device__ __forceinline__ bf16 zero_of<bf16>() {
+  return __float2bfloat16(0.f);
+}
+
+// Copies a tile of R rows x CC columns from global memory (element (r, c) at g[r * gstride + c]) to shared memory
+// (s[r * sstride + c]); rows >= rmax and columns >= cmax become zeros, so partial chunks and sizes that are not
+// multiples of the tile need no other masking of the loads. 16-byte cp.async where `vec` (the tensor's pointer and
+// row stride are 16-byte aligned) and the 16 bytes are all in range; element copies otherwise (odd sizes).
+template <typename T, int R, int CC, int NTH>
+__device__ __noinline__ void load_tile_edge(T* s, int sstride, const T* g, long gstride, int rmax, int cmax,
+                                            bool vec) {
+  constexpr int E = 16 / int(sizeof(T));
+  constexpr int CV = CC / E;
+  for (int idx = threadIdx.x; idx < R * CV; idx += NTH) {
+    const int r = idx / CV, c = (idx - r * CV) * E;
+    T* d = s + r * sstride + c;
+    if (r < rmax && c < cmax) {
+      const T* src = g + r * gstride + c;
+      if (vec && c + E <= cmax) {
+        cp_async16(d, src);
+      } else {
+#pragma unroll
+        for (int e = 0; e < E; ++e) d[e] = (c + e < cmax) ? src[e] : zero_of<T>();
+      }
+    } else {
+      *reinterpret_cast<uint4*>(d) = make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
+}
+// The common case inline and straight-line (whole tile in range, 16-byte aligned); edges out of line.
+template <typename T, int R, int CC, int NTH>
+__device__ __forceinline__ void load_tile(T* s, int sstride, const T* g, long gstride, int rmax, int cmax, bool vec) {
+  constexpr int E = 16 / int(sizeof(T));
+  static_assert(CC % E == 0, "tile width must be a multiple of 16 bytes");
+  constexpr int CV = CC / E;
+  if (vec && rmax >= R && cmax >= CC) {
+#pragma unroll
+    for (int i = 0; i < (R * CV + NTH - 1) / NTH; ++i) {
+      const int idx = threadIdx.x + i * NTH;
+      if ((R * CV) % NTH == 0 || idx < R * CV) {
+        const int r = idx / CV, c = (idx % CV) * E;
+        cp_async16(s + r * sstride + c, g + r * gstride + c);
+      }
+    }
+  } else {
+    load_tile_edge<T, R, CC, NTH>(s, sstride, g, gstride, rmax, cmax, vec);
+  }
+}
+
+// Stores two adjacent fp32 / bf16 values of row `row` at columns col, col+1 (each only if < ncols); one wide store
+// where the address allows it.
+__device__ __forceinline__ void store2(float* p, int col, int ncols, float v0, float v1) {
+  if (col + 1 < ncols && (reinterpret_cast<uintptr_t>(p) & 7) == 0) {
+    *reinterpret_cast<float2*>(p) = make_float2(v0, v1);
+  } else {
+    if (col < ncols) p[0] = v0;
+    if (col + 1 < ncols) p[1] = v1;
+  }
+}
+__device__ __forceinline__ void store2(bf16* p, int col, int ncols, float v0, float v1) {
+  if (col + 1 < ncols && (reinterpret_cast<uintptr_t>(p) & 3) == 0) {
+    *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(v0, v1);
+  } else {
+    if (col < ncols) p[0] = __float2bfloat16(v0);
+    if (col + 1 < ncols) p[1] = __float2bfloat16(v1);
+  }
+}
+
+}  // namespace gla_cuda
+}  // namespace spb

@@ -1,0 +1,367 @@
+// dq, dk and dg of chunk_grads (dv is in gla_intra.cu). Per chunk, with s = dk^-1/2, dA = s tril(dO V^T):
+//   dq_r = s exp(b_r) (H0 do_r)       + sum_{j<=r} dA_rj k_j exp(b_r - b_j)
+//   dk_r = exp(B - b_r) (dH v_r)      + sum_{j>=r} dA_jr q_j exp(b_j - b_r)
+//   db_r = q_r dq_r - k_r dk_r,  db_last += rowsum(dH * H1),  dg = in-chunk reverse cumsum of db
+// H1 (the state after the chunk) is not read: H1 = diag(exp B) H0 + (K exp(B-b))^T V, so
+//   rowsum(dH * H1) = exp(B) rowsum(dH * H0) + sum_t k_t * [exp(B - b_t) (dH v_t)],
+// and the bracket is the inter part of dk, already in registers. That saves a [dk x dv] fp32 read per chunk.
+//
+// Design:
+// - One block of 4 warps per (chunk, 64-feature tile, b*h); warp w owns rows 16w..16w+15 of dq, dk and dA.
+// - Phase 1 streams dv in slices of 32 (cp.async, double-buffered): dO, V, and the [64 x 32] slices of H0 and dH.
+//   dA += dO V^T (exact bf16 inputs, tf32 mma), dq += dO H0^T, dk += V dH^T, rowsum(dH * H0) on the fly.
+// - Phase 2 (q, k, gc of the tile resident in shared memory): the intra terms as tf32 mma with the sub-chunk
+//   factorisation of gla_intra.cu: dq uses b_ref = first row of the warp's sub-chunk (keys scaled by
+//   exp(b_ref - b_j) <= 1 off the diagonal), dk uses b_ref = last row of the sub-chunk (queries scaled by
+//   exp(b_j - b_ref) <= 1 off the diagonal); the post-factors are <= 1. dA's register fragment is directly the A
+//   operand of the dq product (k-permutation, see gla_cuda_common.cuh); dk needs dA^T, read from shared memory.
+//   The diagonal blocks fall back to exact element-wise sums when the in-sub-chunk decay exceeds kMaxSubchunkDecay.
+// - dg: the reverse cumsum runs on the accumulator fragments (warp shuffles, then the totals of later warps).
+#include "harness/cuda_check.h"
+#include "kernels/cuda/gla_cuda_common.cuh"
+#include "kernels/cuda/gla_cuda_internal.h"
+
+namespace spb {
+namespace gla_cuda {
+namespace {
+
+constexpr int DIT = 64;          // features per block
+constexpr int DJS = 32;          // dv slice
+constexpr int DSS = DJS + 8;     // stride of the slice buffers (bf16 and fp32): pair / float2 reads conflict-free
+constexpr int DRS = 72;          // bf16 stride of resident q, k: 16-bit reads at rows 2t, 2t+1 -> banks 8t + g/2
+constexpr int DGR = 68;          // fp32 stride of resident gc: reads at rows 2t, 2t+1 -> banks 8t + g
+constexpr int DAS = 68;          // fp32 stride of dA in shared memory
+constexpr int kDqkThreads = 128;
+constexpr size_t kDqkStage = size_t(kC) * DSS * (2 + 2 + 4 + 4);  // dO, V, H0, dH
+constexpr size_t kDqkRes = 2 * kDqkStage;
+constexpr size_t kDqkQ = kDqkRes, kDqkK = kDqkQ + size_t(kC) * DRS * 2, kDqkG = kDqkK + size_t(kC) * DRS * 2;
+constexpr size_t kDqkMisc = kDqkG + size_t(kC) * DGR * 4;
+constexpr size_t kDqkSmem = kDqkMisc + size_t(DIT) * 9 * 4;  // rowsum[64], colsum[4][64], totals[4][64]
+
+struct DqkParams {
+  const bf16* q;
+  const bf16* k;
+  const bf16* v;
+  const bf16* d_o;
+  const float* gc;
+  const float* hs;
+  const float* dhs;
+  bf16* dq;
+  bf16* dk;
+  bf16* dg;
+  int B, T, H, dk_, dv_, NT;
+  float scale;
+  bool vq, vk, vv, vdo, vg, vh;
+};
+
+// Exact diagonal-block terms (only when the in-sub-chunk decay is past kMaxSubchunkDecay): out of line, so that the
+// hot path stays small.
+__device__ __noinline__ float exact_dq_diag(const float* dAs, const bf16* Kr, const float* Gr, int r, int fl, int j0) {
+  float x = 0.f;
+  for (int j = j0; j <= r; ++j) x += dAs[r * DAS + j] * bf_at(Kr + j * DRS + fl) * __expf(Gr[r * DGR + fl] - Gr[j * DGR + fl]);
+  return x;
+}
+__device__ __noinline__ float exact_dk_diag(const float* dAs, const bf16* Qr, const float* Gr, int r, int fl,
+                                            int jlast) {
+  float x = 0.f;
+  for (int j = r; j <= jlast; ++j)
+    x += dAs[j * DAS + r] * bf_at(Qr + j * DRS + fl) * __expf(Gr[j * DGR + fl] - Gr[r * DGR + fl]);
+  return x;
+}
+
+__global__ void __launch_bounds__(kDqkThreads) dqk_kernel(const DqkParams p) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16* Qr = reinterpret_cast<bf16*>(smem + kDqkQ);
+  bf16* Kr = reinterpret_cast<bf16*>(smem + kDqkK);
+  float* Gr = reinterpret_cast<float*>(smem + kDqkG);
+  float* rsum = reinterpret_cast<float*>(smem + kDqkMisc);  // [64]
+  float* csum = rsum + DIT;                                  // [4][64]
+  float* wtot = csum + 4 * DIT;                              // [4][64]
+
+  const int i0 = blockIdx.x * DIT, n = blockIdx.y, bh = blockIdx.z;
+  const int b = bh / p.H, h = bh % p.H;
+  const int DK = p.dk_, DV = p.dv_;
+  const int t0 = n * kC, len = min(kC, p.T - t0);
+  const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const long qrow = long(p.H) * DK, vrow = long(p.H) * DV;
+  const long qbase = ((long(b) * p.T + t0) * p.H + h) * DK;
+  const long vbase = ((long(b) * p.T + t0) * p.H + h) * DV;
+  const long sbase = (long(bh) * p.NT + n) * DK * DV;
+
+  load_tile<bf16, kC, DIT, kDqkThreads>(Qr, DRS, p.q + qbase + i0, qrow, len, DK - i0, p.vq);
+  load_tile<bf16, kC, DIT, kDqkThreads>(Kr, DRS, p.k + qbase + i0, qrow, len, DK - i0, p.vk);
+  load_tile<float, kC, DIT, kDqkThreads>(Gr, DGR, p.gc + qbase + i0, qrow, len, DK - i0, p.vg);
+  auto stage_ptrs = [&](int st, bf16*& DO, bf16*& V, float*& H0, float*& DH) {
+    unsigned char* base = smem + st * kDqkStage;
+    DO = reinterpret_cast<bf16*>(base);
+    V = DO + kC * DSS;
+    H0 = reinterpret_cast<float*>(V + kC * DSS);
+    DH = H0 + kC * DSS;
+  };
+  auto load_slice = [&](int s, int st) {
+    const int js = s * DJS;
+    bf16 *DO, *V;
+    float *H0, *DH;
+    stage_ptrs(st, DO, V, H0, DH);
+    load_tile<bf16, kC, DJS, kDqkThreads>(DO, DSS, p.d_o + vbase + js, vrow, len, DV - js, p.vdo);
+    load_tile<bf16, kC, DJS, kDqkThreads>(V, DSS, p.v + vbase + js, vrow, len, DV - js, p.vv);
+    load_tile<float, DIT, DJS, kDqkThreads>(H0, DSS, p.hs + sbase + long(i0) * DV + js, DV, DK - i0, DV - js, p.vh);
+    load_tile<float, DIT, DJS, kDqkThreads>(DH, DSS, p.dhs + sbase + long(i0) * DV + js, DV, DK - i0, DV - js,
+                                            p.vh);
+  };
+  load_slice(0, 0);
+  cp_async_commit();
+
+  const int r0 = 16 * w + g, r1 = r0 + 8;
+  const bool active = 16 * w < len;
+  const int wlast = min(16 * w + 15, len - 1);
+  float dA[8][4], dq[8][4], dk[8][4];
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dA[i][e] = dq[i][e] = dk[i][e] = 0.f;
+  // rowsum(dH * H0) of feature rs_row over the columns rs_half*16 .. +15 of every slice, from the raw fp32 values.
+  const int rs_row = tid >> 1, rs_half = tid & 1;
+  float rs = 0.f;
+
+  // ---- phase 1: products over dv ----
+  const int nsl = (DV + DJS - 1) / DJS;
+  for (int s = 0; s < nsl; ++s) {
+    cp_async_wait<0>();
+    __syncthreads();
+    if (s + 1 < nsl) load_slice(s + 1, (s + 1) & 1);
+    cp_async_commit();
+    bf16 *DO, *V;
+    float *H0, *DH;
+    stage_ptrs(s & 1, DO, V, H0, DH);
+    // Round the state slices to tf32 once, in place (instead of at every fragment load in every warp).
+#pragma unroll
+    for (int q4 = 0; q4 < 4; ++q4) {
+      float4* hp = reinterpret_cast<float4*>(H0 + rs_row * DSS + rs_half * 16 + 4 * q4);
+      float4* dp = reinterpret_cast<float4*>(DH + rs_row * DSS + rs_half * 16 + 4 * q4);
+      const float4 hv = *hp, dv4 = *dp;
+      rs += hv.x * dv4.x + hv.y * dv4.y + hv.z * dv4.z + hv.w * dv4.w;
+      *hp = make_float4(tf32_round(hv.x), tf32_round(hv.y), tf32_round(hv.z), tf32_round(hv.w));
+      *dp = make_float4(tf32_round(dv4.x), tf32_round(dv4.y), tf32_round(dv4.z), tf32_round(dv4.w));
+    }
+    __syncthreads();
+    if (active) {
+#pragma unroll
+      for (int kk = 0; kk < DJS / 8; ++kk) {
+        const int c = kk * 8 + 2 * t;
+        const uint32_t o0 = ld32(DO + r0 * DSS + c), o1 = ld32(DO + r1 * DSS + c);
+        const uint32_t v0 = ld32(V + r0 * DSS + c), v1 = ld32(V + r1 * DSS + c);
+        const uint32_t oa0 = bits_lo(o0), oa2 = bits_hi(o0), oa1 = bits_lo(o1), oa3 = bits_hi(o1);
+        const uint32_t va0 = bits_lo(v0), va2 = bits_hi(v0), va1 = bits_lo(v1), va3 = bits_hi(v1);
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+          if (nt <= 2 * w + 1) {
+            const uint32_t vk = ld32(V + (nt * 8 + g) * DSS + c);
+            mma_tf32(dA[nt], oa0, oa1, oa2, oa3, bits_lo(vk), bits_hi(vk));
+          }
+        }
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+          const float2 h2 = ldf2(H0 + (nt * 8 + g) * DSS + c), d2 = ldf2(DH + (nt * 8 + g) * DSS + c);
+          mma_tf32(dq[nt], oa0, oa1, oa2, oa3, __float_as_uint(h2.x), __float_as_uint(h2.y));
+          mma_tf32(dk[nt], va0, va1, va2, va3, __float_as_uint(d2.x), __float_as_uint(d2.y));
+        }
+      }
+    }
+  }
+  __syncthreads();  // the stage buffers are free from here on
+
+  // ---- phase 2 ----
+  float* dAs = reinterpret_cast<float*>(smem);  // [64][DAS]
+  // dA: scale and causal mask; shared copy for dA^T.
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = e < 2 ? r0 : r1, key = nt * 8 + 2 * t + (e & 1);
+      dA[nt][e] = (nt <= 2 * w + 1 && key <= r && r < len) ? dA[nt][e] * p.scale : 0.f;
+    }
+    *reinterpret_cast<float2*>(dAs + r0 * DAS + nt * 8 + 2 * t) = make_float2(dA[nt][0], dA[nt][1]);
+    *reinterpret_cast<float2*>(dAs + r1 * DAS + nt * 8 + 2 * t) = make_float2(dA[nt][2], dA[nt][3]);
+  }
+  rs += __shfl_xor_sync(0xffffffffu, rs, 1);
+  if (rs_half == 0) rsum[rs_row] = rs;
+  // Inter parts: dq *= s exp(b_r), dk *= exp(B - b_r); rows past the end are zeros. Then colsum of k * dk_inter.
+  {
+    float cs[8][2];
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e < 2 ? r0 : r1, fl = nt * 8 + 2 * t + (e & 1);
+        const float gv = Gr[r * DGR + fl], Bf = Gr[(len - 1) * DGR + fl];
+        dq[nt][e] = r < len ? dq[nt][e] * p.scale * __expf(gv) : 0.f;
+        dk[nt][e] = r < len ? dk[nt][e] * __expf(Bf - gv) : 0.f;
+      }
+      const uint32_t k0 = ld32(Kr + r0 * DRS + nt * 8 + 2 * t), k1 = ld32(Kr + r1 * DRS + nt * 8 + 2 * t);
+      cs[nt][0] = bf_lo(k0) * dk[nt][0] + bf_lo(k1) * dk[nt][2];
+      cs[nt][1] = bf_hi(k0) * dk[nt][1] + bf_hi(k1) * dk[nt][3];
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        float x = cs[nt][j];
+        x += __shfl_xor_sync(0xffffffffu, x, 4);
+        x += __shfl_xor_sync(0xffffffffu, x, 8);
+        x += __shfl_xor_sync(0xffffffffu, x, 16);
+        if (g == 0) csum[w * DIT + nt * 8 + 2 * t + j] = x;
+      }
+    }
+  }
+  // Guard of the factorised diagonal blocks (features of this tile only).
+  bool big = false;
+  if (active) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int f = lane + 32 * j;
+      if (i0 + f < DK) big |= Gr[16 * w * DGR + f] - Gr[wlast * DGR + f] > kMaxSubchunkDecay;
+    }
+  }
+  big = __any_sync(0xffffffffu, big);
+  __syncthreads();  // dAs, rsum, csum visible
+
+  if (active) {
+    // dq intra: exp(b_r - b_ref) sum_j dA_rj [k_j exp(b_ref - b_j)], b_ref = b at row 16w. Runtime loops over the
+    // key steps keep the code small (v1's fully unrolled phase 2 did not fit the instruction cache).
+    float refq[8], refk[8];
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) refq[nt] = Gr[16 * w * DGR + nt * 8 + g], refk[nt] = Gr[wlast * DGR + nt * 8 + g];
+    float x2[8][4];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) x2[i][0] = x2[i][1] = x2[i][2] = x2[i][3] = 0.f;
+    const int kq_end = big ? 2 * w : 2 * w + 2;  // the diagonal steps 2w, 2w+1 go exact when big
+#pragma unroll 1
+    for (int kk = 0; kk < kq_end; ++kk) {
+      const int j0 = kk * 8 + 2 * t;
+      const float2 x0 = ldf2(dAs + r0 * DAS + j0), x1 = ldf2(dAs + r1 * DAS + j0);
+      const uint32_t a0 = tf32_bits(x0.x), a2 = tf32_bits(x0.y), a1 = tf32_bits(x1.x), a3 = tf32_bits(x1.y);
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        const int f = nt * 8 + g;
+        const uint32_t b0 = tf32_bits(bf_at(Kr + j0 * DRS + f) * __expf(refq[nt] - Gr[j0 * DGR + f]));
+        const uint32_t b1 = tf32_bits(bf_at(Kr + (j0 + 1) * DRS + f) * __expf(refq[nt] - Gr[(j0 + 1) * DGR + f]));
+        mma_tf32(x2[nt], a0, a1, a2, a3, b0, b1);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e < 2 ? r0 : r1, fl = nt * 8 + 2 * t + (e & 1);
+        float x = r < len ? x2[nt][e] * __expf(Gr[r * DGR + fl] - Gr[16 * w * DGR + fl]) : 0.f;
+        if (big && r < len) x += exact_dq_diag(dAs, Kr, Gr, r, fl, 16 * w);
+        dq[nt][e] += x;
+      }
+    }
+    // dk intra: exp(b_ref - b_r) sum_{j>=r} dA_jr [q_j exp(b_j - b_ref)], b_ref = b at the sub-chunk's last row.
+#pragma unroll
+    for (int i = 0; i < 8; ++i) x2[i][0] = x2[i][1] = x2[i][2] = x2[i][3] = 0.f;
+#pragma unroll 1
+    for (int kk = big ? 2 * w + 2 : 2 * w; kk < 8; ++kk) {
+      const int j0 = kk * 8 + 2 * t;
+      const uint32_t a0 = tf32_bits(dAs[j0 * DAS + r0]), a2 = tf32_bits(dAs[(j0 + 1) * DAS + r0]);
+      const uint32_t a1 = tf32_bits(dAs[j0 * DAS + r1]), a3 = tf32_bits(dAs[(j0 + 1) * DAS + r1]);
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        const int f = nt * 8 + g;
+        const uint32_t b0 = j0 < len ? tf32_bits(bf_at(Qr + j0 * DRS + f) * __expf(Gr[j0 * DGR + f] - refk[nt])) : 0u;
+        const uint32_t b1 =
+            j0 + 1 < len ? tf32_bits(bf_at(Qr + (j0 + 1) * DRS + f) * __expf(Gr[(j0 + 1) * DGR + f] - refk[nt])) : 0u;
+        mma_tf32(x2[nt], a0, a1, a2, a3, b0, b1);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e < 2 ? r0 : r1, fl = nt * 8 + 2 * t + (e & 1);
+        float x = r < len ? x2[nt][e] * __expf(Gr[wlast * DGR + fl] - Gr[r * DGR + fl]) : 0.f;
+        if (big && r < len) x += exact_dk_diag(dAs, Qr, Gr, r, fl, wlast);
+        dk[nt][e] += x;
+      }
+    }
+  }
+
+  // ---- dg: db = q dq - k dk (+ the chunk-decay term on the last row), reverse cumsum over the rows ----
+  float db[8][4];
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) {
+    const int fl0 = nt * 8 + 2 * t;
+    const uint32_t qa = ld32(Qr + r0 * DRS + fl0), qb = ld32(Qr + r1 * DRS + fl0);
+    const uint32_t ka = ld32(Kr + r0 * DRS + fl0), kb = ld32(Kr + r1 * DRS + fl0);
+    db[nt][0] = bf_lo(qa) * dq[nt][0] - bf_lo(ka) * dk[nt][0];
+    db[nt][1] = bf_hi(qa) * dq[nt][1] - bf_hi(ka) * dk[nt][1];
+    db[nt][2] = bf_lo(qb) * dq[nt][2] - bf_lo(kb) * dk[nt][2];
+    db[nt][3] = bf_hi(qb) * dq[nt][3] - bf_hi(kb) * dk[nt][3];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = e < 2 ? r0 : r1, fl = fl0 + (e & 1);
+      if (r >= len) db[nt][e] = 0.f;
+      if (r == len - 1)
+        db[nt][e] += __expf(Gr[(len - 1) * DGR + fl]) * rsum[fl] + csum[fl] + csum[DIT + fl] + csum[2 * DIT + fl] +
+                     csum[3 * DIT + fl];
+    }
+    // Suffix sums over the warp's 16 rows: lanes 4g + t hold rows g (e = 0, 1) and g + 8 (e = 2, 3).
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      float hi = db[nt][2 + j], lo = db[nt][j];
+#pragma unroll
+      for (int d = 1; d < 8; d *= 2) {
+        const float yh = __shfl_down_sync(0xffffffffu, hi, 4 * d);
+        const float yl = __shfl_down_sync(0xffffffffu, lo, 4 * d);
+        if (g + d < 8) hi += yh, lo += yl;
+      }
+      const float tot_hi = __shfl_sync(0xffffffffu, hi, t);  // rows 8..15 of the warp
+      lo += tot_hi;
+      db[nt][2 + j] = hi;
+      db[nt][j] = lo;
+      const float tot = __shfl_sync(0xffffffffu, lo, t);  // the whole warp
+      if (g == 0) wtot[w * DIT + fl0 + j] = tot;
+    }
+  }
+  __syncthreads();
+
+  // Stores: dq, dk, dg (bf16), rows < len, features < dk.
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) {
+    const int fl0 = nt * 8 + 2 * t, f = i0 + fl0;
+    float later[2] = {0.f, 0.f};
+    for (int ww = w + 1; ww < 4; ++ww) later[0] += wtot[ww * DIT + fl0], later[1] += wtot[ww * DIT + fl0 + 1];
+    if (r0 < len) {
+      const long o = qbase + r0 * qrow + f;
+      store2(p.dq + o, f, DK, dq[nt][0], dq[nt][1]);
+      store2(p.dk + o, f, DK, dk[nt][0], dk[nt][1]);
+      store2(p.dg + o, f, DK, db[nt][0] + later[0], db[nt][1] + later[1]);
+    }
+    if (r1 < len) {
+      const long o = qbase + r1 * qrow + f;
+      store2(p.dq + o, f, DK, dq[nt][2], dq[nt][3]);
+      store2(p.dk + o, f, DK, dk[nt][2], dk[nt][3]);
+      store2(p.dg + o, f, DK, db[nt][2] + later[0], db[nt][3] + later[1]);
+    }
+  }
+}
+
+}  // namespace
+
+void launch_dqk(const Dims& d, const bf16* q, const bf16* k, const bf16* v, const bf16* d_o, const float* gc,
+                const float* hs, const float* dhs, bf16* dq, bf16* dk, bf16* dg, cudaStream_t stream) {
+  static const bool attr = [] {
+    SPB_CUDA(cudaFuncSetAttribute(dqk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kDqkSmem)));
+    return true;
+  }();
+  (void)attr;
+  const DqkParams p{q, k, v, d_o, gc, hs, dhs, dq, dk, dg, d.B, d.T, d.H, d.dk, d.dv, d.NT, d.scale,
+                    aligned16(q) && d.dk % 8 == 0, aligned16(k) && d.dk % 8 == 0, aligned16(v) && d.dv % 8 == 0,
+                    aligned16(d_o) && d.dv % 8 == 0, aligned16(gc) && d.dk % 4 == 0,
+                    aligned16(hs) && aligned16(dhs) && d.dv % 4 == 0};
+  const dim3 grid((d.dk + DIT - 1) / DIT, d.NT, d.B * d.H);
+  dqk_kernel<<<grid, kDqkThreads, kDqkSmem, stream>>>(p);
+  SPB_CUDA_LAUNCH();
+}
+
+}  // namespace gla_cuda
+}  // namespace spb

@@ -1,0 +1,323 @@
+// The chunk-parallel stages that need the in-chunk score matrix A (DESIGN §2):
+//   MODE_OUT (chunk_output):      o  = s (Q*exp b) hs[n] + tril(A) V
+//   MODE_DV  (dv of chunk_grads): dv = (K*exp(B-b)) dhs[n] + tril(A)^T dO
+// with A_rj = s sum_i q_ri k_ji exp(b_ri - b_ji), j <= r.
+//
+// Design:
+// - One block of 4 warps per (chunk, dv tile of BV columns, b*h); warp w owns the 16 rows of sub-chunk w.
+// - The feature dimension is streamed in slices of 32 (cp.async, double-buffered), so any dk works with the same
+//   shared memory: each slice adds to A and to the inter-chunk product (state slice [32 x BV], fp32, tf32 mma).
+// - A without overflow, the FLA way: warp w scales its queries by exp(b_r - b_ref) and the keys by exp(b_ref - b_j)
+//   with b_ref = b at the first row of sub-chunk w. For keys of earlier sub-chunks both factors are <= 1. On the
+//   diagonal 16x16 block the key factor is >= 1 but bounded by the decay inside 16 tokens; when that decay exceeds
+//   kMaxSubchunkDecay anywhere (never with real gates, only with adversarial ones), the warp recomputes its
+//   diagonal block exactly, element by element, from global memory.
+// - A stays in registers; A V (or A^T dO) uses bf16 mma on a hi/lo split of A (A in fp32 to 16 bits) with V / dO
+//   from ldmatrix.trans: V and dO are exact bf16, so nothing is rounded to bf16 but A's last 8 bits.
+// - When dv > BV the grid has several dv tiles per chunk; each recomputes A (cheap next to the [64 x dk] x [dk x BV]
+//   product) rather than passing it through global memory.
+#include <algorithm>
+
+#include "harness/cuda_check.h"
+#include "kernels/cuda/gla_cuda_common.cuh"
+#include "kernels/cuda/gla_cuda_internal.h"
+
+namespace spb {
+namespace gla_cuda {
+namespace {
+
+constexpr int MODE_OUT = 0, MODE_DV = 1;
+constexpr int IKS = 32;        // feature slice
+constexpr int IQS = IKS + 8;   // bf16 stride of q, k slices: 32-bit reads at (row g, col 2t) hit banks 20g + t
+constexpr int IGS = IKS + 8;   // fp32 stride of the gc slice: float2 reads at (row g, col 2t) conflict-free
+constexpr int IAS = 68;        // fp32 stride of A in shared memory (MODE_DV): reads at rows 2t, 2t+1 -> banks 8t + g
+constexpr int kIntraThreads = 128;
+
+template <int BV>
+struct IntraLayout {
+  static constexpr int HS = BV + 4;  // fp32 stride of the state slice: reads at rows 2t, 2t+1, col g -> banks 8t + g
+  static constexpr int WS = BV + 8;  // bf16 stride of V / dO: 16-byte ldmatrix rows, conflict-free
+  static constexpr size_t q_off = 0;
+  static constexpr size_t k_off = q_off + size_t(kC) * IQS * 2;
+  static constexpr size_t g_off = k_off + size_t(kC) * IQS * 2;
+  static constexpr size_t s_off = g_off + size_t(kC) * IGS * 4;
+  static constexpr size_t stage = s_off + size_t(IKS) * HS * 4;
+  static constexpr size_t w_off = 2 * stage;
+  static constexpr size_t total = w_off + size_t(kC) * WS * 2;
+  static_assert(stage % 16 == 0 && size_t(kC) * IAS * 4 <= stage, "layout");
+};
+
+struct IntraParams {
+  const bf16* q;
+  const bf16* k;
+  const float* gc;
+  const float* state;  // MODE_OUT: hs; MODE_DV: dhs
+  const bf16* w;       // MODE_OUT: v;  MODE_DV: do
+  bf16* out;           // MODE_OUT: o;  MODE_DV: dv
+  int B, T, H, dk, dv, NT;
+  float scale;
+  bool vq, vk, vg, vs, vw;
+};
+
+// A_rj (unscaled) summed element by element with exact exponents, from global memory: the fallback for diagonal
+// blocks whose in-sub-chunk decay is past kMaxSubchunkDecay. Out of line: it never runs with real gates.
+__device__ __noinline__ float exact_score(const bf16* q, const bf16* k, const float* gc, long row, int r, int j,
+                                          int dk) {
+  const bf16* qr = q + r * row;
+  const bf16* kj = k + j * row;
+  const float* gq = gc + r * row;
+  const float* gj = gc + j * row;
+  float x = 0.f;
+  for (int f = 0; f < dk; ++f) x += bf_at(qr + f) * bf_at(kj + f) * __expf(gq[f] - gj[f]);
+  return x;
+}
+
+template <int MODE, int BV>
+__global__ void __launch_bounds__(kIntraThreads) intra_kernel(const IntraParams p) {
+  using L = IntraLayout<BV>;
+  constexpr int NTV = BV / 8;  // n-tiles of the output tile
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16* Ws = reinterpret_cast<bf16*>(smem + L::w_off);
+
+  const int j0 = blockIdx.x * BV, n = blockIdx.y, bh = blockIdx.z;
+  const int b = bh / p.H, h = bh % p.H;
+  const int t0 = n * kC, len = min(kC, p.T - t0);
+  const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const long qrow = long(p.H) * p.dk, vrow = long(p.H) * p.dv;
+  const long qbase = ((long(b) * p.T + t0) * p.H + h) * p.dk;
+  const long vbase = ((long(b) * p.T + t0) * p.H + h) * p.dv;
+  const long sbase = (long(bh) * p.NT + n) * p.dk * p.dv;
+
+  // V (or dO) tile first, then feature slice 0: one cp.async group.
+  load_tile<bf16, kC, BV, kIntraThreads>(Ws, L::WS, p.w + vbase + j0, vrow, len, p.dv - j0, p.vw);
+  auto load_slice = [&](int s, int st) {
+    const int f0 = s * IKS;
+    unsigned char* base = smem + st * L::stage;
+    load_tile<bf16, kC, IKS, kIntraThreads>(reinterpret_cast<bf16*>(base + L::q_off), IQS, p.q + qbase + f0, qrow,
+                                            len, p.dk - f0, p.vq);
+    load_tile<bf16, kC, IKS, kIntraThreads>(reinterpret_cast<bf16*>(base + L::k_off), IQS, p.k + qbase + f0, qrow,
+                                            len, p.dk - f0, p.vk);
+    load_tile<float, kC, IKS, kIntraThreads>(reinterpret_cast<float*>(base + L::g_off), IGS, p.gc + qbase + f0, qrow,
+                                             len, p.dk - f0, p.vg);
+    load_tile<float, IKS, BV, kIntraThreads>(reinterpret_cast<float*>(base + L::s_off), L::HS,
+                                             p.state + sbase + long(f0) * p.dv + j0, p.dv, p.dk - f0, p.dv - j0, p.vs);
+  };
+  load_slice(0, 0);
+  cp_async_commit();
+
+  const int r0 = 16 * w + g, r1 = r0 + 8;  // this thread's rows (queries in A, output rows)
+  const bool ok0 = r0 < len, ok1 = r1 < len;
+  const bool active = 16 * w < len;  // warp-uniform: the sub-chunk has at least one token
+  const int wlast = min(16 * w + 15, len - 1);
+  float acc[NTV][4];
+  float A[8][4];
+#pragma unroll
+  for (int i = 0; i < NTV; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) A[i][0] = A[i][1] = A[i][2] = A[i][3] = 0.f;
+  bool big = false;
+
+  const int nsl = (p.dk + IKS - 1) / IKS;
+  for (int s = 0; s < nsl; ++s) {
+    cp_async_wait<0>();
+    __syncthreads();  // slice s (and the W tile) visible; every warp is done with slice s-1
+    if (s + 1 < nsl) load_slice(s + 1, (s + 1) & 1);
+    cp_async_commit();
+    {  // round the state slice to tf32 once, in place (not at every fragment load of every warp)
+      float4* sp = reinterpret_cast<float4*>(smem + (s & 1) * L::stage + L::s_off);
+#pragma unroll
+      for (int i = 0; i < IKS * BV / 4 / kIntraThreads; ++i) {
+        const int idx = tid + i * kIntraThreads, r = idx / (BV / 4), c4 = idx % (BV / 4);
+        float4 v = sp[r * (L::HS / 4) + c4];
+        v = make_float4(tf32_round(v.x), tf32_round(v.y), tf32_round(v.z), tf32_round(v.w));
+        sp[r * (L::HS / 4) + c4] = v;
+      }
+    }
+    __syncthreads();
+    if (!active) continue;
+    const unsigned char* base = smem + (s & 1) * L::stage;
+    const bf16* Q = reinterpret_cast<const bf16*>(base + L::q_off);
+    const bf16* K = reinterpret_cast<const bf16*>(base + L::k_off);
+    const float* G = reinterpret_cast<const float*>(base + L::g_off);
+    const float* S = reinterpret_cast<const float*>(base + L::s_off);
+    if (s * IKS + lane < p.dk) big |= G[16 * w * IGS + lane] - G[wlast * IGS + lane] > kMaxSubchunkDecay;
+#pragma unroll
+    for (int kk = 0; kk < IKS / 8; ++kk) {
+      const int c = kk * 8 + 2 * t;
+      const float2 g0 = ldf2(G + r0 * IGS + c), g1 = ldf2(G + r1 * IGS + c);
+      const float2 gr = ldf2(G + 16 * w * IGS + c);  // b_ref: first row of this warp's sub-chunk
+      const uint32_t q0 = ld32(Q + r0 * IQS + c), q1 = ld32(Q + r1 * IQS + c);
+      // Intra queries q * exp(b - b_ref) <= q; rows past the chunk end forced to 0 (their b is 0, not <= b_ref).
+      const uint32_t ia0 = ok0 ? tf32_bits(bf_lo(q0) * __expf(g0.x - gr.x)) : 0u;
+      const uint32_t ia2 = ok0 ? tf32_bits(bf_hi(q0) * __expf(g0.y - gr.y)) : 0u;
+      const uint32_t ia1 = ok1 ? tf32_bits(bf_lo(q1) * __expf(g1.x - gr.x)) : 0u;
+      const uint32_t ia3 = ok1 ? tf32_bits(bf_hi(q1) * __expf(g1.y - gr.y)) : 0u;
+      // The inter-chunk operand: q * exp(b) (MODE_OUT) or k * exp(B - b) (MODE_DV), rows past the end are zeros.
+      uint32_t ea0, ea1, ea2, ea3;
+      if (MODE == MODE_OUT) {
+        ea0 = tf32_bits(bf_lo(q0) * __expf(g0.x));
+        ea2 = tf32_bits(bf_hi(q0) * __expf(g0.y));
+        ea1 = tf32_bits(bf_lo(q1) * __expf(g1.x));
+        ea3 = tf32_bits(bf_hi(q1) * __expf(g1.y));
+      } else {
+        const float2 gB = ldf2(G + (len - 1) * IGS + c);
+        const uint32_t k0w = ld32(K + r0 * IQS + c), k1w = ld32(K + r1 * IQS + c);
+        ea0 = tf32_bits(bf_lo(k0w) * __expf(gB.x - g0.x));
+        ea2 = tf32_bits(bf_hi(k0w) * __expf(gB.y - g0.y));
+        ea1 = tf32_bits(bf_lo(k1w) * __expf(gB.x - g1.x));
+        ea3 = tf32_bits(bf_hi(k1w) * __expf(gB.y - g1.y));
+      }
+#pragma unroll
+      for (int nt = 0; nt < NTV; ++nt) {
+        const uint32_t b0 = __float_as_uint(S[(kk * 8 + 2 * t) * L::HS + nt * 8 + g]);
+        const uint32_t b1 = __float_as_uint(S[(kk * 8 + 2 * t + 1) * L::HS + nt * 8 + g]);
+        mma_tf32(acc[nt], ea0, ea1, ea2, ea3, b0, b1);
+      }
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        if (nt <= 2 * w + 1) {  // keys 0 .. 16w+15
+          const int key = nt * 8 + g;
+          const uint32_t kw = ld32(K + key * IQS + c);
+          const float2 gk = ldf2(G + key * IGS + c);
+          const uint32_t b0 = tf32_bits(bf_lo(kw) * __expf(gr.x - gk.x));
+          const uint32_t b1 = tf32_bits(bf_hi(kw) * __expf(gr.y - gk.y));
+          mma_tf32(A[nt], ia0, ia1, ia2, ia3, b0, b1);
+        }
+      }
+    }
+  }
+
+  // Exact diagonal block when the factorised one could overflow (see kMaxSubchunkDecay).
+  big = __any_sync(0xffffffffu, big);
+  if (big && active) {
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      if (nt == 2 * w || nt == 2 * w + 1) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = e < 2 ? r0 : r1, key = nt * 8 + 2 * t + (e & 1);
+          A[nt][e] = (key <= r && r < len) ? exact_score(p.q + qbase, p.k + qbase, p.gc + qbase, qrow, r, key, p.dk)
+                                            : 0.f;
+        }
+      }
+    }
+  }
+  // Scale and causal mask (key <= row < len).
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = e < 2 ? r0 : r1, key = nt * 8 + 2 * t + (e & 1);
+      A[nt][e] = (nt <= 2 * w + 1 && key <= r && r < len) ? A[nt][e] * p.scale : 0.f;
+    }
+
+  const int lr = (lane & 7) + ((lane >> 3) & 1) * 8, lc = (lane >> 4) * 8;  // ldmatrix.x4.trans row / column
+  if (MODE == MODE_OUT) {
+#pragma unroll
+    for (int i = 0; i < NTV; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][e] *= p.scale;
+    if (active) {
+#pragma unroll
+      for (int kq = 0; kq < 4; ++kq) {
+        if (kq <= w) {  // keys 16kq .. 16kq+15
+          uint32_t hi[4], lo[4];
+          split_bf16(A[2 * kq][0], A[2 * kq][1], hi[0], lo[0]);
+          split_bf16(A[2 * kq][2], A[2 * kq][3], hi[1], lo[1]);
+          split_bf16(A[2 * kq + 1][0], A[2 * kq + 1][1], hi[2], lo[2]);
+          split_bf16(A[2 * kq + 1][2], A[2 * kq + 1][3], hi[3], lo[3]);
+#pragma unroll
+          for (int np = 0; np < BV / 16; ++np) {
+            uint32_t bb[4];
+            ldmatrix_x4_trans(bb, Ws + (16 * kq + lr) * L::WS + np * 16 + lc);
+            mma_bf16(acc[2 * np], hi, bb[0], bb[1]);
+            mma_bf16(acc[2 * np], lo, bb[0], bb[1]);
+            mma_bf16(acc[2 * np + 1], hi, bb[2], bb[3]);
+            mma_bf16(acc[2 * np + 1], lo, bb[2], bb[3]);
+          }
+        }
+      }
+    }
+  } else {
+    // A^T is needed: rows of dv are keys. A goes through shared memory (the stage buffers are free now).
+    __syncthreads();
+    float* As = reinterpret_cast<float*>(smem);
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      *reinterpret_cast<float2*>(As + r0 * IAS + nt * 8 + 2 * t) = make_float2(A[nt][0], A[nt][1]);
+      *reinterpret_cast<float2*>(As + r1 * IAS + nt * 8 + 2 * t) = make_float2(A[nt][2], A[nt][3]);
+    }
+    __syncthreads();
+    if (active) {
+#pragma unroll
+      for (int kq = 0; kq < 4; ++kq) {
+        if (kq >= w) {  // queries 16kq .. 16kq+15 (A[query][key] = 0 for query < key)
+          const int qa = 16 * kq + 2 * t;
+          uint32_t hi[4], lo[4];
+          split_bf16(As[qa * IAS + r0], As[(qa + 1) * IAS + r0], hi[0], lo[0]);
+          split_bf16(As[qa * IAS + r1], As[(qa + 1) * IAS + r1], hi[1], lo[1]);
+          split_bf16(As[(qa + 8) * IAS + r0], As[(qa + 9) * IAS + r0], hi[2], lo[2]);
+          split_bf16(As[(qa + 8) * IAS + r1], As[(qa + 9) * IAS + r1], hi[3], lo[3]);
+#pragma unroll
+          for (int np = 0; np < BV / 16; ++np) {
+            uint32_t bb[4];
+            ldmatrix_x4_trans(bb, Ws + (16 * kq + lr) * L::WS + np * 16 + lc);
+            mma_bf16(acc[2 * np], hi, bb[0], bb[1]);
+            mma_bf16(acc[2 * np], lo, bb[0], bb[1]);
+            mma_bf16(acc[2 * np + 1], hi, bb[2], bb[3]);
+            mma_bf16(acc[2 * np + 1], lo, bb[2], bb[3]);
+          }
+        }
+      }
+    }
+  }
+  if (active) {
+#pragma unroll
+    for (int nt = 0; nt < NTV; ++nt) {
+      const int c = j0 + nt * 8 + 2 * t;
+      if (ok0) store2(p.out + vbase + r0 * vrow + c, c, p.dv, acc[nt][0], acc[nt][1]);
+      if (ok1) store2(p.out + vbase + r1 * vrow + c, c, p.dv, acc[nt][2], acc[nt][3]);
+    }
+  }
+}
+
+template <int MODE, int BV>
+void launch_intra_t(const IntraParams& p, cudaStream_t stream) {
+  using L = IntraLayout<BV>;
+  static const bool attr = [] {
+    SPB_CUDA(cudaFuncSetAttribute(intra_kernel<MODE, BV>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::total)));
+    return true;
+  }();
+  (void)attr;
+  const dim3 grid((p.dv + BV - 1) / BV, p.NT, p.B * p.H);
+  intra_kernel<MODE, BV><<<grid, kIntraThreads, L::total, stream>>>(p);
+  SPB_CUDA_LAUNCH();
+}
+
+template <int MODE>
+void launch_intra(const Dims& d, const bf16* q, const bf16* k, const float* gc, const float* state, const bf16* w,
+                  bf16* out, cudaStream_t stream, int bv) {
+  const IntraParams p{q,    k,    gc,   state, w,    out,     d.B,
+                      d.T,  d.H,  d.dk, d.dv,  d.NT, d.scale, aligned16(q) && d.dk % 8 == 0,
+                      aligned16(k) && d.dk % 8 == 0, aligned16(gc) && d.dk % 4 == 0,
+                      aligned16(state) && d.dv % 4 == 0, aligned16(w) && d.dv % 8 == 0};
+  // 128 columns per block where dv allows (A is rebuilt once per column tile), 64 for small dv.
+  if (bv == 0) bv = d.dv > 64 ? 128 : 64;
+  if (bv == 128) launch_intra_t<MODE, 128>(p, stream);
+  else launch_intra_t<MODE, 64>(p, stream);
+}
+
+}  // namespace
+
+void launch_output(const Dims& d, const bf16* q, const bf16* k, const bf16* v, const float* gc, const float* hs,
+                   bf16* o, cudaStream_t stream, int bv) {
+  launch_intra<MODE_OUT>(d, q, k, gc, hs, v, o, stream, bv);
+}
+
+void launch_dv(const Dims& d, const bf16* q, const bf16* k, const bf16* d_o, const float* gc, const float* dhs,
+               bf16* dv, cudaStream_t stream, int bv) {
+  launch_intra<MODE_DV>(d, q, k, gc, dhs, d_o, dv, stream, bv);
+}
+
+}  // namespace gla_cuda
+}  // namespace spb

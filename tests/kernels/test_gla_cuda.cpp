@@ -1,0 +1,295 @@
+// The CUDA GLA stages (bf16 activations, fp32 states) against the fp64 token loop (DESIGN §7): relative RMS error
+// < 4e-3 for o and < 5e-3 for ht, dq, dk, dv, dg, dh0, on fresh random inputs rounded to bf16 before the reference
+// sees them; lengths that are not multiples of 64, dk != dv, odd sizes, with and without h0 / dht. Every output and
+// workspace buffer is poisoned with NaN (0xFF bytes) first, so an unwritten element fails. The SP helper stages are
+// checked against the CPU stages on the same inputs. Skips itself where there is no CUDA device.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "harness/cuda_check.h"
+#include "harness/device.h"
+#include "harness/inputs.h"
+#include "harness/stats.h"
+#include "kernels/cpu/gla_reference.h"
+#include "kernels/cuda/gla_cuda.h"
+#include "kernels/cuda/gla_cuda_internal.h"
+#include "kernels/gla.h"
+
+namespace spb {
+namespace {
+
+bool have_gpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+// Round to the nearest bf16 (ties to even), as __float2bfloat16 does.
+float round_bf16(float x) {
+  if (std::isnan(x)) return x;
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  u &= 0xffff0000u;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+std::vector<float> bf16_rounded(std::vector<float> x) {
+  for (float& v : x) v = round_bf16(v);
+  return x;
+}
+
+void poison(Buffer& b) {
+  if (b.get()) SPB_CUDA(cudaMemset(b.get(), 0xFF, b.bytes()));  // NaN as fp32 and as bf16
+}
+
+std::vector<float> fetch(Device& dev, const Buffer& b, DType t, size_t n) {
+  std::vector<float> x(n);
+  dev.download_as(x.data(), b.get(), t, n);
+  return x;
+}
+
+bool all_finite(const std::vector<float>& x) {
+  for (float v : x)
+    if (!std::isfinite(v)) return false;
+  return true;
+}
+
+enum class Gates { model, strong, extreme };  // extreme: strong x 6, decays past the sub-chunk guard
+
+struct Case {
+  int B, T, H, dk, dv;
+  Gates gates;
+  bool h0, dht;
+  bool legacy_stream = false;  // run on the legacy default stream (Stream{nullptr})
+  int states_bk = 0;           // force a state tile of the recurrence kernels (0: their own choice)
+};
+
+std::string name_of(const testing::TestParamInfo<Case>& i) {
+  const Case& c = i.param;
+  const char* gn = c.gates == Gates::model ? "model" : c.gates == Gates::strong ? "strong" : "extreme";
+  return "B" + std::to_string(c.B) + "T" + std::to_string(c.T) + "H" + std::to_string(c.H) + "_dk" +
+         std::to_string(c.dk) + "_dv" + std::to_string(c.dv) + "_" + gn + (c.h0 ? "_h0" : "") + (c.dht ? "_dht" : "") +
+         (c.legacy_stream ? "_stream0" : "") + (c.states_bk ? "_bk" + std::to_string(c.states_bk) : "");
+}
+
+class CudaVsReference : public testing::TestWithParam<Case> {};
+
+TEST_P(CudaVsReference, EveryOutputAndGradient) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const Case c = GetParam();
+  GlaShape s;
+  s.B = c.B, s.T = c.T, s.H = c.H, s.dk = c.dk, s.dv = c.dv;
+  const uint64_t seed = 7000 + 131 * c.T + 17 * c.dk + c.dv + (c.h0 ? 3 : 0) + int(c.gates);
+  HostTensors x = generate_inputs(s, seed, c.gates == Gates::model ? GateKind::model : GateKind::strong, c.h0, c.dht);
+  if (c.gates == Gates::extreme)
+    for (float& v : x.g) v *= 6.f;
+  // The GPU sees bf16 activations: the reference gets exactly those values.
+  x.q = bf16_rounded(x.q), x.k = bf16_rounded(x.k), x.v = bf16_rounded(x.v), x.g = bf16_rounded(x.g);
+  x.d_o = bf16_rounded(x.d_o);
+  const GlaReferenceResult ref = gla_reference(s, x.q, x.k, x.v, x.g, x.h0, x.d_o, x.dht);
+
+  auto dev = make_cuda_device(0);
+  auto kern = make_cuda_kernels();
+  ASSERT_EQ(kern->act_dtype(), DType::bf16);
+  const size_t QK = s.qk_elems(), V = s.v_elems(), S = s.state_elems();
+  Buffer q(*dev, QK * 2), k(*dev, QK * 2), v(*dev, V * 2), g(*dev, QK * 2), d_o(*dev, V * 2);
+  Buffer o(*dev, V * 2), dq(*dev, QK * 2), dk(*dev, QK * 2), dv(*dev, V * 2), dg(*dev, QK * 2);
+  Buffer h0(*dev, c.h0 ? S * 4 : 0), dht(*dev, c.dht ? S * 4 : 0), ht(*dev, S * 4), dh0(*dev, S * 4);
+  dev->upload_as(q.get(), DType::bf16, x.q.data(), QK);
+  dev->upload_as(k.get(), DType::bf16, x.k.data(), QK);
+  dev->upload_as(v.get(), DType::bf16, x.v.data(), V);
+  dev->upload_as(g.get(), DType::bf16, x.g.data(), QK);
+  dev->upload_as(d_o.get(), DType::bf16, x.d_o.data(), V);
+  if (c.h0) dev->upload(h0.get(), x.h0.data(), S * 4);
+  if (c.dht) dev->upload(dht.get(), x.dht.data(), S * 4);
+
+  GlaWorkspace ws(*dev, s);
+  for (Buffer* b : {&o, &dq, &dk, &dv, &dg, &ht, &dh0, &ws.gc, &ws.lambda, &ws.hs, &ws.ht, &ws.dhs}) poison(*b);
+  dev->synchronize();  // the memsets ran on the legacy stream; the compute stream does not wait for it
+
+  const Stream st = c.legacy_stream ? Stream{} : dev->compute_stream();
+  gla_cuda::set_states_bk(c.states_bk);
+  const float* h0p = c.h0 ? h0.f32() : nullptr;
+  const float* dhtp = c.dht ? dht.f32() : nullptr;
+  gla_forward(*kern, ws, q.get(), k.get(), v.get(), g.get(), h0p, o.get(), ht.f32(), st);
+  gla_backward(*kern, ws, q.get(), k.get(), v.get(), g.get(), h0p, d_o.get(), dhtp, dq.get(), dk.get(), dv.get(),
+               dg.get(), dh0.f32(), st);
+  dev->synchronize();
+  gla_cuda::set_states_bk(0);
+
+  const std::vector<float> O = fetch(*dev, o, DType::bf16, V), HT = fetch(*dev, ht, DType::f32, S);
+  const std::vector<float> DQ = fetch(*dev, dq, DType::bf16, QK), DK = fetch(*dev, dk, DType::bf16, QK);
+  const std::vector<float> DV = fetch(*dev, dv, DType::bf16, V), DG = fetch(*dev, dg, DType::bf16, QK);
+  const std::vector<float> DH0 = fetch(*dev, dh0, DType::f32, S);
+  const std::vector<float> LAM = fetch(*dev, ws.lambda, DType::f32, s.state_rows());
+  for (auto* t : {&O, &HT, &DQ, &DK, &DV, &DG, &DH0, &LAM}) EXPECT_TRUE(all_finite(*t)) << "NaN or unwritten element";
+
+  const double eo = rel_rms_error(ref.o, O, V), eht = rel_rms_error(ref.ht, HT, S);
+  const double edq = rel_rms_error(ref.dq, DQ, QK), edk = rel_rms_error(ref.dk, DK, QK);
+  const double edv = rel_rms_error(ref.dv, DV, V), edg = rel_rms_error(ref.dg, DG, QK);
+  const double edh0 = rel_rms_error(ref.dh0, DH0, S);
+  // lambda = sum of g over all tokens, per (b, h, feature).
+  std::vector<double> lam(s.state_rows(), 0.0);
+  for (int b = 0; b < s.B; ++b)
+    for (int t = 0; t < s.T; ++t)
+      for (int h = 0; h < s.H; ++h)
+        for (int i = 0; i < s.dk; ++i)
+          lam[(size_t(b) * s.H + h) * s.dk + i] += x.g[((size_t(b) * s.T + t) * s.H + h) * s.dk + i];
+  const double elam = rel_rms_error(lam, LAM, lam.size());
+  std::printf("[ errors ] %-44s o %.2e ht %.2e dq %.2e dk %.2e dv %.2e dg %.2e dh0 %.2e lambda %.1e\n",
+              name_of({c, 0}).c_str(), eo, eht, edq, edk, edv, edg, edh0, elam);
+  EXPECT_LT(eo, 4e-3) << "o";
+  EXPECT_LT(eht, 5e-3) << "ht";
+  EXPECT_LT(edq, 5e-3) << "dq";
+  EXPECT_LT(edk, 5e-3) << "dk";
+  EXPECT_LT(edv, 5e-3) << "dv";
+  EXPECT_LT(edg, 5e-3) << "dg";
+  EXPECT_LT(edh0, 5e-3) << "dh0";
+  EXPECT_LT(elam, 1e-5) << "lambda";
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> v;
+  for (int T : {1, 63, 64, 65, 200, 1000})
+    for (Gates g : {Gates::model, Gates::strong})
+      for (bool with : {false, true}) v.push_back({2, T, 2, 32, 48, g, with, with});
+  v.push_back({1, 130, 3, 16, 24, Gates::model, true, true, true});
+  v.push_back({2, 77, 1, 24, 16, Gates::strong, false, true});
+  v.push_back({1, 150, 2, 20, 12, Gates::model, true, false});  // rows not 16-byte multiples: element-wise loads
+  v.push_back({1, 91, 2, 13, 7, Gates::strong, true, true});    // odd dk and dv
+  v.push_back({1, 129, 2, 64, 64, Gates::strong, true, true});
+  v.push_back({1, 70, 1, 96, 200, Gates::model, false, true});  // partial dk and dv tiles
+  v.push_back({1, 300, 2, 128, 128, Gates::model, true, true});
+  v.push_back({1, 257, 1, 128, 128, Gates::strong, false, false, true});
+  v.push_back({1, 200, 1, 256, 512, Gates::model, true, true});
+  v.push_back({1, 100, 2, 48, 64, Gates::extreme, true, true});  // the exact diagonal-block fallback
+  v.push_back({1, 200, 1, 128, 128, Gates::extreme, false, true});
+  v.push_back({1, 300, 2, 128, 128, Gates::strong, true, true, false, 32});  // the 32-row state tile
+  v.push_back({2, 65, 1, 40, 72, Gates::model, true, true, false, 32});
+  v.push_back({1, 129, 2, 64, 64, Gates::strong, true, true, false, 16});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cuda, CudaVsReference, testing::ValuesIn(cases()), name_of);
+
+// ---- the SP helper stages against the CPU stages ------------------------------------------------------------------
+
+std::vector<float> randn_vec(size_t n, uint64_t seed, float scale = 1.f) {
+  GlaShape s;
+  s.B = 1, s.T = int(n), s.H = 1, s.dk = 1, s.dv = 1;
+  std::vector<float> x = generate_inputs(s, seed, GateKind::model, false, false).q;
+  for (float& v : x) v *= scale;
+  return x;
+}
+
+TEST(CudaHelpers, LateStateCorrectionsMatchCpu) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  for (const GlaShape& s : {GlaShape{2, 150, 2, 24, 40}, GlaShape{1, 257, 2, 128, 128}, GlaShape{1, 64, 1, 13, 7}}) {
+    SCOPED_TRACE("dk " + std::to_string(s.dk) + " dv " + std::to_string(s.dv) + " T " + std::to_string(s.T));
+    const HostTensors x = generate_inputs(s, 99 + s.T, GateKind::strong, true, true);
+    const std::vector<float> q = bf16_rounded(x.q), g = bf16_rounded(x.g);
+    auto dev = make_cuda_device(0);
+    auto gpu = make_cuda_kernels();
+    auto cpu = make_cpu_kernels();
+    const size_t QK = s.qk_elems(), V = s.v_elems(), S = s.state_elems(), CS = s.chunk_state_elems();
+    Buffer qd(*dev, QK * 2), gd(*dev, QK * 2), gcd(*dev, QK * 4), lam(*dev, s.state_rows() * 4);
+    dev->upload_as(qd.get(), DType::bf16, q.data(), QK);
+    dev->upload_as(gd.get(), DType::bf16, g.data(), QK);
+    gpu->chunk_cumsum(s, gd.get(), gcd.f32(), lam.f32(), dev->compute_stream());
+    std::vector<float> gc(QK), gc_cpu(QK), lam_cpu(s.state_rows());
+    dev->download(gc.data(), gcd.get(), QK * 4);
+    cpu->chunk_cumsum(s, g.data(), gc_cpu.data(), lam_cpu.data(), {});
+    EXPECT_LT(rel_rms_error(gc_cpu, gc, QK), 1e-6) << "chunk_cumsum";
+    EXPECT_LT(rel_rms_error(lam_cpu, fetch(*dev, lam, DType::f32, s.state_rows()), s.state_rows()), 1e-6) << "lambda";
+
+    // output_add_initial (o is bf16 on the GPU: the result is rounded once more)
+    const std::vector<float> S_in = randn_vec(S, 5), o0 = bf16_rounded(randn_vec(V, 6));
+    Buffer Sd(*dev, S * 4), od(*dev, V * 2);
+    dev->upload(Sd.get(), S_in.data(), S * 4);
+    dev->upload_as(od.get(), DType::bf16, o0.data(), V);
+    gpu->output_add_initial(s, qd.get(), gcd.f32(), Sd.f32(), od.get(), dev->compute_stream());
+    std::vector<float> o_cpu = o0;
+    cpu->output_add_initial(s, q.data(), gc.data(), S_in.data(), o_cpu.data(), {});
+    EXPECT_LT(rel_rms_error(o_cpu, fetch(*dev, od, DType::bf16, V), V), 4e-3) << "output_add_initial";
+
+    // states_add_initial / dstates_add_final, with and without the edge state
+    for (bool edge : {true, false}) {
+      const std::vector<float> hs0 = randn_vec(CS, 7), e0 = randn_vec(S, 8);
+      Buffer hsd(*dev, CS * 4), ed(*dev, S * 4);
+      for (bool rev : {false, true}) {
+        dev->upload(hsd.get(), hs0.data(), CS * 4);
+        dev->upload(ed.get(), e0.data(), S * 4);
+        std::vector<float> hs_cpu = hs0, e_cpu = e0;
+        if (!rev) {
+          gpu->states_add_initial(s, gcd.f32(), Sd.f32(), hsd.f32(), edge ? ed.f32() : nullptr, dev->compute_stream());
+          cpu->states_add_initial(s, gc.data(), S_in.data(), hs_cpu.data(), edge ? e_cpu.data() : nullptr, {});
+        } else {
+          gpu->dstates_add_final(s, gcd.f32(), Sd.f32(), hsd.f32(), edge ? ed.f32() : nullptr, dev->compute_stream());
+          cpu->dstates_add_final(s, gc.data(), S_in.data(), hs_cpu.data(), edge ? e_cpu.data() : nullptr, {});
+        }
+        const char* what = rev ? "dstates_add_final" : "states_add_initial";
+        EXPECT_LT(rel_rms_error(hs_cpu, fetch(*dev, hsd, DType::f32, CS), CS), 1e-5) << what;
+        EXPECT_LT(rel_rms_error(e_cpu, fetch(*dev, ed, DType::f32, S), S), 1e-5) << what << " edge";
+      }
+    }
+  }
+}
+
+TEST(CudaHelpers, StateAlgebraMatchesCpu) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  auto dev = make_cuda_device(0);
+  auto gpu = make_cuda_kernels();
+  auto cpu = make_cpu_kernels();
+  const size_t rows = 300, cols = 37, n = rows * cols;
+  std::vector<float> decay = randn_vec(rows, 11), x = randn_vec(n, 12), y = randn_vec(n, 13);
+  for (float& d : decay) d = -std::fabs(d) * 3.f;
+  decay[0] = 0.f, decay[1] = -0.6931471805599453f, decay[2] = -1000.f;
+  Buffer dd(*dev, rows * 4), xd(*dev, n * 4), yd(*dev, n * 4), od(*dev, n * 4);
+  dev->upload(dd.get(), decay.data(), rows * 4);
+  dev->upload(xd.get(), x.data(), n * 4);
+  dev->upload(yd.get(), y.data(), n * 4);
+  std::vector<float> ref(n), ref2(n);
+  cpu->state_fold(rows, cols, decay.data(), x.data(), y.data(), ref.data(), {});
+  gpu->state_fold(rows, cols, dd.f32(), xd.f32(), yd.f32(), od.f32(), dev->compute_stream());
+  const std::vector<float> out = fetch(*dev, od, DType::f32, n);
+  EXPECT_LT(rel_rms_error(ref, out, n), 1e-6) << "state_fold";
+  for (size_t c = 0; c < cols; ++c) {
+    EXPECT_EQ(out[c], x[c] + y[c]);
+    EXPECT_EQ(out[2 * cols + c], y[2 * cols + c]);
+  }
+  gpu->state_fold(rows, cols, dd.f32(), xd.f32(), yd.f32(), xd.f32(), dev->compute_stream());  // out aliases x
+  EXPECT_LT(rel_rms_error(ref, fetch(*dev, xd, DType::f32, n), n), 1e-6) << "state_fold in place";
+
+  dev->upload(xd.get(), x.data(), n * 4);
+  gpu->vec_add(n, xd.f32(), yd.f32(), od.f32(), dev->compute_stream());
+  cpu->vec_add(n, x.data(), y.data(), ref2.data(), {});
+  EXPECT_EQ(ref2, fetch(*dev, od, DType::f32, n)) << "vec_add";
+
+  // copy_4d: [B, T, H, D] -> [B, H, T, D] (the Ulysses layout change) for 2-, 4- and 3-byte elements, and a plain
+  // transpose.
+  const int64_t B = 2, T = 5, H = 3, D = 4;
+  for (size_t eb : {size_t(2), size_t(4), size_t(3)}) {
+    const size_t bytes = size_t(B * T * H * D) * eb;
+    std::vector<unsigned char> src(bytes), want(bytes, 0), got(bytes, 0);
+    for (size_t i = 0; i < bytes; ++i) src[i] = static_cast<unsigned char>(i * 7 + 3);
+    const int64_t dims[4] = {B, T, H, D * 1};
+    const int64_t ss[4] = {T * H * D, H * D, D, 1}, ds[4] = {H * T * D, D, T * D, 1};
+    cpu->copy_4d(want.data(), src.data(), eb, dims, ds, ss, {});
+    Buffer sd(*dev, bytes), dd2(*dev, bytes);
+    dev->upload(sd.get(), src.data(), bytes);
+    SPB_CUDA(cudaMemset(dd2.get(), 0, bytes));
+    dev->synchronize();
+    gpu->copy_4d(dd2.get(), sd.get(), eb, dims, ds, ss, dev->compute_stream());
+    dev->download(got.data(), dd2.get(), bytes);
+    EXPECT_EQ(want, got) << "copy_4d, element bytes " << eb;
+  }
+}
+
+}  // namespace
+}  // namespace spb
