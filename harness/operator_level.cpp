@@ -28,7 +28,7 @@
 namespace spb {
 
 void add_operator_command(CLI::App& app, OperatorOptions& o) {
-  app.add_option("--method,-m", o.method, "SP method (spbench methods lists them)");
+  app.add_option("--method,-m", o.method, "SP method, a comma-separated list, or all (spbench methods lists them)");
   app.add_option("--backend", o.backend, "cpu, gpu or auto")->check(CLI::IsMember({"cpu", "gpu", "auto"}));
   app.add_option("--allscan", o.allscan, "zeco's All-Scan backend: host, device or auto")
       ->check(CLI::IsMember({"host", "device", "auto"}));
@@ -167,6 +167,22 @@ void write_outputs(const Bootstrap& boot, const std::string& dir, const GlaShape
 
 }  // namespace
 
+namespace {
+
+std::vector<std::string> split_methods(const std::string& list) {
+  if (list == "all") return method_names();
+  std::vector<std::string> out;
+  size_t a = 0;
+  while (a <= list.size()) {
+    const size_t b = std::min(list.find(',', a), list.size());
+    if (b > a) out.push_back(list.substr(a, b - a));
+    a = b + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
 int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
   const int P = boot.size(), p = boot.rank();
   OperatorOptions o = opt;
@@ -174,7 +190,14 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
   GlaShape whole;
   if (!o.inputs.empty()) agree_on_usage_errors(boot, [&] { whole = npy_problem_shape(o.inputs); });
   else whole = whole_shape(o, P);
-  validate(whole, o, P);
+  const std::vector<std::string> methods = split_methods(o.method);
+  SPB_USAGE(!methods.empty(), "--method: give a method, a comma-separated list or all");
+  for (const std::string& m : methods) {
+    OperatorOptions one = o;
+    one.method = m;
+    validate(whole, one, P);
+  }
+  SPB_USAGE(o.outputs.empty() || methods.size() == 1, "--outputs: give a single --method");
   GlaShape local = whole;
   local.T = whole.T / P;
 
@@ -183,14 +206,13 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
   const DType act = rt->kern->act_dtype();
   if (o.allscan == "auto") o.allscan = gpu ? "device" : "host";
   const double tol = o.tolerance > 0 ? o.tolerance : gpu ? 5e-3 : 1e-5;
-  SpConfig cfg{local, o.blocks, o.allscan};
-  const bool uses_scan = o.method == "zeco";
-  const std::string backend_col = !gpu ? "cpu" : uses_scan && o.allscan == "device" ? "device" : "nccl";
+  const SpConfig cfg{local, o.blocks, o.allscan};
 
-  // Result rows first: a rerun skips what the CSV already holds.
-  auto row_for = [&](const char* pass) {
+  auto row_for = [&](const std::string& method, const char* pass) {
+    const bool uses_scan = method == "zeco";
     ResultRow r;
-    r.set("level", std::string("operator")).set("method", o.method).set("backend", backend_col);
+    r.set("level", std::string("operator")).set("method", method);
+    r.set("backend", std::string(!gpu ? "cpu" : uses_scan && o.allscan == "device" ? "device" : "nccl"));
     r.set("world_size", P).set("batch", whole.B).set("heads", whole.H).set("dk", whole.dk).set("dv", whole.dv);
     r.set("tokens_per_rank", local.T).set("chunk", kChunk).set("dtype", std::string(dtype_name(act)));
     r.set("blocks", uses_scan ? o.blocks : 0);
@@ -199,20 +221,25 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
     add_provenance(r, *rt->dev);
     return r;
   };
+  // A rerun skips the methods whose rows the CSV already holds.
   std::unique_ptr<CsvAppender> csv;
+  std::vector<std::string> todo = methods;
   if (!o.csv.empty()) {
-    int skip = 0;
+    std::vector<int> skip(methods.size(), 0);
     agree_on_usage_errors(boot, [&] {
-      if (p == 0) {
-        csv = std::make_unique<CsvAppender>(o.csv);
-        skip = o.resume && csv->contains(row_for("fwd")) && csv->contains(row_for("fwd_bwd"));
-      }
+      if (p != 0) return;
+      csv = std::make_unique<CsvAppender>(o.csv);
+      for (size_t i = 0; i < methods.size(); ++i)
+        skip[i] = o.resume && csv->contains(row_for(methods[i], "fwd")) && csv->contains(row_for(methods[i], "fwd_bwd"));
     });
-    boot.broadcast(&skip, sizeof skip, 0);
-    if (skip) {
-      if (p == 0) std::printf("# %s P=%d T/P=%d: already in %s, skipped\n", o.method.c_str(), P, local.T, o.csv.c_str());
-      return 0;
+    boot.broadcast(skip.data(), skip.size() * sizeof(int), 0);
+    todo.clear();
+    for (size_t i = 0; i < methods.size(); ++i) {
+      if (!skip[i]) todo.push_back(methods[i]);
+      else if (p == 0)
+        std::printf("# %s P=%d T/P=%d: already in %s, skipped\n", methods[i].c_str(), P, local.T, o.csv.c_str());
     }
+    if (todo.empty()) return 0;
   }
 
   // Inputs of the whole sequence on every rank (each rank checks its slice against the whole-sequence reference).
@@ -224,9 +251,6 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
   });
   const HostTensors mine = local_slice(in, whole, p * local.T, (p + 1) * local.T);
 
-  std::unique_ptr<SpMethod> method;
-  agree_on_usage_errors(boot, [&] { method = find_method(o.method)->make(*rt, cfg); });
-
   Device& dev = *rt->dev;
   DeviceTensors d(dev, local, act);
   upload_inputs(dev, act, d, mine);
@@ -234,91 +258,104 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
   const SpBackwardArgs ba = backward_args(d, mine);
 
   if (p == 0) {
-    std::printf("# spbench operator  method %s  backend %s (%s, %s)  ranks %d  device %s\n", o.method.c_str(),
-                o.backend.c_str(), rt->comm->name().c_str(), backend_col.c_str(), P, dev.name().c_str());
+    std::printf("# spbench operator  backend %s (%s, allscan %s)  ranks %d  device %s\n", o.backend.c_str(),
+                rt->comm->name().c_str(), o.allscan.c_str(), P, dev.name().c_str());
     std::printf("# B %d  T %d (%d per rank)  H %d  dk %d  dv %d  chunk %d  K %d  dtype %s\n", whole.B, whole.T, local.T,
-                whole.H, whole.dk, whole.dv, kChunk, uses_scan ? o.blocks : 0, dtype_name(act));
-    std::printf("# warm-up %d  iterations %d  seed %llu  gates %s  h0 %s  dht %s  inputs %s\n", o.warmup, o.iters,
-                (unsigned long long)o.seed, o.gates.c_str(), in.h0.empty() ? "no" : "yes",
-                in.dht.empty() ? "no" : "yes", o.inputs.empty() ? "random" : o.inputs.c_str());
+                whole.H, whole.dk, whole.dv, kChunk, o.blocks, dtype_name(act));
+    std::printf("# warm-up %d  iterations %d  seed %llu  gates %s  h0 %s  dht %s  inputs %s  tolerance %.0e\n", o.warmup,
+                o.iters, (unsigned long long)o.seed, o.gates.c_str(), in.h0.empty() ? "no" : "yes",
+                in.dht.empty() ? "no" : "yes", o.inputs.empty() ? "random" : o.inputs.c_str(), tol);
+    std::printf("#\n# %8s %5s %11s %8s %10s %10s %10s %10s %6s %9s %6s\n", "method", "ranks", "tokens/rank", "pass",
+                "mean_ms", "median_ms", "min_ms", "max_ms", "cv", "error", "check");
     std::fflush(stdout);
   }
 
-  poison_outputs(dev, d);  // so the check also proves every element was written
+  // The references, each computed once for every method that needs it.
+  std::unique_ptr<HostResult> ref_whole, ref_own;
+  auto reference = [&](bool independent) -> const HostResult& {
+    auto& r = independent ? ref_own : ref_whole;
+    if (!r)
+      r = std::make_unique<HostResult>(
+          independent ? single_device(*rt, local, mine)
+                      : slice_result(single_device(*rt, whole, in), whole, p * local.T, (p + 1) * local.T));
+    return *r;
+  };
 
+  int wrong = 0;
   EventHandle e0(dev), e1(dev), e2(dev);
   const Stream st = dev.compute_stream();
-  for (int i = 0; i < o.warmup; ++i) {
-    method->forward(fa);
-    method->backward(fa, ba);
-  }
-  dev.synchronize();
-  std::vector<double> fwd_max, all_max, all_mean;
-  for (int i = 0; i < o.iters; ++i) {
-    boot.barrier();
-    dev.record(e0.get(), st);
-    method->forward(fa);
-    dev.record(e1.get(), st);
-    method->backward(fa, ba);
-    dev.record(e2.get(), st);
+  for (const std::string& name : todo) {
+    std::unique_ptr<SpMethod> method;
+    agree_on_usage_errors(boot, [&] { method = find_method(name)->make(*rt, cfg); });
+    poison_outputs(dev, d);  // so the check also proves every element was written
+    for (int i = 0; i < o.warmup; ++i) {
+      method->forward(fa);
+      method->backward(fa, ba);
+    }
     dev.synchronize();
-    const double f = dev.elapsed_ms(e0.get(), e1.get()), a = dev.elapsed_ms(e0.get(), e2.get());
-    fwd_max.push_back(boot.max(f));
-    all_max.push_back(boot.max(a));
-    all_mean.push_back(boot.sum(a) / P);
-  }
+    std::vector<double> fwd_max, all_max, all_mean;
+    for (int i = 0; i < o.iters; ++i) {
+      boot.barrier();
+      dev.record(e0.get(), st);
+      method->forward(fa);
+      dev.record(e1.get(), st);
+      method->backward(fa, ba);
+      dev.record(e2.get(), st);
+      dev.synchronize();
+      const double f = dev.elapsed_ms(e0.get(), e1.get()), a = dev.elapsed_ms(e0.get(), e2.get());
+      fwd_max.push_back(boot.max(f));
+      all_max.push_back(boot.max(a));
+      all_mean.push_back(boot.sum(a) / P);
+    }
+    method->finish();
 
-  method->finish();
-  Errors err;
-  bool ok = true;
-  if (o.check) {
-    const bool indep = method->independent_sequences();
-    const HostResult got = download_result(dev, act, local, d);
-    const HostResult ref = indep ? single_device(*rt, local, mine)
-                                 : slice_result(single_device(*rt, whole, in), whole, p * local.T, (p + 1) * local.T);
-    err = compare(boot, ref, got, indep);
-    ok = err.all() <= tol;
-  }
-  if (!o.timeline.empty() && ok) {
-    const ResultRow r = row_for("fwd_bwd");
-    std::string prefix;
-    for (const char* c : {"method", "backend", "world_size", "tokens_per_rank", "heads", "dk", "dv", "gpu", "git_sha", "date"})
-      prefix += (prefix.empty() ? "" : ",") + r.get(c);
-    write_timeline(*rt, *method, fa, ba, o.timeline, prefix);
-  }
-  if (!o.outputs.empty()) write_outputs(boot, o.outputs, whole, local, download_result(dev, act, local, d), in);
+    Errors err;
+    bool ok = true;
+    if (o.check) {
+      const bool indep = method->independent_sequences();
+      err = compare(boot, reference(indep), download_result(dev, act, local, d), indep);
+      ok = err.all() <= tol;
+    }
+    wrong += !ok;
+    if (!o.timeline.empty() && ok) {
+      const ResultRow r = row_for(name, "fwd_bwd");
+      std::string prefix;
+      for (const char* c : {"method", "backend", "world_size", "tokens_per_rank", "heads", "dk", "dv", "gpu", "git_sha", "date"})
+        prefix += (prefix.empty() ? "" : ",") + r.get(c);
+      write_timeline(*rt, *method, fa, ba, o.timeline, prefix);
+    }
+    if (!o.outputs.empty()) write_outputs(boot, o.outputs, whole, local, download_result(dev, act, local, d), in);
 
-  if (p == 0) {
-    if (o.check)
-      std::printf("# errors vs the single-device run (relative RMS, max over ranks): o %.2e  ht %.2e  dq %.2e  dk %.2e  "
-                  "dv %.2e  dg %.2e  dh0 %.2e  (tolerance %.0e)\n",
-                  err.o, err.ht, err.dq, err.dk, err.dv, err.dg, err.dh0, tol);
-    std::printf("#\n# %8s %5s %11s %8s %10s %10s %10s %10s %6s %9s %6s\n", "method", "ranks", "tokens/rank", "pass",
-                "mean_ms", "median_ms", "min_ms", "max_ms", "cv", "error", "check");
-  }
-  const char* passes[2] = {"fwd", "fwd_bwd"};
-  std::vector<double>* times[2] = {&fwd_max, &all_max};
-  for (int i = 0; i < 2; ++i) {
-    const Summary s = summarize(*times[i]);
-    const double e = i == 0 ? err.fwd() : err.all();
-    if (p == 0)
-      std::printf("  %8s %5d %11d %8s %10.4f %10.4f %10.4f %10.4f %6.3f %9.2e %6s\n", o.method.c_str(), P, local.T,
-                  passes[i], s.mean, s.median, s.min, s.max, s.cv, e, !o.check ? "-" : ok ? "OK" : "WRONG");
-    if (csv && ok) {
-      ResultRow r = row_for(passes[i]);
-      r.set("time_ms_mean", s.mean).set("time_ms_median", s.median).set("time_ms_min", s.min);
-      r.set("time_ms_max", s.max).set("time_ms_cv", s.cv);
-      if (i == 1) r.set("time_ms_mean_over_ranks", summarize(all_mean).mean);
-      if (o.check) r.set("err_rel_rms", e);
-      csv->append(r);
+    const char* passes[2] = {"fwd", "fwd_bwd"};
+    std::vector<double>* times[2] = {&fwd_max, &all_max};
+    for (int i = 0; i < 2; ++i) {
+      const Summary s = summarize(*times[i]);
+      const double e = i == 0 ? err.fwd() : err.all();
+      if (p == 0)
+        std::printf("  %8s %5d %11d %8s %10.4f %10.4f %10.4f %10.4f %6.3f %9.2e %6s\n", name.c_str(), P, local.T,
+                    passes[i], s.mean, s.median, s.min, s.max, s.cv, e, !o.check ? "-" : ok ? "OK" : "WRONG");
+      if (csv && ok) {
+        ResultRow r = row_for(name, passes[i]);
+        r.set("time_ms_mean", s.mean).set("time_ms_median", s.median).set("time_ms_min", s.min);
+        r.set("time_ms_max", s.max).set("time_ms_cv", s.cv);
+        if (i == 1) r.set("time_ms_mean_over_ranks", summarize(all_mean).mean);
+        if (o.check) r.set("err_rel_rms", e);
+        csv->append(r);
+      }
+    }
+    if (p == 0) {
+      if (o.check)
+        std::printf("# %s errors vs the single-device run (relative RMS, max over ranks): o %.2e  ht %.2e  dq %.2e  "
+                    "dk %.2e  dv %.2e  dg %.2e  dh0 %.2e\n",
+                    name.c_str(), err.o, err.ht, err.dq, err.dk, err.dv, err.dg, err.dh0);
+      std::fflush(stdout);
     }
   }
   if (p == 0) {
-    std::printf("# wrong results: %d%s\n", ok ? 0 : 1,
-                ok ? "" : "  (a wrong result is not written to the CSV)");
+    std::printf("# wrong results: %d%s\n", wrong, wrong ? "  (a wrong result is not written to the CSV)" : "");
     std::fflush(stdout);
   }
-  return ok ? 0 : 1;
+  return wrong ? 1 : 0;
 }
 
 }  // namespace spb

@@ -60,10 +60,8 @@ for stage in "${@:-all}"; do
       | grep -E "^\[|^ |wrong|error" ;;&
   timeline|all)
     stamp "timelines"
-    for m in zeco lasp2 ring; do
-      $MPI -np "$gpus" $B/spbench operator --backend gpu -m $m -B 1 -H 16 --dk 128 --dv 128 -L 16384 -K 16 -w 5 -n 10 \
-        --timeline "$OUT/${machine}_timeline_$day.csv" 2>&1 | grep -E "^ |wrong|error"
-    done ;;
+    $MPI -np "$gpus" $B/spbench operator --backend gpu -m zeco,lasp2,ring,dp -B 1 -H 16 --dk 128 --dv 128 -L 16384 -K 16 \
+      -w 5 -n 10 --timeline "$OUT/${machine}_timeline_$day.csv" 2>&1 | grep -E "^ |wrong|error" ;;
   esac
 done
 stamp "done"

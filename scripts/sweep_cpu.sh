@@ -7,14 +7,13 @@ SPB=$SPB_BUILD/spbench
 machine=${SPB_MACHINE:-cpu-$(nproc)core}
 csv=${SPB_CSV:-$SPB_ROOT/results/${machine}_operator_$(date -u +%Y-%m-%d).csv}
 mkdir -p "$(dirname "$csv")"
-mapfile -t methods < <("$SPB" methods | awk '{print $1}')
-configs=()
-for P in 1 2 4; do for L in 256 1024; do for m in "${methods[@]}"; do configs+=("$m $P $L"); done; done; done
+configs=()  # one process per configuration runs every method over the same inputs (-m all)
+for P in 1 2 4; do for L in 256 1024; do configs+=("all $P $L"); done; done
 i=0
 for c in "${configs[@]}"; do
   read -r m P L <<<"$c"
   i=$((i + 1))
-  spb_log "[$i/${#configs[@]}] $m on $P CPU ranks, $L tokens per rank"
+  spb_log "[$i/${#configs[@]}] every method on $P CPU ranks, $L tokens per rank"
   mpirun -np "$P" --bind-to none "$SPB" operator --backend cpu -m "$m" -B 1 -H 4 --dk 32 --dv 32 -L "$L" -K 4 \
     -w 5 -n 50 --csv "$csv" | grep -E '^ |skipped|wrong results: [1-9]' || true
 done

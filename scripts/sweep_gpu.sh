@@ -9,17 +9,17 @@ gpus=$(nvidia-smi -L | wc -l)
 machine=${SPB_MACHINE:-${gpus}x$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | awk '{print $NF}')}
 csv=${SPB_CSV:-$SPB_ROOT/results/${machine}_operator_$(date -u +%Y-%m-%d).csv}
 mkdir -p "$(dirname "$csv")"
-mapfile -t methods < <("$SPB" methods | awk '{print $1}')
 worlds=(); for P in 1 2 4 8; do [ "$P" -le "$gpus" ] && worlds+=("$P"); done
 # Weak scaling (Tables 3 and 4): fixed tokens per GPU. Strong scaling: a 65536-token sequence on 1, 2, 4, ... GPUs.
+# One process per configuration runs every method over the same inputs and reference (-m all).
 configs=()
-for L in 16384 32768; do for P in "${worlds[@]}"; do for m in "${methods[@]}"; do configs+=("$m $P -L $L"); done; done; done
-for P in "${worlds[@]}"; do for m in "${methods[@]}"; do configs+=("$m $P -T 65536"); done; done
+for L in 16384 32768; do for P in "${worlds[@]}"; do configs+=("all $P -L $L"); done; done
+for P in "${worlds[@]}"; do configs+=("all $P -T 65536"); done
 i=0
 for c in "${configs[@]}"; do
   read -r m P flag tokens <<<"$c"
   i=$((i + 1))
-  spb_log "[$i/${#configs[@]}] $m on $P GPUs, $flag $tokens"
+  spb_log "[$i/${#configs[@]}] every method on $P GPUs, $flag $tokens"
   mpirun -np "$P" --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH -x SPB_GIT_SHA "$SPB" operator --backend gpu \
     -m "$m" -B 1 -H 16 --dk 128 --dv 128 "$flag" "$tokens" -K 16 -w 5 -n 50 --csv "$csv" \
     | grep -E '^ |skipped|wrong results: [1-9]|error' || true
