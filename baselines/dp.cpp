@@ -13,16 +13,17 @@ class DataParallel final : public SpMethod {
 
   void forward(const SpForwardArgs& a) override {
     TimelineSpan span(rt_, "gla_forward", false);
-    gla_forward(*rt_.kern, ws_, a.q, a.k, a.v, a.g, a.h0, a.o, a.h_out, rt_.dev->compute_stream());
+    gla_forward(*rt_.kern, ws_, a.q, a.k, a.v, a.g, a.h0, a.o, final_state(a), rt_.dev->compute_stream());
   }
   void backward(const SpForwardArgs& f, const SpBackwardArgs& a) override {
     TimelineSpan span(rt_, "gla_backward", false);
-    gla_backward(*rt_.kern, ws_, f.q, f.k, f.v, f.g, f.h0, a.d_o, a.dht, a.dq, a.dk, a.dv, a.dg, a.dh_in,
-                 rt_.dev->compute_stream());
+    gla_backward_saved(*rt_.kern, ws_, f.q, f.k, f.v, final_state(f), a.d_o, a.dht, a.dq, a.dk, a.dv, a.dg, a.dh_in,
+                       rt_.dev->compute_stream());
   }
   bool independent_sequences() const override { return true; }
 
  private:
+  float* final_state(const SpForwardArgs& a) { return a.h_out ? a.h_out : ws_.ht.f32(); }
   Runtime& rt_;
   GlaWorkspace ws_;
 };

@@ -13,7 +13,8 @@ class Lasp1 final : public SpMethod {
  public:
   Lasp1(Runtime& rt, const SpConfig& c)
       : rt_(rt), ws_(*rt.dev, c.local), S_in_(*rt.dev, c.local.state_elems() * 4),
-        dS_out_(*rt.dev, c.local.state_elems() * 4), out_(*rt.dev, c.local.state_elems() * 4) {}
+        dS_out_(*rt.dev, c.local.state_elems() * 4), ht_(*rt.dev, c.local.state_elems() * 4),
+        dh_(*rt.dev, c.local.state_elems() * 4) {}
 
   void forward(const SpForwardArgs& a) override {
     const int p = rt_.rank(), P = rt_.world();
@@ -25,7 +26,7 @@ class Lasp1 final : public SpMethod {
       TimelineSpan span(rt_, "recv", false);
       rt_.comm->recv(S_in_.get(), bytes, p - 1, st);
     }
-    float* h_out = a.h_out ? a.h_out : out_.f32();
+    float* h_out = a.h_out ? a.h_out : ht_.f32();
     {
       TimelineSpan span(rt_, "gla_forward", false);
       gla_forward(*rt_.kern, ws_, a.q, a.k, a.v, a.g, S_in_.f32(), a.o, h_out, st);
@@ -46,11 +47,11 @@ class Lasp1 final : public SpMethod {
       TimelineSpan span(rt_, "recv", false);
       rt_.comm->recv(dS_out_.get(), bytes, p + 1, st);
     }
-    float* dh_in = a.dh_in ? a.dh_in : out_.f32();
+    float* dh_in = a.dh_in ? a.dh_in : dh_.f32();
     {
       TimelineSpan span(rt_, "gla_backward", false);
-      gla_backward(*rt_.kern, ws_, f.q, f.k, f.v, f.g, S_in_.f32(), a.d_o, dS_out_.f32(), a.dq, a.dk, a.dv, a.dg,
-                   dh_in, st);
+      gla_backward_saved(*rt_.kern, ws_, f.q, f.k, f.v, f.h_out ? f.h_out : ht_.f32(), a.d_o, dS_out_.f32(), a.dq,
+                         a.dk, a.dv, a.dg, dh_in, st);
     }
     if (p > 0) {
       TimelineSpan span(rt_, "send", false);
@@ -61,7 +62,7 @@ class Lasp1 final : public SpMethod {
  private:
   Runtime& rt_;
   GlaWorkspace ws_;
-  Buffer S_in_, dS_out_, out_;
+  Buffer S_in_, dS_out_, ht_, dh_;  // ht_, dh_: for a caller that wants no h_out / dh_in
 };
 
 }  // namespace

@@ -31,7 +31,8 @@ class Ulysses final : public SpMethod {
         recv_(*rt.dev, std::max(F_.qk_elems(), F_.v_elems()) * act_),
         dq_(*rt.dev, F_.qk_elems() * act_), dk_(*rt.dev, F_.qk_elems() * act_),
         dg_(*rt.dev, F_.qk_elems() * act_),
-        h0_(*rt.dev, F_.state_elems() * 4), dht_(*rt.dev, F_.state_elems() * 4), mine_(*rt.dev, F_.state_elems() * 4),
+        h0_(*rt.dev, F_.state_elems() * 4), dht_(*rt.dev, F_.state_elems() * 4), ht_(*rt.dev, F_.state_elems() * 4),
+        mine_(*rt.dev, F_.state_elems() * 4),
         all_(*rt.dev, L_.state_elems() * 4) {}
 
   void forward(const SpForwardArgs& a) override {
@@ -42,10 +43,10 @@ class Ulysses final : public SpMethod {
     const float* h0 = a.h0 ? my_heads(a.h0, h0_.f32()) : nullptr;
     {
       TimelineSpan span(rt_, "gla_forward", false);
-      gla_forward(*rt_.kern, ws_, q_.get(), k_.get(), v_.get(), g_.get(), h0, x_.get(), mine_.f32(), stream());
+      gla_forward(*rt_.kern, ws_, q_.get(), k_.get(), v_.get(), g_.get(), h0, x_.get(), ht_.f32(), stream());
     }
     to_sequence(x_.get(), a.o, L_.dv);
-    if (a.h_out) all_heads(mine_.f32(), a.h_out);
+    if (a.h_out) all_heads(ht_.f32(), a.h_out);
   }
 
   void backward(const SpForwardArgs& f, const SpBackwardArgs& a) override {
@@ -54,8 +55,8 @@ class Ulysses final : public SpMethod {
     const float* dht = a.dht ? my_heads(a.dht, dht_.f32()) : nullptr;
     {
       TimelineSpan span(rt_, "gla_backward", false);
-      gla_backward(*rt_.kern, ws_, q_.get(), k_.get(), v_.get(), g_.get(), h0, y_.get(), dht, dq_.get(), dk_.get(),
-                   x_.get(), dg_.get(), mine_.f32(), stream());
+      gla_backward_saved(*rt_.kern, ws_, q_.get(), k_.get(), v_.get(), ht_.f32(), y_.get(), dht, dq_.get(), dk_.get(),
+                         x_.get(), dg_.get(), mine_.f32(), stream());
     }
     to_sequence(dq_.get(), a.dq, L_.dk);
     to_sequence(dk_.get(), a.dk, L_.dk);
@@ -116,7 +117,7 @@ class Ulysses final : public SpMethod {
   GlaShape L_, F_;  // this rank's sequence shard; this rank's head shard of the whole sequence
   size_t act_;
   GlaWorkspace ws_;
-  Buffer q_, k_, v_, g_, x_, y_, send_, recv_, dq_, dk_, dg_, h0_, dht_, mine_, all_;
+  Buffer q_, k_, v_, g_, x_, y_, send_, recv_, dq_, dk_, dg_, h0_, dht_, ht_, mine_, all_;
 };
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "harness/npy.h"
 
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <regex>

@@ -52,6 +52,7 @@ HostResult single_device(Runtime& rt, const GlaShape& s, const HostTensors& x) {
   const float* dht = x.dht.empty() ? nullptr : d.dht.f32();
   const Stream st = rt.dev->compute_stream();
   gla_forward(*rt.kern, ws, d.q.get(), d.k.get(), d.v.get(), d.g.get(), h0, d.o.get(), d.h_out.f32(), st);
+  // The recomputing backward, while the methods reuse the forward's states: the check covers both paths.
   gla_backward(*rt.kern, ws, d.q.get(), d.k.get(), d.v.get(), d.g.get(), h0, d.d_o.get(), dht, d.dq.get(), d.dk.get(),
                d.dv.get(), d.dg.get(), d.dh_in.f32(), st);
   rt.dev->synchronize();

@@ -176,9 +176,10 @@ std::unique_ptr<Problem> make_problem(const BenchShape& bs, uint64_t seed) {
 void run_pass(Problem& p, bool bwd, Stream st) {
   GlaWorkspace& ws = *p.ws;
   gla_forward(*g_kern, ws, p.q.get(), p.k.get(), p.v.get(), p.g.get(), nullptr, p.o.get(), p.ht.f32(), st);
+  // The backward reuses the gc and chunk states the forward saved (gla_backward_saved), as the SP methods do.
   if (bwd)
-    gla_backward(*g_kern, ws, p.q.get(), p.k.get(), p.v.get(), p.g.get(), nullptr, p.d_o.get(), nullptr, p.dq.get(),
-                 p.dk.get(), p.dv.get(), p.dg.get(), p.dh0.f32(), st);
+    gla_backward_saved(*g_kern, ws, p.q.get(), p.k.get(), p.v.get(), p.ht.f32(), p.d_o.get(), nullptr, p.dq.get(),
+                       p.dk.get(), p.dv.get(), p.dg.get(), p.dh0.f32(), st);
 }
 
 void write_csv(const Problem& p, const Result& r, int warmup, int iters) {
@@ -346,7 +347,7 @@ void print_breakdown(Problem& p) {
   };
   const Stage stages[] = {
       {"chunk_cumsum", 6 * TD, [&] { g_kern->chunk_cumsum(s, p.g.get(), ws.gc.f32(), ws.lambda.f32(), st); }},
-      {"chunk_states_fwd", 8 * TD + 2 * TE + HS,
+      {"chunk_states_fwd", 6 * TD + 2 * TE + HS,
        [&] { g_kern->chunk_states_fwd(s, k, v, ws.gc.f32(), nullptr, ws.hs.f32(), ws.ht.f32(), st); }},
       {"chunk_output", 8 * TD + 4 * TE + HS,
        [&] { g_kern->chunk_output(s, q, k, v, ws.gc.f32(), ws.hs.f32(), p.o.get(), st); }},
@@ -362,13 +363,13 @@ void print_breakdown(Problem& p) {
          gla_cuda::launch_dv(d, q, k, d_o, ws.gc.f32(), ws.dhs.f32(), static_cast<bf16*>(p.dv.get()), cs);
        }},
       // variants, for the notes: both state tiles, the other column tile of the A-matrix kernels
-      {"states_fwd, bk=16", 8 * TD + 2 * TE + HS,
+      {"states_fwd, bk=16", 6 * TD + 2 * TE + HS,
        [&] {
          gla_cuda::set_states_bk(16);
          g_kern->chunk_states_fwd(s, k, v, ws.gc.f32(), nullptr, ws.hs.f32(), ws.ht.f32(), st);
          gla_cuda::set_states_bk(0);
        }},
-      {"states_fwd, bk=32", 8 * TD + 2 * TE + HS,
+      {"states_fwd, bk=32", 6 * TD + 2 * TE + HS,
        [&] {
          gla_cuda::set_states_bk(32);
          g_kern->chunk_states_fwd(s, k, v, ws.gc.f32(), nullptr, ws.hs.f32(), ws.ht.f32(), st);

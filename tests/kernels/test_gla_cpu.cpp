@@ -115,3 +115,29 @@ TEST(StateAlgebra, FoldAddAndCopyAreExact) {
 
 }  // namespace
 }  // namespace spb
+
+namespace spb {
+namespace {
+// The backward that reuses the forward's saved states computes exactly what the recomputing one does.
+TEST(SavedBackward, EqualsTheRecomputingBackward) {
+  GlaShape s;
+  s.B = 1, s.T = 150, s.H = 2, s.dk = 8, s.dv = 12;
+  const HostTensors x = generate_inputs(s, 5, GateKind::model, true, true);
+  auto kern = make_cpu_kernels();
+  auto dev = make_cpu_device();
+  GlaWorkspace a(*dev, s), b(*dev, s);
+  std::vector<float> o(s.v_elems()), ht(s.state_elems());
+  std::vector<float> g1[4] = {std::vector<float>(s.qk_elems()), std::vector<float>(s.qk_elems()),
+                              std::vector<float>(s.v_elems()), std::vector<float>(s.qk_elems())};
+  std::vector<float> g2[4] = {g1[0], g1[1], g1[2], g1[3]};
+  std::vector<float> dh1(s.state_elems()), dh2(s.state_elems());
+  gla_backward(*kern, a, x.q.data(), x.k.data(), x.v.data(), x.g.data(), x.h0.data(), x.d_o.data(), x.dht.data(),
+               g1[0].data(), g1[1].data(), g1[2].data(), g1[3].data(), dh1.data(), {});
+  gla_forward(*kern, b, x.q.data(), x.k.data(), x.v.data(), x.g.data(), x.h0.data(), o.data(), ht.data(), {});
+  gla_backward_saved(*kern, b, x.q.data(), x.k.data(), x.v.data(), ht.data(), x.d_o.data(), x.dht.data(),
+                     g2[0].data(), g2[1].data(), g2[2].data(), g2[3].data(), dh2.data(), {});
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(g1[i], g2[i]) << i;
+  EXPECT_EQ(dh1, dh2);
+}
+}  // namespace
+}  // namespace spb
