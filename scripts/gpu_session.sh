@@ -24,7 +24,7 @@ if [ ! -x $B/spbench ]; then
   cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DNCCL_ROOT="$NCCL_ROOT" -DSPB_DEPS_PREFIX="$PWD/build-deps" \
     > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
 fi
-cmake --build $B -j 16 > "$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -60; exit 1; }
+cmake --build $B -j "$(nproc)" > "$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -60; exit 1; }
 stamp "built"
 gpus=$(nvidia-smi -L | wc -l)
 machine=${SPB_MACHINE:-${gpus}xH200}
@@ -47,7 +47,8 @@ for stage in "${@:-all}"; do
     stamp "collective sweep"
     for P in 2 4; do
       [ "$P" -le "$gpus" ] || continue
-      $MPI -np $P $B/spbench collective --backend gpu -b 64K -e 32M -f 2 --block-elems 16384 \
+      probe=""; [ "$P" -eq 2 ] && probe=--probe
+      $MPI -np $P $B/spbench collective --backend gpu -b 64K -e 32M -f 2 --block-elems 16384 $probe \
         --csv "$OUT/${machine}_collective_$day.csv" 2>&1 | tee -a "$OUT/collective.log" | grep -E "^ |wrong|error"
       $MPI -np $P $B/spbench collective --backend gpu -p allscan -b 1M -e 2M --block-elems 1024,4096,16384,65536,262144 \
         --allscan host --csv "$OUT/${machine}_collective_$day.csv" 2>&1 | tee -a "$OUT/collective.log" | grep -E "^ |wrong|error"
