@@ -7,6 +7,7 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
+LOG=$OUT/session.log  # one log: a call brings back at most 8 files
 export NCCL_NVLS_ENABLE=0  # never NVLink multicast here (KINDS.md)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 NCCL_ROOT=${NCCL_ROOT:-$(python3 -c 'import nvidia.nccl, os; print(nvidia.nccl.__path__[0])')}
@@ -18,13 +19,13 @@ t0=$(date +%s)
 stamp() { echo "[gpu_session +$(( $(date +%s) - t0 ))s] $*"; }
 
 stamp "machine: $(nvidia-smi -L | wc -l) GPUs: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
-nvidia-smi topo -m > "$OUT/topo.txt" 2>&1 || true
+nvidia-smi topo -m >> "$LOG" 2>&1 || true
 mkdir -p build-deps && for f in .deps/*.deb; do dpkg -x "$f" build-deps; done
 if [ ! -x $B/spbench ]; then
   cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DNCCL_ROOT="$NCCL_ROOT" -DSPB_DEPS_PREFIX="$PWD/build-deps" \
-    > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
+    >> "$LOG" 2>&1 || { tail -30 "$LOG"; exit 1; }
 fi
-cmake --build $B -j "$(nproc)" > "$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -60; exit 1; }
+cmake --build $B -j "$(nproc)" >> "$LOG" 2>&1 || { grep -E "error" -A3 "$LOG" | head -60; exit 1; }
 stamp "built"
 gpus=$(nvidia-smi -L | wc -l)
 machine=${SPB_MACHINE:-${gpus}xH200}
@@ -35,13 +36,13 @@ for stage in "${@:-all}"; do
   case $stage in
   test|all)
     stamp "ctest (GPU tests)"
-    (cd $B && ctest -R "gla_cuda|gpu|nccl" --output-on-failure --timeout 300) > "$OUT/ctest_gpu.log" 2>&1
-    grep -E "tests passed|Failed|\*\*\*" "$OUT/ctest_gpu.log" | tail -15 ;;&
+    (cd $B && ctest -R "gla_cuda|gpu|nccl" --output-on-failure --timeout 300) 2>&1 | tee -a "$LOG" \
+      | grep -E "tests passed|Failed|\*\*\*" | tail -15 ;;&
   bench|all)
     if [ -x $B/kernels/cuda/bench_gla_cuda ]; then
       stamp "kernel benchmark"
       SPB_CSV="$OUT/${machine}_kernel_$day.csv" $B/kernels/cuda/bench_gla_cuda --benchmark_min_time=0.2 \
-        > "$OUT/bench.log" 2>&1; tail -20 "$OUT/bench.log"
+        2>&1 | tee -a "$LOG" | tail -14
     fi ;;&
   collective|all)
     stamp "collective sweep"
@@ -49,15 +50,15 @@ for stage in "${@:-all}"; do
       [ "$P" -le "$gpus" ] || continue
       probe=""; [ "$P" -eq 2 ] && probe=--probe
       $MPI -np $P $B/spbench collective --backend gpu -b 64K -e 32M -f 2 --block-elems 16384 $probe \
-        --csv "$OUT/${machine}_collective_$day.csv" 2>&1 | tee -a "$OUT/collective.log" | grep -E "^ |wrong|error"
+        --csv "$OUT/${machine}_collective_$day.csv" 2>&1 | tee -a "$LOG" | grep -E "^ |wrong|error"
       $MPI -np $P $B/spbench collective --backend gpu -p allscan -b 1M -e 2M --block-elems 1024,4096,16384,65536,262144 \
-        --allscan host --csv "$OUT/${machine}_collective_$day.csv" 2>&1 | tee -a "$OUT/collective.log" | grep -E "^ |wrong|error"
+        --allscan host --csv "$OUT/${machine}_collective_$day.csv" 2>&1 | tee -a "$LOG" | grep -E "^ |wrong|error"
       $MPI -np $P $B/spbench collective --backend gpu -p allscan -b 1M -e 2M --block-elems 1024,4096,16384,65536,262144 \
-        --allscan device --csv "$OUT/${machine}_collective_$day.csv" 2>&1 | tee -a "$OUT/collective.log" | grep -E "^ |wrong|error"
+        --allscan device --csv "$OUT/${machine}_collective_$day.csv" 2>&1 | tee -a "$LOG" | grep -E "^ |wrong|error"
     done ;;&
   operator|all)
     stamp "operator sweep"
-    SPB_BUILD=$PWD/$B SPB_CSV="$OUT/${machine}_operator_$day.csv" bash scripts/sweep_gpu.sh 2>&1 | tee "$OUT/operator.log" \
+    SPB_BUILD=$PWD/$B SPB_CSV="$OUT/${machine}_operator_$day.csv" bash scripts/sweep_gpu.sh 2>&1 | tee -a "$LOG" \
       | grep -E "^\[|^ |wrong|error" ;;&
   timeline|all)
     stamp "timelines"
