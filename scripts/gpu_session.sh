@@ -41,7 +41,7 @@ for stage in "${@:-all}"; do
   bench|all)
     if [ -x $B/kernels/cuda/bench_gla_cuda ]; then
       stamp "kernel benchmark"
-      SPB_CSV="$OUT/${machine}_kernel_$day.csv" $B/kernels/cuda/bench_gla_cuda --benchmark_min_time=0.2 \
+      SPB_CSV="$OUT/${machine}_kernel_$day.csv" timeout 200 $B/kernels/cuda/bench_gla_cuda \
         2>&1 | tee -a "$LOG" | tail -14
     fi ;;&
   collective|all)
