@@ -11,7 +11,7 @@ namespace {
 class Lasp2 final : public SpMethod {
  public:
   Lasp2(Runtime& rt, const SpConfig& c)
-      : rt_(rt), s_(c.local), local_(rt, c.local),
+      : rt_(rt), s_(c.local), overlap_(c.overlap), local_(rt, c.local),
         record_elems_(c.local.state_elems() + c.local.state_rows()),
         mine_(*rt.dev, record_elems_ * 4), all_(*rt.dev, record_elems_ * 4 * rt.world()),
         ready_(*rt.dev), folded_(*rt.dev) {}
@@ -26,9 +26,14 @@ class Lasp2 final : public SpMethod {
     copy_or_zero(dev, local_.S_in(), a.h0, s_.state_elems(), cs);
     for (int j = 0; j < rt_.rank(); ++j) fold_rank(j, local_.S_in());
     dev.record(folded_.get(), cs);
-    local_.forward_local_output(a);  // overlaps the all-gather
-    dev.wait(dev.compute_stream(), folded_.get());
-    local_.forward_apply_initial(a);
+    if (overlap_) {
+      local_.forward_local_output(a);  // overlaps the all-gather
+      dev.wait(dev.compute_stream(), folded_.get());
+      local_.forward_apply_initial(a);
+    } else {
+      dev.wait(dev.compute_stream(), folded_.get());
+      local_.forward_output_from_initial(a);
+    }
     local_.fold_forward(local_.S_in(), a.h_out ? a.h_out : local_.spare_state(), dev.compute_stream());
   }
 
@@ -68,6 +73,7 @@ class Lasp2 final : public SpMethod {
 
   Runtime& rt_;
   GlaShape s_;
+  bool overlap_;
   SpLocalGla local_;
   size_t record_elems_;
   Buffer mine_, all_;

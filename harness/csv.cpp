@@ -20,7 +20,7 @@ const std::vector<std::string>& schema_columns() {
       "tokens_per_s_per_gpu", "gpu", "git_sha", "date",
       // and these, for every level
       "chunk", "blocks", "comm", "warmup", "iters", "time_ms_cv", "time_ms_mean_over_ranks", "host", "driver", "cuda",
-      "nccl", "mpi"};
+      "nccl", "mpi", "overlap"};
   return cols;
 }
 
@@ -28,7 +28,7 @@ const std::vector<std::string>& config_columns() {
   // `bytes` tells collective rows apart (heads is 0 when a size is not a whole number of dk x dv states).
   static const std::vector<std::string> cols = {"level", "method", "backend", "world_size", "batch", "heads", "dk",
                                                 "dv", "tokens_per_rank", "block_elems", "bytes", "dtype", "pass",
-                                                "gpu", "git_sha"};
+                                                "overlap", "gpu", "git_sha"};
   return cols;
 }
 

@@ -17,6 +17,9 @@ struct SpConfig {
   GlaShape local;                // this rank's tensors: T = tokens per rank
   int blocks = 1;                // All-Scan block count K (zeco): K blocks of whole state rows
   std::string allscan = "host";  // All-Scan backend (zeco): "host" (over the communicator) or "device"
+  // zeco, lasp2: compute the output from local states during the communication and correct it after (true), or fold
+  // the incoming state into the chunk states first (false; see harness/sp_local.h for when each is cheaper).
+  bool overlap = false;
 };
 
 // This rank's tensors (device pointers, layouts of gla_kernels.h). h0 is the initial state of the whole sequence and

@@ -40,6 +40,10 @@ void add_operator_command(CLI::App& app, OperatorOptions& o) {
   auto* v = app.add_option("--dv", o.dv, "value head dimension");
   t->excludes(l);
   app.add_option("--blocks,-K", o.blocks, "All-Scan blocks K (zeco); must divide B*H*dk");
+  app.add_option("--overlap", o.overlap,
+                 "zeco, lasp2: 1 = output from local states during the communication, corrected after; 0 = fold the "
+                 "incoming state into the chunk states first (default)")
+      ->check(CLI::Range(0, 1));
   app.add_option("--warmup,-w", o.warmup, "untimed iterations")->check(CLI::NonNegativeNumber);
   app.add_option("--iters,-n", o.iters, "timed iterations")->check(CLI::PositiveNumber);
   app.add_option("--seed", o.seed, "seed of the random inputs");
@@ -206,7 +210,7 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
   const DType act = rt->kern->act_dtype();
   if (o.allscan == "auto") o.allscan = gpu ? "device" : "host";
   const double tol = o.tolerance > 0 ? o.tolerance : gpu ? 5e-3 : 1e-5;
-  const SpConfig cfg{local, o.blocks, o.allscan};
+  const SpConfig cfg{local, o.blocks, o.allscan, o.overlap != 0};
 
   auto row_for = [&](const std::string& method, const char* pass) {
     const bool uses_scan = method == "zeco";
@@ -216,6 +220,7 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
     r.set("world_size", P).set("batch", whole.B).set("heads", whole.H).set("dk", whole.dk).set("dv", whole.dv);
     r.set("tokens_per_rank", local.T).set("chunk", kChunk).set("dtype", std::string(dtype_name(act)));
     r.set("blocks", uses_scan ? o.blocks : 0);
+    r.set("overlap", method == "zeco" || method == "lasp2" ? o.overlap : 0);
     r.set("block_elems", uses_scan ? (long long)(local.state_rows() / o.blocks * local.dv) : 0LL);
     r.set("pass", std::string(pass)).set("comm", rt->comm->name()).set("warmup", o.warmup).set("iters", o.iters);
     add_provenance(r, *rt->dev);

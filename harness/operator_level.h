@@ -24,6 +24,7 @@ struct OperatorOptions {
   int check = 1;
   double tolerance = 0;  // 0: 1e-5 on the CPU (fp32), 5e-3 on the GPU (bf16)
   bool resume = true;
+  int overlap = 0;  // zeco, lasp2: 1 = output from local states during the communication, corrected after
 };
 
 void add_operator_command(CLI::App& app, OperatorOptions& o);

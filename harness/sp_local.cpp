@@ -15,6 +15,7 @@ SpLocalGla::SpLocalGla(Runtime& rt, const GlaShape& s)
 
 void SpLocalGla::forward_local_states(const SpForwardArgs& a) {
   TimelineSpan span(rt_, "local_states", false);
+  states_true_ = false;
   const Stream st = rt_.dev->compute_stream();
   rt_.kern->chunk_cumsum(ws_.shape, a.g, ws_.gc.f32(), ws_.lambda.f32(), st);
   rt_.kern->chunk_states_fwd(ws_.shape, a.k, a.v, ws_.gc.f32(), nullptr, ws_.hs.f32(), local_final_.f32(), st);
@@ -30,6 +31,15 @@ void SpLocalGla::forward_apply_initial(const SpForwardArgs& a) {
   rt_.kern->output_add_initial(ws_.shape, a.q, ws_.gc.f32(), S_in_.f32(), a.o, rt_.dev->compute_stream());
 }
 
+void SpLocalGla::forward_output_from_initial(const SpForwardArgs& a) {
+  TimelineSpan span(rt_, "output", false);
+  const Stream st = rt_.dev->compute_stream();
+  rt_.dev->copy(ws_.ht.f32(), local_final_.f32(), ws_.shape.state_elems() * 4, st);
+  rt_.kern->states_add_initial(ws_.shape, ws_.gc.f32(), S_in_.f32(), ws_.hs.f32(), ws_.ht.f32(), st);
+  rt_.kern->chunk_output(ws_.shape, a.q, a.k, a.v, ws_.gc.f32(), ws_.hs.f32(), a.o, st);
+  states_true_ = true;
+}
+
 void SpLocalGla::backward_local_dstates(const SpForwardArgs& f, const SpBackwardArgs& a) {
   TimelineSpan span(rt_, "local_dstates", false);
   rt_.kern->chunk_states_bwd(ws_.shape, f.q, a.d_o, ws_.gc.f32(), nullptr, ws_.dhs.f32(), local_dh_in_.f32(),
@@ -37,11 +47,13 @@ void SpLocalGla::backward_local_dstates(const SpForwardArgs& f, const SpBackward
 }
 
 void SpLocalGla::backward_true_states() {
+  if (states_true_) return;  // the forward folded S_in in already
   TimelineSpan span(rt_, "true_states", false);
   const Stream st = rt_.dev->compute_stream();
   // The forward left gc, lambda and the zero-start states in the workspace; S_in makes them true.
   rt_.dev->copy(ws_.ht.f32(), local_final_.f32(), ws_.shape.state_elems() * 4, st);
   rt_.kern->states_add_initial(ws_.shape, ws_.gc.f32(), S_in_.f32(), ws_.hs.f32(), ws_.ht.f32(), st);
+  states_true_ = true;
 }
 
 void SpLocalGla::backward_finish(const SpForwardArgs& f, const SpBackwardArgs& a) {

@@ -1,9 +1,14 @@
 // What every scan-based SP method does on its own rank (DESIGN §2), so that zeco, lasp2 and ring differ only in how
 // they obtain S_in and dS_out:
-//  forward:  local states from a zero state -> M_p (local_final) and Lambda_p (lambda); o from the local states
-//            (no incoming state needed, so it overlaps the communication); once S_in is known, o += its correction.
-//  backward: the true states from the saved S_in; local state gradients from a zero final gradient -> D_p
-//            (local_dh_in); once dS_out is known, the state gradients are corrected and every gradient computed.
+//  forward:  local states from a zero state -> M_p (local_final) and Lambda_p (lambda); then either
+//            - overlapped: o from the local states (needs no incoming state, so it runs during the communication),
+//              and once S_in is known, o += its correction (forward_local_output + forward_apply_initial); or
+//            - in order: once S_in is known, fold it into the chunk states and compute o from the true states
+//              (forward_output_from_initial). One pass over the states instead of one over o, and the backward then
+//              finds its states ready: cheaper whenever the communication is shorter than the correction pass.
+//  backward: the true states (from the saved S_in, unless the forward made them already); local state gradients
+//            from a zero final gradient -> D_p (local_dh_in); once dS_out is known, the state gradients are
+//            corrected and every gradient computed.
 // All work goes on the device's compute stream.
 #pragma once
 
@@ -19,6 +24,7 @@ class SpLocalGla {
   void forward_local_states(const SpForwardArgs& a);
   void forward_local_output(const SpForwardArgs& a);
   void forward_apply_initial(const SpForwardArgs& a);  // reads S_in()
+  void forward_output_from_initial(const SpForwardArgs& a);  // reads S_in()
   void backward_local_dstates(const SpForwardArgs& f, const SpBackwardArgs& a);  // -> local_dh_in (D_p)
   void backward_true_states();                                                 // reads S_in()
   void backward_finish(const SpForwardArgs& f, const SpBackwardArgs& a);  // reads dS_out()
@@ -41,6 +47,7 @@ class SpLocalGla {
   Runtime& rt_;
   GlaWorkspace ws_;
   Buffer local_final_, local_dh_in_, S_in_, dS_out_, spare_;
+  bool states_true_ = false;  // hs and ht in the workspace already include S_in
 };
 
 // A buffer of `bytes` filled with `src` (nullable: zeros), on stream st.

@@ -29,7 +29,7 @@ cmake --build $B -j "$(nproc)" >> "$LOG" 2>&1 || { grep -E "error" -A3 "$LOG" | 
 stamp "built"
 gpus=$(nvidia-smi -L | wc -l)
 machine=${SPB_MACHINE:-${gpus}xH200}
-day=$(date -u +%Y-%m-%d)
+day=$(date -u +%Y-%m-%d)${SPB_RUN_TAG:+_$SPB_RUN_TAG}  # a second run on one day names itself
 MPI="mpirun --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH -x SPB_GIT_SHA"
 
 for stage in "${@:-all}"; do
@@ -62,8 +62,10 @@ for stage in "${@:-all}"; do
       | grep -E "^\[|^ |wrong|error" ;;&
   timeline|all)
     stamp "timelines"
-    $MPI -np "$gpus" $B/spbench operator --backend gpu -m zeco,lasp2,ring,dp -B 1 -H 16 --dk 128 --dv 128 -L 16384 -K 16 \
-      -w 5 -n 10 --timeline "$OUT/${machine}_timeline_$day.csv" 2>&1 | grep -E "^ |wrong|error" ;;
+    for overlap in 0 1; do
+      $MPI -np "$gpus" $B/spbench operator --backend gpu -m zeco,lasp2,ring,dp -B 1 -H 16 --dk 128 --dv 128 -L 16384 \
+        -K 16 --overlap $overlap -w 5 -n 10 --timeline "$OUT/${machine}_timeline_$day.csv" 2>&1 | grep -E "^ |wrong|error"
+    done ;;
   esac
 done
 stamp "done"

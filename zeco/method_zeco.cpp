@@ -37,9 +37,14 @@ class Zeco final : public SpMethod {
     dev.wait(dev.comm_stream(), ready_.get());
     scan(ScanDirection::forward, local_.local_final(), a.h0, local_.S_in(), a.h_out);
     dev.record(scanned_.get(), dev.comm_stream());
-    local_.forward_local_output(a);  // overlaps the All-Scan
-    dev.wait(dev.compute_stream(), scanned_.get());
-    local_.forward_apply_initial(a);
+    if (cfg_.overlap) {
+      local_.forward_local_output(a);  // overlaps the All-Scan
+      dev.wait(dev.compute_stream(), scanned_.get());
+      local_.forward_apply_initial(a);
+    } else {
+      dev.wait(dev.compute_stream(), scanned_.get());
+      local_.forward_output_from_initial(a);
+    }
   }
 
   void finish() override {

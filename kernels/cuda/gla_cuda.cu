@@ -96,6 +96,23 @@ __global__ void lambda_kernel(const float* __restrict__ gc, float* __restrict__ 
 // shared memory; the prefix at the group's start is summed in the same order as the CPU (so it is bit-identical).
 constexpr int kGroup = 8;
 
+// sum_{s < count} total(s), added in order (bit-identical to a plain loop) but with the loads issued 8 at a time:
+// the totals are independent global loads, and one at a time they cost a memory latency each.
+template <class Total>
+__device__ __forceinline__ float ordered_prefix(int count, Total total) {
+  float p = 0.f;
+  int s = 0;
+  for (; s + 8 <= count; s += 8) {
+    float v[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) v[u] = total(s + u);
+#pragma unroll
+    for (int u = 0; u < 8; ++u) p += v[u];
+  }
+  for (; s < count; ++s) p += total(s);
+  return p;
+}
+
 // o_t += s S_in^T (q_t * exp(c_t)), c_t = prefix_n + gc_t <= 0. Block = (64 dv columns, group of chunks, b*h),
 // tf32 mma over feature slices of 32 (synchronous loads: this stage is not on the hot path).
 constexpr int OA_QS = 40, OA_GS = 40, OA_SS = 68;
@@ -114,12 +131,9 @@ __global__ void __launch_bounds__(128) output_add_initial_kernel(const bf16* q, 
   const int nsl = (d.dk + 31) / 32;
   const long qrow = long(d.H) * d.dk, vrow = long(d.H) * d.dv;
   const float* S = S_in + long(bh) * d.dk * d.dv;
-  for (int f = tid; f < nsl * 32; f += 128) {
-    float p = 0.f;
-    if (f < d.dk)
-      for (int m = 0; m < nb; ++m) p += gc[((long(b) * d.T + last_row(m, d.T)) * d.H + h) * d.dk + f];
-    pre[f] = p;
-  }
+  for (int f = tid; f < nsl * 32; f += 128)
+    pre[f] = f < d.dk ? ordered_prefix(nb, [&](int m) { return gc[((long(b) * d.T + last_row(m, d.T)) * d.H + h) * d.dk + f]; })
+                      : 0.f;
   const int r0 = 16 * w + g, r1 = r0 + 8;
   for (int n = nb; n < ne; ++n) {
     const int t0 = n * kC, len = min(kC, d.T - t0);
@@ -178,11 +192,8 @@ __global__ void __launch_bounds__(256) add_state_kernel(const float* gc, const f
   const int bh = blockIdx.y, b = bh / d.H, h = bh % d.H, tid = threadIdx.x;
   const int sb = blockIdx.x * kGroup, se = min(d.NT + 1, sb + kGroup);
   auto chunk_total = [&](int n, int f) { return gc[((long(b) * d.T + last_row(n, d.T)) * d.H + h) * d.dk + f]; };
-  for (int f = tid; f < d.dk; f += blockDim.x) {
-    float p = 0.f;
-    for (int s = 0; s < sb; ++s) p += chunk_total(REV ? d.NT - 1 - s : s, f);
-    run[f] = p;
-  }
+  for (int f = tid; f < d.dk; f += blockDim.x)
+    run[f] = ordered_prefix(sb, [&](int s) { return chunk_total(REV ? d.NT - 1 - s : s, f); });
   const long ss = long(d.dk) * d.dv;
   const float* Xb = X + long(bh) * ss;
   for (int s = sb; s < se; ++s) {
@@ -191,8 +202,20 @@ __global__ void __launch_bounds__(256) add_state_kernel(const float* gc, const f
     for (int f = tid; f < d.dk; f += blockDim.x) ex[f] = expf(run[f]);
     __syncthreads();
     float* dst = (n >= 0 && n < d.NT) ? hs + (long(bh) * d.NT + n) * ss : (edge ? edge + long(bh) * ss : nullptr);
-    if (dst)
+    if (dst && (d.dv & 3) == 0) {  // rows of whole float4s: 16-byte accesses (every state offset is a multiple too)
+      const int dv4 = d.dv / 4;
+      float4* dst4 = reinterpret_cast<float4*>(dst);
+      const float4* x4 = reinterpret_cast<const float4*>(Xb);
+      for (long i = tid; i < ss / 4; i += blockDim.x) {
+        const float e = ex[i / dv4];
+        const float4 x = x4[i];
+        float4 y = dst4[i];
+        y.x += e * x.x, y.y += e * x.y, y.z += e * x.z, y.w += e * x.w;
+        dst4[i] = y;
+      }
+    } else if (dst) {
       for (long i = tid; i < ss; i += blockDim.x) dst[i] += ex[i / d.dv] * Xb[i];
+    }
     if (n >= 0 && n < d.NT)
       for (int f = tid; f < d.dk; f += blockDim.x) run[f] += chunk_total(n, f);
   }

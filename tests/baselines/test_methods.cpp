@@ -37,7 +37,8 @@ bool have_devices() {
   return test::boot()->all(n >= test::boot()->local_size());
 }
 
-void run_case(const std::string& method, const Case& c, int blocks, const std::string& allscan = "host") {
+void run_case(const std::string& method, const Case& c, int blocks, const std::string& allscan = "host",
+              bool overlap = false) {
   Bootstrap& boot = *test::boot();
   auto rt = make_runtime(boot, backend());
   const int p = boot.rank(), P = boot.size();
@@ -48,7 +49,7 @@ void run_case(const std::string& method, const Case& c, int blocks, const std::s
   const HostTensors in = generate_inputs(whole, 31 + c.tokens_per_rank, c.gates, c.h0, c.dht);
   const HostTensors mine = local_slice(in, whole, p * local.T, (p + 1) * local.T);
 
-  auto m = find_method(method)->make(*rt, SpConfig{local, blocks, allscan});
+  auto m = find_method(method)->make(*rt, SpConfig{local, blocks, allscan, overlap});
   DeviceTensors d(*rt->dev, local, rt->kern->act_dtype());
   upload_inputs(*rt->dev, rt->kern->act_dtype(), d, mine);
   poison_outputs(*rt->dev, d);
@@ -65,7 +66,7 @@ void run_case(const std::string& method, const Case& c, int blocks, const std::s
   const Errors e = compare(boot, ref, got, indep);
   const std::string what = method + " P=" + std::to_string(P) + " L=" + std::to_string(c.tokens_per_rank) +
                            " K=" + std::to_string(blocks) + (c.h0 ? " h0" : "") + (c.dht ? " dht" : "") +
-                           (c.gates == GateKind::strong ? " strong" : "") + " " + backend() + " " + allscan;
+                           (c.gates == GateKind::strong ? " strong" : "") + " " + backend() + " " + allscan + (overlap ? " overlap" : "");
   const double tol = gpu() ? 5e-3 : 1e-5;
   EXPECT_LT(e.o, tol) << what;
   EXPECT_LT(e.ht, tol) << what;
@@ -107,6 +108,14 @@ TEST(Zeco, EveryBlockCount) {
   if (!have_devices()) GTEST_SKIP() << "fewer GPUs than ranks on this node";
   for (const Case& c : cases())
     for (int K : {1, 2, c.dk, c.B * c.H * c.dk /* every row its own block */}) run_case("zeco", c, K);
+}
+
+TEST(ZecoAndLasp2, OverlappedOrder) {
+  if (!have_devices()) GTEST_SKIP() << "fewer GPUs than ranks on this node";
+  for (const Case& c : cases()) {
+    run_case("zeco", c, 2, "host", true);
+    run_case("lasp2", c, 1, "host", true);
+  }
 }
 
 TEST(Zeco, DeviceAllScan) {
