@@ -135,7 +135,8 @@ void write_timeline(Runtime& rt, SpMethod& m, const SpForwardArgs& fa, const SpB
   SPB_USAGE(f, "--timeline " + path + ": cannot open");
   std::fseek(f, 0, SEEK_END);
   if (std::ftell(f) == 0)
-    std::fputs("method,backend,world_size,tokens_per_rank,heads,dk,dv,gpu,git_sha,date,rank,stream,span,start_us,end_us\n", f);
+    std::fputs("method,backend,world_size,tokens_per_rank,heads,dk,dv,gpu,git_sha,date,overlap,rank,stream,span,start_us,"
+               "end_us\n", f);
   for (size_t r = 0; r < all.size(); r += len) std::fputs(std::string(all.data() + r, strnlen(all.data() + r, len)).c_str(), f);
   std::fclose(f);
 }
@@ -325,7 +326,8 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
     if (!o.timeline.empty() && ok) {
       const ResultRow r = row_for(name, "fwd_bwd");
       std::string prefix;
-      for (const char* c : {"method", "backend", "world_size", "tokens_per_rank", "heads", "dk", "dv", "gpu", "git_sha", "date"})
+      for (const char* c :
+           {"method", "backend", "world_size", "tokens_per_rank", "heads", "dk", "dv", "gpu", "git_sha", "date", "overlap"})
         prefix += (prefix.empty() ? "" : ",") + r.get(c);
       write_timeline(*rt, *method, fa, ba, o.timeline, prefix);
     }

@@ -8,9 +8,11 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "harness/error.h"
 #include "harness/method.h"
@@ -380,8 +382,52 @@ std::vector<std::string> operator_methods(const Context& c) {
 std::vector<std::string> collective_methods(const Context& c, bool cpu) {
   std::set<std::string> names = {"allgather", "allscan", "chain"};
   for (auto& r : c.res.rows)
-    if (col(r, "level") == "collective" && is_cpu_row(r) == cpu) names.insert(col(r, "method"));
+    if (col(r, "level") == "collective" && col(r, "pass") != "probe" && is_cpu_row(r) == cpu)
+      names.insert(col(r, "method"));
   return ordered(names, {"allscan", "allgather", "chain", "ring", "alltoall"});
+}
+
+// Each measured All-Scan next to the floor the link probes give it (issue 4): the state over one link's bandwidth
+// plus the pipeline's fill (P-2 more blocks) and P-1 flag latencies, from the newest probe of each GPU.
+std::string section_floors(const Context& c) {
+  std::map<std::string, std::pair<double, double>> probe;  // gpu -> (hop latency us, pair bandwidth GB/s)
+  for (auto& r : c.res.rows)
+    if (col(r, "level") == "collective" && col(r, "pass") == "probe") {
+      auto& p = probe[col(r, "gpu")];
+      if (col(r, "method") == "hop_latency") p.first = ms(r) * 1e3;
+      if (col(r, "method") == "pair_bandwidth") p.second = num(r, "algbw_GBps");
+    }
+  std::ostringstream s;
+  s << "### All-Scan against its floor\n\n";
+  bool any = false;
+  for (auto& [gpu, p] : probe) {
+    if (p.first <= 0 || p.second <= 0) continue;
+    s << "Link probes on " << gpu << " (`spbench collective --probe`, ranks 0 and 1): one-hop flag latency "
+      << num_cell(p.first) << " us, pair bandwidth " << num_cell(p.second)
+      << " GB/s. Floor of a K-block pipeline over P-1 hops = (K + P - 2) x block bytes / bandwidth + (P-1) x latency "
+         "(K = 1: the chain, (P-1) x (latency + state / bandwidth)).\n\n"
+      << "| GPUs | backend | state | block (elements) | measured (us) | floor (us) | measured / floor |\n"
+      << "| ---: | --- | ---: | ---: | ---: | ---: | ---: |\n";
+    std::map<std::tuple<double, std::string, double, double>, const Row*> newest;
+    for (auto& r : c.res.rows)
+      if (col(r, "level") == "collective" && col(r, "method") == "allscan" && col(r, "gpu") == gpu &&
+          (num(r, "bytes") == kTable2Bytes || num(r, "bytes") == kTable2Bytes / 2)) {
+        auto& slot = newest[{num(r, "world_size"), col(r, "backend"), num(r, "bytes"), num(r, "block_elems")}];
+        if (!slot || col(r, "date") > col(*slot, "date")) slot = &r;
+      }
+    for (auto& [key, r] : newest) {
+      const double P = std::get<0>(key), bytes = std::get<2>(key), block = std::get<3>(key);
+      const double block_us = 4 * block / (p.second * 1e3), K = bytes / (4 * block);
+      const double floor_us = (K + P - 2) * block_us + (P - 1) * p.first;
+      s << "| " << int_str(P) << " | " << std::get<1>(key) << " | " << bytes_str(bytes) << " | " << int_str(block)
+        << " | " << num_cell(ms(*r) * 1e3) << " | " << num_cell(floor_us) << " | " << num_cell(ms(*r) * 1e3 / floor_us)
+        << "x |\n";
+      any = true;
+    }
+    s << "\n";
+  }
+  if (!any) s << "No link probes or All-Scan rows at 1-2 MiB measured yet.\n\n";
+  return s.str();
 }
 
 // --- plots ------------------------------------------------------------------------------------------------------------
@@ -762,19 +808,35 @@ std::vector<Figure> plot_timelines(Context& c) {
     for (auto& cname : id_cols) k.push_back(col(r, cname));
     iters[k].push_back(&r);
   }
+  // Which order zeco and lasp2 ran in (k[10]): the `overlap` column, or for rows written before it existed, whether
+  // the iteration corrected its output after the communication (only the overlapped order has apply_initial).
+  std::map<std::vector<std::string>, std::vector<const Row*>> keyed;
+  for (auto& [k, rows] : iters) {
+    std::string overlap = col(*rows.front(), "overlap");
+    if (overlap.empty()) {
+      overlap = "0";
+      for (auto* r : rows)
+        if (col(*r, "span") == "apply_initial" && (k[0] == "zeco" || k[0] == "lasp2")) overlap = "1";
+    }
+    auto k2 = k;
+    k2.push_back(overlap);
+    keyed[k2] = rows;
+  }
+  iters.swap(keyed);
   auto rank_of = [&](const std::vector<std::string>& k) {
     return std::make_tuple(k[1] != "cpu", std::atoi(k[2].c_str()), std::atoll(k[3].c_str()), k[9]);
   };
   const std::vector<std::string>* best = nullptr;
   for (auto& [k, rows] : iters)
     if (!best || rank_of(*best) <= rank_of(k)) best = &k;
-  // One plot per method at the chosen setting (its newest iteration).
+  // One plot per method and order at the chosen setting (its newest iteration); the backend may differ by method
+  // (zeco's device All-Scan), CPU against GPU may not.
   std::map<std::string, const std::vector<std::string>*> per_method;
   for (auto& [k, rows] : iters) {
-    bool same = true;
-    for (size_t i : {1, 2, 3, 4, 5, 6, 7}) same &= k[i] == (*best)[i];
+    bool same = (k[1] == "cpu") == ((*best)[1] == "cpu");
+    for (size_t i : {2, 3, 4, 5, 6, 7}) same &= k[i] == (*best)[i];
     if (!same) continue;
-    auto& slot = per_method[k[0]];
+    auto& slot = per_method[k[0] + (k[10] == "1" ? "_overlap" : "")];
     if (!slot || (*slot)[9] <= k[9]) slot = &k;
   }
   for (auto& [method, kp] : per_method) {
@@ -812,7 +874,8 @@ std::vector<Figure> plot_timelines(Context& c) {
     PlotSpec p;
     p.name = "timeline_" + method;
     const auto& k = *kp;
-    p.title = "One iteration of " + method + " on " + k[2] + " " + (k[1] == "cpu" ? "CPU ranks" : k[7] + " GPUs") + " (" +
+    const std::string order = k[10] == "1" ? " (--overlap 1)" : "";
+    p.title = "One iteration of " + k[0] + order + " on " + k[2] + " " + (k[1] == "cpu" ? "CPU ranks" : k[7] + " GPUs") + " (" +
               k[3] + " tokens per rank, H=" + k[4] + ", dk=" + k[5] + ", dv=" + k[6] + ", " + k[9].substr(0, 10) + ")";
     p.xlabel = "time since the iteration started (ms)";
     p.ylabel = "";
@@ -827,7 +890,7 @@ std::vector<Figure> plot_timelines(Context& c) {
     p.extra = "set ytics (" + tics + ")\nset yrange [" + fmt("%g", ranks * 3.5 - 0.8) + ":-0.8]\nset grid x\nunset grid\nset grid xtics\n";
     for (auto& [t, s] : series) p.series.push_back(s);
     figs.push_back(draw(c, p,
-                        "The overlap timeline of one " + method + " iteration on " + k[2] + " " +
+                        "The overlap timeline of one " + k[0] + order + " iteration on " + k[2] + " " +
                             (k[1] == "cpu" ? "CPU ranks (their streams run one after the other: this shows the "
                                              "pipeline, not GPU overlap)"
                                            : k[7] + " GPUs") +
@@ -1167,6 +1230,7 @@ int run_report(const ReportOptions& o) {
                   "(64 KiB, K=32); time of one collective call in ms (`spbench collective`). allgather is LASP-2's "
                   "collective, allscan ZeCO's, chain LASP-1's; ring and alltoall are listed where measured.",
                   "(ms)");
+  md << section_floors(c);
   for (long long L : {16384LL, 32768LL}) {
     TableDef t;
     t.id = L == 16384 ? "table3" : "table4";
