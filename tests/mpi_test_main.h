@@ -6,10 +6,33 @@
 
 #include "harness/bootstrap.h"
 
+#include <cstdio>
+
 namespace spb::test {
 inline Bootstrap*& boot() {
   static Bootstrap* b = nullptr;
   return b;
+}
+
+// Non-zero ranks print only failures, tagged with the rank (rank 0 keeps GoogleTest's own printer).
+class RankFailurePrinter : public testing::EmptyTestEventListener {
+ public:
+  explicit RankFailurePrinter(int rank) : rank_(rank) {}
+  void OnTestPartResult(const testing::TestPartResult& r) override {
+    if (r.failed())
+      std::fprintf(stderr, "[rank %d] FAILED %s:%d\n%s\n", rank_, r.file_name() ? r.file_name() : "?",
+                   r.line_number(), r.summary());
+  }
+
+ private:
+  int rank_;
+};
+
+inline void print_failures_only_on_other_ranks(int rank) {
+  if (rank == 0) return;
+  auto& l = testing::UnitTest::GetInstance()->listeners();
+  delete l.Release(l.default_result_printer());
+  l.Append(new RankFailurePrinter(rank));
 }
 }  // namespace spb::test
 
@@ -18,10 +41,7 @@ inline Bootstrap*& boot() {
     spb::Bootstrap boot(&argc, &argv);                                                       \
     spb::test::boot() = &boot;                                                               \
     testing::InitGoogleTest(&argc, argv);                                                    \
-    if (boot.rank() != 0) {                                                                  \
-      auto& l = testing::UnitTest::GetInstance()->listeners();                               \
-      delete l.Release(l.default_result_printer());                                          \
-    }                                                                                        \
+    spb::test::print_failures_only_on_other_ranks(boot.rank());                              \
     const int rc = RUN_ALL_TESTS();                                                          \
     return int(boot.max(rc));                                                                \
   }

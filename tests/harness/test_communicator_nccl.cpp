@@ -1,6 +1,7 @@
 // The NCCL communicator on device buffers: a send/recv ring in a group, lone send/recv pairs, all_gather,
 // all_to_all (alone and inside a group), barrier, and back-to-back use on two streams. Run under mpirun with one
 // GPU per rank (local rank = GPU ordinal); skips itself when the node has fewer GPUs than ranks on it.
+#include "../mpi_test_main.h"
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -209,18 +210,6 @@ TEST(CommunicatorNccl, DISABLED_MissingPeerOnTheGpu) {
   g_boot->barrier();
 }
 
-class RankFailurePrinter : public testing::EmptyTestEventListener {
- public:
-  explicit RankFailurePrinter(int rank) : rank_(rank) {}
-  void OnTestPartResult(const testing::TestPartResult& r) override {
-    if (r.failed())
-      std::fprintf(stderr, "[rank %d] FAILED %s:%d\n%s\n", rank_, r.file_name() ? r.file_name() : "?",
-                   r.line_number(), r.summary());
-  }
-
- private:
-  int rank_;
-};
 
 }  // namespace
 }  // namespace spb
@@ -229,11 +218,7 @@ int main(int argc, char** argv) {
   spb::Bootstrap boot(&argc, &argv);
   spb::g_boot = &boot;
   testing::InitGoogleTest(&argc, argv);
-  if (boot.rank() != 0) {
-    auto& listeners = testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-    listeners.Append(new spb::RankFailurePrinter(boot.rank()));
-  }
+  spb::test::print_failures_only_on_other_ranks(boot.rank());
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
   int rc = 0;

@@ -10,6 +10,7 @@
 // of folds behind it (at most P): 4.8e-7 relative per hop, i.e. 1e-6 for P = 2 and 1.9e-6 for P = 4. A wrong block,
 // a stale buffer or a missed element is off by O(A) and fails by five orders of magnitude. One case with decay 0 and
 // small integers (exp(0) = 1 and every sum exact) must match bit for bit.
+#include "../mpi_test_main.h"
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -462,19 +463,6 @@ TEST(AllScanGpuZFault, AMissingRankIsNamedAndNobodyHangs) {
   g_boot->barrier();
 }
 
-// Non-zero ranks print only failures, tagged with the rank.
-class RankFailurePrinter : public testing::EmptyTestEventListener {
- public:
-  explicit RankFailurePrinter(int rank) : rank_(rank) {}
-  void OnTestPartResult(const testing::TestPartResult& r) override {
-    if (r.failed())
-      std::fprintf(stderr, "[rank %d] FAILED %s:%d\n%s\n", rank_, r.file_name() ? r.file_name() : "?",
-                   r.line_number(), r.summary());
-  }
-
- private:
-  int rank_;
-};
 
 }  // namespace
 }  // namespace spb
@@ -483,11 +471,7 @@ int main(int argc, char** argv) {
   spb::Bootstrap boot(&argc, &argv);
   spb::g_boot = &boot;
   testing::InitGoogleTest(&argc, argv);
-  if (boot.rank() != 0) {
-    auto& listeners = testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-    listeners.Append(new spb::RankFailurePrinter(boot.rank()));
-  }
+  spb::test::print_failures_only_on_other_ranks(boot.rank());
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
   int rc = 0;
