@@ -20,8 +20,6 @@
 
 namespace spb {
 
-std::string resolve_backend(const std::string& b);  // operator_level.cpp
-
 void add_collective_command(CLI::App& app, CollectiveOptions& o) {
   app.add_option("--pattern,-p", o.patterns, "patterns to run (default: all; spbench patterns lists them)")
       ->delimiter(',');

@@ -21,9 +21,6 @@
 #include "harness/timeline.h"
 #include "kernels/gla.h"
 
-#ifdef SPB_HAVE_CUDA
-#include <cuda_runtime.h>
-#endif
 
 namespace spb {
 
@@ -60,16 +57,6 @@ void add_operator_command(CLI::App& app, OperatorOptions& o) {
   app.add_option("--tolerance", o.tolerance, "largest relative RMS error that passes (default 1e-5 cpu, 5e-3 gpu)");
   app.add_flag("!--no-resume", o.resume, "rerun configurations already in the CSV");
   app.add_option("--timeline", o.timeline, "append one more iteration's compute/comm spans of every rank to this CSV");
-}
-
-// auto: the GPU where this build and node have one, else the CPU.
-std::string resolve_backend(const std::string& b) {
-  if (b != "auto") return b;
-#ifdef SPB_HAVE_CUDA
-  int n = 0;
-  if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0) return "gpu";
-#endif
-  return "cpu";
 }
 
 namespace {

@@ -10,6 +10,15 @@
 
 namespace spb {
 
+std::string resolve_backend(const std::string& b) {
+  if (b != "auto") return b;
+#ifdef SPB_HAVE_CUDA
+  int n = 0;
+  if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0) return "gpu";
+#endif
+  return "cpu";
+}
+
 std::unique_ptr<Runtime> make_runtime(Bootstrap& boot, const std::string& backend) {
   auto rt = std::unique_ptr<Runtime>(new Runtime{boot, backend, nullptr, nullptr, nullptr, nullptr});
   if (backend == "cpu") {

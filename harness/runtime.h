@@ -27,6 +27,9 @@ struct Runtime {
   int world() const { return boot.size(); }
 };
 
+// "auto": "gpu" where this build and node have a GPU, else "cpu"; any other name is returned as it is.
+std::string resolve_backend(const std::string& backend);
+
 // Throws UsageError for a backend that does not exist or cannot run here (e.g. `gpu` with no GPU).
 std::unique_ptr<Runtime> make_runtime(Bootstrap& boot, const std::string& backend);
 
