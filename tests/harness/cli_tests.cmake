@@ -119,3 +119,10 @@ grep -q 'No result CSVs' ${CMAKE_CURRENT_BINARY_DIR}/report_empty/out/README.md 
 set_tests_properties(cli.report.empty_results PROPERTIES PASS_REGULAR_EXPRESSION "REPORT_EMPTY_OK" TIMEOUT 60)
 add_test(NAME report.drift COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/check_report.sh $<TARGET_FILE:spbench>)
 set_tests_properties(report.drift PROPERTIES TIMEOUT 300)
+
+# A rank killed in the middle of a run: the others must not wait for it forever.
+add_test(NAME cli.rank_dies
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/harness/rank_dies.sh ${SPB_MPIEXEC} 3 ${SPB_MPI_FLAGS}
+                 $<TARGET_FILE:spbench> operator --backend cpu -m lasp1 -H 2 --dk 16 --dv 16 -L 256 -w 0 -n 100000000
+                 -c 0 --seed 424242)
+set_tests_properties(cli.rank_dies PROPERTIES TIMEOUT 120)
