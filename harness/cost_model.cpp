@@ -184,10 +184,13 @@ std::optional<double> CostModel::collective(const std::string& pattern, int worl
 std::optional<double> CostModel::operator_time(const std::string& method, const OperatorShape& s) const {
   if (!fwd_bwd.ok) return std::nullopt;
   const double L = double(s.tokens_per_rank), P = s.world;
-  const double t_dp = fwd_bwd.at(L);
-  const double t_fwd = std::min(t_dp, fwd.ok ? fwd.at(L) : t_dp / 3), t_bwd = t_dp - t_fwd;
+  const double t_dp0 = fwd_bwd.at(L);
+  const double t_fwd = std::min(t_dp0, fwd.ok ? fwd.at(L) : t_dp0 / 3), t_bwd = t_dp0 - t_fwd;
   const double S = s.state_bytes();
-  if (method == "dp" || (s.world <= 1 && method != "ulysses")) return t_dp;
+  if (method == "dp") return t_dp0;
+  auto ov = local_overhead.find(method);
+  const double t_dp = t_dp0 * (1 + (ov == local_overhead.end() ? 0.0 : ov->second));  // the method's local compute
+  if (s.world <= 1 && method != "ulysses") return t_dp;
   if (method == "lasp1") {
     auto chain = collective("chain", s.world, S, 0, s.dv);
     if (!chain) return std::nullopt;

@@ -99,6 +99,9 @@ struct OperatorShape {
 struct CostModel {
   std::map<std::string, LinkFit> links;
   KernelFit fwd_bwd, fwd;
+  // A method's rank-local cost beyond dp's (its extra passes: state corrections, layout copies), as a fraction of
+  // dp's time, measured where no communication happens: the method on one rank against dp (absent: 0).
+  std::map<std::string, double> local_overhead;
   ModelParams params;
   const Link* link_for(const std::string& pattern) const;
   std::optional<double> collective(const std::string& pattern, int world, double bytes, double block_bytes,

@@ -1031,17 +1031,23 @@ std::string section_cost_model(const Context& c) {
     << "- chain (LASP-1): (P-1) x hop(S), in series\n"
     << "- all-gather (LASP-2): ring all-gather of P records of S (1 + 1/dv): (P-1) steps through the slowest link\n"
     << "- ring: (P-1) rotation steps of S; all-to-all: S/P to each of the P-1 others\n"
-    << "- operator: dp = t0 + t_token L; lasp1 = P x dp + 2 chains (serial, as implemented: a rank computes after "
-       "its predecessor); zeco and lasp2 = dp + per pass the collective minus what " << fmt("%g", 100 * p.overlap_fraction)
-    << "% of the pass's compute hides; ring = dp + per pass (P-1) x max(step transfer, " << fmt("%g", 100 * p.ring_step_fraction)
-    << "% of the pass's compute); ulysses = dp + the all-to-alls of q,k,v,g,o and their gradients (H must divide by P)\n\n";
+    << "- operator: dp = t0 + t_token L; every other method's local compute = dp x (1 + its local overhead, its "
+       "one-rank time over dp's, measured); lasp1 = P x dp + 2 chains (serial, as implemented: a rank computes after "
+       "its predecessor); zeco and lasp2 = local + per pass the collective minus what " << fmt("%g", 100 * p.overlap_fraction)
+    << "% of the pass's compute hides; ring = local + per pass (P-1) x max(step transfer, " << fmt("%g", 100 * p.ring_step_fraction)
+    << "% of the pass's compute); ulysses = local + the all-to-alls of q,k,v,g,o and their gradients (H must divide by P)\n\n";
   if (c.gpu_fit) {
     s << "GPU predictions are fitted on **" << c.ref_gpu << "**:\n\n" << fits_table(*c.gpu_fit) << "\n";
     const CostModel cm = c.gpu_fit->model_for(c.res.rows, 1, 16, 128, 128, "bf16");
     if (cm.fwd_bwd.ok)
       s << "dp kernel (H=16, dk=dv=128, bf16), forward+backward: " << fmt("%.4g", cm.fwd_bwd.t0_s * 1e3) << " ms + "
         << fmt("%.4g", cm.fwd_bwd.per_token_s * 1e9) << " ns per token (" << cm.fwd_bwd.points << " points).\n\n";
-    else
+    if (cm.fwd_bwd.ok && !cm.local_overhead.empty()) {
+      s << "Local overhead over dp, each method on one GPU (its extra passes, no communication):";
+      for (auto& [m, ov] : cm.local_overhead) s << " " << m << " " << fmt("%+.0f%%", 100 * ov) << ";";
+      s << "\n\n";
+    }
+    if (!cm.fwd_bwd.ok)
       s << "No dp operator rows at H=16, dk=dv=128, bf16 on this machine: no operator predictions.\n\n";
   } else {
     s << "**No GPU rows yet: nothing to fit, so the GPU tables carry no model predictions.** ";

@@ -222,6 +222,23 @@ CostModel MachineFit::model_for(const std::vector<Row>& rows, int batch, int hea
     }
     (std::string(pass) == "fwd" ? cm.fwd : cm.fwd_bwd) = fit_kernel(same_world.empty() ? all : same_world);
   }
+  // Each method's local overhead: its one-rank fwd_bwd time over dp's at the same length, averaged over lengths.
+  auto one_rank = [&](const Row& r) {
+    return col(r, "level") == "operator" && col(r, "gpu") == gpu && col(r, "pass") == "fwd_bwd" &&
+           num(r, "world_size") == 1 && num(r, "batch") == batch && num(r, "heads") == heads && num(r, "dk") == dk &&
+           num(r, "dv") == dv && col(r, "dtype") == dtype && num(r, "time_ms_mean") > 0;
+  };
+  auto method_tokens = [](const Row& r) { return col(r, "method") + "|" + col(r, "tokens_per_rank"); };
+  const auto newest = newest_by(rows, one_rank, method_tokens);
+  std::map<std::string, std::pair<double, int>> sum;  // method -> (sum of ratios - 1, count)
+  for (auto& [k, r] : newest) {
+    auto dp = newest.find("dp|" + col(*r, "tokens_per_rank"));
+    if (col(*r, "method") == "dp" || dp == newest.end()) continue;
+    auto& acc = sum[col(*r, "method")];
+    acc.first += num(*r, "time_ms_mean") / num(*dp->second, "time_ms_mean") - 1;
+    acc.second += 1;
+  }
+  for (auto& [m, acc] : sum) cm.local_overhead[m] = acc.first / acc.second;
   return cm;
 }
 

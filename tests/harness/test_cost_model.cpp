@@ -176,6 +176,11 @@ TEST(CostModel, OperatorFormulas) {
   // Overlap: with the whole pass available to hide it, zeco's small All-Scan costs nothing.
   m.params.overlap_fraction = 1;
   EXPECT_NEAR(*m.operator_time("zeco", s), dp, 1e-12);
+  // A method's local overhead (its one-rank time over dp's) scales its compute, and only its own.
+  m.local_overhead["zeco"] = 0.25;
+  EXPECT_NEAR(*m.operator_time("zeco", s), 1.25 * dp, 1e-12);
+  EXPECT_NEAR(*m.operator_time("dp", s), dp, 1e-12);
+  m.local_overhead.clear();
   // Ulysses splits heads: H=16 over 32 ranks is impossible. An unknown method has no formula.
   s.world = 32;
   EXPECT_FALSE(m.operator_time("ulysses", s).has_value());
