@@ -34,6 +34,10 @@ void SpLocalGla::forward_apply_initial(const SpForwardArgs& a) {
 void SpLocalGla::forward_output_from_initial(const SpForwardArgs& a) {
   TimelineSpan span(rt_, "output", false);
   const Stream st = rt_.dev->compute_stream();
+  if (rt_.kern->fuses_boundary()) {  // S_in folded in by the output kernel itself; the states stay zero-start
+    rt_.kern->chunk_output_with_initial(ws_.shape, a.q, a.k, a.v, ws_.gc.f32(), ws_.hs.f32(), S_in_.f32(), a.o, st);
+    return;
+  }
   rt_.dev->copy(ws_.ht.f32(), local_final_.f32(), ws_.shape.state_elems() * 4, st);
   rt_.kern->states_add_initial(ws_.shape, ws_.gc.f32(), S_in_.f32(), ws_.hs.f32(), ws_.ht.f32(), st);
   rt_.kern->chunk_output(ws_.shape, a.q, a.k, a.v, ws_.gc.f32(), ws_.hs.f32(), a.o, st);
@@ -47,7 +51,7 @@ void SpLocalGla::backward_local_dstates(const SpForwardArgs& f, const SpBackward
 }
 
 void SpLocalGla::backward_true_states() {
-  if (states_true_) return;  // the forward folded S_in in already
+  if (states_true_ || rt_.kern->fuses_boundary()) return;  // folded in already, or folded in by the consumers
   TimelineSpan span(rt_, "true_states", false);
   const Stream st = rt_.dev->compute_stream();
   // The forward left gc, lambda and the zero-start states in the workspace; S_in makes them true.
@@ -59,6 +63,11 @@ void SpLocalGla::backward_true_states() {
 void SpLocalGla::backward_finish(const SpForwardArgs& f, const SpBackwardArgs& a) {
   TimelineSpan span(rt_, "grads", false);
   const Stream st = rt_.dev->compute_stream();
+  if (rt_.kern->fuses_boundary() && !states_true_) {
+    rt_.kern->chunk_grads_with_boundary(ws_.shape, f.q, f.k, f.v, ws_.gc.f32(), ws_.hs.f32(), local_final_.f32(),
+                                        S_in_.f32(), ws_.dhs.f32(), dS_out_.f32(), a.d_o, a.dq, a.dk, a.dv, a.dg, st);
+    return;
+  }
   rt_.kern->dstates_add_final(ws_.shape, ws_.gc.f32(), dS_out_.f32(), ws_.dhs.f32(), nullptr, st);
   rt_.kern->chunk_grads(ws_.shape, f.q, f.k, f.v, ws_.gc.f32(), ws_.hs.f32(), ws_.ht.f32(), ws_.dhs.f32(), a.d_o,
                         a.dq, a.dk, a.dv, a.dg, st);

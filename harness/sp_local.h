@@ -9,6 +9,8 @@
 //  backward: the true states (from the saved S_in, unless the forward made them already); local state gradients
 //            from a zero final gradient -> D_p (local_dh_in); once dS_out is known, the state gradients are
 //            corrected and every gradient computed.
+// Where the kernels fold the boundary states inside the consumers (GlaKernels::fuses_boundary), the in-order path
+// writes no true state at all: chunk_output_with_initial and chunk_grads_with_boundary read the zero-start ones.
 // All work goes on the device's compute stream.
 #pragma once
 

@@ -323,13 +323,6 @@ __global__ void __launch_bounds__(kThreads) all_scan_kernel(ScanParams p) {
   }
 }
 
-__global__ void fold_kernel(size_t rows, size_t cols, const float* decay, const float* x, const float* y,
-                            float* out) {
-  const size_t n = rows * cols;
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
-    out[i] = fmaf(expf(decay[i / cols]), x[i], y[i]);
-}
-
 // --- windows -------------------------------------------------------------------------------------------------------
 struct PeerList {
   int n = 0;
@@ -746,16 +739,6 @@ std::vector<int> pair_peers(Runtime& rt, int a, int b) {
 
 std::unique_ptr<DeviceAllScan> make_device_all_scan(Runtime& rt, size_t max_elems) {
   return std::make_unique<DeviceAllScanImpl>(rt, max_elems);
-}
-
-void state_fold_cuda(size_t rows, size_t cols, const float* decay, const float* x, const float* y, float* out,
-                     Stream st) {
-  const size_t n = rows * cols;
-  if (n == 0) return;
-  const int threads = 256;
-  const int blocks = int(std::min<size_t>((n + threads - 1) / threads, 4096));
-  fold_kernel<<<blocks, threads, 0, static_cast<cudaStream_t>(st.handle)>>>(rows, cols, decay, x, y, out);
-  SPB_CUDA_LAUNCH();
 }
 
 double probe_flag_latency_us(Runtime& rt, int a, int b, int iters) {

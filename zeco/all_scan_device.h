@@ -37,12 +37,6 @@ class DeviceAllScan {
 // fall back to the host-driven backend. The object must be destroyed before rt.comm, and by every rank (collective).
 std::unique_ptr<DeviceAllScan> make_device_all_scan(Runtime& rt, size_t max_elems);
 
-// The All-Scan combine on the GPU: out = diag(exp decay) x + y over `rows` rows of `cols` (out may alias x or y),
-// computed per element as fmaf(expf(decay[r]), x, y), the same operation as the device All-Scan's fold.
-// `st.handle` must be a cudaStream_t. (A stand-in for GlaKernels::state_fold until the CUDA kernels exist; the
-// GPU tests use it.)
-void state_fold_cuda(size_t rows, size_t cols, const float* decay, const float* x, const float* y, float* out,
-                     Stream st);
 
 // --- link probes (collective; the result is returned on every rank) --------------------------------------------
 // One-hop flag latency between ranks a and b over the same windows the device All-Scan uses: a flag ping-pong,

@@ -331,6 +331,36 @@ class CudaKernels final : public GlaKernels {
     launch_dv(d, qb, kb, ob, gc, dhs, static_cast<bf16*>(dv), stream_of(st));
   }
 
+  // Interim, until the correction is fused into the output and gradient kernels: the true states are written to
+  // scratch by the validated correction stages and the plain consumers read them. The same results as the SP methods'
+  // separate passes (one more copy of the states, and NT*dk*dv fp32 of scratch per head).
+  void chunk_output_with_initial(const GlaShape& s, const void* q, const void* k, const void* v, const float* gc,
+                                 const float* hs_local, const float* S_in, void* o, Stream st) override {
+    float* h = scratch(0, s.chunk_state_elems());
+    SPB_CUDA(cudaMemcpyAsync(h, hs_local, s.chunk_state_elems() * 4, cudaMemcpyDeviceToDevice, stream_of(st)));
+    if (S_in) states_add_initial(s, gc, S_in, h, nullptr, st);
+    chunk_output(s, q, k, v, gc, h, o, st);
+  }
+
+  void chunk_grads_with_boundary(const GlaShape& s, const void* q, const void* k, const void* v, const float* gc,
+                                 const float* hs_local, const float* ht_local, const float* S_in,
+                                 const float* dhs_local, const float* dS_out, const void* d_o, void* dq, void* dk,
+                                 void* dv, void* dg, Stream st) override {
+    float* h = scratch(0, s.chunk_state_elems());
+    float* t = scratch(1, s.state_elems());
+    float* dh = scratch(2, s.chunk_state_elems());
+    SPB_CUDA(cudaMemcpyAsync(h, hs_local, s.chunk_state_elems() * 4, cudaMemcpyDeviceToDevice, stream_of(st)));
+    SPB_CUDA(cudaMemcpyAsync(t, ht_local, s.state_elems() * 4, cudaMemcpyDeviceToDevice, stream_of(st)));
+    SPB_CUDA(cudaMemcpyAsync(dh, dhs_local, s.chunk_state_elems() * 4, cudaMemcpyDeviceToDevice, stream_of(st)));
+    if (S_in) states_add_initial(s, gc, S_in, h, t, st);
+    if (dS_out) dstates_add_final(s, gc, dS_out, dh, nullptr, st);
+    chunk_grads(s, q, k, v, gc, h, t, dh, d_o, dq, dk, dv, dg, st);
+  }
+
+  ~CudaKernels() override {
+    for (auto& b : scratch_) cudaFree(b.first);
+  }
+
   void state_fold(size_t rows, size_t cols, const float* decay, const float* x, const float* y, float* out,
                   Stream st) override {
     const size_t n = rows * cols;
@@ -375,6 +405,19 @@ class CudaKernels final : public GlaKernels {
     add_state_kernel<REV><<<grid, 256, size_t(2) * s.dk * 4, stream_of(st)>>>(gc, X, hs, edge, d);
     SPB_CUDA_LAUNCH();
   }
+
+ private:
+  // Grow-only device scratch, one buffer per slot (allocation synchronises; later calls reuse it).
+  float* scratch(int slot, size_t elems) {
+    auto& b = scratch_[size_t(slot)];
+    if (b.second < elems) {
+      if (b.first) SPB_CUDA(cudaFree(b.first));
+      SPB_CUDA(cudaMalloc(&b.first, elems * 4));
+      b.second = elems;
+    }
+    return b.first;
+  }
+  std::pair<float*, size_t> scratch_[3] = {};
 };
 
 }  // namespace

@@ -141,3 +141,46 @@ TEST(SavedBackward, EqualsTheRecomputingBackward) {
 }
 }  // namespace
 }  // namespace spb
+
+namespace spb {
+namespace {
+// The consumers with the boundary states folded in on the fly compute exactly what the separate correction passes
+// followed by the plain consumers compute, and leave their inputs as they were.
+TEST(BoundaryFoldedInConsumers, EqualTheSeparatePasses) {
+  GlaShape s;
+  s.B = 2, s.T = 150, s.H = 2, s.dk = 8, s.dv = 12;
+  const HostTensors x = generate_inputs(s, 11, GateKind::strong, true, true);  // h0, dht: S_in, dS_out
+  auto kern = make_cpu_kernels();
+  auto dev = make_cpu_device();
+  GlaWorkspace ws(*dev, s);
+  std::vector<float> ht_local(s.state_elems()), dh_local(s.state_elems());
+  kern->chunk_cumsum(s, x.g.data(), ws.gc.f32(), ws.lambda.f32(), {});
+  kern->chunk_states_fwd(s, x.k.data(), x.v.data(), ws.gc.f32(), nullptr, ws.hs.f32(), ht_local.data(), {});
+  kern->chunk_states_bwd(s, x.q.data(), x.d_o.data(), ws.gc.f32(), nullptr, ws.dhs.f32(), dh_local.data(), {});
+  const std::vector<float> hs_local(ws.hs.f32(), ws.hs.f32() + s.chunk_state_elems());
+  const std::vector<float> dhs_local(ws.dhs.f32(), ws.dhs.f32() + s.chunk_state_elems());
+
+  std::vector<float> o1(s.v_elems()), o2(s.v_elems());
+  std::vector<float> g1[4] = {std::vector<float>(s.qk_elems()), std::vector<float>(s.qk_elems()),
+                              std::vector<float>(s.v_elems()), std::vector<float>(s.qk_elems())};
+  std::vector<float> g2[4] = {g1[0], g1[1], g1[2], g1[3]};
+  // Fused: the zero-start states stay as they are.
+  kern->chunk_output_with_initial(s, x.q.data(), x.k.data(), x.v.data(), ws.gc.f32(), ws.hs.f32(), x.h0.data(),
+                                  o2.data(), {});
+  kern->chunk_grads_with_boundary(s, x.q.data(), x.k.data(), x.v.data(), ws.gc.f32(), ws.hs.f32(), ht_local.data(),
+                                  x.h0.data(), ws.dhs.f32(), x.dht.data(), x.d_o.data(), g2[0].data(), g2[1].data(),
+                                  g2[2].data(), g2[3].data(), {});
+  EXPECT_EQ(std::vector<float>(ws.hs.f32(), ws.hs.f32() + s.chunk_state_elems()), hs_local);
+  EXPECT_EQ(std::vector<float>(ws.dhs.f32(), ws.dhs.f32() + s.chunk_state_elems()), dhs_local);
+  // Separate passes, then the plain consumers.
+  std::vector<float> ht = ht_local;
+  kern->states_add_initial(s, ws.gc.f32(), x.h0.data(), ws.hs.f32(), ht.data(), {});
+  kern->dstates_add_final(s, ws.gc.f32(), x.dht.data(), ws.dhs.f32(), nullptr, {});
+  kern->chunk_output(s, x.q.data(), x.k.data(), x.v.data(), ws.gc.f32(), ws.hs.f32(), o1.data(), {});
+  kern->chunk_grads(s, x.q.data(), x.k.data(), x.v.data(), ws.gc.f32(), ws.hs.f32(), ht.data(), ws.dhs.f32(),
+                    x.d_o.data(), g1[0].data(), g1[1].data(), g1[2].data(), g1[3].data(), {});
+  EXPECT_EQ(o1, o2);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(g1[i], g2[i]) << i;
+}
+}  // namespace
+}  // namespace spb

@@ -293,3 +293,53 @@ TEST(CudaHelpers, StateAlgebraMatchesCpu) {
 
 }  // namespace
 }  // namespace spb
+
+namespace spb {
+namespace {
+// The consumers with the boundary states folded in (what an SP rank runs): from zero-start states, with S_in = h0 and
+// dS_out = dht, they must give the whole GLA's o and gradients, against the fp64 loop at the usual bars.
+TEST(CudaBoundary, FoldedInConsumersGiveTheFullGla) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  GlaShape s;
+  s.B = 1, s.T = 200, s.H = 2, s.dk = 64, s.dv = 128;
+  HostTensors x = generate_inputs(s, 4242, GateKind::model, true, true);
+  x.q = bf16_rounded(x.q), x.k = bf16_rounded(x.k), x.v = bf16_rounded(x.v), x.g = bf16_rounded(x.g);
+  x.d_o = bf16_rounded(x.d_o);
+  const GlaReferenceResult ref = gla_reference(s, x.q, x.k, x.v, x.g, x.h0, x.d_o, x.dht);
+
+  auto dev = make_cuda_device(0);
+  auto kern = make_cuda_kernels();
+  const size_t QK = s.qk_elems(), V = s.v_elems(), S = s.state_elems();
+  Buffer q(*dev, QK * 2), k(*dev, QK * 2), v(*dev, V * 2), g(*dev, QK * 2), d_o(*dev, V * 2);
+  Buffer o(*dev, V * 2), dq(*dev, QK * 2), dk(*dev, QK * 2), dv(*dev, V * 2), dg(*dev, QK * 2);
+  Buffer h0(*dev, S * 4), dht(*dev, S * 4), ht_local(*dev, S * 4), dh_local(*dev, S * 4);
+  dev->upload_as(q.get(), DType::bf16, x.q.data(), QK);
+  dev->upload_as(k.get(), DType::bf16, x.k.data(), QK);
+  dev->upload_as(v.get(), DType::bf16, x.v.data(), V);
+  dev->upload_as(g.get(), DType::bf16, x.g.data(), QK);
+  dev->upload_as(d_o.get(), DType::bf16, x.d_o.data(), V);
+  dev->upload(h0.get(), x.h0.data(), S * 4);
+  dev->upload(dht.get(), x.dht.data(), S * 4);
+  GlaWorkspace ws(*dev, s);
+  for (Buffer* b : {&o, &dq, &dk, &dv, &dg}) poison(*b);
+  dev->synchronize();
+  const Stream st = dev->compute_stream();
+  kern->chunk_cumsum(s, g.get(), ws.gc.f32(), ws.lambda.f32(), st);
+  kern->chunk_states_fwd(s, k.get(), v.get(), ws.gc.f32(), nullptr, ws.hs.f32(), ht_local.f32(), st);
+  kern->chunk_states_bwd(s, q.get(), d_o.get(), ws.gc.f32(), nullptr, ws.dhs.f32(), dh_local.f32(), st);
+  kern->chunk_output_with_initial(s, q.get(), k.get(), v.get(), ws.gc.f32(), ws.hs.f32(), h0.f32(), o.get(), st);
+  kern->chunk_grads_with_boundary(s, q.get(), k.get(), v.get(), ws.gc.f32(), ws.hs.f32(), ht_local.f32(), h0.f32(),
+                                  ws.dhs.f32(), dht.f32(), d_o.get(), dq.get(), dk.get(), dv.get(), dg.get(), st);
+  dev->synchronize();
+  const std::vector<float> O = fetch(*dev, o, DType::bf16, V), DQ = fetch(*dev, dq, DType::bf16, QK);
+  const std::vector<float> DK = fetch(*dev, dk, DType::bf16, QK), DV = fetch(*dev, dv, DType::bf16, V);
+  const std::vector<float> DG = fetch(*dev, dg, DType::bf16, QK);
+  for (auto* t : {&O, &DQ, &DK, &DV, &DG}) EXPECT_TRUE(all_finite(*t)) << "NaN or unwritten element";
+  EXPECT_LT(rel_rms_error(ref.o, O, V), 4e-3) << "o";
+  EXPECT_LT(rel_rms_error(ref.dq, DQ, QK), 5e-3) << "dq";
+  EXPECT_LT(rel_rms_error(ref.dk, DK, QK), 5e-3) << "dk";
+  EXPECT_LT(rel_rms_error(ref.dv, DV, V), 5e-3) << "dv";
+  EXPECT_LT(rel_rms_error(ref.dg, DG, QK), 5e-3) << "dg";
+}
+}  // namespace
+}  // namespace spb

@@ -31,6 +31,7 @@
 #include "harness/runtime.h"
 #include "kernels/gla_kernels.h"
 #include "zeco/all_scan.h"
+#include "kernels/cuda/gla_cuda.h"
 #include "zeco/all_scan_device.h"
 
 namespace spb {
@@ -42,44 +43,6 @@ std::unique_ptr<DeviceAllScan> g_scan;  // the device backend, created once
 std::string g_device_unavailable;       // why the device backend could not be created (UsageError)
 constexpr size_t kCapacity = 4096 * 128;
 
-// A GlaKernels whose only stage is state_fold, on the GPU. The CUDA GLA kernels (kernels/cuda) are written
-// elsewhere; until they exist the fold is state_fold_cuda, the same fold the device All-Scan uses.
-class FoldOnlyKernels final : public GlaKernels {
- public:
-  explicit FoldOnlyKernels(Device& dev) : dev_(dev) {}
-  DType act_dtype() const override { return DType::bf16; }
-  void chunk_cumsum(const GlaShape&, const void*, float*, float*, Stream) override { no(); }
-  void chunk_states_fwd(const GlaShape&, const void*, const void*, const float*, const float*, float*, float*,
-                        Stream) override {
-    no();
-  }
-  void chunk_output(const GlaShape&, const void*, const void*, const void*, const float*, const float*, void*,
-                    Stream) override {
-    no();
-  }
-  void output_add_initial(const GlaShape&, const void*, const float*, const float*, void*, Stream) override { no(); }
-  void states_add_initial(const GlaShape&, const float*, const float*, float*, float*, Stream) override { no(); }
-  void chunk_states_bwd(const GlaShape&, const void*, const void*, const float*, const float*, float*, float*,
-                        Stream) override {
-    no();
-  }
-  void dstates_add_final(const GlaShape&, const float*, const float*, float*, float*, Stream) override { no(); }
-  void chunk_grads(const GlaShape&, const void*, const void*, const void*, const float*, const float*, const float*,
-                   const float*, const void*, void*, void*, void*, void*, Stream) override {
-    no();
-  }
-  void state_fold(size_t rows, size_t cols, const float* decay, const float* x, const float* y, float* out,
-                  Stream st) override {
-    if (!st.handle) st = dev_.compute_stream();
-    state_fold_cuda(rows, cols, decay, x, y, out, st);
-  }
-  void vec_add(size_t, const float*, const float*, float*, Stream) override { no(); }
-  void copy_4d(void*, const void*, size_t, const int64_t*, const int64_t*, const int64_t*, Stream) override { no(); }
-
- private:
-  [[noreturn]] static void no() { throw Error("FoldOnlyKernels: only state_fold exists in this test"); }
-  Device& dev_;
-};
 
 #define SKIP_IF_NO_GPU() \
   if (!g_rt) GTEST_SKIP() << "fewer GPUs than ranks on this node, or no GPU"
@@ -478,7 +441,7 @@ int main(int argc, char** argv) {
   try {
     if (boot.all(count >= boot.local_size() && count > 0)) {
       auto dev = spb::make_cuda_device(boot.local_rank());
-      auto kern = std::make_unique<spb::FoldOnlyKernels>(*dev);
+      auto kern = spb::make_cuda_kernels();  // its fold is the same fmaf(expf(d), x, y) as the device scan's
       auto comm = spb::make_nccl_communicator(boot, *dev);
       spb::g_rt.reset(new spb::Runtime{boot, "gpu", std::move(dev), std::move(kern), std::move(comm)});
       try {
