@@ -155,6 +155,21 @@ __device__ __forceinline__ void load_tile(T* s, int sstride, const T* g, long gs
   }
 }
 
+// The boundary-state fold (StateFold) of 4 consecutive columns of a staged state tile: s[u] += e * x[u] for the
+// columns u < cols (the rest stay as loaded: zeros past the edge). vec: x is 16-byte aligned (one wide load).
+__device__ __forceinline__ void fold4(float* s, const float* x, float e, int cols, bool vec) {
+  if (vec && cols >= 4) {
+    float4 a = *reinterpret_cast<float4*>(s);
+    const float4 b = *reinterpret_cast<const float4*>(x);
+    a.x += e * b.x, a.y += e * b.y, a.z += e * b.z, a.w += e * b.w;
+    *reinterpret_cast<float4*>(s) = a;
+  } else {
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+      if (u < cols) s[u] += e * x[u];
+  }
+}
+
 // Stores two adjacent fp32 / bf16 values of row `row` at columns col, col+1 (each only if < ncols); one wide store
 // where the address allows it.
 __device__ __forceinline__ void store2(float* p, int col, int ncols, float v0, float v1) {

@@ -17,6 +17,15 @@ struct Dims {
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
+// A boundary state folded into a consumer's state tiles as they are staged (chunk_output_with_initial,
+// chunk_grads_with_boundary): the tile of chunk n becomes local + diag(e[bh][n][:]) x[bh]; nothing is written back.
+// x == nullptr: no fold, the plain stage's code path.
+struct StateFold {
+  const float* x = nullptr;  // [B*H, dk, dv] fp32 (S_in or dS_out)
+  const float* e = nullptr;  // [B*H, nstride, dk] fp32 decay factors exp(P_n) or exp(Q_n) (boundary_decay_kernel)
+  int nstride = 0;           // NT + 1 for exp(P), NT for exp(Q)
+};
+
 // gla_states.cu: the sequential chunk recurrence.
 //   forward  (reverse == false): x = k, y = v, hs[n] = state at the start of chunk n, fin = ht, init = h0.
 //   backward (reverse == true):  x = q, y = do, hs[n] = dhs[n] (gradient at the end of chunk n), fin = dh0,
@@ -32,14 +41,18 @@ void launch_states(const Dims& d, bool reverse, const __nv_bfloat16* x, const __
 //   dv = (K*exp(B-b)) dhs[n] + tril(A)^T dO                  (the dv part of chunk_grads)
 // bv: columns per block, 64 or 128; 0 picks (128 where dv > 64). The benchmark tries both.
 void launch_output(const Dims& d, const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
-                   const float* gc, const float* hs, __nv_bfloat16* o, cudaStream_t stream, int bv = 0);
+                   const float* gc, const float* hs, __nv_bfloat16* o, cudaStream_t stream, int bv = 0,
+                   const StateFold& fold = {});
 void launch_dv(const Dims& d, const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* d_o,
-               const float* gc, const float* dhs, __nv_bfloat16* dv, cudaStream_t stream, int bv = 0);
+               const float* gc, const float* dhs, __nv_bfloat16* dv, cudaStream_t stream, int bv = 0,
+               const StateFold& fold = {});
 
-// gla_dqk.cu: per (chunk, dk tile) blocks: dq, dk and dg.
+// gla_dqk.cu: per (chunk, dk tile) blocks: dq, dk and dg. fold_h / fold_dh: the boundary states folded into the H0
+// and dH tiles (rowsum(dH * H1) is rebuilt from the folded H0, so ht is never needed).
 void launch_dqk(const Dims& d, const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                 const __nv_bfloat16* d_o, const float* gc, const float* hs, const float* dhs, __nv_bfloat16* dq,
-                __nv_bfloat16* dk, __nv_bfloat16* dg, cudaStream_t stream);
+                __nv_bfloat16* dk, __nv_bfloat16* dg, cudaStream_t stream, const StateFold& fold_h = {},
+                const StateFold& fold_dh = {});
 
 }  // namespace gla_cuda
 }  // namespace spb

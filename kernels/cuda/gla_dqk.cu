@@ -16,6 +16,8 @@
 //   exp(b_j - b_ref) <= 1 off the diagonal); the post-factors are <= 1. dA's register fragment is directly the A
 //   operand of the dq product (k-permutation, see gla_cuda_common.cuh); dk needs dA^T, read from shared memory.
 //   The diagonal blocks fall back to exact element-wise sums when the in-sub-chunk decay exceeds kMaxSubchunkDecay.
+// - With StateFolds (chunk_grads_with_boundary) the H0 / dH slices get the boundary states added as they are staged
+//   (one uniform branch per slice); rowsum(dH * H1) is then rebuilt from the true H0, so the true ht is never read.
 // - dg: the reverse cumsum runs on the accumulator fragments (warp shuffles, then the totals of later warps).
 #include "harness/cuda_check.h"
 #include "kernels/cuda/gla_cuda_common.cuh"
@@ -69,7 +71,16 @@ __device__ __noinline__ float exact_dk_diag(const float* dAs, const bf16* Qr, co
   return x;
 }
 
-__global__ void __launch_bounds__(kDqkThreads) dqk_kernel(const DqkParams p) {
+// The boundary states folded into H0 (S_in, exp P) and dH (dS_out, exp Q); .x == nullptr: none. A kernel argument of
+// its own: inside DqkParams the larger parameter block alone changed the plain kernel's register allocation.
+struct DqkFold {
+  StateFold fh, fd;
+  bool vfh, vfd;  // their x 16-byte aligned and dv % 4 == 0
+};
+
+// FOLD: the boundary states are folded in (chunk_grads_with_boundary); the plain instantiation compiles as before.
+template <bool FOLD>
+__global__ void __launch_bounds__(kDqkThreads) dqk_kernel(const DqkParams p, const DqkFold f) {
   extern __shared__ __align__(16) unsigned char smem[];
   bf16* Qr = reinterpret_cast<bf16*>(smem + kDqkQ);
   bf16* Kr = reinterpret_cast<bf16*>(smem + kDqkK);
@@ -123,6 +134,10 @@ __global__ void __launch_bounds__(kDqkThreads) dqk_kernel(const DqkParams p) {
   // rowsum(dH * H0) of feature rs_row over the columns rs_half*16 .. +15 of every slice, from the raw fp32 values.
   const int rs_row = tid >> 1, rs_half = tid & 1;
   float rs = 0.f;
+  // The boundary states (StateFold): this thread's row of the H0 / dH tiles gets e * X added, the same e all chunk.
+  const bool frow = i0 + rs_row < DK;
+  const float eh = FOLD && f.fh.x && frow ? f.fh.e[(long(bh) * f.fh.nstride + n) * DK + i0 + rs_row] : 0.f;
+  const float ed = FOLD && f.fd.x && frow ? f.fd.e[(long(bh) * f.fd.nstride + n) * DK + i0 + rs_row] : 0.f;
 
   // ---- phase 1: products over dv ----
   const int nsl = (DV + DJS - 1) / DJS;
@@ -134,6 +149,18 @@ __global__ void __launch_bounds__(kDqkThreads) dqk_kernel(const DqkParams p) {
     bf16 *DO, *V;
     float *H0, *DH;
     stage_ptrs(s & 1, DO, V, H0, DH);
+    if constexpr (FOLD) if (f.fh.x && frow) {  // true H0 = local + exp(P_n) S_in, before rowsum(dH * H0) and the rounding below
+      const int c = s * DJS + rs_half * 16;
+      const float* X = f.fh.x + long(bh) * DK * DV + long(i0 + rs_row) * DV + c;
+#pragma unroll
+      for (int q4 = 0; q4 < 4; ++q4) fold4(H0 + rs_row * DSS + rs_half * 16 + 4 * q4, X + 4 * q4, eh, DV - c - 4 * q4, f.vfh);
+    }
+    if constexpr (FOLD) if (f.fd.x && frow) {  // true dH = local + exp(Q_n) dS_out
+      const int c = s * DJS + rs_half * 16;
+      const float* X = f.fd.x + long(bh) * DK * DV + long(i0 + rs_row) * DV + c;
+#pragma unroll
+      for (int q4 = 0; q4 < 4; ++q4) fold4(DH + rs_row * DSS + rs_half * 16 + 4 * q4, X + 4 * q4, ed, DV - c - 4 * q4, f.vfd);
+    }
     // Round the state slices to tf32 once, in place (instead of at every fragment load in every warp).
 #pragma unroll
     for (int q4 = 0; q4 < 4; ++q4) {
@@ -348,9 +375,11 @@ __global__ void __launch_bounds__(kDqkThreads) dqk_kernel(const DqkParams p) {
 }  // namespace
 
 void launch_dqk(const Dims& d, const bf16* q, const bf16* k, const bf16* v, const bf16* d_o, const float* gc,
-                const float* hs, const float* dhs, bf16* dq, bf16* dk, bf16* dg, cudaStream_t stream) {
+                const float* hs, const float* dhs, bf16* dq, bf16* dk, bf16* dg, cudaStream_t stream,
+                const StateFold& fold_h, const StateFold& fold_dh) {
   static const bool attr = [] {
-    SPB_CUDA(cudaFuncSetAttribute(dqk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kDqkSmem)));
+    SPB_CUDA(cudaFuncSetAttribute(dqk_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kDqkSmem)));
+    SPB_CUDA(cudaFuncSetAttribute(dqk_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kDqkSmem)));
     return true;
   }();
   (void)attr;
@@ -358,8 +387,10 @@ void launch_dqk(const Dims& d, const bf16* q, const bf16* k, const bf16* v, cons
                     aligned16(q) && d.dk % 8 == 0, aligned16(k) && d.dk % 8 == 0, aligned16(v) && d.dv % 8 == 0,
                     aligned16(d_o) && d.dv % 8 == 0, aligned16(gc) && d.dk % 4 == 0,
                     aligned16(hs) && aligned16(dhs) && d.dv % 4 == 0};
+  const DqkFold f{fold_h, fold_dh, aligned16(fold_h.x) && d.dv % 4 == 0, aligned16(fold_dh.x) && d.dv % 4 == 0};
   const dim3 grid((d.dk + DIT - 1) / DIT, d.NT, d.B * d.H);
-  dqk_kernel<<<grid, kDqkThreads, kDqkSmem, stream>>>(p);
+  if (fold_h.x || fold_dh.x) dqk_kernel<true><<<grid, kDqkThreads, kDqkSmem, stream>>>(p, f);
+  else dqk_kernel<false><<<grid, kDqkThreads, kDqkSmem, stream>>>(p, f);
   SPB_CUDA_LAUNCH();
 }
 

@@ -14,6 +14,8 @@
 //   diagonal block exactly, element by element, from global memory.
 // - A stays in registers; A V (or A^T dO) uses bf16 mma on a hi/lo split of A (A in fp32 to 16 bits) with V / dO
 //   from ldmatrix.trans: V and dO are exact bf16, so nothing is rounded to bf16 but A's last 8 bits.
+// - With a StateFold (chunk_output_with_initial, chunk_grads_with_boundary) each staged state slice gets the boundary
+//   state added, diag(exp P_n) S_in or diag(exp Q_n) dS_out, before the tf32 rounding: one uniform branch per slice.
 // - When dv > BV the grid has several dv tiles per chunk; each recomputes A (cheap next to the [64 x dk] x [dk x BV]
 //   product) rather than passing it through global memory.
 #include <algorithm>
@@ -57,6 +59,8 @@ struct IntraParams {
   int B, T, H, dk, dv, NT;
   float scale;
   bool vq, vk, vg, vs, vw;
+  StateFold fold;  // MODE_OUT: S_in with exp(P); MODE_DV: dS_out with exp(Q); fold.x == nullptr: none
+  bool vf;         // fold.x 16-byte aligned and dv % 4 == 0
 };
 
 // A_rj (unscaled) summed element by element with exact exponents, from global memory: the fallback for diagonal
@@ -72,7 +76,8 @@ __device__ __noinline__ float exact_score(const bf16* q, const bf16* k, const fl
   return x;
 }
 
-template <int MODE, int BV>
+// FOLD: the boundary state is folded into the staged state slices; the plain instantiation compiles as before.
+template <int MODE, int BV, bool FOLD>
 __global__ void __launch_bounds__(kIntraThreads) intra_kernel(const IntraParams p) {
   using L = IntraLayout<BV>;
   constexpr int NTV = BV / 8;  // n-tiles of the output tile
@@ -123,6 +128,17 @@ __global__ void __launch_bounds__(kIntraThreads) intra_kernel(const IntraParams 
     __syncthreads();  // slice s (and the W tile) visible; every warp is done with slice s-1
     if (s + 1 < nsl) load_slice(s + 1, (s + 1) & 1);
     cp_async_commit();
+    if constexpr (FOLD) {  // the boundary state: slice += diag(e_n) X, same elements per thread as the rounding below
+      float* sp = reinterpret_cast<float*>(smem + (s & 1) * L::stage + L::s_off);
+      const int f0 = s * IKS;
+      const float* X = p.fold.x + long(bh) * p.dk * p.dv + long(f0) * p.dv + j0;
+      const float* E = p.fold.e + (long(bh) * p.fold.nstride + n) * p.dk + f0;
+#pragma unroll
+      for (int i = 0; i < IKS * BV / 4 / kIntraThreads; ++i) {
+        const int idx = tid + i * kIntraThreads, r = idx / (BV / 4), c = 4 * (idx % (BV / 4));
+        if (f0 + r < p.dk) fold4(sp + r * L::HS + c, X + long(r) * p.dv + c, E[r], p.dv - j0 - c, p.vf);
+      }
+    }
     {  // round the state slice to tf32 once, in place (not at every fragment load of every warp)
       float4* sp = reinterpret_cast<float4*>(smem + (s & 1) * L::stage + L::s_off);
 #pragma unroll
@@ -285,22 +301,27 @@ template <int MODE, int BV>
 void launch_intra_t(const IntraParams& p, cudaStream_t stream) {
   using L = IntraLayout<BV>;
   static const bool attr = [] {
-    SPB_CUDA(cudaFuncSetAttribute(intra_kernel<MODE, BV>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::total)));
+    SPB_CUDA(cudaFuncSetAttribute(intra_kernel<MODE, BV, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  int(L::total)));
+    SPB_CUDA(cudaFuncSetAttribute(intra_kernel<MODE, BV, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  int(L::total)));
     return true;
   }();
   (void)attr;
   const dim3 grid((p.dv + BV - 1) / BV, p.NT, p.B * p.H);
-  intra_kernel<MODE, BV><<<grid, kIntraThreads, L::total, stream>>>(p);
+  if (p.fold.x) intra_kernel<MODE, BV, true><<<grid, kIntraThreads, L::total, stream>>>(p);
+  else intra_kernel<MODE, BV, false><<<grid, kIntraThreads, L::total, stream>>>(p);
   SPB_CUDA_LAUNCH();
 }
 
 template <int MODE>
 void launch_intra(const Dims& d, const bf16* q, const bf16* k, const float* gc, const float* state, const bf16* w,
-                  bf16* out, cudaStream_t stream, int bv) {
+                  bf16* out, cudaStream_t stream, int bv, const StateFold& fold) {
   const IntraParams p{q,    k,    gc,   state, w,    out,     d.B,
                       d.T,  d.H,  d.dk, d.dv,  d.NT, d.scale, aligned16(q) && d.dk % 8 == 0,
                       aligned16(k) && d.dk % 8 == 0, aligned16(gc) && d.dk % 4 == 0,
-                      aligned16(state) && d.dv % 4 == 0, aligned16(w) && d.dv % 8 == 0};
+                      aligned16(state) && d.dv % 4 == 0, aligned16(w) && d.dv % 8 == 0,
+                      fold, aligned16(fold.x) && d.dv % 4 == 0};
   // 128 columns per block where dv allows (A is rebuilt once per column tile), 64 for small dv.
   if (bv == 0) bv = d.dv > 64 ? 128 : 64;
   if (bv == 128) launch_intra_t<MODE, 128>(p, stream);
@@ -310,13 +331,13 @@ void launch_intra(const Dims& d, const bf16* q, const bf16* k, const float* gc, 
 }  // namespace
 
 void launch_output(const Dims& d, const bf16* q, const bf16* k, const bf16* v, const float* gc, const float* hs,
-                   bf16* o, cudaStream_t stream, int bv) {
-  launch_intra<MODE_OUT>(d, q, k, gc, hs, v, o, stream, bv);
+                   bf16* o, cudaStream_t stream, int bv, const StateFold& fold) {
+  launch_intra<MODE_OUT>(d, q, k, gc, hs, v, o, stream, bv, fold);
 }
 
 void launch_dv(const Dims& d, const bf16* q, const bf16* k, const bf16* d_o, const float* gc, const float* dhs,
-               bf16* dv, cudaStream_t stream, int bv) {
-  launch_intra<MODE_DV>(d, q, k, gc, dhs, d_o, dv, stream, bv);
+               bf16* dv, cudaStream_t stream, int bv, const StateFold& fold) {
+  launch_intra<MODE_DV>(d, q, k, gc, dhs, d_o, dv, stream, bv, fold);
 }
 
 }  // namespace gla_cuda

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -76,6 +77,16 @@ inline unsigned char* shared_mem() {
   return reinterpret_cast<unsigned char*>((p + 15) & ~uintptr_t(15));
 }
 inline cudaError_t func_set_attribute(...) { return cudaSuccess; }
+// Device memory is host memory (the scratch buffers of CudaKernels); cudaMalloc / cudaFree are macros for these.
+template <class T>
+inline cudaError_t device_malloc(T** p, size_t bytes) {
+  *p = static_cast<T*>(std::aligned_alloc(256, (bytes + 255) / 256 * 256));
+  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+inline cudaError_t device_free(void* p) {
+  std::free(p);
+  return cudaSuccess;
+}
 
 template <class K, class... Args>
 void launch(K kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t, Args... args) {
@@ -135,6 +146,8 @@ inline float bf_value(uint32_t u16) {
 #define blockIdx (::emu::ctx().bid)
 #define blockDim (::emu::ctx().bdim)
 #define gridDim (::emu::ctx().gdim)
+#define cudaMalloc ::emu::device_malloc
+#define cudaFree ::emu::device_free
 
 inline void __syncthreads() { ::emu::ctx().block->bar.wait(); }
 inline float __uint_as_float(uint32_t u) {
