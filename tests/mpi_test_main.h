@@ -7,6 +7,9 @@
 #include "harness/bootstrap.h"
 
 #include <cstdio>
+#ifdef SPB_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
 
 namespace spb::test {
 inline Bootstrap*& boot() {
@@ -27,6 +30,15 @@ class RankFailurePrinter : public testing::EmptyTestEventListener {
  private:
   int rank_;
 };
+
+// Whether every node has a GPU for each of its ranks, agreed by all ranks (false in a build without CUDA).
+inline bool gpus_for_every_local_rank(const Bootstrap& b) {
+  int n = 0;
+#ifdef SPB_HAVE_CUDA
+  if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
+#endif
+  return b.all(n > 0 && n >= b.local_size());
+}
 
 inline void print_failures_only_on_other_ranks(int rank) {
   if (rank == 0) return;

@@ -7,9 +7,6 @@
 #include "../mpi_test_main.h"
 #include "harness/error.h"
 #include "harness/sp_run.h"
-#ifdef SPB_HAVE_CUDA
-#include <cuda_runtime.h>
-#endif
 
 namespace spb {
 namespace {
@@ -28,14 +25,7 @@ std::string backend() {
 bool gpu() { return backend() == "gpu"; }
 
 // GPU runs need one GPU per rank of the node.
-bool have_devices() {
-  if (!gpu()) return true;
-  int n = 0;
-#ifdef SPB_HAVE_CUDA
-  if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
-#endif
-  return test::boot()->all(n >= test::boot()->local_size());
-}
+bool have_devices() { return !gpu() || test::gpus_for_every_local_rank(*test::boot()); }
 
 void run_case(const std::string& method, const Case& c, int blocks, const std::string& allscan = "host",
               bool overlap = false) {
