@@ -8,6 +8,7 @@
 #include <string>
 
 #include "harness/device.h"
+#include "spb_git_sha.h"  // generated at every build (scripts/git_sha.cmake)
 
 #ifdef SPB_HAVE_CUDA
 #include <cuda_runtime.h>
