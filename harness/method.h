@@ -16,7 +16,9 @@ namespace spb {
 struct SpConfig {
   GlaShape local;                // this rank's tensors: T = tokens per rank
   int blocks = 1;                // All-Scan block count K (zeco): K blocks of whole state rows
-  std::string allscan = "host";  // All-Scan backend (zeco): "host" (over the communicator) or "device"
+  // All-Scan backend (zeco): "host" (over the communicator), "device", or "auto" (device where this rank's GPU peers
+  // are reachable over NVLink/P2P, host otherwise; the method says which in comm_backend() and notice()).
+  std::string allscan = "host";
   // zeco, lasp2: compute the output from local states during the communication and correct it after (true), or fold
   // the incoming state into the chunk states first (false; see harness/sp_local.h for when each is cheaper).
   bool overlap = false;
@@ -50,6 +52,10 @@ class SpMethod {
   // After the timed iterations, before the check: report any failure the method detected asynchronously (the device
   // All-Scan's timeouts) by throwing.
   virtual void finish() {}
+  // What carries the method's communication when it is not the communicator itself ("device": the device All-Scan).
+  virtual std::string comm_backend() const { return ""; }
+  // A line for the output, e.g. that zeco's `auto` All-Scan fell back to the host one, and why.
+  virtual std::string notice() const { return ""; }
   // dp computes each rank's tokens as a sequence of their own; every other method, the whole sequence.
   virtual bool independent_sequences() const { return false; }
 };

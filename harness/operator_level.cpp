@@ -201,15 +201,18 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
   auto rt = make_runtime(boot, o.backend);
   const bool gpu = rt->dev->is_gpu();
   const DType act = rt->kern->act_dtype();
-  if (o.allscan == "auto") o.allscan = gpu ? "device" : "host";
   const double tol = o.tolerance > 0 ? o.tolerance : gpu ? 5e-3 : 1e-5;
   const SpConfig cfg{local, o.blocks, o.allscan, o.overlap != 0};
 
-  auto row_for = [&](const std::string& method, const char* pass) {
+  // `backend`: cpu, or what carried the communication on GPUs: the communicator (nccl) or zeco's device All-Scan. Before
+  // a method exists (the rerun check) it is what the options ask for; a row written after the run says what ran.
+  auto row_for = [&](const std::string& method, const char* pass, const SpMethod* ran = nullptr) {
     const bool uses_scan = method == "zeco";
+    std::string backend = !gpu ? "cpu" : uses_scan && o.allscan != "host" ? "device" : rt->comm->name();
+    if (gpu && ran) backend = ran->comm_backend().empty() ? rt->comm->name() : ran->comm_backend();
     ResultRow r;
     r.set("level", std::string("operator")).set("method", method);
-    r.set("backend", std::string(!gpu ? "cpu" : uses_scan && o.allscan == "device" ? "device" : "nccl"));
+    r.set("backend", backend);
     r.set("world_size", P).set("batch", whole.B).set("heads", whole.H).set("dk", whole.dk).set("dv", whole.dv);
     r.set("tokens_per_rank", local.T).set("chunk", kChunk).set("dtype", std::string(dtype_name(act)));
     r.set("blocks", uses_scan ? o.blocks : 0);
@@ -285,6 +288,7 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
   for (const std::string& name : todo) {
     std::unique_ptr<SpMethod> method;
     agree_on_usage_errors(boot, [&] { method = find_method(name)->make(*rt, cfg); });
+    if (p == 0 && !method->notice().empty()) std::printf("# %s\n", method->notice().c_str());
     poison_outputs(dev, d);  // so the check also proves every element was written
     for (int i = 0; i < o.warmup; ++i) {
       method->forward(fa);
@@ -316,7 +320,7 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
     }
     wrong += !ok;
     if (!o.timeline.empty() && ok) {
-      const ResultRow r = row_for(name, "fwd_bwd");
+      const ResultRow r = row_for(name, "fwd_bwd", method.get());
       std::string prefix;
       for (const char* c :
            {"method", "backend", "world_size", "tokens_per_rank", "heads", "dk", "dv", "gpu", "git_sha", "date", "overlap"})
@@ -334,7 +338,7 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
         std::printf("  %8s %5d %11d %8s %10.4f %10.4f %10.4f %10.4f %6.3f %9.2e %6s\n", name.c_str(), P, local.T,
                     passes[i], s.mean, s.median, s.min, s.max, s.cv, e, !o.check ? "-" : ok ? "OK" : "WRONG");
       if (csv && ok) {
-        ResultRow r = row_for(name, passes[i]);
+        ResultRow r = row_for(name, passes[i], method.get());
         r.set("time_ms_mean", s.mean).set("time_ms_median", s.median).set("time_ms_min", s.min);
         r.set("time_ms_max", s.max).set("time_ms_cv", s.cv);
         if (i == 1) r.set("time_ms_mean_over_ranks", summarize(all_mean).mean);

@@ -18,17 +18,26 @@ class Zeco final : public SpMethod {
   Zeco(Runtime& rt, const SpConfig& c)
       : rt_(rt), cfg_(c), local_(rt, c.local), ready_(*rt.dev), scanned_(*rt.dev) {
     validate_blocks(c.local.state_rows(), c.blocks);
-    if (c.allscan == "device") {
+    SPB_USAGE(c.allscan == "host" || c.allscan == "device" || c.allscan == "auto",
+              "--allscan: '" + c.allscan + "' does not exist; use host, device or auto");
+    if (c.allscan == "device" || (c.allscan == "auto" && rt.dev->is_gpu())) {
       SPB_USAGE(rt.dev->is_gpu(), "--allscan device: needs --backend gpu");
 #ifdef SPB_HAVE_CUDA
-      device_scan_ = make_device_all_scan(rt, c.local.state_elems());
+      try {
+        device_scan_ = make_device_all_scan(rt, c.local.state_elems());  // every rank agrees whether peers reach
+      } catch (const UsageError& e) {
+        if (c.allscan == "device") throw;
+        notice_ = std::string("zeco: the device All-Scan is unavailable (") + e.what() + "); the host All-Scan over " +
+                  rt.comm->name() + " runs instead";
+      }
 #else
       throw UsageError("--allscan device: this spbench was built without CUDA");
 #endif
-    } else {
-      SPB_USAGE(c.allscan == "host", "--allscan: '" + c.allscan + "' does not exist; use host or device");
     }
   }
+
+  std::string comm_backend() const override { return device_scan_ ? "device" : ""; }
+  std::string notice() const override { return notice_; }
 
   void forward(const SpForwardArgs& a) override {
     Device& dev = *rt_.dev;
@@ -84,6 +93,7 @@ class Zeco final : public SpMethod {
 
   Runtime& rt_;
   SpConfig cfg_;
+  std::string notice_;
   SpLocalGla local_;
   EventHandle ready_, scanned_;
 #ifdef SPB_HAVE_CUDA
