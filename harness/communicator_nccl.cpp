@@ -176,24 +176,14 @@ class NcclCommunicator final : public Communicator {
   void send(const void* buf, size_t bytes, int peer, Stream s) override {
     check_peer(peer, "send");
     cudaStream_t st = stream(s);
-    OpInfo op{"send", bytes, 0, false, {peer}};
-    begin_op(st, op);
-    begin_host(op);
-    const ncclResult_t r = ncclSend(buf, bytes, ncclChar, peer, comm_, st);
-    end_host();
-    settle(r, op, __FILE__, __LINE__);
-    end_op(st);
+    tracked(st, {"send", bytes, 0, false, {peer}}, __LINE__,
+            [&] { return ncclSend(buf, bytes, ncclChar, peer, comm_, st); });
   }
   void recv(void* buf, size_t bytes, int peer, Stream s) override {
     check_peer(peer, "recv");
     cudaStream_t st = stream(s);
-    OpInfo op{"recv", bytes, 0, false, {peer}};
-    begin_op(st, op);
-    begin_host(op);
-    const ncclResult_t r = ncclRecv(buf, bytes, ncclChar, peer, comm_, st);
-    end_host();
-    settle(r, op, __FILE__, __LINE__);
-    end_op(st);
+    tracked(st, {"recv", bytes, 0, false, {peer}}, __LINE__,
+            [&] { return ncclRecv(buf, bytes, ncclChar, peer, comm_, st); });
   }
   void group_start() override {
     SPB_CHECK(!in_group_, "nested group_start");
@@ -220,13 +210,8 @@ class NcclCommunicator final : public Communicator {
   }
   void all_gather(const void* send, void* recv, size_t bytes, Stream s) override {
     cudaStream_t st = stream(s);
-    OpInfo op{"all_gather", bytes, 0, true, others_};
-    begin_op(st, op);
-    begin_host(op);
-    const ncclResult_t r = ncclAllGather(send, recv, bytes, ncclChar, comm_, st);
-    end_host();
-    settle(r, op, __FILE__, __LINE__);
-    end_op(st);
+    tracked(st, {"all_gather", bytes, 0, true, others_}, __LINE__,
+            [&] { return ncclAllGather(send, recv, bytes, ncclChar, comm_, st); });
   }
   void all_to_all(const void* send, void* recv, size_t bytes, Stream s) override {
     cudaStream_t st = stream(s);
@@ -247,16 +232,23 @@ class NcclCommunicator final : public Communicator {
   }
   void barrier(Stream s) override {
     cudaStream_t st = stream(s);
-    OpInfo op{"barrier (an all-reduce of one int)", 0, 0, true, others_};
-    begin_op(st, op);
-    begin_host(op);
-    const ncclResult_t r = ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclInt, ncclSum, comm_, st);
-    end_host();
-    settle(r, op, __FILE__, __LINE__);
-    end_op(st);
+    tracked(st, {"barrier (an all-reduce of one int)", 0, 0, true, others_}, __LINE__,
+            [&] { return ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclInt, ncclSum, comm_, st); });
   }
 
  private:
+  // One NCCL call under the watchdog: bracketed on the host (a call that blocks) and on the stream (an operation
+  // whose peer never arrives), its result settled; `line` is the caller's, for the error message.
+  template <class Call>
+  void tracked(cudaStream_t st, const OpInfo& op, int line, Call&& call) {
+    begin_op(st, op);
+    begin_host(op);
+    const ncclResult_t r = call();
+    end_host();
+    settle(r, op, __FILE__, line);
+    end_op(st);
+  }
+
   cudaStream_t stream(Stream s) const { return s.handle ? static_cast<cudaStream_t>(s.handle) : default_stream_; }
   void check_peer(int peer, const char* op) const {
     SPB_CHECK(peer >= 0 && peer < size_ && peer != rank_,
