@@ -38,6 +38,8 @@ struct PatternInfo {
 };
 bool register_pattern(PatternInfo info);
 const PatternInfo* find_pattern(const std::string& name);
+// The pattern called `name`, or a UsageError naming --pattern and every registered pattern.
+const PatternInfo& require_pattern(const std::string& name);
 std::vector<std::string> pattern_names();
 
 // Deterministic test data of rank `rank` (a different stream per `salt`), host side.

@@ -112,12 +112,7 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
   CollectiveOptions o = opt;
   const int P = boot.size(), p = boot.rank();
   if (o.patterns.empty()) o.patterns = pattern_names();
-  for (auto& name : o.patterns)
-    if (!find_pattern(name)) {
-      std::string all;
-      for (auto& n : pattern_names()) all += (all.empty() ? "" : ", ") + n;
-      throw UsageError("--pattern: '" + name + "' does not exist; choose from: " + all);
-    }
+  for (auto& name : o.patterns) require_pattern(name);
   const size_t row_bytes = size_t(o.dv) * 4;
   SPB_USAGE(o.min_bytes >= row_bytes && o.min_bytes <= o.max_bytes,
             "-b/-e: need " + std::to_string(row_bytes) + " <= minbytes <= maxbytes (one state row of --dv " +
@@ -166,7 +161,7 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
         done.push_back(block);
         CollectiveConfig c{bytes / 4, size_t(o.dv), size_t(block), o.allscan};
         std::unique_ptr<CollectivePattern> pat;
-        agree_on_usage_errors(boot, [&] { pat = find_pattern(name)->make(*rt, c); });
+        agree_on_usage_errors(boot, [&] { pat = require_pattern(name).make(*rt, c); });
         const std::string backend = !dev.is_gpu() ? "cpu" : pat->backend().empty() ? rt->comm->name() : "device";
         const size_t elems = bytes / 4, dv = size_t(o.dv);
         ResultRow r;

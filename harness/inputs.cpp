@@ -8,14 +8,14 @@
 
 namespace spb {
 
-namespace {
-
 uint64_t splitmix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   return x ^ (x >> 31);
 }
+
+namespace {
 
 // A standard normal drawn from (seed, tensor, index) alone: Box-Muller on two hashed uniforms.
 float randn_at(uint64_t seed, uint64_t tensor, uint64_t i) {

@@ -2,6 +2,7 @@
 // the same numbers, element by element, so any slice can be drawn alone) or read from .npy files.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,9 @@ struct HostTensors {
 };
 
 enum class GateKind { model, strong };  // logsigmoid(randn) / 16 (GLA's), or logsigmoid(randn)
+
+// A 64-bit mixing function (splitmix64's finaliser): the counter-based random numbers of the inputs and test data.
+uint64_t splitmix64(uint64_t x);
 
 HostTensors generate_inputs(const GlaShape& s, uint64_t seed, GateKind gates, bool with_h0, bool with_dht);
 

@@ -71,6 +71,8 @@ struct MethodInfo {
 // Registers at static-initialisation time; returns true so it can initialise a namespace-scope constant.
 bool register_method(MethodInfo info);
 const MethodInfo* find_method(const std::string& name);
+// The method called `name`, or a UsageError naming --method and every registered method.
+const MethodInfo& require_method(const std::string& name);
 std::vector<std::string> method_names();
 
 }  // namespace spb

@@ -84,11 +84,7 @@ void validate(const GlaShape& s, const OperatorOptions& o, int P) {
   SPB_USAGE(s.T % P == 0, "--seq/-T: " + std::to_string(s.T) + " tokens is not divisible by the world size " +
                               std::to_string(P) + " (every rank holds T/P tokens)");
   positive(o.blocks, "--blocks/-K");
-  if (!find_method(o.method)) {
-    std::string names;
-    for (auto& n : method_names()) names += (names.empty() ? "" : ", ") + n;
-    throw UsageError("--method: '" + o.method + "' does not exist; choose one of: " + names);
-  }
+  require_method(o.method);
 }
 
 // One more iteration with every span recorded; rank 0 appends every rank's spans to `path`.
@@ -287,7 +283,7 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
   const Stream st = dev.compute_stream();
   for (const std::string& name : todo) {
     std::unique_ptr<SpMethod> method;
-    agree_on_usage_errors(boot, [&] { method = find_method(name)->make(*rt, cfg); });
+    agree_on_usage_errors(boot, [&] { method = require_method(name).make(*rt, cfg); });
     if (p == 0 && !method->notice().empty()) std::printf("# %s\n", method->notice().c_str());
     poison_outputs(dev, d);  // so the check also proves every element was written
     for (int i = 0; i < o.warmup; ++i) {
