@@ -38,10 +38,8 @@ void SpLocalGla::forward_output_from_initial(const SpForwardArgs& a) {
     rt_.kern->chunk_output_with_initial(ws_.shape, a.q, a.k, a.v, ws_.gc.f32(), ws_.hs.f32(), S_in_.f32(), a.o, st);
     return;
   }
-  rt_.dev->copy(ws_.ht.f32(), local_final_.f32(), ws_.shape.state_elems() * 4, st);
-  rt_.kern->states_add_initial(ws_.shape, ws_.gc.f32(), S_in_.f32(), ws_.hs.f32(), ws_.ht.f32(), st);
+  make_states_true(st);
   rt_.kern->chunk_output(ws_.shape, a.q, a.k, a.v, ws_.gc.f32(), ws_.hs.f32(), a.o, st);
-  states_true_ = true;
 }
 
 void SpLocalGla::backward_local_dstates(const SpForwardArgs& f, const SpBackwardArgs& a) {
@@ -53,7 +51,10 @@ void SpLocalGla::backward_local_dstates(const SpForwardArgs& f, const SpBackward
 void SpLocalGla::backward_true_states() {
   if (states_true_ || rt_.kern->fuses_boundary()) return;  // folded in already, or folded in by the consumers
   TimelineSpan span(rt_, "true_states", false);
-  const Stream st = rt_.dev->compute_stream();
+  make_states_true(rt_.dev->compute_stream());
+}
+
+void SpLocalGla::make_states_true(Stream st) {
   // The forward left gc, lambda and the zero-start states in the workspace; S_in makes them true.
   rt_.dev->copy(ws_.ht.f32(), local_final_.f32(), ws_.shape.state_elems() * 4, st);
   rt_.kern->states_add_initial(ws_.shape, ws_.gc.f32(), S_in_.f32(), ws_.hs.f32(), ws_.ht.f32(), st);

@@ -46,6 +46,8 @@ class SpLocalGla {
   float* spare_state() { return spare_.f32(); }
 
  private:
+  void make_states_true(Stream st);  // hs, ht += the S_in terms, in place
+
   Runtime& rt_;
   GlaWorkspace ws_;
   Buffer local_final_, local_dh_in_, S_in_, dS_out_, spare_;

@@ -12,6 +12,18 @@
 namespace spb {
 namespace {
 
+// dq, dk, dv, dg of one shape, compared exactly.
+struct Grads {
+  std::vector<float> dq, dk, dv, dg;
+  explicit Grads(const GlaShape& s) : dq(s.qk_elems()), dk(s.qk_elems()), dv(s.v_elems()), dg(s.qk_elems()) {}
+  void expect_equal(const Grads& o) const {
+    EXPECT_EQ(dq, o.dq) << "dq";
+    EXPECT_EQ(dk, o.dk) << "dk";
+    EXPECT_EQ(dv, o.dv) << "dv";
+    EXPECT_EQ(dg, o.dg) << "dg";
+  }
+};
+
 struct Case {
   int T;
   GateKind gates;
@@ -113,11 +125,7 @@ TEST(StateAlgebra, FoldAddAndCopyAreExact) {
   EXPECT_EQ(t, (std::vector<float>{1, 4, 2, 5, 3, 6}));
 }
 
-}  // namespace
-}  // namespace spb
 
-namespace spb {
-namespace {
 // The backward that reuses the forward's saved states computes exactly what the recomputing one does.
 TEST(SavedBackward, EqualsTheRecomputingBackward) {
   GlaShape s;
@@ -127,23 +135,17 @@ TEST(SavedBackward, EqualsTheRecomputingBackward) {
   auto dev = make_cpu_device();
   GlaWorkspace a(*dev, s), b(*dev, s);
   std::vector<float> o(s.v_elems()), ht(s.state_elems());
-  std::vector<float> g1[4] = {std::vector<float>(s.qk_elems()), std::vector<float>(s.qk_elems()),
-                              std::vector<float>(s.v_elems()), std::vector<float>(s.qk_elems())};
-  std::vector<float> g2[4] = {g1[0], g1[1], g1[2], g1[3]};
+  Grads g1(s), g2(s);
   std::vector<float> dh1(s.state_elems()), dh2(s.state_elems());
   gla_backward(*kern, a, x.q.data(), x.k.data(), x.v.data(), x.g.data(), x.h0.data(), x.d_o.data(), x.dht.data(),
-               g1[0].data(), g1[1].data(), g1[2].data(), g1[3].data(), dh1.data(), {});
+               g1.dq.data(), g1.dk.data(), g1.dv.data(), g1.dg.data(), dh1.data(), {});
   gla_forward(*kern, b, x.q.data(), x.k.data(), x.v.data(), x.g.data(), x.h0.data(), o.data(), ht.data(), {});
   gla_backward_saved(*kern, b, x.q.data(), x.k.data(), x.v.data(), ht.data(), x.d_o.data(), x.dht.data(),
-                     g2[0].data(), g2[1].data(), g2[2].data(), g2[3].data(), dh2.data(), {});
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(g1[i], g2[i]) << i;
+                     g2.dq.data(), g2.dk.data(), g2.dv.data(), g2.dg.data(), dh2.data(), {});
+  g1.expect_equal(g2);
   EXPECT_EQ(dh1, dh2);
 }
-}  // namespace
-}  // namespace spb
 
-namespace spb {
-namespace {
 // The consumers with the boundary states folded in on the fly compute exactly what the separate correction passes
 // followed by the plain consumers compute, and leave their inputs as they were.
 TEST(BoundaryFoldedInConsumers, EqualTheSeparatePasses) {
@@ -161,15 +163,13 @@ TEST(BoundaryFoldedInConsumers, EqualTheSeparatePasses) {
   const std::vector<float> dhs_local(ws.dhs.f32(), ws.dhs.f32() + s.chunk_state_elems());
 
   std::vector<float> o1(s.v_elems()), o2(s.v_elems());
-  std::vector<float> g1[4] = {std::vector<float>(s.qk_elems()), std::vector<float>(s.qk_elems()),
-                              std::vector<float>(s.v_elems()), std::vector<float>(s.qk_elems())};
-  std::vector<float> g2[4] = {g1[0], g1[1], g1[2], g1[3]};
+  Grads g1(s), g2(s);
   // Fused: the zero-start states stay as they are.
   kern->chunk_output_with_initial(s, x.q.data(), x.k.data(), x.v.data(), ws.gc.f32(), ws.hs.f32(), x.h0.data(),
                                   o2.data(), {});
   kern->chunk_grads_with_boundary(s, x.q.data(), x.k.data(), x.v.data(), ws.gc.f32(), ws.hs.f32(), ht_local.data(),
-                                  x.h0.data(), ws.dhs.f32(), x.dht.data(), x.d_o.data(), g2[0].data(), g2[1].data(),
-                                  g2[2].data(), g2[3].data(), {});
+                                  x.h0.data(), ws.dhs.f32(), x.dht.data(), x.d_o.data(), g2.dq.data(), g2.dk.data(),
+                                  g2.dv.data(), g2.dg.data(), {});
   EXPECT_EQ(std::vector<float>(ws.hs.f32(), ws.hs.f32() + s.chunk_state_elems()), hs_local);
   EXPECT_EQ(std::vector<float>(ws.dhs.f32(), ws.dhs.f32() + s.chunk_state_elems()), dhs_local);
   // Separate passes, then the plain consumers.
@@ -178,9 +178,9 @@ TEST(BoundaryFoldedInConsumers, EqualTheSeparatePasses) {
   kern->dstates_add_final(s, ws.gc.f32(), x.dht.data(), ws.dhs.f32(), nullptr, {});
   kern->chunk_output(s, x.q.data(), x.k.data(), x.v.data(), ws.gc.f32(), ws.hs.f32(), o1.data(), {});
   kern->chunk_grads(s, x.q.data(), x.k.data(), x.v.data(), ws.gc.f32(), ws.hs.f32(), ht.data(), ws.dhs.f32(),
-                    x.d_o.data(), g1[0].data(), g1[1].data(), g1[2].data(), g1[3].data(), {});
+                    x.d_o.data(), g1.dq.data(), g1.dk.data(), g1.dv.data(), g1.dg.data(), {});
   EXPECT_EQ(o1, o2);
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(g1[i], g2[i]) << i;
+  g1.expect_equal(g2);
 }
 }  // namespace
 }  // namespace spb
