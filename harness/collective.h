@@ -28,7 +28,8 @@ class CollectivePattern {
   // nccl-tests' convention: algbw = algbw_bytes / time, busbw = algbw * busbw_factor (what one link carried).
   virtual double algbw_bytes() const = 0;
   virtual double busbw_factor() const = 0;
-  virtual std::string backend() const { return "comm"; }  // "" -> the communicator's name
+  // What carried it, for the `backend` column: "" = the communicator (nccl, mpi), else e.g. a device protocol.
+  virtual std::string backend() const { return ""; }
 };
 
 using PatternFactory = std::function<std::unique_ptr<CollectivePattern>(Runtime&, const CollectiveConfig&)>;

@@ -14,6 +14,7 @@
 #include "harness/provenance.h"
 #include "harness/runtime.h"
 #include "harness/stats.h"
+#include "zeco/all_scan.h"
 #ifdef SPB_HAVE_CUDA
 #include "zeco/all_scan_device.h"
 #endif
@@ -24,8 +25,9 @@ void add_collective_command(CLI::App& app, CollectiveOptions& o) {
   app.add_option("--pattern,-p", o.patterns, "patterns to run (default: all; spbench patterns lists them)")
       ->delimiter(',');
   app.add_option("--backend", o.backend, "cpu, gpu or auto")->check(CLI::IsMember({"cpu", "gpu", "auto"}));
-  app.add_option("--allscan", o.allscan, "All-Scan backend: host, device or auto")
-      ->check(CLI::IsMember({"host", "device", "auto"}));
+  app.add_option("--allscan", o.allscan,
+                 "All-Scan backend: host, device (= device-ll16), device-flag, device-ll, device-ll16 or auto")
+      ->check(CLI::IsMember(allscan_names()));
   app.add_option("-b,--minbytes", o.min_bytes, "smallest per-rank state (bytes; K/M/G suffixes)")
       ->transform(CLI::AsSizeValue(false));
   app.add_option("-e,--maxbytes", o.max_bytes, "largest per-rank state (bytes; K/M/G suffixes)")
@@ -129,7 +131,7 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
 
   o.backend = resolve_backend(o.backend);
   auto rt = make_runtime(boot, o.backend);
-  if (o.allscan == "auto") o.allscan = rt->dev->is_gpu() ? "device" : "host";
+  agree_on_usage_errors(boot, [&] { o.allscan = resolve_allscan(o.allscan, rt->dev->is_gpu()); });
   Device& dev = *rt->dev;
   const Stream cs = dev.comm_stream();
 
@@ -162,7 +164,7 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
         CollectiveConfig c{bytes / 4, size_t(o.dv), size_t(block), o.allscan};
         std::unique_ptr<CollectivePattern> pat;
         agree_on_usage_errors(boot, [&] { pat = require_pattern(name).make(*rt, c); });
-        const std::string backend = !dev.is_gpu() ? "cpu" : pat->backend().empty() ? rt->comm->name() : "device";
+        const std::string backend = !dev.is_gpu() ? "cpu" : pat->backend().empty() ? rt->comm->name() : pat->backend();
         const size_t elems = bytes / 4, dv = size_t(o.dv);
         ResultRow r;
         r.set("level", std::string("collective")).set("method", name).set("backend", backend);

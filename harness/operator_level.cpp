@@ -20,6 +20,7 @@
 #include "harness/stats.h"
 #include "harness/timeline.h"
 #include "kernels/gla.h"
+#include "zeco/all_scan.h"
 
 
 namespace spb {
@@ -27,8 +28,9 @@ namespace spb {
 void add_operator_command(CLI::App& app, OperatorOptions& o) {
   app.add_option("--method,-m", o.method, "SP method, a comma-separated list, or all (spbench methods lists them)");
   app.add_option("--backend", o.backend, "cpu, gpu or auto")->check(CLI::IsMember({"cpu", "gpu", "auto"}));
-  app.add_option("--allscan", o.allscan, "zeco's All-Scan backend: host, device or auto")
-      ->check(CLI::IsMember({"host", "device", "auto"}));
+  app.add_option("--allscan", o.allscan,
+                 "zeco's All-Scan backend: host, device (= device-ll16), device-flag, device-ll, device-ll16 or auto")
+      ->check(CLI::IsMember(allscan_names()));
   auto* b = app.add_option("--batch,-B", o.batch, "batch size B");
   auto* t = app.add_option("--seq,-T", o.seq, "tokens of the whole sequence (split evenly over the ranks)");
   auto* l = app.add_option("--tokens-per-rank,-L", o.tokens_per_rank, "tokens per rank (instead of -T)");
@@ -199,12 +201,14 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
   const DType act = rt->kern->act_dtype();
   const double tol = o.tolerance > 0 ? o.tolerance : gpu ? 5e-3 : 1e-5;
   const SpConfig cfg{local, o.blocks, o.allscan, o.overlap != 0};
+  std::string scan_backend;  // what zeco's options ask for
+  agree_on_usage_errors(boot, [&] { scan_backend = resolve_allscan(o.allscan, gpu); });
 
   // `backend`: cpu, or what carried the communication on GPUs: the communicator (nccl) or zeco's device All-Scan. Before
   // a method exists (the rerun check) it is what the options ask for; a row written after the run says what ran.
   auto row_for = [&](const std::string& method, const char* pass, const SpMethod* ran = nullptr) {
     const bool uses_scan = method == "zeco";
-    std::string backend = !gpu ? "cpu" : uses_scan && o.allscan != "host" ? "device" : rt->comm->name();
+    std::string backend = !gpu ? "cpu" : uses_scan && is_device_allscan(scan_backend) ? scan_backend : rt->comm->name();
     if (gpu && ran) backend = ran->comm_backend().empty() ? rt->comm->name() : ran->comm_backend();
     ResultRow r;
     r.set("level", std::string("operator")).set("method", method);

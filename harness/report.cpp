@@ -405,7 +405,9 @@ std::string section_floors(const Context& c) {
     s << "Link probes on " << gpu << " (`spbench collective --probe`, ranks 0 and 1): one-hop flag latency "
       << num_cell(p.first) << " us, pair bandwidth " << num_cell(p.second)
       << " GB/s. Floor of a K-block pipeline over P-1 hops = (K + P - 2) x block bytes / bandwidth + (P-1) x latency "
-         "(K = 1: the chain, (P-1) x (latency + state / bandwidth)).\n\n"
+         "(K = 1: the chain, (P-1) x (latency + state / bandwidth)); for the packet protocols (device-ll, "
+         "device-ll16), which pipeline word by word whatever K, the floor of any All-Scan: state / bandwidth + (P-1) x "
+         "latency.\n\n"
       << "| GPUs | backend | state | block (elements) | measured (us) | floor (us) | measured / floor |\n"
       << "| ---: | --- | ---: | ---: | ---: | ---: | ---: |\n";
     std::map<std::tuple<double, std::string, double, double>, const Row*> newest;
@@ -418,7 +420,9 @@ std::string section_floors(const Context& c) {
     for (auto& [key, r] : newest) {
       const double P = std::get<0>(key), bytes = std::get<2>(key), block = std::get<3>(key);
       const double block_us = 4 * block / (p.second * 1e3), K = bytes / (4 * block);
-      const double floor_us = (K + P - 2) * block_us + (P - 1) * p.first;
+      const bool packets = std::get<1>(key).rfind("device-ll", 0) == 0;
+      const double floor_us = packets ? bytes / (p.second * 1e3) + (P - 1) * p.first
+                                      : (K + P - 2) * block_us + (P - 1) * p.first;
       s << "| " << int_str(P) << " | " << std::get<1>(key) << " | " << bytes_str(bytes) << " | " << int_str(block)
         << " | " << num_cell(ms(*r) * 1e3) << " | " << num_cell(floor_us) << " | " << num_cell(ms(*r) * 1e3 / floor_us)
         << "x |\n";

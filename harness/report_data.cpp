@@ -10,6 +10,7 @@
 
 #include "harness/csv.h"
 #include "harness/error.h"
+#include "zeco/all_scan.h"
 
 namespace spb {
 
@@ -189,18 +190,20 @@ MachineFit fit_machine(const std::vector<Row>& rows, const std::string& gpu, con
 CostModel MachineFit::collective_model() const {
   CostModel cm;
   cm.params = params;
-  // One link per pattern: the device All-Scan where measured (what zeco uses on GPUs), else the backend with the
-  // most points.
+  // One link per pattern: for allscan the default device protocol where measured (what zeco uses on GPUs), else
+  // another device protocol; otherwise the backend with the most points.
+  auto rank = [](const MachineFit::Pattern& p) {
+    return p.pattern != "allscan" ? 0 : p.backend == kDefaultDeviceAllScan ? 2 : is_device_allscan(p.backend) ? 1 : 0;
+  };
+  std::map<std::string, const MachineFit::Pattern*> chosen;
   for (const auto& p : patterns) {
     if (!p.fit.ok) continue;
-    auto it = cm.links.find(p.pattern);
-    if (it == cm.links.end()) {
-      cm.links[p.pattern] = p.fit;
-      continue;
-    }
-    const bool prefer = p.pattern == "allscan" && p.backend == "device";
-    if (prefer || p.fit.points > it->second.points) it->second = p.fit;
+    auto it = chosen.find(p.pattern);
+    if (it == chosen.end() || rank(p) > rank(*it->second) ||
+        (rank(p) == rank(*it->second) && p.fit.points > it->second->fit.points))
+      chosen[p.pattern] = &p;
   }
+  for (const auto& [name, p] : chosen) cm.links[name] = p->fit;
   return cm;
 }
 

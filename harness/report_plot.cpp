@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "harness/error.h"
+#include "zeco/all_scan.h"
 
 namespace spb {
 
@@ -53,7 +54,7 @@ std::string colour_spec(int colour) {
 
 int backend_point(const std::string& backend) {
   if (backend == "nccl") return 5;  // filled square
-  if (backend == "device" || backend == "cpu") return 7;  // filled circle
+  if (is_device_allscan(backend) || backend == "cpu") return 7;  // filled circle
   return 9;  // filled triangle
 }
 

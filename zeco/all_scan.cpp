@@ -1,5 +1,6 @@
 #include "zeco/all_scan.h"
 
+#include <algorithm>
 #include <string>
 
 #include "harness/error.h"
@@ -11,6 +12,27 @@ void validate_blocks(size_t rows, int blocks) {
             "--blocks: K=" + std::to_string(blocks) + " must be >= 1 and divide the state's rows B*H*dk=" +
                 std::to_string(rows) + " (blocks are whole rows of dv elements)");
 }
+
+const char* const kDefaultDeviceAllScan = "device-ll16";
+
+const std::vector<std::string>& allscan_names() {
+  static const std::vector<std::string> v = {"host", "device", "device-flag", "device-ll", "device-ll16", "auto"};
+  return v;
+}
+
+std::string resolve_allscan(const std::string& name, bool gpu) {
+  const std::string r = name == "auto" ? (gpu ? kDefaultDeviceAllScan : "host")
+                        : name == "device" ? kDefaultDeviceAllScan
+                                           : name;
+  SPB_USAGE(r == "host" || (is_device_allscan(r) && r != "device" &&
+                            std::count(allscan_names().begin(), allscan_names().end(), r)),
+            "--allscan: '" + name + "' does not exist; choose one of host, device, device-flag, device-ll, "
+            "device-ll16, auto");
+  SPB_USAGE(!is_device_allscan(r) || gpu, "--allscan " + name + ": needs --backend gpu");
+  return r;
+}
+
+bool is_device_allscan(const std::string& resolved) { return resolved.rfind("device", 0) == 0; }
 
 void all_scan_host(Runtime& rt, const AllScanArgs& a, Stream st) {
   validate_blocks(a.rows, a.blocks);

@@ -9,6 +9,8 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
+#include <vector>
 
 #include "harness/runtime.h"
 
@@ -33,5 +35,19 @@ void all_scan_host(Runtime& rt, const AllScanArgs& a, Stream st);
 
 // Checks K against the state; throws UsageError naming the flag.
 void validate_blocks(size_t rows, int blocks);
+
+// The All-Scan backends, as --allscan names them (and as the `backend` column of a result row records them):
+//   host         all_scan_host over the runtime's communicator (MPI on CPU ranks, NCCL on GPUs)
+//   device-flag  the device kernel, K blocks per call, a fence and a release flag per block piece
+//   device-ll    the device kernel, {value, tag} 8-byte words: no fence, no flag (zeco/all_scan_device.cu)
+//   device-ll16  the device kernel, {3 values, tag} 16-byte words
+//   device       the default device protocol (kDefaultDeviceAllScan)
+//   auto         the default device protocol on GPUs, host on CPUs
+// Rows written before the protocols had names say `device` for device-flag.
+extern const char* const kDefaultDeviceAllScan;
+const std::vector<std::string>& allscan_names();  // what --allscan accepts
+// The name a row records for `name`; UsageError for a name that does not exist, or a device one on CPUs.
+std::string resolve_allscan(const std::string& name, bool gpu);
+bool is_device_allscan(const std::string& resolved);
 
 }  // namespace spb

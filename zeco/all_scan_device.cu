@@ -144,6 +144,26 @@ __device__ __forceinline__ void st_relaxed_sys(uint64_t* p, uint64_t v) {
   asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 __device__ __forceinline__ void fence_acq_rel_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
+// 16 bytes as two u64 words, each single-copy atomic on its own (packet protocol `ll`).
+__device__ __forceinline__ ulonglong2 ld_relaxed_sys_v2(const ulonglong2* p) {
+  ulonglong2 v;
+  asm volatile("ld.relaxed.sys.global.v2.u64 {%0, %1}, [%2];" : "=l"(v.x), "=l"(v.y) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_relaxed_sys_v2(ulonglong2* p, ulonglong2 v) {
+  asm volatile("st.relaxed.sys.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(v.x), "l"(v.y) : "memory");
+}
+// 16 bytes as one .b128 access (PTX ISA 8.3+, sm_70+): one single-copy atomic access (packet protocol `ll16`).
+__device__ __forceinline__ ulonglong2 ld_relaxed_sys_b128(const ulonglong2* p) {
+  ulonglong2 v;
+  asm volatile("{ .reg .b128 t; ld.relaxed.sys.global.b128 t, [%2]; mov.b128 {%0, %1}, t; }"
+               : "=l"(v.x), "=l"(v.y) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_relaxed_sys_b128(ulonglong2* p, ulonglong2 v) {
+  asm volatile("{ .reg .b128 t; mov.b128 t, {%1, %2}; st.relaxed.sys.global.b128 [%0], t; }" ::"l"(p), "l"(v.x),
+               "l"(v.y) : "memory");
+}
 __device__ __forceinline__ uint64_t globaltimer_ns() {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -174,7 +194,7 @@ struct ScanParams {
   const float* first;
   float* carry_in;
   float* carry_out;
-  unsigned cols, block_elems, slice;
+  unsigned elems, cols, block_elems, slice;
   int blocks, slices, vec, ctas;  // `slices` pieces of `slice` elements per block
   char* self;       // my window
   char* prev_win;   // the rank I receive from in this direction (nullptr: I am first)
@@ -257,23 +277,21 @@ __device__ __forceinline__ bool stop_requested(const int& s_code) {
   return code != kOk;
 }
 
-__global__ void __launch_bounds__(kThreads) all_scan_kernel(ScanParams p) {
-  __shared__ int s_code, s_peer, s_block;
-  __shared__ unsigned long long s_word;
-  const int tid = threadIdx.x, c = blockIdx.x;
+// Steps 0 and 1 of every protocol: stop at once if an earlier call of the chain failed, then wait for the credit
+// (the next rank has finished reading the buffer this call overwrites, filled by call E-2). Returns false, after
+// recording the error, when the CTA must leave.
+__device__ bool call_prologue(const ScanParams& p, int& s_code, int& s_peer, int& s_block, unsigned long long& s_word) {
+  const int tid = threadIdx.x;
   const uint64_t* my_abort = reinterpret_cast<const uint64_t*>(p.self + p.abort_off);
-
   if (tid == 0) {
     s_code = kOk;
-    const uint64_t w = ld_relaxed_sys(my_abort);  // an earlier call of the chain failed: stop at once
+    const uint64_t w = ld_relaxed_sys(my_abort);
     if (w) s_code = kAbortSeen, s_peer = -1, s_block = -1, s_word = w;
   }
   if (stop_requested(s_code)) {
     if (tid == 0) raise_error(p, s_code, s_peer, s_block, s_word);
-    return;
+    return false;
   }
-
-  // 1. Credit: the next rank must have finished reading the buffer this call overwrites (filled by call E-2).
   if (p.next_win && p.epoch > 2) {
     if (tid < p.ctas) {
       uint64_t w = 0;
@@ -283,9 +301,25 @@ __global__ void __launch_bounds__(kThreads) all_scan_kernel(ScanParams p) {
     }
     if (stop_requested(s_code)) {
       if (tid == 0) raise_error(p, s_code, s_peer, s_block, s_word);
-      return;
+      return false;
     }
   }
+  return true;
+}
+
+// Step 3: this CTA has read everything it will read from this call's receive buffer.
+__device__ void call_epilogue_ack(const ScanParams& p) {
+  __syncthreads();
+  if (threadIdx.x == 0) st_release_sys(reinterpret_cast<uint64_t*>(p.prev_win + p.acks_off) + blockIdx.x, p.epoch);
+}
+
+// Protocol `flag`: the caller's K blocks, each cut into slices; per slice a fence and a release flag.
+__global__ void __launch_bounds__(kThreads) all_scan_kernel(ScanParams p) {
+  __shared__ int s_code, s_peer, s_block;
+  __shared__ unsigned long long s_word;
+  const int tid = threadIdx.x, c = blockIdx.x;
+  const uint64_t* my_abort = reinterpret_cast<const uint64_t*>(p.self + p.abort_off);
+  if (!call_prologue(p, s_code, s_peer, s_block, s_word)) return;
 
   // 2. The units (block k, slice j), u = k * slices + j, dealt round-robin to the CTAs; each CTA takes its units in
   //    increasing u, hence in increasing k. Unit i of CTA c uses flag slot i % kSlots of CTA c, tag (E, i+1).
@@ -316,11 +350,110 @@ __global__ void __launch_bounds__(kThreads) all_scan_kernel(ScanParams p) {
     if (send && tid == 0) st_release_sys(next_flags + (i % kSlots), tag);  // ... before the flag
   }
 
-  // 3. Ack: this CTA has read everything it will read from this call's receive buffer.
-  if (recv) {
-    __syncthreads();
-    if (tid == 0) st_release_sys(reinterpret_cast<uint64_t*>(p.prev_win + p.acks_off) + c, p.epoch);
+  if (recv) call_epilogue_ack(p);
+}
+
+// Protocols `ll` and `ll16` (NCCL's LL idea): the call's tag E travels inside every 16-byte unit of the receive
+// buffer, in the same single-copy-atomic access as the values it vouches for, so a unit is usable the moment it
+// lands: no fence, no flag, no wait for the rest of a block. `ll`: two u64 words of {value, E} (8-byte atomicity,
+// half the bytes are payload); `ll16`: one .b128 word of {3 values, E} (16-byte atomicity of .b128 accesses,
+// three quarters payload). Thread t of CTA c handles units u = c*kThreads + t + j*stride (stride = all threads),
+// kUnroll of them per round, on every rank alike: each thread is its own pipeline along the chain, and the
+// caller's K blocks play no part (the pipeline is as fine as it gets). A stale unit carries E-2 (double buffering)
+// or 0 (a fresh window); E starts at 1, so neither is mistaken for this call's. Credits and acks as for `flag`.
+constexpr int kUnroll = 4;
+
+template <bool kB128>
+__device__ __forceinline__ bool unit_has_tag(ulonglong2 w, unsigned tag) {
+  return kB128 ? unsigned(w.y >> 32) == tag : (unsigned(w.x >> 32) == tag && unsigned(w.y >> 32) == tag);
+}
+
+template <bool kB128>
+__device__ __forceinline__ ulonglong2 load_unit(const ulonglong2* q) {
+  return kB128 ? ld_relaxed_sys_b128(q) : ld_relaxed_sys_v2(q);
+}
+
+template <bool kB128>
+__global__ void __launch_bounds__(kThreads) all_scan_packet_kernel(ScanParams p) {
+  __shared__ int s_code, s_peer, s_block;
+  __shared__ unsigned long long s_word;
+  if (!call_prologue(p, s_code, s_peer, s_block, s_word)) return;
+  constexpr unsigned V = kB128 ? 3 : 2;  // values per 16-byte unit
+  const unsigned units = (p.elems + V - 1) / V, stride = gridDim.x * blockDim.x, tag = p.epoch;
+  const ulonglong2* recv = p.prev_win ? reinterpret_cast<const ulonglong2*>(p.self + p.data_off) : nullptr;
+  ulonglong2* send = p.next_win ? reinterpret_cast<ulonglong2*>(p.next_win + p.data_off) : nullptr;
+  const uint64_t* my_abort = reinterpret_cast<const uint64_t*>(p.self + p.abort_off);
+  volatile int* code = &s_code;
+
+  for (unsigned u0 = blockIdx.x * blockDim.x + threadIdx.x; u0 < units; u0 += kUnroll * stride) {
+    ulonglong2 w[kUnroll];
+    if (recv) {
+#pragma unroll
+      for (int j = 0; j < kUnroll; ++j)
+        if (u0 + j * stride < units) w[j] = load_unit<kB128>(recv + u0 + j * stride);
+      uint64_t t0 = 0;
+      for (unsigned it = 1;; ++it) {
+        bool ready = true;
+#pragma unroll
+        for (int j = 0; j < kUnroll; ++j) {
+          const unsigned u = u0 + j * stride;
+          if (u < units && !unit_has_tag<kB128>(w[j], tag)) ready = false, w[j] = load_unit<kB128>(recv + u);
+        }
+        if (ready) break;
+        if ((it & 255u) == 0) {  // now and then: has anyone given up, or have I waited too long?
+          if (*code != kOk) break;
+          const uint64_t a = ld_relaxed_sys(my_abort), now = globaltimer_ns();
+          if (!t0) t0 = now;
+          const int why = a ? kAbortSeen : now - t0 > p.timeout_data_ns ? kTimeoutData : kOk;
+          if (why != kOk) {
+            if (atomicCAS(&s_code, kOk, why) == kOk)
+              s_peer = p.prev, s_block = int(u0 * V / p.block_elems), s_word = a;
+            break;
+          }
+        }
+      }
+      if (*code != kOk) break;
+    }
+#pragma unroll
+    for (int j = 0; j < kUnroll; ++j) {
+      const unsigned u = u0 + j * stride;
+      if (u >= units) break;
+      float x[V], o[V];
+      if (recv) {
+        x[0] = __uint_as_float(unsigned(w[j].x));
+        x[1] = __uint_as_float(unsigned(kB128 ? w[j].x >> 32 : w[j].y));
+        if (kB128) x[V - 1] = __uint_as_float(unsigned(w[j].y));
+      }
+#pragma unroll
+      for (unsigned i = 0; i < V; ++i) {
+        const unsigned e = u * V + i;
+        if (e >= p.elems) {
+          x[i] = o[i] = 0.f;
+          continue;
+        }
+        if (!recv) x[i] = p.first ? p.first[e] : 0.f;
+        o[i] = fmaf(decay_factor(p.decay, e, p.cols), x[i], p.local[e]);
+        p.carry_in[e] = x[i];
+        p.carry_out[e] = o[i];
+      }
+      if (send) {
+        const uint64_t hi = uint64_t(tag) << 32;
+        if (kB128)
+          st_relaxed_sys_b128(send + u, make_ulonglong2(uint64_t(__float_as_uint(o[0])) |
+                                                            (uint64_t(__float_as_uint(o[1])) << 32),
+                                                        uint64_t(__float_as_uint(o[V - 1])) | hi));
+        else
+          st_relaxed_sys_v2(send + u, make_ulonglong2(uint64_t(__float_as_uint(o[0])) | hi,
+                                                      uint64_t(__float_as_uint(o[1])) | hi));
+      }
+    }
   }
+  __syncthreads();
+  if (s_code != kOk) {
+    if (threadIdx.x == 0) raise_error(p, s_code, s_peer, s_block, s_word);
+    return;
+  }
+  if (recv) call_epilogue_ack(p);
 }
 
 // --- windows -------------------------------------------------------------------------------------------------------
@@ -518,7 +651,11 @@ size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
 class DeviceAllScanImpl final : public DeviceAllScan {
  public:
-  DeviceAllScanImpl(Runtime& rt, size_t max_elems) : rt_(rt), max_elems_(max_elems) {
+  DeviceAllScanImpl(Runtime& rt, size_t max_elems, const std::string& backend)
+      : rt_(rt), max_elems_(max_elems), backend_(backend) {
+    SPB_USAGE(backend == "device-flag" || backend == "device-ll" || backend == "device-ll16",
+              "device All-Scan: '" + backend + "' is not a device protocol (device-flag, device-ll, device-ll16)");
+    proto_ = backend == "device-flag" ? kFlag : backend == "device-ll" ? kLL : kLL16;
     SPB_USAGE(max_elems >= 1 && max_elems <= (size_t(1) << 31),
               "device All-Scan: capacity of " + std::to_string(max_elems) + " elements (use 1 .. 2^31)");
     const Settings s = agreed_settings(rt.boot);
@@ -532,7 +669,9 @@ class DeviceAllScanImpl final : public DeviceAllScan {
     acks_off_[1] = acks_off_[0] + round_up(size_t(ctas_) * 8, 128);
     abort_off_ = acks_off_[1] + round_up(size_t(ctas_) * 8, 128);
     const size_t ctrl = round_up(abort_off_ + 128, 4096);
-    data_bytes_ = round_up(max_elems * 4, 4096);
+    // Receive buffer bytes per element: 4 (flag), 8 ({value, tag} words), 16/3 ({3 values, tag} words).
+    const size_t per_unit = proto_ == kLL ? 2 : 3;
+    data_bytes_ = round_up(proto_ == kFlag ? max_elems * 4 : (max_elems + per_unit - 1) / per_unit * 16, 4096);
     for (int d = 0; d < 2; ++d)
       for (int par = 0; par < 2; ++par) data_off_[d][par] = ctrl + size_t(d * 2 + par) * data_bytes_;
     const size_t total = ctrl + 4 * data_bytes_;
@@ -556,6 +695,7 @@ class DeviceAllScanImpl final : public DeviceAllScan {
   }
 
   std::string transport() const override { return win_->transport(); }
+  std::string backend() const override { return backend_; }
 
   void run(const AllScanArgs& a, Stream st) override {
     validate_blocks(a.rows, a.blocks);
@@ -577,6 +717,7 @@ class DeviceAllScanImpl final : public DeviceAllScan {
     sp.first = a.first;
     sp.carry_in = a.carry_in;
     sp.carry_out = a.carry_out;
+    sp.elems = unsigned(a.rows * a.cols);
     sp.cols = unsigned(a.cols);
     sp.blocks = a.blocks;
     sp.block_elems = unsigned(a.rows / size_t(a.blocks) * a.cols);
@@ -616,7 +757,9 @@ class DeviceAllScanImpl final : public DeviceAllScan {
     sp.timeout_credit_ns = timeout_ns_ + (unsigned long long)(down) * hop;
     sp.err = err_dev_;
     cudaStream_t s = static_cast<cudaStream_t>(st.handle ? st.handle : rt_.dev->compute_stream().handle);
-    all_scan_kernel<<<ctas_, kThreads, 0, s>>>(sp);
+    if (proto_ == kFlag) all_scan_kernel<<<ctas_, kThreads, 0, s>>>(sp);
+    else if (proto_ == kLL) all_scan_packet_kernel<false><<<ctas_, kThreads, 0, s>>>(sp);
+    else all_scan_packet_kernel<true><<<ctas_, kThreads, 0, s>>>(sp);
     SPB_CUDA_LAUNCH();
   }
 
@@ -682,8 +825,11 @@ class DeviceAllScanImpl final : public DeviceAllScan {
            std::to_string(waited) + " did not arrive";
   }
 
+  enum Protocol { kFlag, kLL, kLL16 };
   Runtime& rt_;
   size_t max_elems_;
+  std::string backend_;
+  Protocol proto_ = kLL16;
   int ctas_ = 32;
   unsigned long long timeout_ns_ = 10'000'000'000ull;
   size_t flags_off_[2] = {}, acks_off_[2] = {}, abort_off_ = 0, data_off_[2][2] = {}, data_bytes_ = 0;
@@ -737,8 +883,8 @@ std::vector<int> pair_peers(Runtime& rt, int a, int b) {
 
 }  // namespace
 
-std::unique_ptr<DeviceAllScan> make_device_all_scan(Runtime& rt, size_t max_elems) {
-  return std::make_unique<DeviceAllScanImpl>(rt, max_elems);
+std::unique_ptr<DeviceAllScan> make_device_all_scan(Runtime& rt, size_t max_elems, const std::string& backend) {
+  return std::make_unique<DeviceAllScanImpl>(rt, max_elems, resolve_allscan(backend, true));
 }
 
 double probe_flag_latency_us(Runtime& rt, int a, int b, int iters) {

@@ -30,12 +30,16 @@ class DeviceAllScan {
   virtual void check(Stream st) = 0;
   // "nccl-lsa" or "cuda-ipc": how the peer windows were mapped.
   virtual std::string transport() const = 0;
+  // The protocol, as --allscan names it: device-flag, device-ll or device-ll16 (zeco/all_scan.h).
+  virtual std::string backend() const = 0;
 };
 
 // Collective over rt.comm (an NCCL communicator): every rank calls it with the same capacity (fp32 elements).
 // Throws UsageError when peers cannot reach each other's memory (no NVLink/P2P), naming the ranks, so the caller can
 // fall back to the host-driven backend. The object must be destroyed before rt.comm, and by every rank (collective).
-std::unique_ptr<DeviceAllScan> make_device_all_scan(Runtime& rt, size_t max_elems);
+// `backend`: a device protocol as --allscan names it ("device" = the default one, see resolve_allscan).
+std::unique_ptr<DeviceAllScan> make_device_all_scan(Runtime& rt, size_t max_elems,
+                                                    const std::string& backend = "device");
 
 
 // --- link probes (collective; the result is returned on every rank) --------------------------------------------

@@ -18,25 +18,23 @@ class Zeco final : public SpMethod {
   Zeco(Runtime& rt, const SpConfig& c)
       : rt_(rt), cfg_(c), local_(rt, c.local), ready_(*rt.dev), scanned_(*rt.dev) {
     validate_blocks(c.local.state_rows(), c.blocks);
-    SPB_USAGE(c.allscan == "host" || c.allscan == "device" || c.allscan == "auto",
-              "--allscan: '" + c.allscan + "' does not exist; use host, device or auto");
-    if (c.allscan == "device" || (c.allscan == "auto" && rt.dev->is_gpu())) {
-      SPB_USAGE(rt.dev->is_gpu(), "--allscan device: needs --backend gpu");
+    const std::string backend = resolve_allscan(c.allscan, rt.dev->is_gpu());
+    if (is_device_allscan(backend)) {
 #ifdef SPB_HAVE_CUDA
       try {
-        device_scan_ = make_device_all_scan(rt, c.local.state_elems());  // every rank agrees whether peers reach
+        device_scan_ = make_device_all_scan(rt, c.local.state_elems(), backend);  // every rank agrees on reach
       } catch (const UsageError& e) {
-        if (c.allscan == "device") throw;
+        if (c.allscan != "auto") throw;
         notice_ = std::string("zeco: the device All-Scan is unavailable (") + e.what() + "); the host All-Scan over " +
                   rt.comm->name() + " runs instead";
       }
 #else
-      throw UsageError("--allscan device: this spbench was built without CUDA");
+      throw UsageError("--allscan " + c.allscan + ": this spbench was built without CUDA");
 #endif
     }
   }
 
-  std::string comm_backend() const override { return device_scan_ ? "device" : ""; }
+  std::string comm_backend() const override { return device_scan_ ? device_scan_->backend() : ""; }
   std::string notice() const override { return notice_; }
 
   void forward(const SpForwardArgs& a) override {
@@ -101,6 +99,7 @@ class Zeco final : public SpMethod {
 #else
   struct None {
     void run(const AllScanArgs&, Stream) {}
+    std::string backend() const { return ""; }
   };
   std::unique_ptr<None> device_scan_;
 #endif

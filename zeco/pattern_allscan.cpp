@@ -28,13 +28,13 @@ class AllScanPattern : public CollectivePattern {
     const auto d = pattern_decay(p, 1, rows_), x = pattern_data(p, 2, n_);
     rt.dev->upload(decay_.get(), d.data(), rows_ * 4);
     rt.dev->upload(local_.get(), x.data(), n_ * 4);
-    device_ = !whole_state && c.allscan == "device";
-    if (device_) {
+    const std::string backend = resolve_allscan(c.allscan, rt.dev->is_gpu());
+    if (!whole_state && is_device_allscan(backend)) {
 #ifdef SPB_HAVE_CUDA
-      SPB_USAGE(rt.dev->is_gpu(), "--allscan device: needs --backend gpu");
-      scan_ = make_device_all_scan(rt, n_);
+      scan_ = make_device_all_scan(rt, n_, backend);
+      backend_ = backend;
 #else
-      throw UsageError("--allscan device: needs --backend gpu");
+      throw UsageError("--allscan " + c.allscan + ": this spbench was built without CUDA");
 #endif
     }
   }
@@ -67,13 +67,13 @@ class AllScanPattern : public CollectivePattern {
 
   double algbw_bytes() const override { return double(n_) * 4; }
   double busbw_factor() const override { return 1.0; }
-  std::string backend() const override { return device_ ? "device" : ""; }
+  std::string backend() const override { return backend_; }
 
  private:
   Runtime& rt_;
   size_t n_, cols_, rows_;
   int blocks_ = 1;
-  bool device_ = false;
+  std::string backend_;  // the device protocol, or "" (the host All-Scan over the communicator)
   Buffer decay_, local_, in_, out_;
 #ifdef SPB_HAVE_CUDA
   std::unique_ptr<DeviceAllScan> scan_;

@@ -39,6 +39,8 @@ spb_cli_error(npy_not_divisible 4 "--seq/-T: 90 tokens is not divisible by the w
               --inputs ${SPB_FIXTURES}/good)
 spb_cli_error(unknown_backend 1 "--backend: tpu not in" --backend tpu)
 spb_cli_error(allscan_device_on_cpu 2 "--allscan device: needs --backend gpu" -m zeco --allscan device)
+spb_cli_error(allscan_unknown 2 "--allscan: device-ll8 not in \\{host,device,device-flag,device-ll,device-ll16,auto\\}" -m zeco
+              --allscan device-ll8)
 # A machine with no GPU asked for one: a clear error, not a crash (skipped where a GPU is present).
 add_test(NAME cli.error.no_gpu
          COMMAND sh -c "if nvidia-smi -L >/dev/null 2>&1; then exit 77; fi; exec ${SPB_EXPECT_ERROR} \

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -39,8 +40,14 @@ namespace {
 
 Bootstrap* g_boot = nullptr;
 std::unique_ptr<Runtime> g_rt;          // null when the node lacks GPUs (every test skips)
-std::unique_ptr<DeviceAllScan> g_scan;  // the device backend, created once
-std::string g_device_unavailable;       // why the device backend could not be created (UsageError)
+// The device backends, one object per protocol, created once; empty when unavailable (why: g_device_unavailable).
+const std::vector<std::string> kProtocols = {"device-flag", "device-ll", "device-ll16"};
+std::map<std::string, std::unique_ptr<DeviceAllScan>> g_scans;
+std::string g_device_unavailable;
+DeviceAllScan* scan_for(const std::string& backend) {
+  auto it = g_scans.find(backend);
+  return it == g_scans.end() ? nullptr : it->second.get();
+}
 constexpr size_t kCapacity = 4096 * 128;
 
 
@@ -142,7 +149,10 @@ struct CallBuffers {
 
 // Enqueues every call on the compute stream with no host synchronisation in between (so a later call's writes
 // race an earlier call's reads if the buffer reuse is wrong), then checks every rank's carry_in and carry_out.
-void run_batch(bool device, const std::vector<Call>& calls) {
+void run_batch(const std::string& backend, const std::vector<Call>& calls) {
+  DeviceAllScan* scan = scan_for(backend);
+  const bool device = backend != "host";
+  ASSERT_TRUE(!device || scan) << backend;
   Runtime& rt = *g_rt;
   Device& dev = *rt.dev;
   const int p = rt.rank(), P = rt.world();
@@ -182,10 +192,10 @@ void run_batch(bool device, const std::vector<Call>& calls) {
     a.first = k.with_first ? bufs[c].first.f32() : nullptr;
     a.carry_in = bufs[c].cin.f32();
     a.carry_out = bufs[c].cout.f32();
-    if (device) g_scan->run(a, st);
+    if (device) scan->run(a, st);
     else all_scan_host(rt, a, st);
   }
-  if (device) g_scan->check(st);
+  if (device) scan->check(st);
   dev.synchronize();
   for (size_t c = 0; c < calls.size(); ++c) {
     const Call& k = calls[c];
@@ -194,7 +204,7 @@ void run_batch(bool device, const std::vector<Call>& calls) {
     std::vector<float> in(n), out(n);
     dev.download(in.data(), bufs[c].cin.get(), n * 4);
     dev.download(out.data(), bufs[c].cout.get(), n * 4);
-    const std::string tag = std::string(device ? "device" : "host-nccl") + " call " + std::to_string(c) +
+    const std::string tag = backend + " call " + std::to_string(c) +
                             (k.dir == ScanDirection::forward ? " fwd" : " rev") + " K=" + std::to_string(k.K) + " " +
                             std::to_string(k.rows) + "x" + std::to_string(k.cols);
     EXPECT_EQ(count_bad((tag + " carry_in").c_str(), in, e.in, e.mag_in, e.hops_in, k.exact), 0)
@@ -206,7 +216,7 @@ void run_batch(bool device, const std::vector<Call>& calls) {
 
 // --- the parametrised contract test ----------------------------------------------------------------------------
 struct Param {
-  bool device;
+  std::string backend;
   ScanDirection dir;
   size_t rows, cols;
   int K;  // 0: K = rows
@@ -214,7 +224,10 @@ struct Param {
 
 std::string param_name(const testing::TestParamInfo<Param>& info) {
   const Param& p = info.param;
-  return std::string(p.device ? "device" : "host") + (p.dir == ScanDirection::forward ? "_fwd_" : "_rev_") +
+  std::string b = p.backend;
+  for (char& c : b)
+    if (c == '-') c = '_';
+  return b + (p.dir == ScanDirection::forward ? "_fwd_" : "_rev_") +
          std::to_string(p.rows) + "x" + std::to_string(p.cols) + "_K" + (p.K ? std::to_string(p.K) : "rows");
 }
 
@@ -223,21 +236,27 @@ class AllScanGpu : public testing::TestWithParam<Param> {};
 TEST_P(AllScanGpu, EveryRankGetsTheSequentialFold) {
   SKIP_IF_NO_GPU();
   const Param& prm = GetParam();
-  if (prm.device && !g_scan) GTEST_SKIP() << "device backend unavailable: " << g_device_unavailable;
+  if (prm.backend != "host" && !scan_for(prm.backend))
+    GTEST_SKIP() << "device backend unavailable: " << g_device_unavailable;
   const int K = prm.K ? prm.K : int(prm.rows);
   // Three back-to-back calls with different data, with and without `first`.
   std::vector<Call> calls;
   for (unsigned i = 0; i < 3; ++i)
     calls.push_back({prm.dir, prm.rows, prm.cols, K, i != 1, false, 1000u * unsigned(K) + 17u * i + unsigned(prm.cols)});
-  run_batch(prm.device, calls);
+  run_batch(prm.backend, calls);
 }
 
+// 256 x 64: 16384 elements, not a multiple of 3 (a partial ll16 word); 96 x 37: rows not a power of two; 7 x 37:
+// an odd count (a partial ll word) smaller than one CTA's share.
 std::vector<Param> all_params() {
   std::vector<Param> v;
-  for (bool device : {false, true})
+  std::vector<std::string> backends = {"host"};
+  backends.insert(backends.end(), kProtocols.begin(), kProtocols.end());
+  for (const std::string& b : backends)
     for (ScanDirection dir : {ScanDirection::forward, ScanDirection::reverse})
-      for (auto shape : {std::pair<size_t, size_t>{256, 64}, {96, 37}})
-        for (int K : {1, 2, 16, 0}) v.push_back({device, dir, shape.first, shape.second, K});
+      for (auto shape : {std::pair<size_t, size_t>{256, 64}, {96, 37}, {7, 37}})
+        for (int K : {1, 2, 16, 0})
+          if (K == 0 || shape.first % size_t(K) == 0) v.push_back({b, dir, shape.first, shape.second, K});
   return v;
 }
 
@@ -245,8 +264,10 @@ INSTANTIATE_TEST_SUITE_P(Gpu, AllScanGpu, testing::ValuesIn(all_params()), param
 
 TEST(AllScanGpuMixed, AlternatingDirectionsShapesAndBlocksBackToBack) {
   SKIP_IF_NO_GPU();
-  for (bool device : {false, true}) {
-    if (device && !g_scan) continue;
+  std::vector<std::string> backends = {"host"};
+  for (const auto& b : kProtocols)
+    if (scan_for(b)) backends.push_back(b);
+  for (const std::string& backend : backends) {
     std::vector<Call> calls;
     const ScanDirection F = ScanDirection::forward, R = ScanDirection::reverse;
     calls.push_back({F, 256, 64, 16, true, false, 1});
@@ -258,18 +279,22 @@ TEST(AllScanGpuMixed, AlternatingDirectionsShapesAndBlocksBackToBack) {
     calls.push_back({R, 96, 37, 2, true, false, 7});
     calls.push_back({F, 256, 64, 16, true, true, 8});  // exact arithmetic: bit-for-bit
     calls.push_back({R, 256, 64, 4, true, true, 9});
-    run_batch(device, calls);
+    run_batch(backend, calls);
   }
 }
 
 TEST(AllScanGpuMixed, ManyBackToBackCallsReuseTheDoubleBuffer) {
   SKIP_IF_NO_GPU();
-  if (!g_scan) GTEST_SKIP() << "device backend unavailable: " << g_device_unavailable;
-  std::vector<Call> calls;
-  for (unsigned i = 0; i < 40; ++i)
-    calls.push_back({i % 3 == 2 ? ScanDirection::reverse : ScanDirection::forward, 1024, 128, i % 2 ? 8 : 64,
-                     i % 4 == 0, false, 100 + i});
-  run_batch(true, calls);
+  if (g_scans.empty()) GTEST_SKIP() << "device backend unavailable: " << g_device_unavailable;
+  // The packet protocols trust a tag to vouch for the values stored with it in one access: 40 calls of a 2 MiB
+  // state per protocol, every element checked, would catch a torn access (old values under a new tag).
+  for (const auto& [backend, scan] : g_scans) {
+    std::vector<Call> calls;
+    for (unsigned i = 0; i < 40; ++i)
+      calls.push_back({i % 3 == 2 ? ScanDirection::reverse : ScanDirection::forward, 4096, 128, i % 2 ? 8 : 64,
+                       i % 4 == 0, false, 100 + i});
+    run_batch(backend, calls);
+  }
 }
 
 TEST(AllScanGpuUsage, BlocksThatDoNotDivideTheRowsThrow) {
@@ -287,15 +312,17 @@ TEST(AllScanGpuUsage, BlocksThatDoNotDivideTheRowsThrow) {
   EXPECT_THROW(all_scan_host(*g_rt, a, dev.compute_stream()), UsageError);
   a.blocks = 0;
   EXPECT_THROW(all_scan_host(*g_rt, a, dev.compute_stream()), UsageError);
-  if (g_scan) {
+  for (const auto& [backend, scan] : g_scans) {
     a.blocks = 3;
-    EXPECT_THROW(g_scan->run(a, dev.compute_stream()), UsageError);
+    a.rows = 256;
+    EXPECT_THROW(scan->run(a, dev.compute_stream()), UsageError) << backend;
     a.blocks = 512;
-    EXPECT_THROW(g_scan->run(a, dev.compute_stream()), UsageError);
+    EXPECT_THROW(scan->run(a, dev.compute_stream()), UsageError) << backend;
     a.blocks = 1;
     a.rows = kCapacity;  // rows x cols over the capacity
-    EXPECT_THROW(g_scan->run(a, dev.compute_stream()), UsageError);
+    EXPECT_THROW(scan->run(a, dev.compute_stream()), UsageError) << backend;
   }
+  EXPECT_THROW(make_device_all_scan(*g_rt, 4096, "device-ll32"), UsageError);
   g_boot->barrier();
 }
 
@@ -334,9 +361,13 @@ TEST(AllScanGpuProbe, AllScanTimes) {
     const CallData d = make_data(7, rt.world(), rows, cols, false, false);
     dev.upload(decay.get(), d.decay[rt.rank()].data(), rows * 4);
     dev.upload(local.get(), d.local[rt.rank()].data(), n * 4);
-    for (bool device : {false, true}) {
-      if (device && !g_scan) continue;
+    std::vector<std::string> backends = {"host"};
+    for (const auto& b : kProtocols)
+      if (scan_for(b)) backends.push_back(b);
+    for (const std::string& backend : backends) {
+      DeviceAllScan* scan = scan_for(backend);
       for (int K : {1, 4, 16, 64}) {
+        if (scan && backend != "device-flag" && K != 16) continue;  // the packet protocols ignore K
         AllScanArgs a;
         a.rows = rows;
         a.cols = cols;
@@ -349,17 +380,17 @@ TEST(AllScanGpuProbe, AllScanTimes) {
         for (int it = 0; it < 25; ++it) {
           g_boot->barrier();
           dev.record(e0, st);
-          if (device) g_scan->run(a, st);
+          if (scan) scan->run(a, st);
           else all_scan_host(rt, a, st);
           dev.record(e1, st);
           const double ms = dev.elapsed_ms(e0, e1);
           if (it >= 5) t.push_back(g_boot->max(ms));  // the slowest rank sets the time
         }
-        if (device) g_scan->check(st);
+        if (scan) scan->check(st);
         std::sort(t.begin(), t.end());
         if (g_boot->rank() == 0)
-          std::printf("[time] All-Scan %-9s P=%d state %zux%zu (%zu KB) K=%-3d median %.1f us, min %.1f us\n",
-                      device ? "device" : "host-nccl", rt.world(), rows, cols, n * 4 / 1024, K, t[t.size() / 2] * 1e3,
+          std::printf("[time] All-Scan %-11s P=%d state %zux%zu (%zu KB) K=%-3d median %.1f us, min %.1f us\n",
+                      backend.c_str(), rt.world(), rows, cols, n * 4 / 1024, K, t[t.size() / 2] * 1e3,
                       t[0] * 1e3);
       }
     }
@@ -370,15 +401,17 @@ TEST(AllScanGpuProbe, AllScanTimes) {
 
 // Last, since it breaks an object on purpose (its own, not the shared one): rank 0 skips a call; the others must
 // give up after SPB_SPIN_TIMEOUT_S (1 s here), name rank 0, and tear down without waiting for each other.
-TEST(AllScanGpuZFault, AMissingRankIsNamedAndNobodyHangs) {
+class AllScanGpuZFault : public testing::TestWithParam<std::string> {};
+
+TEST_P(AllScanGpuZFault, AMissingRankIsNamedAndNobodyHangs) {
   SKIP_IF_NO_GPU();
   Runtime& rt = *g_rt;
   const int p = rt.rank(), P = rt.world();
-  if (P < 2 || !g_scan) GTEST_SKIP() << "needs two ranks and the device backend";
+  if (P < 2 || g_scans.empty()) GTEST_SKIP() << "needs two ranks and the device backend";
   const char* old = std::getenv("SPB_SPIN_TIMEOUT_S");
   const std::string saved = old ? old : "";
   setenv("SPB_SPIN_TIMEOUT_S", "1", 1);
-  auto scan = make_device_all_scan(rt, 4096);
+  auto scan = make_device_all_scan(rt, 4096, GetParam());
   if (old) setenv("SPB_SPIN_TIMEOUT_S", saved.c_str(), 1);
   else unsetenv("SPB_SPIN_TIMEOUT_S");
   Device& dev = *rt.dev;
@@ -426,6 +459,10 @@ TEST(AllScanGpuZFault, AMissingRankIsNamedAndNobodyHangs) {
   g_boot->barrier();
 }
 
+INSTANTIATE_TEST_SUITE_P(Gpu, AllScanGpuZFault, testing::ValuesIn(kProtocols),
+                         [](const testing::TestParamInfo<std::string>& i) {
+                           return i.param == "device-flag" ? std::string("flag") : i.param == "device-ll" ? "ll" : "ll16";
+                         });
 
 }  // namespace
 }  // namespace spb
@@ -443,8 +480,10 @@ int main(int argc, char** argv) {
       auto comm = spb::make_nccl_communicator(boot, *dev);
       spb::g_rt.reset(new spb::Runtime{boot, "gpu", std::move(dev), std::move(kern), std::move(comm)});
       try {
-        spb::g_scan = spb::make_device_all_scan(*spb::g_rt, spb::kCapacity);
-        if (boot.rank() == 0) std::printf("device All-Scan transport: %s\n", spb::g_scan->transport().c_str());
+        for (const std::string& b : spb::kProtocols)
+          spb::g_scans[b] = spb::make_device_all_scan(*spb::g_rt, spb::kCapacity, b);
+        if (boot.rank() == 0)
+          std::printf("device All-Scan transport: %s\n", spb::g_scans.begin()->second->transport().c_str());
       } catch (const spb::UsageError& e) {
         spb::g_device_unavailable = e.what();
         if (boot.rank() == 0) std::printf("device All-Scan unavailable: %s\n", e.what());
@@ -453,7 +492,7 @@ int main(int argc, char** argv) {
       std::printf("no GPU, or fewer GPUs than ranks on a node: GPU tests skip\n");
     }
     rc = RUN_ALL_TESTS();
-    spb::g_scan.reset();  // collective teardown, before the communicator
+    spb::g_scans.clear();  // collective teardown, before the communicator
     spb::g_rt.reset();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "[rank %d] %s\n", boot.rank(), e.what());
