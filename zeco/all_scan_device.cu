@@ -361,7 +361,7 @@ __global__ void __launch_bounds__(kThreads) all_scan_kernel(ScanParams p) {
 // kUnroll of them per round, on every rank alike: each thread is its own pipeline along the chain, and the
 // caller's K blocks play no part (the pipeline is as fine as it gets). A stale unit carries E-2 (double buffering)
 // or 0 (a fresh window); E starts at 1, so neither is mistaken for this call's. Credits and acks as for `flag`.
-constexpr int kUnroll = 4;
+constexpr int kUnroll = 8;
 
 template <bool kB128>
 __device__ __forceinline__ bool unit_has_tag(ulonglong2 w, unsigned tag) {
@@ -386,6 +386,18 @@ __global__ void __launch_bounds__(kThreads) all_scan_packet_kernel(ScanParams p)
   volatile int* code = &s_code;
 
   for (unsigned u0 = blockIdx.x * blockDim.x + threadIdx.x; u0 < units; u0 += kUnroll * stride) {
+    // 1. What needs nothing from the predecessor, loaded before the wait: this rank's values and decay factors
+    //    (all loads issued together, so their latencies overlap; a store before them would serialise them).
+    float y[kUnroll][V], f[kUnroll][V];
+#pragma unroll
+    for (int j = 0; j < kUnroll; ++j)
+#pragma unroll
+      for (unsigned i = 0; i < V; ++i) {
+        const unsigned e = (u0 + j * stride) * V + i;
+        y[j][i] = e < p.elems ? __ldg(p.local + e) : 0.f;
+        f[j][i] = e < p.elems ? __ldg(p.decay + e / p.cols) : 0.f;
+      }
+    // 2. The predecessor's units of this round.
     ulonglong2 w[kUnroll];
     if (recv) {
 #pragma unroll
@@ -414,39 +426,42 @@ __global__ void __launch_bounds__(kThreads) all_scan_packet_kernel(ScanParams p)
       }
       if (*code != kOk) break;
     }
+    // 3. Fold, hand on to the next rank first (it is waiting), then write this rank's carries.
+    float x[kUnroll][V], o[kUnroll][V];
 #pragma unroll
     for (int j = 0; j < kUnroll; ++j) {
       const unsigned u = u0 + j * stride;
-      if (u >= units) break;
-      float x[V], o[V];
       if (recv) {
-        x[0] = __uint_as_float(unsigned(w[j].x));
-        x[1] = __uint_as_float(unsigned(kB128 ? w[j].x >> 32 : w[j].y));
-        if (kB128) x[V - 1] = __uint_as_float(unsigned(w[j].y));
+        x[j][0] = __uint_as_float(unsigned(w[j].x));
+        x[j][1] = __uint_as_float(unsigned(kB128 ? w[j].x >> 32 : w[j].y));
+        if (kB128) x[j][V - 1] = __uint_as_float(unsigned(w[j].y));
+      } else {
+#pragma unroll
+        for (unsigned i = 0; i < V; ++i) {
+          const unsigned e = u * V + i;
+          x[j][i] = p.first && e < p.elems ? __ldg(p.first + e) : 0.f;
+        }
       }
 #pragma unroll
-      for (unsigned i = 0; i < V; ++i) {
-        const unsigned e = u * V + i;
-        if (e >= p.elems) {
-          x[i] = o[i] = 0.f;
-          continue;
-        }
-        if (!recv) x[i] = p.first ? p.first[e] : 0.f;
-        o[i] = fmaf(decay_factor(p.decay, e, p.cols), x[i], p.local[e]);
-        p.carry_in[e] = x[i];
-        p.carry_out[e] = o[i];
-      }
-      if (send) {
+      for (unsigned i = 0; i < V; ++i) o[j][i] = fmaf(expf(f[j][i]), x[j][i], y[j][i]);
+      if (send && u < units) {
         const uint64_t hi = uint64_t(tag) << 32;
         if (kB128)
-          st_relaxed_sys_b128(send + u, make_ulonglong2(uint64_t(__float_as_uint(o[0])) |
-                                                            (uint64_t(__float_as_uint(o[1])) << 32),
-                                                        uint64_t(__float_as_uint(o[V - 1])) | hi));
+          st_relaxed_sys_b128(send + u, make_ulonglong2(uint64_t(__float_as_uint(o[j][0])) |
+                                                            (uint64_t(__float_as_uint(o[j][1])) << 32),
+                                                        uint64_t(__float_as_uint(o[j][V - 1])) | hi));
         else
-          st_relaxed_sys_v2(send + u, make_ulonglong2(uint64_t(__float_as_uint(o[0])) | hi,
-                                                      uint64_t(__float_as_uint(o[1])) | hi));
+          st_relaxed_sys_v2(send + u, make_ulonglong2(uint64_t(__float_as_uint(o[j][0])) | hi,
+                                                      uint64_t(__float_as_uint(o[j][1])) | hi));
       }
     }
+#pragma unroll
+    for (int j = 0; j < kUnroll; ++j)
+#pragma unroll
+      for (unsigned i = 0; i < V; ++i) {
+        const unsigned e = (u0 + j * stride) * V + i;
+        if (e < p.elems) p.carry_in[e] = x[j][i], p.carry_out[e] = o[j][i];
+      }
   }
   __syncthreads();
   if (s_code != kOk) {
