@@ -54,7 +54,12 @@ for stage in "${@:-all}"; do
       $MPI -np $P $B/spbench collective --backend gpu -p allscan -b 1M -e 2M --block-elems 1024,4096,16384,65536,262144 \
         --allscan host --csv "$OUT/${machine}_collective_$day.csv" 2>&1 | tee -a "$LOG" | grep -E "^ |wrong|error"
       $MPI -np $P $B/spbench collective --backend gpu -p allscan -b 1M -e 2M --block-elems 1024,4096,16384,65536,262144 \
-        --allscan device --csv "$OUT/${machine}_collective_$day.csv" 2>&1 | tee -a "$LOG" | grep -E "^ |wrong|error"
+        --allscan device-flag --csv "$OUT/${machine}_collective_$day.csv" 2>&1 | tee -a "$LOG" | grep -E "^ |wrong|error"
+      # The other device protocols over the state sizes (the packet ones ignore the block size).
+      for proto in device-flag device-ll; do
+        $MPI -np $P $B/spbench collective --backend gpu -p allscan -b 64K -e 32M -f 2 --block-elems 16384 \
+          --allscan $proto --csv "$OUT/${machine}_collective_$day.csv" 2>&1 | tee -a "$LOG" | grep -E "^ |wrong|error"
+      done
     done ;;&
   operator|all)
     stamp "operator sweep"
