@@ -362,7 +362,16 @@ void print_breakdown(Problem& p) {
        [&] {
          gla_cuda::launch_dv(d, q, k, d_o, ws.gc.f32(), ws.dhs.f32(), static_cast<bf16*>(p.dv.get()), cs);
        }},
-      // variants, for the notes: both state tiles, the other column tile of the A-matrix kernels
+      // variants, for the notes: cumsum with 4 features per thread and without lambda, both state tiles, variants 1
+      // (32-wide slices, 2 blocks per SM; v2) and 2 (16-wide, 3 blocks per SM) of the A-matrix and dq/dk/dg kernels,
+      // the other column tile of the A-matrix kernels
+      {"cumsum, vec=4", 6 * TD,
+       [&] {
+         gla_cuda::set_cumsum_vec(4);
+         g_kern->chunk_cumsum(s, p.g.get(), ws.gc.f32(), ws.lambda.f32(), st);
+         gla_cuda::set_cumsum_vec(2);
+       }},
+      {"cumsum, no lambda", 6 * TD, [&] { g_kern->chunk_cumsum(s, p.g.get(), ws.gc.f32(), nullptr, st); }},
       {"states_fwd, bk=16", 6 * TD + 2 * TE + HS,
        [&] {
          gla_cuda::set_states_bk(16);
@@ -374,6 +383,44 @@ void print_breakdown(Problem& p) {
          gla_cuda::set_states_bk(32);
          g_kern->chunk_states_fwd(s, k, v, ws.gc.f32(), nullptr, ws.hs.f32(), ws.ht.f32(), st);
          gla_cuda::set_states_bk(0);
+       }},
+      {"output, variant 1", 8 * TD + 4 * TE + HS,
+       [&] {
+         gla_cuda::set_intra_variant(1);
+         g_kern->chunk_output(s, q, k, v, ws.gc.f32(), ws.hs.f32(), p.o.get(), st);
+         gla_cuda::set_intra_variant(0);
+       }},
+      {"dv, variant 1", 8 * TD + 4 * TE + HS,
+       [&] {
+         gla_cuda::set_intra_variant(1);
+         gla_cuda::launch_dv(d, q, k, d_o, ws.gc.f32(), ws.dhs.f32(), static_cast<bf16*>(p.dv.get()), cs);
+         gla_cuda::set_intra_variant(0);
+       }},
+      {"dq dk dg, variant 1", 14 * TD + 4 * TE + 2 * HS,
+       [&] {
+         gla_cuda::set_dqk_variant(1);
+         gla_cuda::launch_dqk(d, q, k, v, d_o, ws.gc.f32(), ws.hs.f32(), ws.dhs.f32(), static_cast<bf16*>(p.dq.get()),
+                              static_cast<bf16*>(p.dk.get()), static_cast<bf16*>(p.dg.get()), cs);
+         gla_cuda::set_dqk_variant(0);
+       }},
+      {"output, variant 2", 8 * TD + 4 * TE + HS,
+       [&] {
+         gla_cuda::set_intra_variant(2);
+         g_kern->chunk_output(s, q, k, v, ws.gc.f32(), ws.hs.f32(), p.o.get(), st);
+         gla_cuda::set_intra_variant(0);
+       }},
+      {"dv, variant 2", 8 * TD + 4 * TE + HS,
+       [&] {
+         gla_cuda::set_intra_variant(2);
+         gla_cuda::launch_dv(d, q, k, d_o, ws.gc.f32(), ws.dhs.f32(), static_cast<bf16*>(p.dv.get()), cs);
+         gla_cuda::set_intra_variant(0);
+       }},
+      {"dq dk dg, variant 2", 14 * TD + 4 * TE + 2 * HS,
+       [&] {
+         gla_cuda::set_dqk_variant(2);
+         gla_cuda::launch_dqk(d, q, k, v, d_o, ws.gc.f32(), ws.hs.f32(), ws.dhs.f32(), static_cast<bf16*>(p.dq.get()),
+                              static_cast<bf16*>(p.dk.get()), static_cast<bf16*>(p.dg.get()), cs);
+         gla_cuda::set_dqk_variant(0);
        }},
       {"output, bv=64", 8 * TD + 4 * TE + HS,
        [&] { gla_cuda::launch_output(d, q, k, v, ws.gc.f32(), ws.hs.f32(), static_cast<bf16*>(p.o.get()), cs, 64); }},
@@ -401,7 +448,7 @@ void print_breakdown(Problem& p) {
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
     const double med = summarize(ms).median;
-    std::printf("  %-18s %8.3f ms %7.0f GB/s\n", sg.name, med, sg.bytes / (med * 1e-3) * 1e-9);
+    std::printf("  %-20s %8.3f ms %7.0f GB/s\n", sg.name, med, sg.bytes / (med * 1e-3) * 1e-9);
   }
 }
 

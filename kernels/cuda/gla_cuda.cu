@@ -34,8 +34,10 @@ __device__ __forceinline__ int last_row(int n, int T) { return min(T, (n + 1) * 
 
 // ---- chunk_cumsum ---------------------------------------------------------------------------------------------------
 // One thread per (b, chunk, h, group of VEC features): a sequential inclusive sum down the chunk's rows. Loads of
-// later rows do not depend on the running sum, so the unrolled loop keeps several in flight; VEC = 4 gives 8-byte
-// loads and 16-byte stores. Memory-bound: reads g once, writes gc once.
+// later rows do not depend on the running sum, so the unrolled loop keeps several in flight. Memory-bound: reads g
+// once, writes gc once. VEC = 2 (4-byte loads, 8-byte stores) rather than 4: at B=1, T=16K, H=16, dk=128 VEC = 4
+// gave 131K threads, half of what the SMs hold (ncu: 45 % occupancy). Measured: the same time there (DRAM stays at
+// 67 %), 20 % less at T=16K, H=4, dk=256 (NOTES.md, v3).
 template <int VEC>
 __global__ void cumsum_kernel(const bf16* __restrict__ g, float* __restrict__ gc, int T, int H, int dk, int NT,
                               long total) {
@@ -61,6 +63,10 @@ __global__ void cumsum_kernel(const bf16* __restrict__ g, float* __restrict__ gc
         const uint2 w = *reinterpret_cast<const uint2*>(g + o);
         acc[0] += bf_lo(w.x), acc[1] += bf_hi(w.x), acc[2] += bf_lo(w.y), acc[3] += bf_hi(w.y);
         *reinterpret_cast<float4*>(gc + o) = make_float4(acc[0], acc[1], acc[2], acc[3]);
+      } else if constexpr (VEC == 2) {
+        const uint32_t w = *reinterpret_cast<const uint32_t*>(g + o);
+        acc[0] += bf_lo(w), acc[1] += bf_hi(w);
+        *reinterpret_cast<float2*>(gc + o) = make_float2(acc[0], acc[1]);
       } else {
         acc[0] += __bfloat162float(g[o]);
         gc[o] = acc[0];
@@ -69,14 +75,18 @@ __global__ void cumsum_kernel(const bf16* __restrict__ g, float* __restrict__ gc
   }
 }
 
-// lambda = sum over chunks of each chunk's total (gc at its last row). Block = (32 features, b*h); warp w sums a
-// contiguous range of chunks, then warp 0 adds the 8 partials in order: deterministic, and parallel enough.
-__global__ void lambda_kernel(const float* __restrict__ gc, float* __restrict__ lambda, int T, int H, int dk, int NT) {
-  extern __shared__ float part_[];  // [8][32]
+// lambda = sum over chunks of each chunk's total (gc at its last row). Block = (32 features, b*h) of kLambdaWarps
+// warps; warp w sums a contiguous range of chunks, then warp 0 adds the partials in order: deterministic. 32 warps,
+// not 8: the grid is only dk/32 x B*H blocks (64 at H=16, dk=128), and with 8 warps each walked 32 chunks, 13 us.
+constexpr int kLambdaWarps = 32;
+int g_cumsum_vec = 2;  // features per cumsum thread: 2, or 4 (v2; kept for the benchmark's comparison)
+__global__ void __launch_bounds__(kLambdaWarps * 32)
+    lambda_kernel(const float* __restrict__ gc, float* __restrict__ lambda, int T, int H, int dk, int NT) {
+  extern __shared__ float part_[];  // [kLambdaWarps][32]
   float(*part)[32] = reinterpret_cast<float(*)[32]>(part_);
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   const int f = blockIdx.x * 32 + lane, bh = blockIdx.y, b = bh / H, h = bh % H;
-  const int per = (NT + 7) / 8, n0 = w * per, n1 = min(NT, n0 + per);
+  const int per = (NT + kLambdaWarps - 1) / kLambdaWarps, n0 = w * per, n1 = min(NT, n0 + per);
   float acc = 0.f;
   if (f < dk) {
 #pragma unroll 8
@@ -86,7 +96,7 @@ __global__ void lambda_kernel(const float* __restrict__ gc, float* __restrict__ 
   __syncthreads();
   if (w == 0 && f < dk) {
     float s = 0.f;
-    for (int i = 0; i < 8; ++i) s += part[i][lane];
+    for (int i = 0; i < kLambdaWarps; ++i) s += part[i][lane];
     lambda[long(bh) * dk + f] = s;
   }
 }
@@ -309,13 +319,20 @@ class CudaKernels final : public GlaKernels {
   void chunk_cumsum(const GlaShape& s, const void* g, float* gc, float* lambda, Stream st) override {
     const Dims d = dims_of(s);
     const auto* gb = static_cast<const bf16*>(g);
-    const bool vec = s.dk % 4 == 0 && (reinterpret_cast<uintptr_t>(g) & 7) == 0 && aligned16(gc);
-    const long total = long(s.B) * d.NT * s.H * (vec ? s.dk / 4 : s.dk);
-    if (vec) cumsum_kernel<4><<<grid_for(total, 256), 256, 0, stream_of(st)>>>(gb, gc, s.T, s.H, s.dk, d.NT, total);
-    else cumsum_kernel<1><<<grid_for(total, 256), 256, 0, stream_of(st)>>>(gb, gc, s.T, s.H, s.dk, d.NT, total);
+    const auto addr = [](const void* x) { return reinterpret_cast<uintptr_t>(x); };
+    int vec = 1;
+    if (g_cumsum_vec == 4 && s.dk % 4 == 0 && (addr(g) & 7) == 0 && aligned16(gc)) vec = 4;
+    else if (s.dk % 2 == 0 && (addr(g) & 3) == 0 && (addr(gc) & 7) == 0) vec = 2;
+    const long total = long(s.B) * d.NT * s.H * (s.dk / vec);
+    const int grid = grid_for(total, 256);
+    cudaStream_t cs = stream_of(st);
+    if (vec == 4) cumsum_kernel<4><<<grid, 256, 0, cs>>>(gb, gc, s.T, s.H, s.dk, d.NT, total);
+    else if (vec == 2) cumsum_kernel<2><<<grid, 256, 0, cs>>>(gb, gc, s.T, s.H, s.dk, d.NT, total);
+    else cumsum_kernel<1><<<grid, 256, 0, cs>>>(gb, gc, s.T, s.H, s.dk, d.NT, total);
     SPB_CUDA_LAUNCH();
     if (lambda) {
-      lambda_kernel<<<dim3((s.dk + 31) / 32, s.B * s.H), 256, 8 * 32 * 4, stream_of(st)>>>(gc, lambda, s.T, s.H, s.dk, d.NT);
+      const dim3 lgrid((s.dk + 31) / 32, s.B * s.H);
+      lambda_kernel<<<lgrid, kLambdaWarps * 32, kLambdaWarps * 32 * 4, cs>>>(gc, lambda, s.T, s.H, s.dk, d.NT);
       SPB_CUDA_LAUNCH();
     }
   }
@@ -489,6 +506,9 @@ class CudaKernels final : public GlaKernels {
 };
 
 }  // namespace
+
+void set_cumsum_vec(int v) { g_cumsum_vec = v; }
+
 }  // namespace gla_cuda
 
 std::unique_ptr<GlaKernels> make_cuda_kernels() { return std::make_unique<gla_cuda::CudaKernels>(); }

@@ -26,6 +26,9 @@ struct StateFold {
   int nstride = 0;           // NT + 1 for exp(P), NT for exp(Q)
 };
 
+// gla_cuda.cu: features per thread of the cumsum kernel (2: default; 4: v2's, for the benchmark's comparison).
+void set_cumsum_vec(int v);
+
 // gla_states.cu: the sequential chunk recurrence.
 //   forward  (reverse == false): x = k, y = v, hs[n] = state at the start of chunk n, fin = ht, init = h0.
 //   backward (reverse == true):  x = q, y = do, hs[n] = dhs[n] (gradient at the end of chunk n), fin = dh0,
@@ -40,6 +43,9 @@ void launch_states(const Dims& d, bool reverse, const __nv_bfloat16* x, const __
 //   o  = s (Q*exp b) hs[n] + tril(A) V                      (chunk_output)
 //   dv = (K*exp(B-b)) dhs[n] + tril(A)^T dO                  (the dv part of chunk_grads)
 // bv: columns per block, 64 or 128; 0 picks (128 where dv > 64). The benchmark tries both.
+// set_intra_variant: tuning override of the feature slice and occupancy (0: default; 1: 32-feature slices, 2 blocks
+// per SM; 2: 16-feature slices, 3 blocks per SM; 3: as 2 with one barrier per slice). For tests and the benchmark.
+void set_intra_variant(int v);
 void launch_output(const Dims& d, const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                    const float* gc, const float* hs, __nv_bfloat16* o, cudaStream_t stream, int bv = 0,
                    const StateFold& fold = {});
@@ -49,6 +55,9 @@ void launch_dv(const Dims& d, const __nv_bfloat16* q, const __nv_bfloat16* k, co
 
 // gla_dqk.cu: per (chunk, dk tile) blocks: dq, dk and dg. fold_h / fold_dh: the boundary states folded into the H0
 // and dH tiles (rowsum(dH * H1) is rebuilt from the folded H0, so ht is never needed).
+// set_dqk_variant: tuning override (0: default; 1: 32-column dv slices, 2 blocks per SM; 2: 16-column slices,
+// 3 blocks per SM). For tests and the benchmark.
+void set_dqk_variant(int v);
 void launch_dqk(const Dims& d, const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                 const __nv_bfloat16* d_o, const float* gc, const float* hs, const float* dhs, __nv_bfloat16* dq,
                 __nv_bfloat16* dk, __nv_bfloat16* dg, cudaStream_t stream, const StateFold& fold_h = {},

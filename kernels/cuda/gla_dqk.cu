@@ -8,7 +8,8 @@
 //
 // Design:
 // - One block of 4 warps per (chunk, 64-feature tile, b*h); warp w owns rows 16w..16w+15 of dq, dk and dA.
-// - Phase 1 streams dv in slices of 32 (cp.async, double-buffered): dO, V, and the [64 x 32] slices of H0 and dH.
+// - Phase 1 streams dv in slices of DJS = 16 (32 in variant 1; cp.async, double-buffered): dO, V, and the [64 x DJS]
+//   slices of H0 and dH; 75 KB of shared memory and <= 168 registers let 3 blocks (12 warps) share an SM.
 //   dA += dO V^T (exact bf16 inputs, tf32 mma), dq += dO H0^T, dk += V dH^T, rowsum(dH * H0) on the fly.
 // - Phase 2 (q, k, gc of the tile resident in shared memory): the intra terms as tf32 mma with the sub-chunk
 //   factorisation of gla_intra.cu: dq uses b_ref = first row of the warp's sub-chunk (keys scaled by
@@ -28,17 +29,24 @@ namespace gla_cuda {
 namespace {
 
 constexpr int DIT = 64;          // features per block
-constexpr int DJS = 32;          // dv slice
-constexpr int DSS = DJS + 8;     // stride of the slice buffers (bf16 and fp32): pair / float2 reads conflict-free
 constexpr int DRS = 72;          // bf16 stride of resident q, k: 16-bit reads at rows 2t, 2t+1 -> banks 8t + g/2
 constexpr int DGR = 68;          // fp32 stride of resident gc: reads at rows 2t, 2t+1 -> banks 8t + g
 constexpr int DAS = 68;          // fp32 stride of dA in shared memory
 constexpr int kDqkThreads = 128;
-constexpr size_t kDqkStage = size_t(kC) * DSS * (2 + 2 + 4 + 4);  // dO, V, H0, dH
-constexpr size_t kDqkRes = 2 * kDqkStage;
-constexpr size_t kDqkQ = kDqkRes, kDqkK = kDqkQ + size_t(kC) * DRS * 2, kDqkG = kDqkK + size_t(kC) * DRS * 2;
-constexpr size_t kDqkMisc = kDqkG + size_t(kC) * DGR * 4;
-constexpr size_t kDqkSmem = kDqkMisc + size_t(DIT) * 9 * 4;  // rowsum[64], colsum[4][64], totals[4][64]
+// 1: 32-column dv slices, 2 blocks per SM (v2); 2: 16-column slices, 3 blocks per SM (registers <= 168).
+constexpr int kDqkDefaultVariant = 2;
+// DJS: the dv slice (32, or 16: 75 KB of shared memory, so that 3 blocks fit an SM); MINB: blocks per SM the
+// register allocation is bounded for (2: up to 255 registers, 3: up to 168).
+template <int DJS>
+struct DqkLayout {
+  static constexpr int DSS = DJS + 8;  // stride of the slice buffers (bf16 and fp32): pair / float2 reads conflict-free
+  static constexpr size_t stage = size_t(kC) * DSS * (2 + 2 + 4 + 4);  // dO, V, H0, dH
+  static constexpr size_t res = 2 * stage;
+  static constexpr size_t q = res, k = q + size_t(kC) * DRS * 2, g = k + size_t(kC) * DRS * 2;
+  static constexpr size_t misc = g + size_t(kC) * DGR * 4;
+  static constexpr size_t total = misc + size_t(64) * 9 * 4;  // rowsum[64], colsum[4][64], totals[4][64]
+  static_assert(size_t(kC) * DAS * 4 <= res, "dA (phase 2) lives in the stage buffers");
+};
 
 struct DqkParams {
   const bf16* q;
@@ -79,13 +87,15 @@ struct DqkFold {
 };
 
 // FOLD: the boundary states are folded in (chunk_grads_with_boundary); the plain instantiation compiles as before.
-template <bool FOLD>
-__global__ void __launch_bounds__(kDqkThreads) dqk_kernel(const DqkParams p, const DqkFold f) {
+template <bool FOLD, int DJS, int MINB>
+__global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams p, const DqkFold f) {
+  using L = DqkLayout<DJS>;
+  constexpr int DSS = L::DSS;
   extern __shared__ __align__(16) unsigned char smem[];
-  bf16* Qr = reinterpret_cast<bf16*>(smem + kDqkQ);
-  bf16* Kr = reinterpret_cast<bf16*>(smem + kDqkK);
-  float* Gr = reinterpret_cast<float*>(smem + kDqkG);
-  float* rsum = reinterpret_cast<float*>(smem + kDqkMisc);  // [64]
+  bf16* Qr = reinterpret_cast<bf16*>(smem + L::q);
+  bf16* Kr = reinterpret_cast<bf16*>(smem + L::k);
+  float* Gr = reinterpret_cast<float*>(smem + L::g);
+  float* rsum = reinterpret_cast<float*>(smem + L::misc);  // [64]
   float* csum = rsum + DIT;                                  // [4][64]
   float* wtot = csum + 4 * DIT;                              // [4][64]
 
@@ -103,7 +113,7 @@ __global__ void __launch_bounds__(kDqkThreads) dqk_kernel(const DqkParams p, con
   load_tile<bf16, kC, DIT, kDqkThreads>(Kr, DRS, p.k + qbase + i0, qrow, len, DK - i0, p.vk);
   load_tile<float, kC, DIT, kDqkThreads>(Gr, DGR, p.gc + qbase + i0, qrow, len, DK - i0, p.vg);
   auto stage_ptrs = [&](int st, bf16*& DO, bf16*& V, float*& H0, float*& DH) {
-    unsigned char* base = smem + st * kDqkStage;
+    unsigned char* base = smem + st * L::stage;
     DO = reinterpret_cast<bf16*>(base);
     V = DO + kC * DSS;
     H0 = reinterpret_cast<float*>(V + kC * DSS);
@@ -131,7 +141,7 @@ __global__ void __launch_bounds__(kDqkThreads) dqk_kernel(const DqkParams p, con
   for (int i = 0; i < 8; ++i)
 #pragma unroll
     for (int e = 0; e < 4; ++e) dA[i][e] = dq[i][e] = dk[i][e] = 0.f;
-  // rowsum(dH * H0) of feature rs_row over the columns rs_half*16 .. +15 of every slice, from the raw fp32 values.
+  // rowsum(dH * H0) of feature rs_row over the columns rs_half*DJS/2 .. of every slice, from the raw fp32 values.
   const int rs_row = tid >> 1, rs_half = tid & 1;
   float rs = 0.f;
   // The boundary states (StateFold): this thread's row of the H0 / dH tiles gets e * X added, the same e all chunk.
@@ -150,22 +160,22 @@ __global__ void __launch_bounds__(kDqkThreads) dqk_kernel(const DqkParams p, con
     float *H0, *DH;
     stage_ptrs(s & 1, DO, V, H0, DH);
     if constexpr (FOLD) if (f.fh.x && frow) {  // true H0 = local + exp(P_n) S_in, before rowsum(dH * H0) and the rounding below
-      const int c = s * DJS + rs_half * 16;
+      const int c = s * DJS + rs_half * (DJS / 2);
       const float* X = f.fh.x + long(bh) * DK * DV + long(i0 + rs_row) * DV + c;
 #pragma unroll
-      for (int q4 = 0; q4 < 4; ++q4) fold4(H0 + rs_row * DSS + rs_half * 16 + 4 * q4, X + 4 * q4, eh, DV - c - 4 * q4, f.vfh);
+      for (int q4 = 0; q4 < DJS / 8; ++q4) fold4(H0 + rs_row * DSS + rs_half * (DJS / 2) + 4 * q4, X + 4 * q4, eh, DV - c - 4 * q4, f.vfh);
     }
     if constexpr (FOLD) if (f.fd.x && frow) {  // true dH = local + exp(Q_n) dS_out
-      const int c = s * DJS + rs_half * 16;
+      const int c = s * DJS + rs_half * (DJS / 2);
       const float* X = f.fd.x + long(bh) * DK * DV + long(i0 + rs_row) * DV + c;
 #pragma unroll
-      for (int q4 = 0; q4 < 4; ++q4) fold4(DH + rs_row * DSS + rs_half * 16 + 4 * q4, X + 4 * q4, ed, DV - c - 4 * q4, f.vfd);
+      for (int q4 = 0; q4 < DJS / 8; ++q4) fold4(DH + rs_row * DSS + rs_half * (DJS / 2) + 4 * q4, X + 4 * q4, ed, DV - c - 4 * q4, f.vfd);
     }
     // Round the state slices to tf32 once, in place (instead of at every fragment load in every warp).
 #pragma unroll
-    for (int q4 = 0; q4 < 4; ++q4) {
-      float4* hp = reinterpret_cast<float4*>(H0 + rs_row * DSS + rs_half * 16 + 4 * q4);
-      float4* dp = reinterpret_cast<float4*>(DH + rs_row * DSS + rs_half * 16 + 4 * q4);
+    for (int q4 = 0; q4 < DJS / 8; ++q4) {
+      float4* hp = reinterpret_cast<float4*>(H0 + rs_row * DSS + rs_half * (DJS / 2) + 4 * q4);
+      float4* dp = reinterpret_cast<float4*>(DH + rs_row * DSS + rs_half * (DJS / 2) + 4 * q4);
       const float4 hv = *hp, dv4 = *dp;
       rs += hv.x * dv4.x + hv.y * dv4.y + hv.z * dv4.z + hv.w * dv4.w;
       *hp = make_float4(tf32_round(hv.x), tf32_round(hv.y), tf32_round(hv.z), tf32_round(hv.w));
@@ -372,26 +382,40 @@ __global__ void __launch_bounds__(kDqkThreads) dqk_kernel(const DqkParams p, con
   }
 }
 
+template <int DJS, int MINB>
+void launch_dqk_t(const Dims& d, const DqkParams& p, const DqkFold& f, cudaStream_t stream) {
+  using L = DqkLayout<DJS>;
+  static const bool attr = [] {
+    SPB_CUDA(cudaFuncSetAttribute(dqk_kernel<false, DJS, MINB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  int(L::total)));
+    SPB_CUDA(cudaFuncSetAttribute(dqk_kernel<true, DJS, MINB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  int(L::total)));
+    return true;
+  }();
+  (void)attr;
+  const dim3 grid((d.dk + DIT - 1) / DIT, d.NT, d.B * d.H);
+  if (f.fh.x || f.fd.x) dqk_kernel<true, DJS, MINB><<<grid, kDqkThreads, L::total, stream>>>(p, f);
+  else dqk_kernel<false, DJS, MINB><<<grid, kDqkThreads, L::total, stream>>>(p, f);
+  SPB_CUDA_LAUNCH();
+}
+
+int g_dqk_variant = 0;  // tuning override (0: the default)
+
 }  // namespace
+
+void set_dqk_variant(int v) { g_dqk_variant = v; }
 
 void launch_dqk(const Dims& d, const bf16* q, const bf16* k, const bf16* v, const bf16* d_o, const float* gc,
                 const float* hs, const float* dhs, bf16* dq, bf16* dk, bf16* dg, cudaStream_t stream,
                 const StateFold& fold_h, const StateFold& fold_dh) {
-  static const bool attr = [] {
-    SPB_CUDA(cudaFuncSetAttribute(dqk_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kDqkSmem)));
-    SPB_CUDA(cudaFuncSetAttribute(dqk_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kDqkSmem)));
-    return true;
-  }();
-  (void)attr;
   const DqkParams p{q, k, v, d_o, gc, hs, dhs, dq, dk, dg, d.B, d.T, d.H, d.dk, d.dv, d.NT, d.scale,
                     aligned16(q) && d.dk % 8 == 0, aligned16(k) && d.dk % 8 == 0, aligned16(v) && d.dv % 8 == 0,
                     aligned16(d_o) && d.dv % 8 == 0, aligned16(gc) && d.dk % 4 == 0,
                     aligned16(hs) && aligned16(dhs) && d.dv % 4 == 0};
   const DqkFold f{fold_h, fold_dh, aligned16(fold_h.x) && d.dv % 4 == 0, aligned16(fold_dh.x) && d.dv % 4 == 0};
-  const dim3 grid((d.dk + DIT - 1) / DIT, d.NT, d.B * d.H);
-  if (fold_h.x || fold_dh.x) dqk_kernel<true><<<grid, kDqkThreads, kDqkSmem, stream>>>(p, f);
-  else dqk_kernel<false><<<grid, kDqkThreads, kDqkSmem, stream>>>(p, f);
-  SPB_CUDA_LAUNCH();
+  const int var = g_dqk_variant ? g_dqk_variant : kDqkDefaultVariant;
+  if (var == 1) launch_dqk_t<32, 2>(d, p, f, stream);
+  else launch_dqk_t<16, 3>(d, p, f, stream);
 }
 
 }  // namespace gla_cuda

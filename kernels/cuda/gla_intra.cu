@@ -5,8 +5,9 @@
 //
 // Design:
 // - One block of 4 warps per (chunk, dv tile of BV columns, b*h); warp w owns the 16 rows of sub-chunk w.
-// - The feature dimension is streamed in slices of 32 (cp.async, double-buffered), so any dk works with the same
-//   shared memory: each slice adds to A and to the inter-chunk product (state slice [32 x BV], fp32, tf32 mma).
+// - The feature dimension is streamed in slices of IKS = 16 (32 in variant 1; cp.async, double-buffered): 58 KB of
+//   shared memory and <= 168 registers let 3 blocks (12 warps) share an SM, and any dk works with the same
+//   shared memory: each slice adds to A and to the inter-chunk product (state slice [IKS x BV], fp32, tf32 mma).
 // - A without overflow, the FLA way: warp w scales its queries by exp(b_r - b_ref) and the keys by exp(b_ref - b_j)
 //   with b_ref = b at the first row of sub-chunk w. For keys of earlier sub-chunks both factors are <= 1. On the
 //   diagonal 16x16 block the key factor is >= 1 but bounded by the decay inside 16 tokens; when that decay exceeds
@@ -29,14 +30,18 @@ namespace gla_cuda {
 namespace {
 
 constexpr int MODE_OUT = 0, MODE_DV = 1;
-constexpr int IKS = 32;        // feature slice
-constexpr int IQS = IKS + 8;   // bf16 stride of q, k slices: 32-bit reads at (row g, col 2t) hit banks 20g + t
-constexpr int IGS = IKS + 8;   // fp32 stride of the gc slice: float2 reads at (row g, col 2t) conflict-free
 constexpr int IAS = 68;        // fp32 stride of A in shared memory (MODE_DV): reads at rows 2t, 2t+1 -> banks 8t + g
 constexpr int kIntraThreads = 128;
+// 1: 32-feature slices, 2 blocks per SM (v2); 2: 16-feature slices, 3 blocks per SM (registers <= 168);
+// 3: as 2, with one barrier per slice (EARLY, see intra_kernel).
+constexpr int kIntraDefaultVariant = 3;
 
-template <int BV>
+// IKS: features per slice (32, or 16: half the shared memory, so that 3 blocks fit an SM); MINB: blocks per SM the
+// register allocation is bounded for (2: up to 255 registers, 3: up to 168).
+template <int BV, int IKS>
 struct IntraLayout {
+  static constexpr int IQS = IKS + 8;  // bf16 stride of q, k slices: 32-bit reads at (row g, col 2t) conflict-free
+  static constexpr int IGS = IKS + 8;  // fp32 stride of the gc slice: float2 reads at (row g, col 2t) conflict-free
   static constexpr int HS = BV + 4;  // fp32 stride of the state slice: reads at rows 2t, 2t+1, col g -> banks 8t + g
   static constexpr int WS = BV + 8;  // bf16 stride of V / dO: 16-byte ldmatrix rows, conflict-free
   static constexpr size_t q_off = 0;
@@ -46,7 +51,7 @@ struct IntraLayout {
   static constexpr size_t stage = s_off + size_t(IKS) * HS * 4;
   static constexpr size_t w_off = 2 * stage;
   static constexpr size_t total = w_off + size_t(kC) * WS * 2;
-  static_assert(stage % 16 == 0 && size_t(kC) * IAS * 4 <= stage, "layout");
+  static_assert(stage % 16 == 0 && size_t(kC) * IAS * 4 <= 2 * stage, "layout");  // A (MODE_DV) spans both stages
 };
 
 struct IntraParams {
@@ -77,9 +82,14 @@ __device__ __noinline__ float exact_score(const bf16* q, const bf16* k, const fl
 }
 
 // FOLD: the boundary state is folded into the staged state slices; the plain instantiation compiles as before.
-template <int MODE, int BV, bool FOLD>
-__global__ void __launch_bounds__(kIntraThreads) intra_kernel(const IntraParams p) {
-  using L = IntraLayout<BV>;
+// EARLY (variant 3): one barrier per slice instead of two. Each thread folds and rounds the state-slice elements it
+// copied itself (the fold / rounding loops and load_tile map thread to 16-byte chunk the same way), right after its
+// own cp.async wait and before the barrier, which then publishes the finished slice; and the V / dO tile gets a
+// cp.async group of its own after slice 0, so the first wait is for slice 0 alone (W is needed only at the end).
+template <int MODE, int BV, bool FOLD, int IKS, int MINB, bool EARLY>
+__global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraParams p) {
+  using L = IntraLayout<BV, IKS>;
+  constexpr int IQS = L::IQS, IGS = L::IGS;
   constexpr int NTV = BV / 8;  // n-tiles of the output tile
   extern __shared__ __align__(16) unsigned char smem[];
   bf16* Ws = reinterpret_cast<bf16*>(smem + L::w_off);
@@ -93,8 +103,8 @@ __global__ void __launch_bounds__(kIntraThreads) intra_kernel(const IntraParams 
   const long vbase = ((long(b) * p.T + t0) * p.H + h) * p.dv;
   const long sbase = (long(bh) * p.NT + n) * p.dk * p.dv;
 
-  // V (or dO) tile first, then feature slice 0: one cp.async group.
-  load_tile<bf16, kC, BV, kIntraThreads>(Ws, L::WS, p.w + vbase + j0, vrow, len, p.dv - j0, p.vw);
+  // V (or dO) tile first, then feature slice 0: one cp.async group (EARLY: slice 0, then W, two groups).
+  if (!EARLY) load_tile<bf16, kC, BV, kIntraThreads>(Ws, L::WS, p.w + vbase + j0, vrow, len, p.dv - j0, p.vw);
   auto load_slice = [&](int s, int st) {
     const int f0 = s * IKS;
     unsigned char* base = smem + st * L::stage;
@@ -109,6 +119,10 @@ __global__ void __launch_bounds__(kIntraThreads) intra_kernel(const IntraParams 
   };
   load_slice(0, 0);
   cp_async_commit();
+  if (EARLY) {
+    load_tile<bf16, kC, BV, kIntraThreads>(Ws, L::WS, p.w + vbase + j0, vrow, len, p.dv - j0, p.vw);
+    cp_async_commit();
+  }
 
   const int r0 = 16 * w + g, r1 = r0 + 8;  // this thread's rows (queries in A, output rows)
   const bool ok0 = r0 < len, ok1 = r1 < len;
@@ -124,10 +138,13 @@ __global__ void __launch_bounds__(kIntraThreads) intra_kernel(const IntraParams 
 
   const int nsl = (p.dk + IKS - 1) / IKS;
   for (int s = 0; s < nsl; ++s) {
-    cp_async_wait<0>();
-    __syncthreads();  // slice s (and the W tile) visible; every warp is done with slice s-1
-    if (s + 1 < nsl) load_slice(s + 1, (s + 1) & 1);
-    cp_async_commit();
+    if (EARLY && s == 0) cp_async_wait<1>();  // slice 0 (W may still be in flight)
+    else cp_async_wait<0>();
+    if (!EARLY) {
+      __syncthreads();  // slice s (and the W tile) visible; every warp is done with slice s-1
+      if (s + 1 < nsl) load_slice(s + 1, (s + 1) & 1);
+      cp_async_commit();
+    }
     if constexpr (FOLD) {  // the boundary state: slice += diag(e_n) X, same elements per thread as the rounding below
       float* sp = reinterpret_cast<float*>(smem + (s & 1) * L::stage + L::s_off);
       const int f0 = s * IKS;
@@ -149,14 +166,18 @@ __global__ void __launch_bounds__(kIntraThreads) intra_kernel(const IntraParams 
         sp[r * (L::HS / 4) + c4] = v;
       }
     }
-    __syncthreads();
+    __syncthreads();  // EARLY: slice s visible (folded, rounded); every warp is done with slice s-1
+    if (EARLY) {
+      if (s + 1 < nsl) load_slice(s + 1, (s + 1) & 1);
+      cp_async_commit();
+    }
     if (!active) continue;
     const unsigned char* base = smem + (s & 1) * L::stage;
     const bf16* Q = reinterpret_cast<const bf16*>(base + L::q_off);
     const bf16* K = reinterpret_cast<const bf16*>(base + L::k_off);
     const float* G = reinterpret_cast<const float*>(base + L::g_off);
     const float* S = reinterpret_cast<const float*>(base + L::s_off);
-    if (s * IKS + lane < p.dk) big |= G[16 * w * IGS + lane] - G[wlast * IGS + lane] > kMaxSubchunkDecay;
+    if (lane < IKS && s * IKS + lane < p.dk) big |= G[16 * w * IGS + lane] - G[wlast * IGS + lane] > kMaxSubchunkDecay;
 #pragma unroll
     for (int kk = 0; kk < IKS / 8; ++kk) {
       const int c = kk * 8 + 2 * t;
@@ -203,6 +224,10 @@ __global__ void __launch_bounds__(kIntraThreads) intra_kernel(const IntraParams 
     }
   }
 
+  if (EARLY && nsl == 1) {  // W was not covered by a wait of a later slice
+    cp_async_wait<0>();
+    __syncthreads();
+  }
   // Exact diagonal block when the factorised one could overflow (see kMaxSubchunkDecay).
   big = __any_sync(0xffffffffu, big);
   if (big && active) {
@@ -297,21 +322,31 @@ __global__ void __launch_bounds__(kIntraThreads) intra_kernel(const IntraParams 
   }
 }
 
-template <int MODE, int BV>
+template <int MODE, int BV, int IKS, int MINB, bool EARLY>
 void launch_intra_t(const IntraParams& p, cudaStream_t stream) {
-  using L = IntraLayout<BV>;
+  using L = IntraLayout<BV, IKS>;
   static const bool attr = [] {
-    SPB_CUDA(cudaFuncSetAttribute(intra_kernel<MODE, BV, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  int(L::total)));
-    SPB_CUDA(cudaFuncSetAttribute(intra_kernel<MODE, BV, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  int(L::total)));
+    SPB_CUDA(cudaFuncSetAttribute(intra_kernel<MODE, BV, false, IKS, MINB, EARLY>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::total)));
+    SPB_CUDA(cudaFuncSetAttribute(intra_kernel<MODE, BV, true, IKS, MINB, EARLY>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::total)));
     return true;
   }();
   (void)attr;
   const dim3 grid((p.dv + BV - 1) / BV, p.NT, p.B * p.H);
-  if (p.fold.x) intra_kernel<MODE, BV, true><<<grid, kIntraThreads, L::total, stream>>>(p);
-  else intra_kernel<MODE, BV, false><<<grid, kIntraThreads, L::total, stream>>>(p);
+  if (p.fold.x) intra_kernel<MODE, BV, true, IKS, MINB, EARLY><<<grid, kIntraThreads, L::total, stream>>>(p);
+  else intra_kernel<MODE, BV, false, IKS, MINB, EARLY><<<grid, kIntraThreads, L::total, stream>>>(p);
   SPB_CUDA_LAUNCH();
+}
+
+int g_intra_variant = 0;  // tuning override (0: the default below)
+
+template <int MODE, int BV>
+void launch_intra_v(const IntraParams& p, cudaStream_t stream) {
+  const int v = g_intra_variant ? g_intra_variant : kIntraDefaultVariant;
+  if (v == 1) launch_intra_t<MODE, BV, 32, 2, false>(p, stream);
+  else if (v == 2) launch_intra_t<MODE, BV, 16, 3, false>(p, stream);
+  else launch_intra_t<MODE, BV, 16, 3, true>(p, stream);
 }
 
 template <int MODE>
@@ -324,11 +359,13 @@ void launch_intra(const Dims& d, const bf16* q, const bf16* k, const float* gc, 
                       fold, aligned16(fold.x) && d.dv % 4 == 0};
   // 128 columns per block where dv allows (A is rebuilt once per column tile), 64 for small dv.
   if (bv == 0) bv = d.dv > 64 ? 128 : 64;
-  if (bv == 128) launch_intra_t<MODE, 128>(p, stream);
-  else launch_intra_t<MODE, 64>(p, stream);
+  if (bv == 128) launch_intra_v<MODE, 128>(p, stream);
+  else launch_intra_v<MODE, 64>(p, stream);
 }
 
 }  // namespace
+
+void set_intra_variant(int v) { g_intra_variant = v; }
 
 void launch_output(const Dims& d, const bf16* q, const bf16* k, const bf16* v, const float* gc, const float* hs,
                    bf16* o, cudaStream_t stream, int bv, const StateFold& fold) {

@@ -17,14 +17,14 @@ stamp "$(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,tempera
 J=$(nproc)
 
 B=build-k
-TEST=$B/kernels/cuda/test_gla_cuda_kernels
+TEST=$B/tests/test_gla_cuda
 BENCH=$B/kernels/cuda/bench_gla_cuda
 mkdir -p build-deps
 for f in .deps/*.deb; do [ -f "$f" ] && dpkg -x "$f" build-deps; done
 # -include cstdint: some project sources rely on <cstdint> arriving transitively, which GCC 13 no longer does.
 cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DNCCL_ROOT="$NCCL_ROOT" -DSPB_DEPS_PREFIX="$PWD/build-deps" \
   -DCMAKE_CXX_FLAGS="-include cstdint" >"$OUT/build.log" 2>&1 &&
-  cmake --build $B -j "$J" --target test_gla_cuda_kernels bench_gla_cuda -- -k 0 >>"$OUT/build.log" 2>&1
+  cmake --build $B -j "$J" --target test_gla_cuda bench_gla_cuda -- -k 0 >>"$OUT/build.log" 2>&1
 if [ -x $TEST ] && [ -x $BENCH ]; then
   stamp "built with CMake"
 else
@@ -77,7 +77,8 @@ for stage in "$@"; do
     grep -vE "^\s*$" "$OUT/bench.log" | tail -45 ;;
   ncu)
     stamp "ncu (one fwd_bwd of the first shape)"
-    timeout 70 ncu --clock-control none --section SpeedOfLight --section Occupancy --section LaunchStats \
+    timeout 90 ncu --clock-control none --section SpeedOfLight --section Occupancy --section LaunchStats \
+      --section WarpStateStats \
       --launch-skip 5 --launch-count 10 $BENCH --profile >"$OUT/ncu.log" 2>&1
     echo "ncu exit $?"
     grep -E "^  [a-z_]+.*\(|Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Registers Per|Block Limit (Registers|Shared)" "$OUT/ncu.log" | head -90 ;;

@@ -68,6 +68,7 @@ struct Case {
   bool h0, dht;
   bool legacy_stream = false;  // run on the legacy default stream (Stream{nullptr})
   int states_bk = 0;           // force a state tile of the recurrence kernels (0: their own choice)
+  int variant = 0;             // force a variant of the A-matrix and dq/dk/dg kernels (0: their default)
 };
 
 std::string name_of(const testing::TestParamInfo<Case>& i) {
@@ -75,7 +76,8 @@ std::string name_of(const testing::TestParamInfo<Case>& i) {
   const char* gn = c.gates == Gates::model ? "model" : c.gates == Gates::strong ? "strong" : "extreme";
   return "B" + std::to_string(c.B) + "T" + std::to_string(c.T) + "H" + std::to_string(c.H) + "_dk" +
          std::to_string(c.dk) + "_dv" + std::to_string(c.dv) + "_" + gn + (c.h0 ? "_h0" : "") + (c.dht ? "_dht" : "") +
-         (c.legacy_stream ? "_stream0" : "") + (c.states_bk ? "_bk" + std::to_string(c.states_bk) : "");
+         (c.legacy_stream ? "_stream0" : "") + (c.states_bk ? "_bk" + std::to_string(c.states_bk) : "") +
+         (c.variant ? "_v" + std::to_string(c.variant) : "");
 }
 
 class CudaVsReference : public testing::TestWithParam<Case> {};
@@ -115,6 +117,8 @@ TEST_P(CudaVsReference, EveryOutputAndGradient) {
 
   const Stream st = c.legacy_stream ? Stream{} : dev->compute_stream();
   gla_cuda::set_states_bk(c.states_bk);
+  gla_cuda::set_intra_variant(c.variant);
+  gla_cuda::set_dqk_variant(c.variant);
   const float* h0p = c.h0 ? h0.f32() : nullptr;
   const float* dhtp = c.dht ? dht.f32() : nullptr;
   gla_forward(*kern, ws, q.get(), k.get(), v.get(), g.get(), h0p, o.get(), ht.f32(), st);
@@ -122,6 +126,8 @@ TEST_P(CudaVsReference, EveryOutputAndGradient) {
                dg.get(), dh0.f32(), st);
   dev->synchronize();
   gla_cuda::set_states_bk(0);
+  gla_cuda::set_intra_variant(0);
+  gla_cuda::set_dqk_variant(0);
 
   const std::vector<float> O = fetch(*dev, o, DType::bf16, V), HT = fetch(*dev, ht, DType::f32, S);
   const std::vector<float> DQ = fetch(*dev, dq, DType::bf16, QK), DK = fetch(*dev, dk, DType::bf16, QK);
@@ -173,6 +179,14 @@ std::vector<Case> cases() {
   v.push_back({1, 300, 2, 128, 128, Gates::strong, true, true, false, 32});  // the 32-row state tile
   v.push_back({2, 65, 1, 40, 72, Gates::model, true, true, false, 32});
   v.push_back({1, 129, 2, 64, 64, Gates::strong, true, true, false, 16});
+  // the other variants of the A-matrix and dq/dk/dg kernels (1: 32-wide slices, 2: 16-wide slices, 3 blocks per SM;
+  // the A-matrix kernels' default, 3, is 2 with one barrier per slice; dq/dk/dg's default is 2)
+  for (int var : {1, 2}) {
+    v.push_back({1, 91, 2, 13, 7, Gates::strong, true, true, false, 0, var});
+    v.push_back({1, 200, 1, 256, 512, Gates::model, true, true, false, 0, var});
+    v.push_back({1, 100, 2, 48, 64, Gates::extreme, true, true, false, 0, var});
+    v.push_back({2, 65, 1, 40, 72, Gates::strong, true, true, false, 0, var});
+  }
   return v;
 }
 
@@ -321,25 +335,35 @@ TEST(CudaBoundary, FoldedInConsumersGiveTheFullGla) {
   dev->upload(h0.get(), x.h0.data(), S * 4);
   dev->upload(dht.get(), x.dht.data(), S * 4);
   GlaWorkspace ws(*dev, s);
-  for (Buffer* b : {&o, &dq, &dk, &dv, &dg}) poison(*b);
-  dev->synchronize();
-  const Stream st = dev->compute_stream();
-  kern->chunk_cumsum(s, g.get(), ws.gc.f32(), ws.lambda.f32(), st);
-  kern->chunk_states_fwd(s, k.get(), v.get(), ws.gc.f32(), nullptr, ws.hs.f32(), ht_local.f32(), st);
-  kern->chunk_states_bwd(s, q.get(), d_o.get(), ws.gc.f32(), nullptr, ws.dhs.f32(), dh_local.f32(), st);
-  kern->chunk_output_with_initial(s, q.get(), k.get(), v.get(), ws.gc.f32(), ws.hs.f32(), h0.f32(), o.get(), st);
-  kern->chunk_grads_with_boundary(s, q.get(), k.get(), v.get(), ws.gc.f32(), ws.hs.f32(), ht_local.f32(), h0.f32(),
-                                  ws.dhs.f32(), dht.f32(), d_o.get(), dq.get(), dk.get(), dv.get(), dg.get(), st);
-  dev->synchronize();
-  const std::vector<float> O = fetch(*dev, o, DType::bf16, V), DQ = fetch(*dev, dq, DType::bf16, QK);
-  const std::vector<float> DK = fetch(*dev, dk, DType::bf16, QK), DV = fetch(*dev, dv, DType::bf16, V);
-  const std::vector<float> DG = fetch(*dev, dg, DType::bf16, QK);
-  for (auto* t : {&O, &DQ, &DK, &DV, &DG}) EXPECT_TRUE(all_finite(*t)) << "NaN or unwritten element";
-  EXPECT_LT(rel_rms_error(ref.o, O, V), 4e-3) << "o";
-  EXPECT_LT(rel_rms_error(ref.dq, DQ, QK), 5e-3) << "dq";
-  EXPECT_LT(rel_rms_error(ref.dk, DK, QK), 5e-3) << "dk";
-  EXPECT_LT(rel_rms_error(ref.dv, DV, V), 5e-3) << "dv";
-  EXPECT_LT(rel_rms_error(ref.dg, DG, QK), 5e-3) << "dg";
+  for (int var : {1, 2, 3}) {  // every variant of the A-matrix and dq/dk/dg kernels (3: dq/dk/dg's default, 2)
+    SCOPED_TRACE("variant " + std::to_string(var));
+    gla_cuda::set_intra_variant(var);
+    gla_cuda::set_dqk_variant(var);
+    for (Buffer* b : {&o, &dq, &dk, &dv, &dg}) poison(*b);
+    dev->synchronize();
+    const Stream st = dev->compute_stream();
+    kern->chunk_cumsum(s, g.get(), ws.gc.f32(), ws.lambda.f32(), st);
+    kern->chunk_states_fwd(s, k.get(), v.get(), ws.gc.f32(), nullptr, ws.hs.f32(), ht_local.f32(), st);
+    kern->chunk_states_bwd(s, q.get(), d_o.get(), ws.gc.f32(), nullptr, ws.dhs.f32(), dh_local.f32(), st);
+    kern->chunk_output_with_initial(s, q.get(), k.get(), v.get(), ws.gc.f32(), ws.hs.f32(), h0.f32(), o.get(), st);
+    kern->chunk_grads_with_boundary(s, q.get(), k.get(), v.get(), ws.gc.f32(), ws.hs.f32(), ht_local.f32(), h0.f32(),
+                                    ws.dhs.f32(), dht.f32(), d_o.get(), dq.get(), dk.get(), dv.get(), dg.get(), st);
+    dev->synchronize();
+    const std::vector<float> O = fetch(*dev, o, DType::bf16, V), DQ = fetch(*dev, dq, DType::bf16, QK);
+    const std::vector<float> DK = fetch(*dev, dk, DType::bf16, QK), DV = fetch(*dev, dv, DType::bf16, V);
+    const std::vector<float> DG = fetch(*dev, dg, DType::bf16, QK);
+    for (auto* t : {&O, &DQ, &DK, &DV, &DG}) EXPECT_TRUE(all_finite(*t)) << "NaN or unwritten element";
+    EXPECT_LT(rel_rms_error(ref.o, O, V), 4e-3) << "o";
+    EXPECT_LT(rel_rms_error(ref.dq, DQ, QK), 5e-3) << "dq";
+    EXPECT_LT(rel_rms_error(ref.dk, DK, QK), 5e-3) << "dk";
+    EXPECT_LT(rel_rms_error(ref.dv, DV, V), 5e-3) << "dv";
+    EXPECT_LT(rel_rms_error(ref.dg, DG, QK), 5e-3) << "dg";
+    std::printf("[ errors ] CudaBoundary variant %d: o %.2e dq %.2e dk %.2e dv %.2e dg %.2e\n", var,
+                rel_rms_error(ref.o, O, V), rel_rms_error(ref.dq, DQ, QK), rel_rms_error(ref.dk, DK, QK),
+                rel_rms_error(ref.dv, DV, V), rel_rms_error(ref.dg, DG, QK));
+  }
+  gla_cuda::set_intra_variant(0);
+  gla_cuda::set_dqk_variant(0);
 }
 }  // namespace
 }  // namespace spb

@@ -200,6 +200,16 @@ int main(int argc, char** argv) {
   gla_cuda::set_states_bk(32);  // the other state tile
   composite(1, 130, 1, 40, 72, 1, true, true);
   gla_cuda::set_states_bk(0);
+  composite(1, 100, 1, 48, 64, 2, true, true);  // extreme gates: the exact diagonal blocks (16-feature slices)
+  for (int var : {1, 2}) {  // the other variants of the A-matrix (default 3) and dq/dk/dg (default 2) kernels
+    gla_cuda::set_intra_variant(var);
+    gla_cuda::set_dqk_variant(var);
+    composite(1, 130, 1, 40, 72, 1, true, true);
+    composite(1, 100, 1, 48, 64, 2, true, true);
+    boundary(1, 130, 1, 40, 72, true, true, GateKind::model);
+  }
+  gla_cuda::set_intra_variant(0);
+  gla_cuda::set_dqk_variant(0);
   if (!quick) {
     composite(1, 1, 1, 16, 24, 1, false, false);
     composite(2, 130, 2, 16, 24, 1, true, false);
