@@ -152,6 +152,20 @@ __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams 
   // ---- phase 1: products over dv ----
   const int nsl = (DV + DJS - 1) / DJS;
   for (int s = 0; s < nsl; ++s) {
+    // FOLD: this slice's boundary-state operands, loaded before the wait (fold4_load says why).
+    constexpr int NF = DJS / 8;
+    const int fc = s * DJS + rs_half * (DJS / 2);
+    float4 fh[FOLD ? NF : 1], fd[FOLD ? NF : 1];
+    if constexpr (FOLD) {
+      const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+      const float* XH = f.fh.x && frow ? f.fh.x + long(bh) * DK * DV + long(i0 + rs_row) * DV + fc : nullptr;
+      const float* XD = f.fd.x && frow ? f.fd.x + long(bh) * DK * DV + long(i0 + rs_row) * DV + fc : nullptr;
+#pragma unroll
+      for (int q4 = 0; q4 < NF; ++q4) {
+        fh[q4] = XH ? fold4_load(XH + 4 * q4, DV - fc - 4 * q4, f.vfh) : zero;
+        fd[q4] = XD ? fold4_load(XD + 4 * q4, DV - fc - 4 * q4, f.vfd) : zero;
+      }
+    }
     cp_async_wait<0>();
     __syncthreads();
     if (s + 1 < nsl) load_slice(s + 1, (s + 1) & 1);
@@ -160,16 +174,14 @@ __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams 
     float *H0, *DH;
     stage_ptrs(s & 1, DO, V, H0, DH);
     if constexpr (FOLD) if (f.fh.x && frow) {  // true H0 = local + exp(P_n) S_in, before rowsum(dH * H0) and the rounding below
-      const int c = s * DJS + rs_half * (DJS / 2);
-      const float* X = f.fh.x + long(bh) * DK * DV + long(i0 + rs_row) * DV + c;
 #pragma unroll
-      for (int q4 = 0; q4 < DJS / 8; ++q4) fold4(H0 + rs_row * DSS + rs_half * (DJS / 2) + 4 * q4, X + 4 * q4, eh, DV - c - 4 * q4, f.vfh);
+      for (int q4 = 0; q4 < NF; ++q4)
+        fold4_add(H0 + rs_row * DSS + rs_half * (DJS / 2) + 4 * q4, fh[q4], eh, DV - fc - 4 * q4, f.vfh);
     }
     if constexpr (FOLD) if (f.fd.x && frow) {  // true dH = local + exp(Q_n) dS_out
-      const int c = s * DJS + rs_half * (DJS / 2);
-      const float* X = f.fd.x + long(bh) * DK * DV + long(i0 + rs_row) * DV + c;
 #pragma unroll
-      for (int q4 = 0; q4 < DJS / 8; ++q4) fold4(DH + rs_row * DSS + rs_half * (DJS / 2) + 4 * q4, X + 4 * q4, ed, DV - c - 4 * q4, f.vfd);
+      for (int q4 = 0; q4 < NF; ++q4)
+        fold4_add(DH + rs_row * DSS + rs_half * (DJS / 2) + 4 * q4, fd[q4], ed, DV - fc - 4 * q4, f.vfd);
     }
     // Round the state slices to tf32 once, in place (instead of at every fragment load in every warp).
 #pragma unroll

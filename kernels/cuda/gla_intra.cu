@@ -138,6 +138,22 @@ __global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraP
 
   const int nsl = (p.dk + IKS - 1) / IKS;
   for (int s = 0; s < nsl; ++s) {
+    // FOLD: this slice's boundary-state operands, loaded before the wait (fold4_load says why).
+    constexpr int NF = IKS * BV / 4 / kIntraThreads;
+    float4 fx[FOLD ? NF : 1];
+    float fe[FOLD ? NF : 1];
+    if constexpr (FOLD) {
+      const int f0 = s * IKS;
+      const float* X = p.fold.x + long(bh) * p.dk * p.dv + long(f0) * p.dv + j0;
+      const float* E = p.fold.e + (long(bh) * p.fold.nstride + n) * p.dk + f0;
+#pragma unroll
+      for (int i = 0; i < NF; ++i) {
+        const int idx = tid + i * kIntraThreads, r = idx / (BV / 4), c = 4 * (idx % (BV / 4));
+        const bool ok = f0 + r < p.dk;
+        fe[i] = ok ? E[r] : 0.f;
+        fx[i] = ok ? fold4_load(X + long(r) * p.dv + c, p.dv - j0 - c, p.vf) : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+    }
     if (EARLY && s == 0) cp_async_wait<1>();  // slice 0 (W may still be in flight)
     else cp_async_wait<0>();
     if (!EARLY) {
@@ -147,13 +163,10 @@ __global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraP
     }
     if constexpr (FOLD) {  // the boundary state: slice += diag(e_n) X, same elements per thread as the rounding below
       float* sp = reinterpret_cast<float*>(smem + (s & 1) * L::stage + L::s_off);
-      const int f0 = s * IKS;
-      const float* X = p.fold.x + long(bh) * p.dk * p.dv + long(f0) * p.dv + j0;
-      const float* E = p.fold.e + (long(bh) * p.fold.nstride + n) * p.dk + f0;
 #pragma unroll
-      for (int i = 0; i < IKS * BV / 4 / kIntraThreads; ++i) {
+      for (int i = 0; i < NF; ++i) {
         const int idx = tid + i * kIntraThreads, r = idx / (BV / 4), c = 4 * (idx % (BV / 4));
-        if (f0 + r < p.dk) fold4(sp + r * L::HS + c, X + long(r) * p.dv + c, E[r], p.dv - j0 - c, p.vf);
+        if (s * IKS + r < p.dk) fold4_add(sp + r * L::HS + c, fx[i], fe[i], p.dv - j0 - c, p.vf);
       }
     }
     {  // round the state slice to tf32 once, in place (not at every fragment load of every warp)
