@@ -340,28 +340,28 @@ void print_breakdown(Problem& p) {
   auto v = static_cast<const bf16*>(p.v.get()), d_o = static_cast<const bf16*>(p.d_o.get());
   const double TD = double(s.B) * s.T * s.H * s.dk, TE = double(s.B) * s.T * s.H * s.dv;
   const double HS = double(s.chunk_state_elems()) * 4;
+  auto run_output = [&] { g_kern->chunk_output(s, q, k, v, ws.gc.f32(), ws.hs.f32(), p.o.get(), st); };
+  auto run_dv = [&] {
+    gla_cuda::launch_dv(d, q, k, d_o, ws.gc.f32(), ws.dhs.f32(), static_cast<bf16*>(p.dv.get()), cs);
+  };
+  auto run_dqk = [&] {
+    gla_cuda::launch_dqk(d, q, k, v, d_o, ws.gc.f32(), ws.hs.f32(), ws.dhs.f32(), static_cast<bf16*>(p.dq.get()),
+                         static_cast<bf16*>(p.dk.get()), static_cast<bf16*>(p.dg.get()), cs);
+  };
   struct Stage {
-    const char* name;
+    std::string name;
     double bytes;
     std::function<void()> f;
   };
-  const Stage stages[] = {
+  std::vector<Stage> stages = {
       {"chunk_cumsum", 6 * TD, [&] { g_kern->chunk_cumsum(s, p.g.get(), ws.gc.f32(), ws.lambda.f32(), st); }},
       {"chunk_states_fwd", 6 * TD + 2 * TE + HS,
        [&] { g_kern->chunk_states_fwd(s, k, v, ws.gc.f32(), nullptr, ws.hs.f32(), ws.ht.f32(), st); }},
-      {"chunk_output", 8 * TD + 4 * TE + HS,
-       [&] { g_kern->chunk_output(s, q, k, v, ws.gc.f32(), ws.hs.f32(), p.o.get(), st); }},
+      {"chunk_output", 8 * TD + 4 * TE + HS, run_output},
       {"chunk_states_bwd", 6 * TD + 2 * TE + HS,
        [&] { g_kern->chunk_states_bwd(s, q, d_o, ws.gc.f32(), nullptr, ws.dhs.f32(), p.dh0.f32(), st); }},
-      {"grads: dq dk dg", 14 * TD + 4 * TE + 2 * HS,
-       [&] {
-         gla_cuda::launch_dqk(d, q, k, v, d_o, ws.gc.f32(), ws.hs.f32(), ws.dhs.f32(), static_cast<bf16*>(p.dq.get()),
-                              static_cast<bf16*>(p.dk.get()), static_cast<bf16*>(p.dg.get()), cs);
-       }},
-      {"grads: dv", 8 * TD + 4 * TE + HS,
-       [&] {
-         gla_cuda::launch_dv(d, q, k, d_o, ws.gc.f32(), ws.dhs.f32(), static_cast<bf16*>(p.dv.get()), cs);
-       }},
+      {"grads: dq dk dg", 14 * TD + 4 * TE + 2 * HS, run_dqk},
+      {"grads: dv", 8 * TD + 4 * TE + HS, run_dv},
       // variants, for the notes: cumsum with 4 features per thread and without lambda, both state tiles, variants 1
       // (32-wide slices, 2 blocks per SM; v2) and 2 (16-wide, 3 blocks per SM) of the A-matrix and dq/dk/dg kernels,
       // the other column tile of the A-matrix kernels
@@ -384,51 +384,29 @@ void print_breakdown(Problem& p) {
          g_kern->chunk_states_fwd(s, k, v, ws.gc.f32(), nullptr, ws.hs.f32(), ws.ht.f32(), st);
          gla_cuda::set_states_bk(0);
        }},
-      {"output, variant 1", 8 * TD + 4 * TE + HS,
-       [&] {
-         gla_cuda::set_intra_variant(1);
-         g_kern->chunk_output(s, q, k, v, ws.gc.f32(), ws.hs.f32(), p.o.get(), st);
-         gla_cuda::set_intra_variant(0);
-       }},
-      {"dv, variant 1", 8 * TD + 4 * TE + HS,
-       [&] {
-         gla_cuda::set_intra_variant(1);
-         gla_cuda::launch_dv(d, q, k, d_o, ws.gc.f32(), ws.dhs.f32(), static_cast<bf16*>(p.dv.get()), cs);
-         gla_cuda::set_intra_variant(0);
-       }},
-      {"dq dk dg, variant 1", 14 * TD + 4 * TE + 2 * HS,
-       [&] {
-         gla_cuda::set_dqk_variant(1);
-         gla_cuda::launch_dqk(d, q, k, v, d_o, ws.gc.f32(), ws.hs.f32(), ws.dhs.f32(), static_cast<bf16*>(p.dq.get()),
-                              static_cast<bf16*>(p.dk.get()), static_cast<bf16*>(p.dg.get()), cs);
-         gla_cuda::set_dqk_variant(0);
-       }},
-      {"output, variant 2", 8 * TD + 4 * TE + HS,
-       [&] {
-         gla_cuda::set_intra_variant(2);
-         g_kern->chunk_output(s, q, k, v, ws.gc.f32(), ws.hs.f32(), p.o.get(), st);
-         gla_cuda::set_intra_variant(0);
-       }},
-      {"dv, variant 2", 8 * TD + 4 * TE + HS,
-       [&] {
-         gla_cuda::set_intra_variant(2);
-         gla_cuda::launch_dv(d, q, k, d_o, ws.gc.f32(), ws.dhs.f32(), static_cast<bf16*>(p.dv.get()), cs);
-         gla_cuda::set_intra_variant(0);
-       }},
-      {"dq dk dg, variant 2", 14 * TD + 4 * TE + 2 * HS,
-       [&] {
-         gla_cuda::set_dqk_variant(2);
-         gla_cuda::launch_dqk(d, q, k, v, d_o, ws.gc.f32(), ws.hs.f32(), ws.dhs.f32(), static_cast<bf16*>(p.dq.get()),
-                              static_cast<bf16*>(p.dk.get()), static_cast<bf16*>(p.dg.get()), cs);
-         gla_cuda::set_dqk_variant(0);
-       }},
-      {"output, bv=64", 8 * TD + 4 * TE + HS,
-       [&] { gla_cuda::launch_output(d, q, k, v, ws.gc.f32(), ws.hs.f32(), static_cast<bf16*>(p.o.get()), cs, 64); }},
-      {"dv, bv=64", 8 * TD + 4 * TE + HS,
-       [&] {
-         gla_cuda::launch_dv(d, q, k, d_o, ws.gc.f32(), ws.dhs.f32(), static_cast<bf16*>(p.dv.get()), cs, 64);
-       }},
   };
+  for (int variant : {1, 2}) {  // each variant of the A-matrix and dq/dk/dg kernels, run alone
+    const std::string tag = ", variant " + std::to_string(variant);
+    auto with_intra = [variant](const std::function<void()>& f) {
+      return [variant, f] {
+        gla_cuda::set_intra_variant(variant);
+        f();
+        gla_cuda::set_intra_variant(0);
+      };
+    };
+    stages.push_back({"output" + tag, 8 * TD + 4 * TE + HS, with_intra(run_output)});
+    stages.push_back({"dv" + tag, 8 * TD + 4 * TE + HS, with_intra(run_dv)});
+    stages.push_back({"dq dk dg" + tag, 14 * TD + 4 * TE + 2 * HS, [variant, run_dqk] {
+                        gla_cuda::set_dqk_variant(variant);
+                        run_dqk();
+                        gla_cuda::set_dqk_variant(0);
+                      }});
+  }
+  stages.push_back({"output, bv=64", 8 * TD + 4 * TE + HS,
+                    [&] { gla_cuda::launch_output(d, q, k, v, ws.gc.f32(), ws.hs.f32(), static_cast<bf16*>(p.o.get()), cs, 64); }});
+  stages.push_back({"dv, bv=64", 8 * TD + 4 * TE + HS, [&] {
+                      gla_cuda::launch_dv(d, q, k, d_o, ws.gc.f32(), ws.dhs.f32(), static_cast<bf16*>(p.dv.get()), cs, 64);
+                    }});
   std::printf("\nstages of %s (each alone, median of 20; GB/s against its own reads + writes):\n", shape_name(s).c_str());
   for (const Stage& sg : stages) {
     cudaEvent_t e0, e1;
@@ -448,7 +426,7 @@ void print_breakdown(Problem& p) {
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
     const double med = summarize(ms).median;
-    std::printf("  %-20s %8.3f ms %7.0f GB/s\n", sg.name, med, sg.bytes / (med * 1e-3) * 1e-9);
+    std::printf("  %-20s %8.3f ms %7.0f GB/s\n", sg.name.c_str(), med, sg.bytes / (med * 1e-3) * 1e-9);
   }
 }
 
