@@ -24,8 +24,8 @@ std::string resolve_allscan(const std::string& name, bool gpu) {
   const std::string r = name == "auto" ? (gpu ? kDefaultDeviceAllScan : "host")
                         : name == "device" ? kDefaultDeviceAllScan
                                            : name;
-  SPB_USAGE(r == "host" || (is_device_allscan(r) && r != "device" &&
-                            std::count(allscan_names().begin(), allscan_names().end(), r)),
+  // "device" and "auto" resolved above, so what is left must be one of the concrete names.
+  SPB_USAGE(r != "auto" && r != "device" && std::count(allscan_names().begin(), allscan_names().end(), r),
             "--allscan: '" + name + "' does not exist; choose one of host, device, device-flag, device-ll, "
             "device-ll16, auto");
   SPB_USAGE(!is_device_allscan(r) || gpu, "--allscan " + name + ": needs --backend gpu");

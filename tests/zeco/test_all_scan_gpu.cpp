@@ -222,12 +222,15 @@ struct Param {
   int K;  // 0: K = rows
 };
 
+// A backend name as a gtest name: device-ll16 -> device_ll16.
+std::string test_name(std::string backend) {
+  std::replace(backend.begin(), backend.end(), '-', '_');
+  return backend;
+}
+
 std::string param_name(const testing::TestParamInfo<Param>& info) {
   const Param& p = info.param;
-  std::string b = p.backend;
-  for (char& c : b)
-    if (c == '-') c = '_';
-  return b + (p.dir == ScanDirection::forward ? "_fwd_" : "_rev_") +
+  return test_name(p.backend) + (p.dir == ScanDirection::forward ? "_fwd_" : "_rev_") +
          std::to_string(p.rows) + "x" + std::to_string(p.cols) + "_K" + (p.K ? std::to_string(p.K) : "rows");
 }
 
@@ -460,9 +463,7 @@ TEST_P(AllScanGpuZFault, AMissingRankIsNamedAndNobodyHangs) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, AllScanGpuZFault, testing::ValuesIn(kProtocols),
-                         [](const testing::TestParamInfo<std::string>& i) {
-                           return i.param == "device-flag" ? std::string("flag") : i.param == "device-ll" ? "ll" : "ll16";
-                         });
+                         [](const testing::TestParamInfo<std::string>& i) { return test_name(i.param); });
 
 }  // namespace
 }  // namespace spb
