@@ -106,8 +106,9 @@ double ms(const Row& r) { return num(r, "time_ms_mean"); }
 std::string machine_of(const Row& r) {
   const double P = num(r, "world_size");
   const std::string& be = col(r, "backend");
+  const std::string& sha = col(r, "git_sha");  // runs of one day differ by their code
   return col(r, "gpu") + ", " + int_str(P) + (P == 1 ? " rank, " : " ranks, ") + (be == col(r, "gpu") ? "" : be + ", ") +
-         col(r, "date").substr(0, 10);
+         col(r, "date").substr(0, 10) + (sha.empty() || sha == "unknown" ? "" : ", " + sha.substr(0, 7));
 }
 // A measured series' label: the gpu, and the backend where it says more.
 std::string series_label(const std::string& what, const Row& r) {
@@ -170,13 +171,21 @@ std::vector<Line> build_lines(const Context& c, const TableDef& t) {
   std::set<int> gpus;
   if (!t.cpu) gpus.insert(kPredictGpus.begin(), kPredictGpus.end());
   for (auto& [k, r] : measured) gpus.insert(inum(*r, "world_size"));
-  // The reference method's best time per (gpu, world size): ratios compare rows of one machine.
-  std::map<std::pair<std::string, int>, double> ref_ms;
-  for (auto& [k, r] : measured)
-    if (col(*r, "method") == t.ref) {
-      auto& v = ref_ms.emplace(std::pair{col(*r, "gpu"), inum(*r, "world_size")}, INFINITY).first->second;
-      v = std::min(v, ms(*r));
-    }
+  // The reference method's time per (gpu, world size, code): ratios compare rows of one machine, and of one run
+  // where the reference was measured by the same code (git_sha); otherwise the reference's best on that machine.
+  // Every reference row counts here, not only the newest, so an older run keeps its own reference.
+  std::map<std::tuple<std::string, int, std::string>, double> ref_ms;
+  auto add_ref = [&](const Row& r, const std::string& sha) {
+    auto& v = ref_ms.emplace(std::tuple{col(r, "gpu"), inum(r, "world_size"), sha}, INFINITY).first->second;
+    v = std::min(v, ms(r));
+  };
+  for (const Row& r : c.res.rows)
+    if (keep(r) && col(r, "method") == t.ref) add_ref(r, col(r, "git_sha")), add_ref(r, "");
+  auto ref_for = [&](const Row& r) {
+    auto it = ref_ms.find({col(r, "gpu"), inum(r, "world_size"), col(r, "git_sha")});
+    if (it == ref_ms.end()) it = ref_ms.find({col(r, "gpu"), inum(r, "world_size"), std::string()});
+    return it == ref_ms.end() ? NAN : it->second;
+  };
   std::vector<Line> lines;
   for (int P : gpus) {
     const double paper_ref = paper_value(c.paper, t.paper_level, P, t.paper_seq, t.ref);
@@ -195,8 +204,7 @@ std::vector<Line> build_lines(const Context& c, const TableDef& t) {
         if (col(*r, "method") == m && inum(*r, "world_size") == P) {
           Line l = base;
           l.row = r, l.measured = ms(*r);
-          auto it = ref_ms.find({col(*r, "gpu"), P});
-          if (it != ref_ms.end()) l.r_measured = l.measured / it->second;
+          l.r_measured = l.measured / ref_for(*r);
           mine.push_back(l);
         }
       // Unmeasured lines where there is something to say: a prediction (or why there is none, once a fit exists),
