@@ -91,6 +91,11 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
 }
+// 4 bytes (.ca: the only cache mode with copies under 16 bytes); the decay factors of the boundary fold.
+__device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
+  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(gmem) : "memory");
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
@@ -152,34 +157,6 @@ __device__ __forceinline__ void load_tile(T* s, int sstride, const T* g, long gs
     }
   } else {
     load_tile_edge<T, R, CC, NTH>(s, sstride, g, gstride, rmax, cmax, vec);
-  }
-}
-
-// The boundary-state fold (StateFold) of 4 consecutive columns of a staged state tile, s[u] += e * x[u] for the
-// columns u < cols (the rest stay as loaded: zeros past the edge), in two halves: fold4_load reads x (global; vec: x
-// is 16-byte aligned, one wide load), fold4_add adds it into the tile. A caller issues all its fold4_loads for a
-// slice first, before it waits for the slice: a load after a shared-memory store through a generic pointer waits
-// for that store (they may alias, as far as the compiler knows), and load-add-store in a loop cost one L2 round trip
-// per 4 columns (measured: the fused output kernel 722 us against 395 us plain).
-__device__ __forceinline__ float4 fold4_load(const float* x, int cols, bool vec) {
-  if (vec && cols >= 4) return *reinterpret_cast<const float4*>(x);
-  float4 b = make_float4(0.f, 0.f, 0.f, 0.f);
-  if (cols > 0) b.x = x[0];
-  if (cols > 1) b.y = x[1];
-  if (cols > 2) b.z = x[2];
-  if (cols > 3) b.w = x[3];
-  return b;
-}
-__device__ __forceinline__ void fold4_add(float* s, float4 b, float e, int cols, bool vec) {
-  if (vec && cols >= 4) {
-    float4 a = *reinterpret_cast<float4*>(s);
-    a.x += e * b.x, a.y += e * b.y, a.z += e * b.z, a.w += e * b.w;
-    *reinterpret_cast<float4*>(s) = a;
-  } else {
-    if (cols > 0) s[0] += e * b.x;
-    if (cols > 1) s[1] += e * b.y;
-    if (cols > 2) s[2] += e * b.z;
-    if (cols > 3) s[3] += e * b.w;
   }
 }
 

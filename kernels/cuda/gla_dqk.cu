@@ -17,8 +17,10 @@
 //   exp(b_j - b_ref) <= 1 off the diagonal); the post-factors are <= 1. dA's register fragment is directly the A
 //   operand of the dq product (k-permutation, see gla_cuda_common.cuh); dk needs dA^T, read from shared memory.
 //   The diagonal blocks fall back to exact element-wise sums when the in-sub-chunk decay exceeds kMaxSubchunkDecay.
-// - With StateFolds (chunk_grads_with_boundary) the H0 / dH slices get the boundary states added as they are staged
-//   (one uniform branch per slice); rowsum(dH * H1) is then rebuilt from the true H0, so the true ht is never read.
+// - With StateFolds (chunk_grads_with_boundary; the FOLD instantiations) the H0 / dH slices get the boundary states
+//   added before the rounding; rowsum(dH * H1) is then rebuilt from the true H0, so the true ht is never read. The
+//   slices of S_in / dS_out are staged by cp.async with their H0 / dH slices (same stage, same commit group), in the
+//   space of the resident q, k (and gc) tiles, which phase 1 does not read: FOLD loads those after phase 1.
 // - dg: the reverse cumsum runs on the accumulator fragments (warp shuffles, then the totals of later warps).
 #include "harness/cuda_check.h"
 #include "kernels/cuda/gla_cuda_common.cuh"
@@ -46,6 +48,12 @@ struct DqkLayout {
   static constexpr size_t misc = g + size_t(kC) * DGR * 4;
   static constexpr size_t total = misc + size_t(64) * 9 * 4;  // rowsum[64], colsum[4][64], totals[4][64]
   static_assert(size_t(kC) * DAS * 4 <= res, "dA (phase 2) lives in the stage buffers");
+  // FOLD only (phase 1): per stage the slices X_h, X_d [DIT x DJS] of S_in and dS_out (fp32, unpadded) over the
+  // resident tiles q, k (and gc at DJS = 32), and the factors e_h[64], e_d[64] of the tile's rows over rowsum /
+  // colsum: the plain layout's size (3 blocks per SM at DJS = 16 would not fit another 16 KB).
+  static constexpr size_t fx = q, fstage = size_t(2) * DIT * DJS * 4, fe = misc;
+  static constexpr bool fold_over_g = fx + 2 * fstage > g;  // the X slices reach into the gc tile (DJS = 32)
+  static_assert(fx + 2 * fstage <= misc && 2 * 64 <= 9 * 64, "layout");
 };
 
 struct DqkParams {
@@ -109,9 +117,23 @@ __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams 
   const long vbase = ((long(b) * p.T + t0) * p.H + h) * DV;
   const long sbase = (long(bh) * p.NT + n) * DK * DV;
 
-  load_tile<bf16, kC, DIT, kDqkThreads>(Qr, DRS, p.q + qbase + i0, qrow, len, DK - i0, p.vq);
-  load_tile<bf16, kC, DIT, kDqkThreads>(Kr, DRS, p.k + qbase + i0, qrow, len, DK - i0, p.vk);
-  load_tile<float, kC, DIT, kDqkThreads>(Gr, DGR, p.gc + qbase + i0, qrow, len, DK - i0, p.vg);
+  // The resident tiles. FOLD: q, k (and gc where the X slices cover it) only after phase 1, see there.
+  if constexpr (!FOLD) {
+    load_tile<bf16, kC, DIT, kDqkThreads>(Qr, DRS, p.q + qbase + i0, qrow, len, DK - i0, p.vq);
+    load_tile<bf16, kC, DIT, kDqkThreads>(Kr, DRS, p.k + qbase + i0, qrow, len, DK - i0, p.vk);
+  }
+  if (!FOLD || !L::fold_over_g)
+    load_tile<float, kC, DIT, kDqkThreads>(Gr, DGR, p.gc + qbase + i0, qrow, len, DK - i0, p.vg);
+  if constexpr (FOLD) {  // e_h, e_d of the tile's rows (zeros past dk or without that state), one per thread
+    static_assert(kDqkThreads == 2 * DIT, "one factor per thread");
+    float* es = reinterpret_cast<float*>(smem + L::fe);
+    const bool hrow = tid < DIT;  // (fields picked one by one: a reference to either StateFold costs a stack copy)
+    const float* x = hrow ? f.fh.x : f.fd.x;
+    const float* e = hrow ? f.fh.e : f.fd.e;
+    const int ns = hrow ? f.fh.nstride : f.fd.nstride, r = tid % DIT;
+    if (x && i0 + r < DK) cp_async4(es + tid, e + (long(bh) * ns + n) * DK + i0 + r);
+    else es[tid] = 0.f;
+  }
   auto stage_ptrs = [&](int st, bf16*& DO, bf16*& V, float*& H0, float*& DH) {
     unsigned char* base = smem + st * L::stage;
     DO = reinterpret_cast<bf16*>(base);
@@ -129,6 +151,13 @@ __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams 
     load_tile<float, DIT, DJS, kDqkThreads>(H0, DSS, p.hs + sbase + long(i0) * DV + js, DV, DK - i0, DV - js, p.vh);
     load_tile<float, DIT, DJS, kDqkThreads>(DH, DSS, p.dhs + sbase + long(i0) * DV + js, DV, DK - i0, DV - js,
                                             p.vh);
+    if constexpr (FOLD) {  // zeros past the edges
+      float* XH = reinterpret_cast<float*>(smem + L::fx + st * L::fstage);
+      const long xo = long(bh) * DK * DV + long(i0) * DV + js;
+      if (f.fh.x) load_tile<float, DIT, DJS, kDqkThreads>(XH, DJS, f.fh.x + xo, DV, DK - i0, DV - js, f.vfh);
+      if (f.fd.x)
+        load_tile<float, DIT, DJS, kDqkThreads>(XH + DIT * DJS, DJS, f.fd.x + xo, DV, DK - i0, DV - js, f.vfd);
+    }
   };
   load_slice(0, 0);
   cp_async_commit();
@@ -144,28 +173,10 @@ __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams 
   // rowsum(dH * H0) of feature rs_row over the columns rs_half*DJS/2 .. of every slice, from the raw fp32 values.
   const int rs_row = tid >> 1, rs_half = tid & 1;
   float rs = 0.f;
-  // The boundary states (StateFold): this thread's row of the H0 / dH tiles gets e * X added, the same e all chunk.
-  const bool frow = i0 + rs_row < DK;
-  const float eh = FOLD && f.fh.x && frow ? f.fh.e[(long(bh) * f.fh.nstride + n) * DK + i0 + rs_row] : 0.f;
-  const float ed = FOLD && f.fd.x && frow ? f.fd.e[(long(bh) * f.fd.nstride + n) * DK + i0 + rs_row] : 0.f;
 
   // ---- phase 1: products over dv ----
   const int nsl = (DV + DJS - 1) / DJS;
   for (int s = 0; s < nsl; ++s) {
-    // FOLD: this slice's boundary-state operands, loaded before the wait (fold4_load says why).
-    constexpr int NF = DJS / 8;
-    const int fc = s * DJS + rs_half * (DJS / 2);
-    float4 fh[FOLD ? NF : 1], fd[FOLD ? NF : 1];
-    if constexpr (FOLD) {
-      const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
-      const float* XH = f.fh.x && frow ? f.fh.x + long(bh) * DK * DV + long(i0 + rs_row) * DV + fc : nullptr;
-      const float* XD = f.fd.x && frow ? f.fd.x + long(bh) * DK * DV + long(i0 + rs_row) * DV + fc : nullptr;
-#pragma unroll
-      for (int q4 = 0; q4 < NF; ++q4) {
-        fh[q4] = XH ? fold4_load(XH + 4 * q4, DV - fc - 4 * q4, f.vfh) : zero;
-        fd[q4] = XD ? fold4_load(XD + 4 * q4, DV - fc - 4 * q4, f.vfd) : zero;
-      }
-    }
     cp_async_wait<0>();
     __syncthreads();
     if (s + 1 < nsl) load_slice(s + 1, (s + 1) & 1);
@@ -173,22 +184,29 @@ __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams 
     bf16 *DO, *V;
     float *H0, *DH;
     stage_ptrs(s & 1, DO, V, H0, DH);
-    if constexpr (FOLD) if (f.fh.x && frow) {  // true H0 = local + exp(P_n) S_in, before rowsum(dH * H0) and the rounding below
-#pragma unroll
-      for (int q4 = 0; q4 < NF; ++q4)
-        fold4_add(H0 + rs_row * DSS + rs_half * (DJS / 2) + 4 * q4, fh[q4], eh, DV - fc - 4 * q4, f.vfh);
-    }
-    if constexpr (FOLD) if (f.fd.x && frow) {  // true dH = local + exp(Q_n) dS_out
-#pragma unroll
-      for (int q4 = 0; q4 < NF; ++q4)
-        fold4_add(DH + rs_row * DSS + rs_half * (DJS / 2) + 4 * q4, fd[q4], ed, DV - fc - 4 * q4, f.vfd);
-    }
-    // Round the state slices to tf32 once, in place (instead of at every fragment load in every warp).
+    // Round the state slices to tf32 once, in place (instead of at every fragment load in every warp). FOLD: first
+    // the true H0 = local + exp(P_n) S_in and dH = local + exp(Q_n) dS_out (this thread's row, half a slice row),
+    // before rowsum(dH * H0); the barrier above made the staged X and e visible.
+    const float* XH =
+        reinterpret_cast<const float*>(smem + L::fx + (s & 1) * L::fstage) + rs_row * DJS + rs_half * (DJS / 2);
+    const float* es = reinterpret_cast<const float*>(smem + L::fe);
 #pragma unroll
     for (int q4 = 0; q4 < DJS / 8; ++q4) {
       float4* hp = reinterpret_cast<float4*>(H0 + rs_row * DSS + rs_half * (DJS / 2) + 4 * q4);
       float4* dp = reinterpret_cast<float4*>(DH + rs_row * DSS + rs_half * (DJS / 2) + 4 * q4);
-      const float4 hv = *hp, dv4 = *dp;
+      float4 hv = *hp, dv4 = *dp;
+      if constexpr (FOLD) {
+        if (f.fh.x) {
+          const float4 x = *reinterpret_cast<const float4*>(XH + 4 * q4);
+          const float e = es[rs_row];
+          hv.x += e * x.x, hv.y += e * x.y, hv.z += e * x.z, hv.w += e * x.w;
+        }
+        if (f.fd.x) {
+          const float4 x = *reinterpret_cast<const float4*>(XH + DIT * DJS + 4 * q4);
+          const float e = es[DIT + rs_row];
+          dv4.x += e * x.x, dv4.y += e * x.y, dv4.z += e * x.z, dv4.w += e * x.w;
+        }
+      }
       rs += hv.x * dv4.x + hv.y * dv4.y + hv.z * dv4.z + hv.w * dv4.w;
       *hp = make_float4(tf32_round(hv.x), tf32_round(hv.y), tf32_round(hv.z), tf32_round(hv.w));
       *dp = make_float4(tf32_round(dv4.x), tf32_round(dv4.y), tf32_round(dv4.z), tf32_round(dv4.w));
@@ -217,6 +235,17 @@ __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams 
         }
       }
     }
+  }
+  if constexpr (FOLD) {
+    // Every X slice is read now: the resident tiles take their place. Their latency is exposed once per block (the
+    // other blocks of the SM run meanwhile); issued inside the loop, with the last slice, they cost spills at 168
+    // registers (ptxas: 8 to 188 bytes, depending on the form tried).
+    load_tile<bf16, kC, DIT, kDqkThreads>(Qr, DRS, p.q + qbase + i0, qrow, len, DK - i0, p.vq);
+    load_tile<bf16, kC, DIT, kDqkThreads>(Kr, DRS, p.k + qbase + i0, qrow, len, DK - i0, p.vk);
+    if constexpr (L::fold_over_g)
+      load_tile<float, kC, DIT, kDqkThreads>(Gr, DGR, p.gc + qbase + i0, qrow, len, DK - i0, p.vg);
+    cp_async_commit();
+    cp_async_wait<0>();
   }
   __syncthreads();  // the stage buffers are free from here on
 
@@ -401,7 +430,7 @@ void launch_dqk_t(const Dims& d, const DqkParams& p, const DqkFold& f, cudaStrea
     SPB_CUDA(cudaFuncSetAttribute(dqk_kernel<false, DJS, MINB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   int(L::total)));
     SPB_CUDA(cudaFuncSetAttribute(dqk_kernel<true, DJS, MINB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  int(L::total)));
+                                  int(L::total)));  // the fold's buffers overlay the others (DqkLayout)
     return true;
   }();
   (void)attr;

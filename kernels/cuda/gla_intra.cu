@@ -15,8 +15,10 @@
 //   diagonal block exactly, element by element, from global memory.
 // - A stays in registers; A V (or A^T dO) uses bf16 mma on a hi/lo split of A (A in fp32 to 16 bits) with V / dO
 //   from ldmatrix.trans: V and dO are exact bf16, so nothing is rounded to bf16 but A's last 8 bits.
-// - With a StateFold (chunk_output_with_initial, chunk_grads_with_boundary) each staged state slice gets the boundary
-//   state added, diag(exp P_n) S_in or diag(exp Q_n) dS_out, before the tf32 rounding: one uniform branch per slice.
+// - With a StateFold (chunk_output_with_initial, chunk_grads_with_boundary; the FOLD instantiations) each staged state
+//   slice gets the boundary state added, diag(exp P_n) S_in or diag(exp Q_n) dS_out, before the tf32 rounding. The
+//   slice of S_in / dS_out and its rows' factors are staged by cp.async with the state slice (same stage, same commit
+//   group), so the fold holds nothing in registers across the wait and waits for no load of its own.
 // - When dv > BV the grid has several dv tiles per chunk; each recomputes A (cheap next to the [64 x dk] x [dk x BV]
 //   product) rather than passing it through global memory.
 #include <algorithm>
@@ -52,6 +54,16 @@ struct IntraLayout {
   static constexpr size_t w_off = 2 * stage;
   static constexpr size_t total = w_off + size_t(kC) * WS * 2;
   static_assert(stage % 16 == 0 && size_t(kC) * IAS * 4 <= 2 * stage, "layout");  // A (MODE_DV) spans both stages
+  // FOLD only, after the above: per stage the slice X of S_in / dS_out [IKS x BV] (fp32, the state slice's stride HS,
+  // which also keeps the plain kernels' calls of the shared out-of-line edge loader as they were) and the factors e
+  // of its rows [IKS].
+  static constexpr int CV = BV / 4;  // 16-byte pieces per state-slice row
+  static_assert(32 % CV == 0, "a slice row lies within one warp (the warp-local e, see intra_kernel)");
+  static constexpr size_t fx_off = total;
+  static constexpr size_t fe_rel = size_t(IKS) * HS * 4;  // e within a fold stage
+  static constexpr size_t fstage = fe_rel + size_t(IKS) * 4;
+  static constexpr size_t total_fold = total + 2 * fstage;
+  static_assert(fstage % 16 == 0, "layout");
 };
 
 struct IntraParams {
@@ -81,7 +93,8 @@ __device__ __noinline__ float exact_score(const bf16* q, const bf16* k, const fl
   return x;
 }
 
-// FOLD: the boundary state is folded into the staged state slices; the plain instantiation compiles as before.
+// FOLD: the boundary state is folded into the staged state slices (the layout's fold stages); the plain
+// instantiation compiles as before.
 // EARLY (variant 3): one barrier per slice instead of two. Each thread folds and rounds the state-slice elements it
 // copied itself (the fold / rounding loops and load_tile map thread to 16-byte chunk the same way), right after its
 // own cp.async wait and before the barrier, which then publishes the finished slice; and the V / dO tile gets a
@@ -103,6 +116,13 @@ __global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraP
   const long vbase = ((long(b) * p.T + t0) * p.H + h) * p.dv;
   const long sbase = (long(bh) * p.NT + n) * p.dk * p.dv;
 
+  // FOLD: the slice rows whose pieces warp w holds are those of pieces 32w + 128i .. +31 (i < IKS * CV / 128), i.e.
+  // rows (32w + 128i) / CV + j, j < 32 / CV: IKS / 4 rows, e of row erow copied by lane i * (32 / CV) + j.
+  constexpr int RW = 32 / L::CV;  // rows per warp and piece index i
+  const int erow = (32 * (tid >> 5) + kIntraThreads * ((tid & 31) / RW)) / L::CV + (tid & 31) % RW;
+  // X = the state slice's address + xdelta (block-uniform): the X copies reuse the state copies' addresses.
+  const long xdelta = FOLD ? (p.fold.x + long(bh) * p.dk * p.dv) - (p.state + sbase) : 0;
+
   // V (or dO) tile first, then feature slice 0: one cp.async group (EARLY: slice 0, then W, two groups).
   if (!EARLY) load_tile<bf16, kC, BV, kIntraThreads>(Ws, L::WS, p.w + vbase + j0, vrow, len, p.dv - j0, p.vw);
   auto load_slice = [&](int s, int st) {
@@ -116,6 +136,18 @@ __global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraP
                                              len, p.dk - f0, p.vg);
     load_tile<float, IKS, BV, kIntraThreads>(reinterpret_cast<float*>(base + L::s_off), L::HS,
                                              p.state + sbase + long(f0) * p.dv + j0, p.dv, p.dk - f0, p.dv - j0, p.vs);
+    if constexpr (FOLD) {  // X: the same rows / columns and thread mapping as the state slice; zeros past the edges
+      unsigned char* fb = smem + L::fx_off + st * L::fstage;
+      load_tile<float, IKS, BV, kIntraThreads>(reinterpret_cast<float*>(fb),
+                                               L::HS, p.state + sbase + long(f0) * p.dv + j0 + xdelta, p.dv,
+                                               p.dk - f0, p.dv - j0, p.vf);
+      // e of the rows this warp holds pieces of (see erow), one row per lane of the first IKS / 4 lanes.
+      if (lane < IKS / 4) {
+        float* es = reinterpret_cast<float*>(fb + L::fe_rel);
+        if (f0 + erow < p.dk) cp_async4(es + erow, p.fold.e + (long(bh) * p.fold.nstride + n) * p.dk + f0 + erow);
+        else es[erow] = 0.f;
+      }
+    }
   };
   load_slice(0, 0);
   cp_async_commit();
@@ -138,22 +170,6 @@ __global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraP
 
   const int nsl = (p.dk + IKS - 1) / IKS;
   for (int s = 0; s < nsl; ++s) {
-    // FOLD: this slice's boundary-state operands, loaded before the wait (fold4_load says why).
-    constexpr int NF = IKS * BV / 4 / kIntraThreads;
-    float4 fx[FOLD ? NF : 1];
-    float fe[FOLD ? NF : 1];
-    if constexpr (FOLD) {
-      const int f0 = s * IKS;
-      const float* X = p.fold.x + long(bh) * p.dk * p.dv + long(f0) * p.dv + j0;
-      const float* E = p.fold.e + (long(bh) * p.fold.nstride + n) * p.dk + f0;
-#pragma unroll
-      for (int i = 0; i < NF; ++i) {
-        const int idx = tid + i * kIntraThreads, r = idx / (BV / 4), c = 4 * (idx % (BV / 4));
-        const bool ok = f0 + r < p.dk;
-        fe[i] = ok ? E[r] : 0.f;
-        fx[i] = ok ? fold4_load(X + long(r) * p.dv + c, p.dv - j0 - c, p.vf) : make_float4(0.f, 0.f, 0.f, 0.f);
-      }
-    }
     if (EARLY && s == 0) cp_async_wait<1>();  // slice 0 (W may still be in flight)
     else cp_async_wait<0>();
     if (!EARLY) {
@@ -161,20 +177,21 @@ __global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraP
       if (s + 1 < nsl) load_slice(s + 1, (s + 1) & 1);
       cp_async_commit();
     }
-    if constexpr (FOLD) {  // the boundary state: slice += diag(e_n) X, same elements per thread as the rounding below
-      float* sp = reinterpret_cast<float*>(smem + (s & 1) * L::stage + L::s_off);
-#pragma unroll
-      for (int i = 0; i < NF; ++i) {
-        const int idx = tid + i * kIntraThreads, r = idx / (BV / 4), c = 4 * (idx % (BV / 4));
-        if (s * IKS + r < p.dk) fold4_add(sp + r * L::HS + c, fx[i], fe[i], p.dv - j0 - c, p.vf);
-      }
-    }
     {  // round the state slice to tf32 once, in place (not at every fragment load of every warp)
       float4* sp = reinterpret_cast<float4*>(smem + (s & 1) * L::stage + L::s_off);
+      // FOLD: first slice += diag(e) X, over the pieces this thread copied itself (its wait above made them visible
+      // to it; e[r] comes from a lane of its warp, hence the __syncwarp).
+      const unsigned char* fb = smem + L::fx_off + (s & 1) * L::fstage;
+      if constexpr (FOLD) __syncwarp();
 #pragma unroll
       for (int i = 0; i < IKS * BV / 4 / kIntraThreads; ++i) {
         const int idx = tid + i * kIntraThreads, r = idx / (BV / 4), c4 = idx % (BV / 4);
         float4 v = sp[r * (L::HS / 4) + c4];
+        if constexpr (FOLD) {
+          const float4 x = reinterpret_cast<const float4*>(fb)[r * (L::HS / 4) + c4];
+          const float e = reinterpret_cast<const float*>(fb + L::fe_rel)[r];
+          v.x += e * x.x, v.y += e * x.y, v.z += e * x.z, v.w += e * x.w;
+        }
         v = make_float4(tf32_round(v.x), tf32_round(v.y), tf32_round(v.z), tf32_round(v.w));
         sp[r * (L::HS / 4) + c4] = v;
       }
@@ -342,12 +359,12 @@ void launch_intra_t(const IntraParams& p, cudaStream_t stream) {
     SPB_CUDA(cudaFuncSetAttribute(intra_kernel<MODE, BV, false, IKS, MINB, EARLY>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::total)));
     SPB_CUDA(cudaFuncSetAttribute(intra_kernel<MODE, BV, true, IKS, MINB, EARLY>,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::total)));
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::total_fold)));
     return true;
   }();
   (void)attr;
   const dim3 grid((p.dv + BV - 1) / BV, p.NT, p.B * p.H);
-  if (p.fold.x) intra_kernel<MODE, BV, true, IKS, MINB, EARLY><<<grid, kIntraThreads, L::total, stream>>>(p);
+  if (p.fold.x) intra_kernel<MODE, BV, true, IKS, MINB, EARLY><<<grid, kIntraThreads, L::total_fold, stream>>>(p);
   else intra_kernel<MODE, BV, false, IKS, MINB, EARLY><<<grid, kIntraThreads, L::total, stream>>>(p);
   SPB_CUDA_LAUNCH();
 }
