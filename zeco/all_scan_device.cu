@@ -25,7 +25,8 @@
 // other, and a large K (small blocks) still keeps up to `ctas` units in flight. Call number E counts the calls of
 // one direction (every rank makes the same calls, so E agrees).
 //  1. Credit (writers only, E > 2): wait until acks[d][*] >= E-2 in my own window, i.e. the next rank has finished
-//     reading the buffer of parity E&1 that I am about to overwrite (it was last filled by call E-2).
+//     reading the buffer of parity E&1 that I am about to overwrite (it was last filled by call E-2). The packet
+//     protocols (below) wait for acks[d][c] of their own CTA c only: CTA c of the next rank is its only reader.
 //  2. For its units in increasing order (unit i of CTA c): a reader's thread 0 spins (ld.acquire.sys) on
 //     flags[d][c][i % kSlots] in its own window until it is >= (E << 32 | i+1); then the CTA reads the unit from the
 //     receive buffer (ld.cg: L2, never a stale L1 line), writes carry_in, folds carry_out =
@@ -80,6 +81,9 @@ constexpr int kThreads = 512;
 constexpr int kSlots = 64;              // flag slots per CTA and direction
 constexpr size_t kMinSlice = 2048;      // fp32 elements per CTA and block before another CTA joins (8 KB)
 constexpr int kMaxCtas = 128;
+// Default CTA counts, from the sweeps on 4 x H200 (zeco/NOTES.md): device-flag 32 (session 1); the packet protocols
+// 128 CTAs of one unit per round (session 3, dev run 1: ll16 at P=4, 2 MiB 16.6 us against 24.5 at 32 CTAs x 8).
+constexpr int kFlagCtas = 32, kPacketCtas = 128;
 constexpr uint64_t kAbortBit = 1ull << 63;
 
 enum ErrCode : int { kOk = 0, kTimeoutData = 1, kTimeoutCredit = 2, kAbortSeen = 3 };
@@ -357,11 +361,24 @@ __global__ void __launch_bounds__(kThreads) all_scan_kernel(ScanParams p) {
 // buffer, in the same single-copy-atomic access as the values it vouches for, so a unit is usable the moment it
 // lands: no fence, no flag, no wait for the rest of a block. `ll`: two u64 words of {value, E} (8-byte atomicity,
 // half the bytes are payload); `ll16`: one .b128 word of {3 values, E} (16-byte atomicity of .b128 accesses,
-// three quarters payload). Thread t of CTA c handles units u = c*kThreads + t + j*stride (stride = all threads),
-// kUnroll of them per round, on every rank alike: each thread is its own pipeline along the chain, and the
-// caller's K blocks play no part (the pipeline is as fine as it gets). A stale unit carries E-2 (double buffering)
-// or 0 (a fresh window); E starts at 1, so neither is mistaken for this call's. Credits and acks as for `flag`.
-constexpr int kUnroll = 8;
+// three quarters payload). A stale unit carries E-2 (double buffering) or 0 (a fresh window); E starts at 1, so
+// neither is mistaken for this call's. The caller's K blocks play no part.
+//
+// Thread t of CTA c owns units u = c*kThreads + t + j*stride (stride = all threads of the grid), the same on every
+// rank, so CTA c of one rank writes exactly what CTA c of the next rank reads (its credit is that CTA's ack alone),
+// and the state crosses each hop in increasing j, a stride of units at a time. A thread takes its units in rounds
+// of kUnroll (SPB_ALLSCAN_UNROLL): first it issues every load of the round that needs nothing from the predecessor
+// (this rank's values and decays, `first` on the first rank) together with one look at each of the round's units
+// in its receive buffer, so their latencies overlap; then, unit by unit, it waits for the unit (re-reading that one
+// unit only), folds it and stores it to the next rank at once. A unit is therefore forwarded one poll after it
+// lands, whatever the round size (before, a thread forwarded nothing until its whole round had arrived).
+// The loads of round 0 are issued before the prologue (abort word, credit), which they do not depend on.
+//
+// Memory-model choices: the polls are ld.relaxed.sys (the tag and the values are one access, so no acquire is
+// needed, and an acquire would stop the round's later loads from being issued before the first unit arrives);
+// the stores are st.relaxed.sys (strong, so the access is single-copy atomic under the PTX model; a weak st.global
+// is not promised to be). The next rank's store comes before this rank's carries, and no store precedes a load
+// of the same round (a store may alias a later load, which would then wait for it).
 
 template <bool kB128>
 __device__ __forceinline__ bool unit_has_tag(ulonglong2 w, unsigned tag) {
@@ -374,94 +391,156 @@ __device__ __forceinline__ ulonglong2 load_unit(const ulonglong2* q) {
 }
 
 template <bool kB128>
+__device__ __forceinline__ void store_unit(ulonglong2* q, ulonglong2 w) {
+  if constexpr (kB128) st_relaxed_sys_b128(q, w);
+  else st_relaxed_sys_v2(q, w);
+}
+
+template <bool kB128>
+constexpr unsigned kValuesPerUnit = kB128 ? 3 : 2;
+
+template <bool kB128>
+__device__ __forceinline__ ulonglong2 pack_unit(const float (&v)[kValuesPerUnit<kB128>], unsigned tag) {
+  const uint64_t hi = uint64_t(tag) << 32;
+  if constexpr (kB128)
+    return make_ulonglong2(uint64_t(__float_as_uint(v[0])) | (uint64_t(__float_as_uint(v[1])) << 32),
+                           uint64_t(__float_as_uint(v[2])) | hi);
+  else
+    return make_ulonglong2(uint64_t(__float_as_uint(v[0])) | hi, uint64_t(__float_as_uint(v[1])) | hi);
+}
+
+template <bool kB128>
+__device__ __forceinline__ void unpack_unit(ulonglong2 w, float (&v)[kValuesPerUnit<kB128>]) {
+  v[0] = __uint_as_float(unsigned(w.x));
+  if constexpr (kB128) {
+    v[1] = __uint_as_float(unsigned(w.x >> 32));
+    v[2] = __uint_as_float(unsigned(w.y));
+  } else {
+    v[1] = __uint_as_float(unsigned(w.y));
+  }
+}
+
+// One round's loads that need nothing from the predecessor, all issued before any is used: this rank's values y and
+// decay factors f for units base + j*stride, and w[j], the unit as it stands in the receive buffer (a first look;
+// on the first rank, where nothing is received, the unit built from `first` or zeros, already carrying the tag).
+template <bool kB128, int kUnroll>
+__device__ __forceinline__ void load_round(const ScanParams& p, const ulonglong2* recv, unsigned base,
+                                           unsigned stride, unsigned units, unsigned tag,
+                                           float (&y)[kUnroll][kValuesPerUnit<kB128>],
+                                           float (&f)[kUnroll][kValuesPerUnit<kB128>], ulonglong2 (&w)[kUnroll]) {
+  constexpr unsigned V = kValuesPerUnit<kB128>;
+#pragma unroll
+  for (int j = 0; j < kUnroll; ++j) {
+    const unsigned u = base + unsigned(j) * stride;
+    float x[V];
+#pragma unroll
+    for (unsigned i = 0; i < V; ++i) {
+      const unsigned e = u * V + i;  // u >= units implies e >= elems
+      const bool in = e < p.elems;
+      y[j][i] = in ? __ldg(p.local + e) : 0.f;
+      f[j][i] = in ? __ldg(p.decay + e / p.cols) : 0.f;
+      x[i] = !recv && in && p.first ? __ldg(p.first + e) : 0.f;
+    }
+    w[j] = recv ? (u < units ? load_unit<kB128>(recv + u) : make_ulonglong2(0, 0)) : pack_unit<kB128>(x, tag);
+  }
+  // The factors before any wait: off the path from a unit's arrival to its store.
+#pragma unroll
+  for (int j = 0; j < kUnroll; ++j)
+#pragma unroll
+    for (unsigned i = 0; i < V; ++i) f[j][i] = expf(f[j][i]);
+}
+
+// Re-reads unit u until it carries the tag. Returns false when the CTA must stop: another thread gave up (s_code),
+// the abort word is set, or the wait exceeded the timeout (recorded in the shared slots by the first thread).
+template <bool kB128>
+__device__ __forceinline__ bool wait_unit(const ScanParams& p, const ulonglong2* q, unsigned u, unsigned tag,
+                                          ulonglong2& w, int& s_code, int& s_peer, int& s_block,
+                                          unsigned long long& s_word) {
+  const volatile int* code = &s_code;
+  const uint64_t* my_abort = reinterpret_cast<const uint64_t*>(p.self + p.abort_off);
+  uint64_t t0 = 0;
+  for (unsigned it = 1;; ++it) {
+    w = load_unit<kB128>(q);
+    if (unit_has_tag<kB128>(w, tag)) return true;
+    if ((it & 255u) == 0) {  // now and then: has anyone given up, or have I waited too long?
+      if (*code != kOk) return false;
+      const uint64_t a = ld_relaxed_sys(my_abort), now = globaltimer_ns();
+      if (!t0) t0 = now;
+      const int why = a ? kAbortSeen : now - t0 > p.timeout_data_ns ? kTimeoutData : kOk;
+      if (why != kOk) {
+        if (atomicCAS(&s_code, kOk, why) == kOk)
+          s_peer = p.prev, s_block = int(u * kValuesPerUnit<kB128> / p.block_elems), s_word = a;
+        return false;
+      }
+    }
+  }
+}
+
+// Steps 0 and 1 for the packet protocols: thread 0 reads the abort word and this CTA's own credit (the ack of CTA c
+// of the next rank, the only reader of what CTA c writes) with both loads in flight at once, and spins on the
+// credit only if it is not there yet.
+__device__ bool packet_prologue(const ScanParams& p, int& s_code, int& s_peer, int& s_block,
+                                unsigned long long& s_word) {
+  if (threadIdx.x == 0) {
+    s_code = kOk;
+    const uint64_t* my_abort = reinterpret_cast<const uint64_t*>(p.self + p.abort_off);
+    const uint64_t* ack = reinterpret_cast<const uint64_t*>(p.self + p.acks_off) + blockIdx.x;
+    const bool credit = p.next_win && p.epoch > 2;
+    const uint64_t w = ld_relaxed_sys(my_abort);
+    const uint64_t a = credit ? ld_acquire_sys(ack) : 0;
+    if (w) {
+      s_code = kAbortSeen, s_peer = -1, s_block = -1, s_word = w;
+    } else if (credit && a < p.epoch - 2) {
+      uint64_t seen = 0;
+      const int r = spin_geq(ack, p.epoch - 2, my_abort, p.timeout_credit_ns, kTimeoutCredit, &seen);
+      if (r != kOk) s_code = r, s_peer = p.next, s_block = -1, s_word = seen;
+    }
+  }
+  if (stop_requested(s_code)) {
+    if (threadIdx.x == 0) raise_error(p, s_code, s_peer, s_block, s_word);
+    return false;
+  }
+  return true;
+}
+
+template <bool kB128, int kUnroll>
 __global__ void __launch_bounds__(kThreads) all_scan_packet_kernel(ScanParams p) {
   __shared__ int s_code, s_peer, s_block;
   __shared__ unsigned long long s_word;
-  if (!call_prologue(p, s_code, s_peer, s_block, s_word)) return;
-  constexpr unsigned V = kB128 ? 3 : 2;  // values per 16-byte unit
+  constexpr unsigned V = kValuesPerUnit<kB128>;
   const unsigned units = (p.elems + V - 1) / V, stride = gridDim.x * blockDim.x, tag = p.epoch;
   const ulonglong2* recv = p.prev_win ? reinterpret_cast<const ulonglong2*>(p.self + p.data_off) : nullptr;
   ulonglong2* send = p.next_win ? reinterpret_cast<ulonglong2*>(p.next_win + p.data_off) : nullptr;
-  const uint64_t* my_abort = reinterpret_cast<const uint64_t*>(p.self + p.abort_off);
-  volatile int* code = &s_code;
+  const unsigned u0 = blockIdx.x * blockDim.x + threadIdx.x;
 
-  for (unsigned u0 = blockIdx.x * blockDim.x + threadIdx.x; u0 < units; u0 += kUnroll * stride) {
-    // 1. What needs nothing from the predecessor, loaded before the wait: this rank's values and decay factors
-    //    (all loads issued together, so their latencies overlap; a store before them would serialise them).
-    float y[kUnroll][V], f[kUnroll][V];
-#pragma unroll
-    for (int j = 0; j < kUnroll; ++j)
-#pragma unroll
-      for (unsigned i = 0; i < V; ++i) {
-        const unsigned e = (u0 + j * stride) * V + i;
-        y[j][i] = e < p.elems ? __ldg(p.local + e) : 0.f;
-        f[j][i] = e < p.elems ? __ldg(p.decay + e / p.cols) : 0.f;
-      }
-    // 2. The predecessor's units of this round.
-    ulonglong2 w[kUnroll];
-    if (recv) {
-#pragma unroll
-      for (int j = 0; j < kUnroll; ++j)
-        if (u0 + j * stride < units) w[j] = load_unit<kB128>(recv + u0 + j * stride);
-      uint64_t t0 = 0;
-      for (unsigned it = 1;; ++it) {
-        bool ready = true;
-#pragma unroll
-        for (int j = 0; j < kUnroll; ++j) {
-          const unsigned u = u0 + j * stride;
-          if (u < units && !unit_has_tag<kB128>(w[j], tag)) ready = false, w[j] = load_unit<kB128>(recv + u);
-        }
-        if (ready) break;
-        if ((it & 255u) == 0) {  // now and then: has anyone given up, or have I waited too long?
-          if (*code != kOk) break;
-          const uint64_t a = ld_relaxed_sys(my_abort), now = globaltimer_ns();
-          if (!t0) t0 = now;
-          const int why = a ? kAbortSeen : now - t0 > p.timeout_data_ns ? kTimeoutData : kOk;
-          if (why != kOk) {
-            if (atomicCAS(&s_code, kOk, why) == kOk)
-              s_peer = p.prev, s_block = int(u0 * V / p.block_elems), s_word = a;
-            break;
-          }
-        }
-      }
-      if (*code != kOk) break;
-    }
-    // 3. Fold, hand on to the next rank first (it is waiting), then write this rank's carries.
-    float x[kUnroll][V], o[kUnroll][V];
+  float y[kUnroll][V], f[kUnroll][V];
+  ulonglong2 w[kUnroll];
+  load_round<kB128, kUnroll>(p, recv, u0, stride, units, tag, y, f, w);  // in flight during the prologue
+  if (!packet_prologue(p, s_code, s_peer, s_block, s_word)) return;
+
+  bool ok = true;
+  for (unsigned base = u0; ok && base < units; base += unsigned(kUnroll) * stride) {
+    if (base != u0) load_round<kB128, kUnroll>(p, recv, base, stride, units, tag, y, f, w);
 #pragma unroll
     for (int j = 0; j < kUnroll; ++j) {
-      const unsigned u = u0 + j * stride;
-      if (recv) {
-        x[j][0] = __uint_as_float(unsigned(w[j].x));
-        x[j][1] = __uint_as_float(unsigned(kB128 ? w[j].x >> 32 : w[j].y));
-        if (kB128) x[j][V - 1] = __uint_as_float(unsigned(w[j].y));
-      } else {
-#pragma unroll
-        for (unsigned i = 0; i < V; ++i) {
-          const unsigned e = u * V + i;
-          x[j][i] = p.first && e < p.elems ? __ldg(p.first + e) : 0.f;
-        }
+      const unsigned u = base + unsigned(j) * stride;
+      if (u >= units) break;
+      if (!unit_has_tag<kB128>(w[j], tag) &&
+          !wait_unit<kB128>(p, recv + u, u, tag, w[j], s_code, s_peer, s_block, s_word)) {
+        ok = false;
+        break;
       }
+      float x[V], o[V];
+      unpack_unit<kB128>(w[j], x);
 #pragma unroll
-      for (unsigned i = 0; i < V; ++i) o[j][i] = fmaf(expf(f[j][i]), x[j][i], y[j][i]);
-      if (send && u < units) {
-        const uint64_t hi = uint64_t(tag) << 32;
-        if (kB128)
-          st_relaxed_sys_b128(send + u, make_ulonglong2(uint64_t(__float_as_uint(o[j][0])) |
-                                                            (uint64_t(__float_as_uint(o[j][1])) << 32),
-                                                        uint64_t(__float_as_uint(o[j][V - 1])) | hi));
-        else
-          st_relaxed_sys_v2(send + u, make_ulonglong2(uint64_t(__float_as_uint(o[j][0])) | hi,
-                                                      uint64_t(__float_as_uint(o[j][1])) | hi));
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < kUnroll; ++j)
+      for (unsigned i = 0; i < V; ++i) o[i] = fmaf(f[j][i], x[i], y[j][i]);
+      if (send) store_unit<kB128>(send + u, pack_unit<kB128>(o, tag));  // the next rank is waiting for it
 #pragma unroll
       for (unsigned i = 0; i < V; ++i) {
-        const unsigned e = (u0 + j * stride) * V + i;
-        if (e < p.elems) p.carry_in[e] = x[j][i], p.carry_out[e] = o[j][i];
+        const unsigned e = u * V + i;
+        if (e < p.elems) p.carry_in[e] = x[i], p.carry_out[e] = o[i];
       }
+    }
   }
   __syncthreads();
   if (s_code != kOk) {
@@ -639,30 +718,57 @@ class PeerWindow {
 // Settings every rank must share: read on rank 0, broadcast.
 struct Settings {
   Transport transport = Transport::automatic;
-  int ctas = 32;
+  int ctas = 0;    // 0: the protocol's default (kFlagCtas, kPacketCtas)
+  int unroll = 1;  // packet protocols: units per thread and round (1, 2, 4 or 8)
   double spin_timeout_s = 10;
 };
 
+// Rank 0 reads the environment; a bad value becomes the same UsageError on every rank (not a throw on rank 0 alone,
+// which would leave the others waiting in the broadcast).
 Settings agreed_settings(Bootstrap& boot) {
   Settings s;
+  char error[256] = {};
   if (boot.rank() == 0) {
-    if (const char* t = std::getenv("SPB_ALLSCAN_TRANSPORT"); t && *t) {
-      const std::string v = t;
-      SPB_USAGE(v == "auto" || v == "nccl" || v == "ipc", "SPB_ALLSCAN_TRANSPORT='" + v + "': use auto, nccl or ipc");
-      s.transport = v == "nccl" ? Transport::nccl : v == "ipc" ? Transport::ipc : Transport::automatic;
+    try {
+      if (const char* t = std::getenv("SPB_ALLSCAN_TRANSPORT"); t && *t) {
+        const std::string v = t;
+        SPB_USAGE(v == "auto" || v == "nccl" || v == "ipc",
+                  "SPB_ALLSCAN_TRANSPORT='" + v + "': use auto, nccl or ipc");
+        s.transport = v == "nccl" ? Transport::nccl : v == "ipc" ? Transport::ipc : Transport::automatic;
+      }
+      if (const char* c = std::getenv("SPB_ALLSCAN_CTAS"); c && *c) {
+        s.ctas = std::atoi(c);
+        SPB_USAGE(s.ctas >= 1 && s.ctas <= kMaxCtas,
+                  std::string("SPB_ALLSCAN_CTAS='") + c + "': use 1.." + std::to_string(kMaxCtas));
+      }
+      if (const char* c = std::getenv("SPB_ALLSCAN_UNROLL"); c && *c) {
+        s.unroll = std::atoi(c);
+        SPB_USAGE(s.unroll == 1 || s.unroll == 2 || s.unroll == 4 || s.unroll == 8,
+                  std::string("SPB_ALLSCAN_UNROLL='") + c + "': use 1, 2, 4 or 8");
+      }
+      s.spin_timeout_s = env_seconds("SPB_SPIN_TIMEOUT_S", 10.0);
+    } catch (const UsageError& e) {
+      std::strncpy(error, e.what(), sizeof(error) - 1);
     }
-    if (const char* c = std::getenv("SPB_ALLSCAN_CTAS"); c && *c) {
-      s.ctas = std::atoi(c);
-      SPB_USAGE(s.ctas >= 1 && s.ctas <= kMaxCtas,
-                std::string("SPB_ALLSCAN_CTAS='") + c + "': use 1.." + std::to_string(kMaxCtas));
-    }
-    s.spin_timeout_s = env_seconds("SPB_SPIN_TIMEOUT_S", 10.0);
   }
   boot.broadcast(&s, sizeof(s), 0);
+  boot.broadcast(error, sizeof(error), 0);
+  SPB_USAGE(error[0] == '\0', std::string(error));
   return s;
 }
 
 size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+// The packet kernel for a units-per-round count chosen at run time (SPB_ALLSCAN_UNROLL; agreed on every rank).
+template <bool kB128>
+void launch_packet(int unroll, int ctas, cudaStream_t s, const ScanParams& sp) {
+  switch (unroll) {
+    case 1: all_scan_packet_kernel<kB128, 1><<<ctas, kThreads, 0, s>>>(sp); break;
+    case 2: all_scan_packet_kernel<kB128, 2><<<ctas, kThreads, 0, s>>>(sp); break;
+    case 4: all_scan_packet_kernel<kB128, 4><<<ctas, kThreads, 0, s>>>(sp); break;
+    default: all_scan_packet_kernel<kB128, 8><<<ctas, kThreads, 0, s>>>(sp); break;
+  }
+}
 
 class DeviceAllScanImpl final : public DeviceAllScan {
  public:
@@ -674,7 +780,8 @@ class DeviceAllScanImpl final : public DeviceAllScan {
     SPB_USAGE(max_elems >= 1 && max_elems <= (size_t(1) << 31),
               "device All-Scan: capacity of " + std::to_string(max_elems) + " elements (use 1 .. 2^31)");
     const Settings s = agreed_settings(rt.boot);
-    ctas_ = s.ctas;
+    ctas_ = s.ctas ? s.ctas : proto_ == kFlag ? kFlagCtas : kPacketCtas;
+    unroll_ = s.unroll;
     timeout_ns_ = static_cast<unsigned long long>(s.spin_timeout_s * 1e9);
     // Layout (module comment).
     const size_t flag_bytes = size_t(ctas_) * kSlots * 8;
@@ -773,8 +880,8 @@ class DeviceAllScanImpl final : public DeviceAllScan {
     sp.err = err_dev_;
     cudaStream_t s = static_cast<cudaStream_t>(st.handle ? st.handle : rt_.dev->compute_stream().handle);
     if (proto_ == kFlag) all_scan_kernel<<<ctas_, kThreads, 0, s>>>(sp);
-    else if (proto_ == kLL) all_scan_packet_kernel<false><<<ctas_, kThreads, 0, s>>>(sp);
-    else all_scan_packet_kernel<true><<<ctas_, kThreads, 0, s>>>(sp);
+    else if (proto_ == kLL) launch_packet<false>(unroll_, ctas_, s, sp);
+    else launch_packet<true>(unroll_, ctas_, s, sp);
     SPB_CUDA_LAUNCH();
   }
 
@@ -845,7 +952,7 @@ class DeviceAllScanImpl final : public DeviceAllScan {
   size_t max_elems_;
   std::string backend_;
   Protocol proto_ = kLL16;
-  int ctas_ = 32;
+  int ctas_ = kFlagCtas, unroll_ = 1;
   unsigned long long timeout_ns_ = 10'000'000'000ull;
   size_t flags_off_[2] = {}, acks_off_[2] = {}, abort_off_ = 0, data_off_[2][2] = {}, data_bytes_ = 0;
   unsigned epoch_[2] = {0, 0};

@@ -6,7 +6,12 @@
 // Environment (read on rank 0 at creation and broadcast, so every rank agrees):
 //   SPB_ALLSCAN_TRANSPORT  auto (default: NCCL symmetric windows + LSA pointers where NCCL offers them, else CUDA
 //                          IPC), nccl (NCCL only) or ipc (CUDA IPC handles exchanged through the bootstrap)
-//   SPB_ALLSCAN_CTAS       CTAs of the persistent kernel, 1..128 (default 32); a block is split among them
+//   SPB_ALLSCAN_CTAS       CTAs of the persistent kernel, 1..128 (default 32 for device-flag, 128 for the packet
+//                          protocols), 512 threads each; device-flag splits
+//                          a block among them, the packet protocols deal 16-byte units round-robin to the threads
+//   SPB_ALLSCAN_UNROLL     device-ll / device-ll16: units per thread and round, 1, 2, 4 or 8 (default 1): how many
+//                          units' local loads (and first looks at the receive buffer) a thread issues at once; it
+//                          still forwards each unit the moment it arrives
 //   SPB_SPIN_TIMEOUT_S     seconds a spin may wait for a peer before the kernel gives up (default 10)
 #pragma once
 

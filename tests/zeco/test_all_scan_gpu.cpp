@@ -21,6 +21,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -149,10 +150,9 @@ struct CallBuffers {
 
 // Enqueues every call on the compute stream with no host synchronisation in between (so a later call's writes
 // race an earlier call's reads if the buffer reuse is wrong), then checks every rank's carry_in and carry_out.
-void run_batch(const std::string& backend, const std::vector<Call>& calls) {
-  DeviceAllScan* scan = scan_for(backend);
-  const bool device = backend != "host";
-  ASSERT_TRUE(!device || scan) << backend;
+// `scan`: the device object to run, or nullptr for the host backend; `label` names it in messages.
+void run_batch_on(DeviceAllScan* scan, const std::string& label, const std::vector<Call>& calls) {
+  const bool device = scan != nullptr;
   Runtime& rt = *g_rt;
   Device& dev = *rt.dev;
   const int p = rt.rank(), P = rt.world();
@@ -204,7 +204,7 @@ void run_batch(const std::string& backend, const std::vector<Call>& calls) {
     std::vector<float> in(n), out(n);
     dev.download(in.data(), bufs[c].cin.get(), n * 4);
     dev.download(out.data(), bufs[c].cout.get(), n * 4);
-    const std::string tag = backend + " call " + std::to_string(c) +
+    const std::string tag = label + " call " + std::to_string(c) +
                             (k.dir == ScanDirection::forward ? " fwd" : " rev") + " K=" + std::to_string(k.K) + " " +
                             std::to_string(k.rows) + "x" + std::to_string(k.cols);
     EXPECT_EQ(count_bad((tag + " carry_in").c_str(), in, e.in, e.mag_in, e.hops_in, k.exact), 0)
@@ -212,6 +212,43 @@ void run_batch(const std::string& backend, const std::vector<Call>& calls) {
     EXPECT_EQ(count_bad((tag + " carry_out").c_str(), out, e.out, e.mag_out, e.hops_in + 1, k.exact), 0)
         << "rank " << p << ": " << tag << " carry_out";
   }
+}
+
+void run_batch(const std::string& backend, const std::vector<Call>& calls) {
+  DeviceAllScan* scan = scan_for(backend);
+  ASSERT_TRUE(backend == "host" || scan) << backend;
+  run_batch_on(scan, backend, calls);
+}
+
+// Environment variables set for the lifetime of the object and restored by its destructor, also when what runs in
+// between throws (a leaked bad value would fail every later test of the binary).
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(const std::vector<std::pair<std::string, std::string>>& env) {
+    for (const auto& [name, value] : env) {
+      const char* old = std::getenv(name.c_str());
+      saved_.push_back({name, old ? std::optional<std::string>(old) : std::nullopt});
+      setenv(name.c_str(), value.c_str(), 1);
+    }
+  }
+  ~ScopedEnv() {
+    for (const auto& [name, old] : saved_)
+      if (old) setenv(name.c_str(), old->c_str(), 1);
+      else unsetenv(name.c_str());
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+// A device All-Scan made while the given environment variables are set (on every rank; rank 0's values count).
+// Collective.
+std::unique_ptr<DeviceAllScan> make_scan_with_env(const std::string& backend, size_t capacity,
+                                                  const std::vector<std::pair<std::string, std::string>>& env) {
+  ScopedEnv scoped(env);
+  return make_device_all_scan(*g_rt, capacity, backend);
 }
 
 // --- the parametrised contract test ----------------------------------------------------------------------------
@@ -298,6 +335,32 @@ TEST(AllScanGpuMixed, ManyBackToBackCallsReuseTheDoubleBuffer) {
                        i % 4 == 0, false, 100 + i});
     run_batch(backend, calls);
   }
+}
+
+// The packet protocols at other CTA counts (SPB_ALLSCAN_CTAS: how the units are dealt, one CTA up to more than the
+// units of a small state) and units per round (SPB_ALLSCAN_UNROLL: one kernel instantiation each; 2 MiB gives
+// several rounds per thread, partial last rounds, and threads with no unit at all), back to back in both directions.
+TEST(AllScanGpuKnobs, EveryCtaCountAndUnrollGivesTheSequentialFold) {
+  SKIP_IF_NO_GPU();
+  if (g_scans.empty()) GTEST_SKIP() << "device backend unavailable: " << g_device_unavailable;
+  const std::vector<std::pair<int, int>> knobs = {{1, 1}, {7, 2}, {16, 4}, {64, 8}, {128, 8}, {32, 1}};
+  const ScanDirection F = ScanDirection::forward, R = ScanDirection::reverse;
+  for (const std::string backend : {"device-ll", "device-ll16"}) {
+    for (auto [ctas, unroll] : knobs) {
+      auto scan = make_scan_with_env(backend, kCapacity,
+                                     {{"SPB_ALLSCAN_CTAS", std::to_string(ctas)},
+                                      {"SPB_ALLSCAN_UNROLL", std::to_string(unroll)}});
+      std::vector<Call> calls = {{F, 256, 64, 16, true, false, 1}, {R, 7, 37, 7, false, false, 2},
+                                 {F, 96, 37, 2, false, false, 3},  {R, 256, 64, 4, true, true, 4},
+                                 {F, 256, 64, 1, true, true, 5}};
+      for (unsigned i = 0; i < 6; ++i)
+        calls.push_back({i % 2 ? R : F, 4096, 128, 16, i % 3 == 0, false, 50 + i});
+      run_batch_on(scan.get(), backend + " ctas " + std::to_string(ctas) + " unroll " + std::to_string(unroll),
+                   calls);
+    }
+  }
+  EXPECT_THROW(make_scan_with_env("device-ll", 4096, {{"SPB_ALLSCAN_UNROLL", "3"}}), UsageError);
+  g_boot->barrier();
 }
 
 TEST(AllScanGpuUsage, BlocksThatDoNotDivideTheRowsThrow) {
@@ -411,12 +474,7 @@ TEST_P(AllScanGpuZFault, AMissingRankIsNamedAndNobodyHangs) {
   Runtime& rt = *g_rt;
   const int p = rt.rank(), P = rt.world();
   if (P < 2 || g_scans.empty()) GTEST_SKIP() << "needs two ranks and the device backend";
-  const char* old = std::getenv("SPB_SPIN_TIMEOUT_S");
-  const std::string saved = old ? old : "";
-  setenv("SPB_SPIN_TIMEOUT_S", "1", 1);
-  auto scan = make_device_all_scan(rt, 4096, GetParam());
-  if (old) setenv("SPB_SPIN_TIMEOUT_S", saved.c_str(), 1);
-  else unsetenv("SPB_SPIN_TIMEOUT_S");
+  auto scan = make_scan_with_env(GetParam(), 4096, {{"SPB_SPIN_TIMEOUT_S", "1"}});
   Device& dev = *rt.dev;
   const size_t rows = 32, cols = 128, n = rows * cols;
   Buffer decay(dev, rows * 4), local(dev, n * 4), cin(dev, n * 4), cout(dev, n * 4);
