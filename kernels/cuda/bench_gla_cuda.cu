@@ -278,16 +278,17 @@ void bm_gla(benchmark::State& state, Problem* p, bool bwd) {
 }
 
 // ---- the two ceilings ------------------------------------------------------------------------------------------------
-double time_median_ms(const std::function<void()>& f, int reps) {
+// Median CUDA-event time of f() on stream st, after 3 untimed calls.
+double time_median_ms(const std::function<void()>& f, int reps, cudaStream_t st = 0) {
   cudaEvent_t e0, e1;
   SPB_CUDA(cudaEventCreate(&e0));
   SPB_CUDA(cudaEventCreate(&e1));
   for (int i = 0; i < 3; ++i) f();
   std::vector<double> ms;
   for (int i = 0; i < reps; ++i) {
-    SPB_CUDA(cudaEventRecord(e0, 0));
+    SPB_CUDA(cudaEventRecord(e0, st));
     f();
-    SPB_CUDA(cudaEventRecord(e1, 0));
+    SPB_CUDA(cudaEventRecord(e1, st));
     SPB_CUDA(cudaEventSynchronize(e1));
     float m;
     SPB_CUDA(cudaEventElapsedTime(&m, e0, e1));
@@ -421,23 +422,7 @@ void print_breakdown(Problem& p) {
                     }});
   std::printf("\nstages of %s (each alone, median of 20; GB/s against its own reads + writes):\n", shape_name(s).c_str());
   for (const Stage& sg : stages) {
-    cudaEvent_t e0, e1;
-    SPB_CUDA(cudaEventCreate(&e0));
-    SPB_CUDA(cudaEventCreate(&e1));
-    for (int i = 0; i < 3; ++i) sg.f();
-    std::vector<double> ms;
-    for (int i = 0; i < 20; ++i) {
-      SPB_CUDA(cudaEventRecord(e0, cs));
-      sg.f();
-      SPB_CUDA(cudaEventRecord(e1, cs));
-      SPB_CUDA(cudaEventSynchronize(e1));
-      float m;
-      SPB_CUDA(cudaEventElapsedTime(&m, e0, e1));
-      ms.push_back(m);
-    }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    const double med = summarize(ms).median;
+    const double med = time_median_ms(sg.f, 20, cs);
     std::printf("  %-20s %8.3f ms %7.0f GB/s\n", sg.name.c_str(), med, sg.bytes / (med * 1e-3) * 1e-9);
   }
 }
