@@ -181,9 +181,9 @@ __global__ void __launch_bounds__(128) output_add_initial_kernel(const bf16* q, 
     }
     const long vbase = ((long(b) * d.T + t0) * d.H + h) * d.dv;
     if ((d.dv & 1) == 0 && (reinterpret_cast<uintptr_t>(o) & 3) == 0) {
-      // Pairs of adjacent columns (4-byte aligned: dv is even and so is every offset), all 16 loaded before any store: o may alias q
-      // or gc for all the compiler knows, and one load-add-store at a time cost a memory latency each (v3: 630 us
-      // at T=16K, H=16, 128/128).
+      // Pairs of adjacent columns (4-byte aligned: dv is even and so is every offset), all 16 loaded before any store
+      // (o may alias q or gc for all the compiler knows). Not measured alone: the kernel's time was the tile loads'
+      // (see the loads above); with both changes it took 0.24 ms at T=16K, H=16, 128/128 (run f).
       __nv_bfloat162 old[8][2];
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt)
@@ -225,8 +225,6 @@ __global__ void __launch_bounds__(128) output_add_initial_kernel(const bf16* q, 
 
 // hs[n] += diag(exp prefix_n) S_in, ht += diag(exp prefix_NT) S_in. Block = (group of chunk slots 0..NT, b*h).
 // dhs[n] += diag(exp suffix_n) dS_out, dh0 += diag(exp suffix_-1) dS_out, walking from the last chunk (REV).
-constexpr int kAddBatch = 8;
-
 template <bool REV>
 __global__ void __launch_bounds__(256) add_state_kernel(const float* gc, const float* X, float* hs, float* edge,
                                                         Dims d) {
@@ -247,28 +245,17 @@ __global__ void __launch_bounds__(256) add_state_kernel(const float* gc, const f
     __syncthreads();
     float* dst = (n >= 0 && n < d.NT) ? hs + (long(bh) * d.NT + n) * ss : (edge ? edge + long(bh) * ss : nullptr);
     if (dst && (d.dv & 3) == 0) {  // rows of whole float4s: 16-byte accesses (every state offset is a multiple too)
-      // kAddBatch float4s of x and of dst per thread are loaded before any store: dst may alias x for all the
-      // compiler knows, so a plain loop would pay one memory latency per element (v3 ran at ~2.7 TB/s).
+      // A plain loop: loading 8 float4s per thread before any store (session 3, run e) measured no faster (~175 us,
+      // ~3 TB/s at T=16K, H=16, 128/128), so the simpler form stays.
       const int dv4 = d.dv / 4;
       float4* dst4 = reinterpret_cast<float4*>(dst);
       const float4* x4 = reinterpret_cast<const float4*>(Xb);
-      const long n4 = ss / 4, step = long(blockDim.x) * kAddBatch;
-      for (long i0 = tid; i0 < n4; i0 += step) {
-        float4 x[kAddBatch], y[kAddBatch];
-#pragma unroll
-        for (int u = 0; u < kAddBatch; ++u) {
-          const long i = i0 + long(u) * blockDim.x;
-          if (i < n4) x[u] = x4[i], y[u] = dst4[i];
-        }
-#pragma unroll
-        for (int u = 0; u < kAddBatch; ++u) {
-          const long i = i0 + long(u) * blockDim.x;
-          if (i < n4) {
-            const float e = ex[i / dv4];
-            y[u].x += e * x[u].x, y[u].y += e * x[u].y, y[u].z += e * x[u].z, y[u].w += e * x[u].w;
-            dst4[i] = y[u];
-          }
-        }
+      for (long i = tid; i < ss / 4; i += blockDim.x) {
+        const float e = ex[i / dv4];
+        const float4 x = x4[i];
+        float4 y = dst4[i];
+        y.x += e * x.x, y.y += e * x.y, y.z += e * x.z, y.w += e * x.w;
+        dst4[i] = y;
       }
     } else if (dst) {
       for (long i = tid; i < ss; i += blockDim.x) dst[i] += ex[i / d.dv] * Xb[i];
