@@ -18,7 +18,8 @@ class Lasp2 final : public SpMethod {
 
   void forward(const SpForwardArgs& a) override {
     Device& dev = *rt_.dev;
-    local_.forward_local_states(a);
+    if (overlap_) local_.forward_local_states(a);
+    else local_.forward_boundary(a);
     gather(local_.local_final());
     // S_in = fold of ranks 0..p-1 over h0.
     const Stream cs = dev.comm_stream();
@@ -39,7 +40,7 @@ class Lasp2 final : public SpMethod {
 
   void backward(const SpForwardArgs& f, const SpBackwardArgs& a) override {
     Device& dev = *rt_.dev;
-    local_.backward_local_dstates(f, a);
+    local_.backward_boundary(f, a);
     gather(local_.local_dh_in());
     // dS_out = fold of ranks P-1..p+1 over dht.
     const Stream cs = dev.comm_stream();

@@ -37,7 +37,7 @@ class Ring final : public SpMethod {
       const char* v = blk + s_.qk_elems() * act_;
       const char* g = v + s_.v_elems() * act_;
       rt_.kern->chunk_cumsum(s_, g, gc_.f32(), lambda_.f32(), st);
-      rt_.kern->chunk_states_fwd(s_, k, v, gc_.f32(), nullptr, nullptr, contrib_.f32(), st);
+      rt_.kern->chunk_final_state(s_, k, v, gc_.f32(), contrib_.f32(), st);
       accumulate(local_.S_in());
       return true;
     });
@@ -49,7 +49,7 @@ class Ring final : public SpMethod {
   void backward(const SpForwardArgs& f, const SpBackwardArgs& a) override {
     Device& dev = *rt_.dev;
     const Stream st = dev.compute_stream();
-    local_.backward_local_dstates(f, a);
+    local_.backward_boundary(f, a);  // D_p, for dh_in
     pack(f.q, a.d_o, f.g, s_.qk_elems(), s_.v_elems());
     local_.backward_true_states();  // overlaps the first step
     dev.fill_zero(local_.dS_out(), s_.state_elems() * 4, st);
@@ -61,7 +61,7 @@ class Ring final : public SpMethod {
       const char* d_o = blk + s_.qk_elems() * act_;
       const char* g = d_o + s_.v_elems() * act_;
       rt_.kern->chunk_cumsum(s_, g, gc_.f32(), lambda_.f32(), st);
-      rt_.kern->chunk_states_bwd(s_, q, d_o, gc_.f32(), nullptr, nullptr, contrib_.f32(), st);
+      rt_.kern->chunk_initial_dstate(s_, q, d_o, gc_.f32(), contrib_.f32(), st);
       accumulate(local_.dS_out());
       return true;
     });

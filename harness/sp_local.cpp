@@ -1,5 +1,6 @@
 #include "harness/sp_local.h"
 
+#include "harness/error.h"
 #include "harness/timeline.h"
 
 namespace spb {
@@ -12,6 +13,22 @@ SpLocalGla::SpLocalGla(Runtime& rt, const GlaShape& s)
       S_in_(*rt.dev, s.state_elems() * 4),
       dS_out_(*rt.dev, s.state_elems() * 4),
       spare_(*rt.dev, s.state_elems() * 4) {}
+
+void SpLocalGla::forward_boundary(const SpForwardArgs& a) {
+  TimelineSpan span(rt_, "boundary_state", false);
+  states_true_ = false;
+  const Stream st = rt_.dev->compute_stream();
+  rt_.kern->chunk_cumsum(ws_.shape, a.g, ws_.gc.f32(), ws_.lambda.f32(), st);
+  rt_.kern->chunk_final_state(ws_.shape, a.k, a.v, ws_.gc.f32(), local_final_.f32(), st);
+}
+
+void SpLocalGla::forward_output_from_initial(const SpForwardArgs& a) {
+  TimelineSpan span(rt_, "output", false);
+  const Stream st = rt_.dev->compute_stream();
+  rt_.kern->chunk_states_fwd(ws_.shape, a.k, a.v, ws_.gc.f32(), S_in_.f32(), ws_.hs.f32(), ws_.ht.f32(), st);
+  rt_.kern->chunk_output(ws_.shape, a.q, a.k, a.v, ws_.gc.f32(), ws_.hs.f32(), a.o, st);
+  states_true_ = true;
+}
 
 void SpLocalGla::forward_local_states(const SpForwardArgs& a) {
   TimelineSpan span(rt_, "local_states", false);
@@ -31,31 +48,16 @@ void SpLocalGla::forward_apply_initial(const SpForwardArgs& a) {
   rt_.kern->output_add_initial(ws_.shape, a.q, ws_.gc.f32(), S_in_.f32(), a.o, rt_.dev->compute_stream());
 }
 
-void SpLocalGla::forward_output_from_initial(const SpForwardArgs& a) {
-  TimelineSpan span(rt_, "output", false);
-  const Stream st = rt_.dev->compute_stream();
-  if (rt_.kern->fuses_boundary()) {  // S_in folded in by the output kernel itself; the states stay zero-start
-    rt_.kern->chunk_output_with_initial(ws_.shape, a.q, a.k, a.v, ws_.gc.f32(), ws_.hs.f32(), S_in_.f32(), a.o, st);
-    return;
-  }
-  make_states_true(st);
-  rt_.kern->chunk_output(ws_.shape, a.q, a.k, a.v, ws_.gc.f32(), ws_.hs.f32(), a.o, st);
-}
-
-void SpLocalGla::backward_local_dstates(const SpForwardArgs& f, const SpBackwardArgs& a) {
-  TimelineSpan span(rt_, "local_dstates", false);
-  rt_.kern->chunk_states_bwd(ws_.shape, f.q, a.d_o, ws_.gc.f32(), nullptr, ws_.dhs.f32(), local_dh_in_.f32(),
-                             rt_.dev->compute_stream());
+void SpLocalGla::backward_boundary(const SpForwardArgs& f, const SpBackwardArgs& a) {
+  TimelineSpan span(rt_, "boundary_dstate", false);
+  rt_.kern->chunk_initial_dstate(ws_.shape, f.q, a.d_o, ws_.gc.f32(), local_dh_in_.f32(), rt_.dev->compute_stream());
 }
 
 void SpLocalGla::backward_true_states() {
-  if (states_true_ || rt_.kern->fuses_boundary()) return;  // folded in already, or folded in by the consumers
+  if (states_true_) return;
   TimelineSpan span(rt_, "true_states", false);
-  make_states_true(rt_.dev->compute_stream());
-}
-
-void SpLocalGla::make_states_true(Stream st) {
-  // The forward left gc, lambda and the zero-start states in the workspace; S_in makes them true.
+  // The overlapped forward left gc, lambda and the zero-start states in the workspace; S_in makes them true.
+  const Stream st = rt_.dev->compute_stream();
   rt_.dev->copy(ws_.ht.f32(), local_final_.f32(), ws_.shape.state_elems() * 4, st);
   rt_.kern->states_add_initial(ws_.shape, ws_.gc.f32(), S_in_.f32(), ws_.hs.f32(), ws_.ht.f32(), st);
   states_true_ = true;
@@ -63,13 +65,9 @@ void SpLocalGla::make_states_true(Stream st) {
 
 void SpLocalGla::backward_finish(const SpForwardArgs& f, const SpBackwardArgs& a) {
   TimelineSpan span(rt_, "grads", false);
+  SPB_CHECK(states_true_, "SpLocalGla: backward_finish before the states were made true");
   const Stream st = rt_.dev->compute_stream();
-  if (rt_.kern->fuses_boundary() && !states_true_) {
-    rt_.kern->chunk_grads_with_boundary(ws_.shape, f.q, f.k, f.v, ws_.gc.f32(), ws_.hs.f32(), local_final_.f32(),
-                                        S_in_.f32(), ws_.dhs.f32(), dS_out_.f32(), a.d_o, a.dq, a.dk, a.dv, a.dg, st);
-    return;
-  }
-  rt_.kern->dstates_add_final(ws_.shape, ws_.gc.f32(), dS_out_.f32(), ws_.dhs.f32(), nullptr, st);
+  rt_.kern->chunk_states_bwd(ws_.shape, f.q, a.d_o, ws_.gc.f32(), dS_out_.f32(), ws_.dhs.f32(), nullptr, st);
   rt_.kern->chunk_grads(ws_.shape, f.q, f.k, f.v, ws_.gc.f32(), ws_.hs.f32(), ws_.ht.f32(), ws_.dhs.f32(), a.d_o,
                         a.dq, a.dk, a.dv, a.dg, st);
 }

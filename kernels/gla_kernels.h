@@ -69,6 +69,19 @@ class GlaKernels {
                            const float* hs, const float* ht, const float* dhs, const void* d_o, void* dq, void* dk,
                            void* dv, void* dg, Stream st) = 0;
 
+  // --- the boundary states alone ------------------------------------------------------------------------------
+  // What an SP rank sends before it computes anything else: the ht of chunk_states_fwd from a zero state and the dh0
+  // of chunk_states_bwd from a zero final gradient, without the chunk states. The defaults run those stages and store
+  // no chunk state; the GPU overrides them with a chunk-parallel reduction (kernels/cuda/gla_boundary.cu).
+  virtual void chunk_final_state(const GlaShape& s, const void* k, const void* v, const float* gc, float* ht,
+                                 Stream st) {
+    chunk_states_fwd(s, k, v, gc, nullptr, nullptr, ht, st);
+  }
+  virtual void chunk_initial_dstate(const GlaShape& s, const void* q, const void* d_o, const float* gc, float* dh0,
+                                    Stream st) {
+    chunk_states_bwd(s, q, d_o, gc, nullptr, nullptr, dh0, st);
+  }
+
   // --- the same two consumers with the boundary states folded in on the fly ---------------------------------------
   // For an SP rank whose states were computed from a zero start (hs_local, ht_local) and whose state gradients from a
   // zero final gradient (dhs_local): the results of chunk_output / chunk_grads on the true states

@@ -1,6 +1,7 @@
 // ZeCO (DESIGN §3): S_in and dS_out by All-Scan, K blocks pipelined along the state's rows, on the communication
-// stream, while the compute stream does everything that needs no incoming state (the output from local states in the
-// forward, the true states in the backward).
+// stream. In order (the default), a rank computes only its boundary state before the scan and everything else from
+// the true incoming state after it; with --overlap 1 the output from zero-start states overlaps the forward scan and
+// is corrected after it (SpLocalGla says what each order costs).
 #include "harness/error.h"
 #include "harness/method.h"
 #include "harness/sp_local.h"
@@ -39,7 +40,8 @@ class Zeco final : public SpMethod {
 
   void forward(const SpForwardArgs& a) override {
     Device& dev = *rt_.dev;
-    local_.forward_local_states(a);
+    if (cfg_.overlap) local_.forward_local_states(a);
+    else local_.forward_boundary(a);
     dev.record(ready_.get(), dev.compute_stream());
     dev.wait(dev.comm_stream(), ready_.get());
     scan(ScanDirection::forward, local_.local_final(), a.h0, local_.S_in(), a.h_out);
@@ -62,12 +64,12 @@ class Zeco final : public SpMethod {
 
   void backward(const SpForwardArgs& f, const SpBackwardArgs& a) override {
     Device& dev = *rt_.dev;
-    local_.backward_local_dstates(f, a);
+    local_.backward_boundary(f, a);
     dev.record(ready_.get(), dev.compute_stream());
     dev.wait(dev.comm_stream(), ready_.get());
     scan(ScanDirection::reverse, local_.local_dh_in(), a.dht, local_.dS_out(), a.dh_in);
     dev.record(scanned_.get(), dev.comm_stream());
-    local_.backward_true_states();  // overlaps the reverse All-Scan
+    local_.backward_true_states();  // overlaps the reverse All-Scan (only the overlapped forward leaves work here)
     dev.wait(dev.compute_stream(), scanned_.get());
     local_.backward_finish(f, a);
   }

@@ -367,3 +367,66 @@ TEST(CudaBoundary, FoldedInConsumersGiveTheFullGla) {
 }
 }  // namespace
 }  // namespace spb
+
+namespace spb {
+namespace {
+// The boundary states alone (chunk_final_state, chunk_initial_dstate: what an SP rank sends first) against the fp64
+// loop's ht and dh0 from a zero h0 and dht, and against the recurrence's ht / dh0 on the same device inputs (the
+// same tf32 rounding, another summation order): lengths with a partial chunk, shorter than one span, several spans
+// with a partial last one; every state shape; B, H > 1. The result buffer is poisoned first.
+TEST(CudaBoundaryState, EqualsTheRecurrencesEnd) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  struct Shape {
+    int B, T, H, dk, dv;
+  };
+  const Shape shapes[] = {{1, 1, 1, 64, 64},     {1, 100, 2, 64, 64},    {2, 1000, 3, 128, 128},
+                          {1, 3000, 2, 128, 64}, {1, 4160, 1, 256, 512}, {1, 16384, 4, 128, 128},
+                          {2, 777, 2, 64, 256},  {1, 2048, 1, 256, 256}};
+  auto dev = make_cuda_device(0);
+  auto kern = make_cuda_kernels();
+  for (const Shape& sh : shapes) {
+    GlaShape s;
+    s.B = sh.B, s.T = sh.T, s.H = sh.H, s.dk = sh.dk, s.dv = sh.dv;
+    SCOPED_TRACE("B" + std::to_string(s.B) + " T" + std::to_string(s.T) + " H" + std::to_string(s.H) + " dk" +
+                 std::to_string(s.dk) + " dv" + std::to_string(s.dv));
+    HostTensors x = generate_inputs(s, 977 + s.T, GateKind::model, false, false);
+    x.q = bf16_rounded(x.q), x.k = bf16_rounded(x.k), x.v = bf16_rounded(x.v), x.g = bf16_rounded(x.g);
+    x.d_o = bf16_rounded(x.d_o);
+    const bool with_ref = s.T <= 4160;  // the fp64 loop is slow on the longest case
+    GlaReferenceResult ref;
+    if (with_ref) ref = gla_reference(s, x.q, x.k, x.v, x.g, x.h0, x.d_o, x.dht);
+    const size_t QK = s.qk_elems(), V = s.v_elems(), S = s.state_elems();
+    Buffer q(*dev, QK * 2), k(*dev, QK * 2), v(*dev, V * 2), g(*dev, QK * 2), d_o(*dev, V * 2);
+    Buffer ht(*dev, S * 4), dh0(*dev, S * 4), ht_rec(*dev, S * 4), dh0_rec(*dev, S * 4);
+    dev->upload_as(q.get(), DType::bf16, x.q.data(), QK);
+    dev->upload_as(k.get(), DType::bf16, x.k.data(), QK);
+    dev->upload_as(v.get(), DType::bf16, x.v.data(), V);
+    dev->upload_as(g.get(), DType::bf16, x.g.data(), QK);
+    dev->upload_as(d_o.get(), DType::bf16, x.d_o.data(), V);
+    GlaWorkspace ws(*dev, s);
+    for (Buffer* b : {&ht, &dh0, &ht_rec, &dh0_rec}) poison(*b);
+    dev->synchronize();
+    const Stream st = dev->compute_stream();
+    kern->chunk_cumsum(s, g.get(), ws.gc.f32(), ws.lambda.f32(), st);
+    kern->chunk_final_state(s, k.get(), v.get(), ws.gc.f32(), ht.f32(), st);
+    kern->chunk_initial_dstate(s, q.get(), d_o.get(), ws.gc.f32(), dh0.f32(), st);
+    kern->chunk_states_fwd(s, k.get(), v.get(), ws.gc.f32(), nullptr, nullptr, ht_rec.f32(), st);
+    kern->chunk_states_bwd(s, q.get(), d_o.get(), ws.gc.f32(), nullptr, nullptr, dh0_rec.f32(), st);
+    dev->synchronize();
+    const std::vector<float> HT = fetch(*dev, ht, DType::f32, S), DH0 = fetch(*dev, dh0, DType::f32, S);
+    const std::vector<float> HTr = fetch(*dev, ht_rec, DType::f32, S), DH0r = fetch(*dev, dh0_rec, DType::f32, S);
+    EXPECT_TRUE(all_finite(HT)) << "ht: NaN or unwritten element";
+    EXPECT_TRUE(all_finite(DH0)) << "dh0: NaN or unwritten element";
+    EXPECT_LT(rel_rms_error(HTr, HT, S), 1e-5) << "ht against the recurrence";
+    EXPECT_LT(rel_rms_error(DH0r, DH0, S), 1e-5) << "dh0 against the recurrence";
+    if (with_ref) {
+      EXPECT_LT(rel_rms_error(ref.ht, HT, S), 5e-3) << "ht";
+      EXPECT_LT(rel_rms_error(ref.dh0, DH0, S), 5e-3) << "dh0";
+    }
+    std::printf("[ errors ] CudaBoundaryState B%d T%d H%d dk%d dv%d: ht %.2e (rec %.2e) dh0 %.2e (rec %.2e)\n", s.B,
+                s.T, s.H, s.dk, s.dv, with_ref ? rel_rms_error(ref.ht, HT, S) : -1.0, rel_rms_error(HTr, HT, S),
+                with_ref ? rel_rms_error(ref.dh0, DH0, S) : -1.0, rel_rms_error(DH0r, DH0, S));
+  }
+}
+}  // namespace
+}  // namespace spb
