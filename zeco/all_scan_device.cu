@@ -16,6 +16,7 @@
 //    flags[d][cta][kSlots]  u64  written by the rank before me in direction d: "unit i of call E is in your buffer"
 //    acks[d][cta]           u64  written by the rank after me: "I have finished reading call E's buffer"
 //    abort                  u64  0, or the first error of the chain (who gave up waiting for whom)
+//    clock[3]               u64  the trace's clock-offset ping-pong (SPB_ALLSCAN_TRACE only, at destruction)
 //    data[d][parity]        max_elems fp32 receive buffers, parity = call number & 1 (double buffering)
 //
 // Kernel (one launch per rank and call, `ctas` CTAs of kThreads threads). Rows decay independently, so the state is
@@ -50,6 +51,13 @@
 // instead of each rank timing out in turn, and a later call's kernel sees it at once. The host reports the error
 // at the next run() or check() as spb::Error naming the rank that did not arrive (for a rank stopped by the abort
 // word: which rank gave up waiting for which).
+//
+// Trace (SPB_ALLSCAN_TRACE=<prefix>, read on rank 0 and broadcast): the calls run traced instantiations of the
+// kernels (template flag kTrace; the untraced ones are unchanged, so the knob costs nothing when unset), whose CTAs
+// stamp %globaltimer and %clock64 at entry, end of prologue, first unit in, last unit out and exit into a device
+// ring of the last 64 calls. At destruction every rank calibrates its clocks (clock64 rate, globaltimer step),
+// estimates its globaltimer's offset to rank p-1's by a ping-pong over the windows, and writes
+// <prefix>.rank<r>.csv and <prefix>.rank<r>.meta.csv (the trace section below; zeco/NOTES.md, session 4).
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <nccl_device.h>
@@ -174,6 +182,142 @@ __device__ __forceinline__ uint64_t globaltimer_ns() {
   return t;
 }
 
+// --- trace (SPB_ALLSCAN_TRACE; off by default) -----------------------------------------------------------------
+// Each CTA of a traced call writes one record into a device ring of the last kTraceCalls calls (both directions):
+// %globaltimer (ns, one clock per GPU, read by any SM) and %clock64 (cycles of the CTA's own SM) at five points:
+//   entry      the CTA's first instruction (thread 0)
+//   prologue   end of the prologue: abort word and credit read, the CTA's barriers passed (thread 0)
+//   first_in   the first unit from the previous rank seen by the CTA: the earliest over its threads, each stamping
+//              when its first unit carries the tag (packet protocols; device-flag: thread 0's first flag). It
+//              is the moment a unit is *seen*, after the prologue's barrier: a unit that was already there reads
+//              as the end of the prologue (give or take the few ns between warps leaving the barrier and thread
+//              0 reading the clock). 0: no predecessor, or no unit for this CTA.
+//   last_out   the latest over its threads of the moment a thread issued its last store (to the next rank, or on
+//              the last rank to carry_out): issue, not arrival. 0: no unit for this CTA.
+//   exit       after the ack to the previous rank (thread 0), just before the CTA returns
+// The untraced kernels are separate instantiations (template flag kTrace): their code is unchanged by all this.
+constexpr int kTraceCalls = 64;
+enum TraceStamp : int { kStampEntry = 0, kStampPrologue, kStampFirstIn, kStampLastOut, kStampExit, kStamps };
+
+struct TraceRec {
+  unsigned long long gt[kStamps];   // %globaltimer, ns (0: no such event)
+  unsigned long long clk[kStamps];  // %clock64 of the CTA's SM at the same points (0: none)
+  unsigned call, epoch, dir, smid, units, elems;  // call: the object's call number over both directions, from 1
+};
+
+// Gathers, per CTA, the stamps every thread contributes to: the earliest first arrival, the latest last store.
+struct TraceShared {
+  unsigned long long first_gt, first_clk, last_gt, last_clk;
+};
+
+__device__ __forceinline__ unsigned long long clock64_u() { return static_cast<unsigned long long>(clock64()); }
+
+__device__ __forceinline__ unsigned sm_id() {
+  unsigned s;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
+  return s;
+}
+
+__device__ __forceinline__ void trace_stamp(unsigned long long (&gt)[kStamps], unsigned long long (&clk)[kStamps],
+                                            int which) {
+  clk[which] = clock64_u();
+  gt[which] = globaltimer_ns();
+}
+
+// The CTA's TraceShared (a function-scope __shared__ is one per CTA; referenced by traced kernels only).
+__device__ __forceinline__ TraceShared& trace_shared() {
+  __shared__ TraceShared s;
+  return s;
+}
+
+__device__ __forceinline__ void trace_shared_init(TraceShared& s) {
+  s.first_gt = s.first_clk = ~0ull;
+  s.last_gt = s.last_clk = 0;
+}
+
+__device__ __forceinline__ void trace_first_in(TraceShared& s) {
+  const unsigned long long c = clock64_u(), g = globaltimer_ns();
+  atomicMin(&s.first_gt, g);
+  atomicMin(&s.first_clk, c);
+}
+
+__device__ __forceinline__ void trace_last_out(TraceShared& s) {
+  const unsigned long long c = clock64_u(), g = globaltimer_ns();
+  atomicMax(&s.last_gt, g);
+  atomicMax(&s.last_clk, c);
+}
+
+// The clock calibration: one thread spins on %globaltimer for `window_ns` and reports the elapsed
+// globaltimer and clock64, how often the globaltimer changed and its smallest step (its resolution).
+__global__ void clock_calibrate_kernel(unsigned long long window_ns, unsigned long long* out) {
+  const unsigned long long c0 = clock64_u(), g0 = globaltimer_ns();
+  unsigned long long prev = g0, g = g0, changes = 0, min_step = ~0ull;
+  while ((g = globaltimer_ns()) - g0 < window_ns) {
+    if (g != prev) {
+      ++changes;
+      min_step = g - prev < min_step ? g - prev : min_step;
+      prev = g;
+    }
+  }
+  const unsigned long long c1 = clock64_u();
+  out[0] = g - g0;
+  out[1] = c1 - c0;
+  out[2] = changes;
+  out[3] = min_step;
+  out[4] = prev - g0;  // from the start to the last change seen: mean step = out[4] / out[2]
+}
+
+// The offset between this rank's %globaltimer and the previous rank's (trace only; the GPUs' timers are not
+// documented to agree). Lane 0 of warp 0 pings rank p-1 `rounds` times; p-1 (lane 0 of its warp 1) answers each
+// ping with its own globaltimer; one round gives t1 (ping sent), t2 (p-1's timer), t4 (answer seen) and the
+// estimate t2 - (t1 + t4) / 2, exact when both one-way trips take equally long. Warp 1 answers rank p+1 at the
+// same time, so every pair runs at once. Words in each window at `off`: +0 ping (from p+1), +64 answer flag and
+// +128 answer time (from p-1). out[0] = rounds averaged (0: none or timed out), out[1] = 2 x the first estimate,
+// out[2] = the sum over rounds of (2 x estimate - out[1]), out[3] = the sum of round trips (ns).
+__global__ void clock_offset_kernel(char* self, char* prev, char* next, size_t off, int warm, int rounds,
+                                    unsigned long long timeout_ns, long long* out) {
+  if (threadIdx.x % 32 != 0) return;
+  const int warp = threadIdx.x / 32;
+  const uint64_t start = globaltimer_ns();
+  if (warp == 0 && prev) {
+    const uint64_t* answered = reinterpret_cast<const uint64_t*>(self + off + 64);
+    const uint64_t* answer_time = reinterpret_cast<const uint64_t*>(self + off + 128);
+    uint64_t* ping = reinterpret_cast<uint64_t*>(prev + off);
+    long long n = 0, first = 0, sum = 0, rtt = 0;
+    for (int i = 1; i <= warm + rounds; ++i) {
+      const uint64_t t1 = globaltimer_ns();
+      st_relaxed_sys(ping, uint64_t(i));
+      while (ld_acquire_sys(answered) < uint64_t(i))
+        if (globaltimer_ns() - start > timeout_ns) {
+          out[0] = 0;
+          return;
+        }
+      const uint64_t t4 = globaltimer_ns();
+      const uint64_t t2 = ld_relaxed_sys(answer_time);
+      if (i <= warm) continue;
+      const long long e2 = static_cast<long long>(2 * t2 - t1 - t4);  // 2 x estimate (modulo 2^64)
+      if (n == 0) first = e2;
+      sum += e2 - first;
+      rtt += static_cast<long long>(t4 - t1);
+      ++n;
+    }
+    out[0] = n;
+    out[1] = first;
+    out[2] = sum;
+    out[3] = rtt;
+  } else if (warp == 1 && next) {
+    const uint64_t* ping = reinterpret_cast<const uint64_t*>(self + off);
+    uint64_t* answered = reinterpret_cast<uint64_t*>(next + off + 64);
+    uint64_t* answer_time = reinterpret_cast<uint64_t*>(next + off + 128);
+    for (int i = 1; i <= warm + rounds; ++i) {
+      while (ld_acquire_sys(ping) < uint64_t(i))
+        if (globaltimer_ns() - start > timeout_ns) return;
+      st_relaxed_sys(answer_time, globaltimer_ns());
+      st_release_sys(answered, uint64_t(i));
+    }
+  }
+}
+
 // Spins until *addr >= target. Returns kOk, `timeout_code` after timeout_ns, or kAbortSeen (word in *seen) when the
 // abort word becomes non-zero.
 __device__ int spin_geq(const uint64_t* addr, uint64_t target, const uint64_t* abort_word, uint64_t timeout_ns,
@@ -210,7 +354,33 @@ struct ScanParams {
   unsigned epoch;
   unsigned long long timeout_data_ns, timeout_credit_ns;  // grow with the distance to the chain's end they wait on
   ErrorSlot* err;  // device view of the mapped host slots, one per CTA
+  // Trace (read by the kTrace instantiations only; last, so the fields above keep their parameter offsets).
+  TraceRec* trace;      // this call's slot of the ring: one record per CTA
+  unsigned trace_call;  // the object's call number over both directions, from 1
 };
+
+// Thread 0 of a traced CTA: the record of this call.
+__device__ void trace_write(const ScanParams& p, const unsigned long long (&gt)[kStamps],
+                            const unsigned long long (&clk)[kStamps], unsigned units) {
+  TraceRec* r = p.trace + blockIdx.x;
+#pragma unroll
+  for (int i = 0; i < kStamps; ++i) r->gt[i] = gt[i], r->clk[i] = clk[i];
+  r->call = p.trace_call;
+  r->epoch = p.epoch;
+  r->dir = unsigned(p.dir);
+  r->smid = sm_id();
+  r->units = units;
+  r->elems = p.elems;
+}
+
+// Thread 0 of a traced packet CTA: the stamps gathered in shared memory (0 where no thread contributed).
+__device__ __forceinline__ void trace_take_shared(const TraceShared& s, unsigned long long (&gt)[kStamps],
+                                                  unsigned long long (&clk)[kStamps]) {
+  gt[kStampFirstIn] = s.first_gt == ~0ull ? 0 : s.first_gt;
+  clk[kStampFirstIn] = s.first_clk == ~0ull ? 0 : s.first_clk;
+  gt[kStampLastOut] = s.last_gt;
+  clk[kStampLastOut] = s.last_clk;
+}
 
 // One thread per CTA: remember the error for the host and stop the rest of the chain.
 __device__ void raise_error(const ScanParams& p, int code, int peer, int block, uint64_t word) {
@@ -318,12 +488,19 @@ __device__ void call_epilogue_ack(const ScanParams& p) {
 }
 
 // Protocol `flag`: the caller's K blocks, each cut into slices; per slice a fence and a release flag.
+// kTrace: thread 0 stamps the trace points (first_in: its first flag seen; last_out: after its last flag release).
+template <bool kTrace>
 __global__ void __launch_bounds__(kThreads) all_scan_kernel(ScanParams p) {
   __shared__ int s_code, s_peer, s_block;
   __shared__ unsigned long long s_word;
+  [[maybe_unused]] unsigned long long tr_gt[kStamps] = {}, tr_clk[kStamps] = {};
+  if constexpr (kTrace)
+    if (threadIdx.x == 0) trace_stamp(tr_gt, tr_clk, kStampEntry);
   const int tid = threadIdx.x, c = blockIdx.x;
   const uint64_t* my_abort = reinterpret_cast<const uint64_t*>(p.self + p.abort_off);
   if (!call_prologue(p, s_code, s_peer, s_block, s_word)) return;
+  if constexpr (kTrace)
+    if (tid == 0) trace_stamp(tr_gt, tr_clk, kStampPrologue);
 
   // 2. The units (block k, slice j), u = k * slices + j, dealt round-robin to the CTAs; each CTA takes its units in
   //    increasing u, hence in increasing k. Unit i of CTA c uses flag slot i % kSlots of CTA c, tag (E, i+1).
@@ -342,6 +519,8 @@ __global__ void __launch_bounds__(kThreads) all_scan_kernel(ScanParams p) {
         uint64_t w = 0;
         const int r = spin_geq(my_flags + (i % kSlots), tag, my_abort, p.timeout_data_ns, kTimeoutData, &w);
         if (r != kOk) s_code = r, s_peer = p.prev, s_block = int(k), s_word = w;
+        if constexpr (kTrace)
+          if (i == 0 && r == kOk) trace_stamp(tr_gt, tr_clk, kStampFirstIn);
       }
       if (stop_requested(s_code)) {  // every thread leaves together
         if (tid == 0) raise_error(p, s_code, s_peer, s_block, s_word);
@@ -353,8 +532,15 @@ __global__ void __launch_bounds__(kThreads) all_scan_kernel(ScanParams p) {
     __syncthreads();                // ... for every thread of the CTA ...
     if (send && tid == 0) st_release_sys(next_flags + (i % kSlots), tag);  // ... before the flag
   }
+  if constexpr (kTrace)
+    if (tid == 0 && i > 0) trace_stamp(tr_gt, tr_clk, kStampLastOut);
 
   if (recv) call_epilogue_ack(p);
+  if constexpr (kTrace)
+    if (tid == 0) {
+      trace_stamp(tr_gt, tr_clk, kStampExit);
+      trace_write(p, tr_gt, tr_clk, i);
+    }
 }
 
 // Protocols `ll` and `ll16` (NCCL's LL idea): the call's tag E travels inside every 16-byte unit of the receive
@@ -503,10 +689,17 @@ __device__ bool packet_prologue(const ScanParams& p, int& s_code, int& s_peer, i
   return true;
 }
 
-template <bool kB128, int kUnroll>
+// kTrace: the trace stamps (above); the untraced instantiations (kTrace = false) are the kernels as they were.
+template <bool kB128, int kUnroll, bool kTrace>
 __global__ void __launch_bounds__(kThreads) all_scan_packet_kernel(ScanParams p) {
   __shared__ int s_code, s_peer, s_block;
   __shared__ unsigned long long s_word;
+  [[maybe_unused]] unsigned long long tr_gt[kStamps] = {}, tr_clk[kStamps] = {};  // thread 0's stamps
+  if constexpr (kTrace)
+    if (threadIdx.x == 0) {
+      trace_stamp(tr_gt, tr_clk, kStampEntry);
+      trace_shared_init(trace_shared());  // used by the other threads only after the prologue's barriers
+    }
   constexpr unsigned V = kValuesPerUnit<kB128>;
   const unsigned units = (p.elems + V - 1) / V, stride = gridDim.x * blockDim.x, tag = p.epoch;
   const ulonglong2* recv = p.prev_win ? reinterpret_cast<const ulonglong2*>(p.self + p.data_off) : nullptr;
@@ -517,6 +710,8 @@ __global__ void __launch_bounds__(kThreads) all_scan_packet_kernel(ScanParams p)
   ulonglong2 w[kUnroll];
   load_round<kB128, kUnroll>(p, recv, u0, stride, units, tag, y, f, w);  // in flight during the prologue
   if (!packet_prologue(p, s_code, s_peer, s_block, s_word)) return;
+  if constexpr (kTrace)
+    if (threadIdx.x == 0) trace_stamp(tr_gt, tr_clk, kStampPrologue);
 
   bool ok = true;
   for (unsigned base = u0; ok && base < units; base += unsigned(kUnroll) * stride) {
@@ -530,6 +725,8 @@ __global__ void __launch_bounds__(kThreads) all_scan_packet_kernel(ScanParams p)
         ok = false;
         break;
       }
+      if constexpr (kTrace)
+        if (recv && j == 0 && base == u0) trace_first_in(trace_shared());  // this thread's first unit
       float x[V], o[V];
       unpack_unit<kB128>(w[j], x);
 #pragma unroll
@@ -542,12 +739,22 @@ __global__ void __launch_bounds__(kThreads) all_scan_packet_kernel(ScanParams p)
       }
     }
   }
+  if constexpr (kTrace)
+    if (ok && u0 < units) trace_last_out(trace_shared());  // this thread's last store is issued
   __syncthreads();
   if (s_code != kOk) {
     if (threadIdx.x == 0) raise_error(p, s_code, s_peer, s_block, s_word);
     return;
   }
   if (recv) call_epilogue_ack(p);
+  if constexpr (kTrace)
+    if (threadIdx.x == 0) {
+      trace_stamp(tr_gt, tr_clk, kStampExit);
+      trace_take_shared(trace_shared(), tr_gt, tr_clk);  // complete: every thread passed the barrier above
+      unsigned n = 0;  // units of this CTA: threads c*kThreads + t, t < kThreads, in every stride
+      for (unsigned b = blockIdx.x * blockDim.x; b < units; b += stride) n += min(units - b, blockDim.x);
+      trace_write(p, tr_gt, tr_clk, n);
+    }
 }
 
 // --- windows -------------------------------------------------------------------------------------------------------
@@ -721,6 +928,7 @@ struct Settings {
   int ctas = 0;    // 0: the protocol's default (kFlagCtas, kPacketCtas)
   int unroll = 1;  // packet protocols: units per thread and round (1, 2, 4 or 8)
   double spin_timeout_s = 10;
+  char trace_prefix[256] = {};  // SPB_ALLSCAN_TRACE: "" = no trace
 };
 
 // Rank 0 reads the environment; a bad value becomes the same UsageError on every rank (not a throw on rank 0 alone,
@@ -747,6 +955,17 @@ Settings agreed_settings(Bootstrap& boot) {
                   std::string("SPB_ALLSCAN_UNROLL='") + c + "': use 1, 2, 4 or 8");
       }
       s.spin_timeout_s = env_seconds("SPB_SPIN_TIMEOUT_S", 10.0);
+      if (const char* t = std::getenv("SPB_ALLSCAN_TRACE"); t && *t) {
+        const std::string v = t;
+        SPB_USAGE(v.size() < sizeof(s.trace_prefix),
+                  "SPB_ALLSCAN_TRACE: a path prefix of at most " + std::to_string(sizeof(s.trace_prefix) - 1) +
+                      " characters");
+        const size_t slash = v.rfind('/');
+        const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : v.substr(0, slash);
+        SPB_USAGE(access(dir.c_str(), W_OK) == 0,
+                  "SPB_ALLSCAN_TRACE='" + v + "': the folder '" + dir + "' does not exist or is not writable");
+        std::memcpy(s.trace_prefix, v.c_str(), v.size() + 1);
+      }
     } catch (const UsageError& e) {
       std::strncpy(error, e.what(), sizeof(error) - 1);
     }
@@ -760,14 +979,20 @@ Settings agreed_settings(Bootstrap& boot) {
 size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
 // The packet kernel for a units-per-round count chosen at run time (SPB_ALLSCAN_UNROLL; agreed on every rank).
-template <bool kB128>
-void launch_packet(int unroll, int ctas, cudaStream_t s, const ScanParams& sp) {
+template <bool kB128, bool kTrace>
+void launch_packet_unroll(int unroll, int ctas, cudaStream_t s, const ScanParams& sp) {
   switch (unroll) {
-    case 1: all_scan_packet_kernel<kB128, 1><<<ctas, kThreads, 0, s>>>(sp); break;
-    case 2: all_scan_packet_kernel<kB128, 2><<<ctas, kThreads, 0, s>>>(sp); break;
-    case 4: all_scan_packet_kernel<kB128, 4><<<ctas, kThreads, 0, s>>>(sp); break;
-    default: all_scan_packet_kernel<kB128, 8><<<ctas, kThreads, 0, s>>>(sp); break;
+    case 1: all_scan_packet_kernel<kB128, 1, kTrace><<<ctas, kThreads, 0, s>>>(sp); break;
+    case 2: all_scan_packet_kernel<kB128, 2, kTrace><<<ctas, kThreads, 0, s>>>(sp); break;
+    case 4: all_scan_packet_kernel<kB128, 4, kTrace><<<ctas, kThreads, 0, s>>>(sp); break;
+    default: all_scan_packet_kernel<kB128, 8, kTrace><<<ctas, kThreads, 0, s>>>(sp); break;
   }
+}
+
+template <bool kB128>
+void launch_packet(int unroll, bool trace, int ctas, cudaStream_t s, const ScanParams& sp) {
+  if (trace) launch_packet_unroll<kB128, true>(unroll, ctas, s, sp);
+  else launch_packet_unroll<kB128, false>(unroll, ctas, s, sp);
 }
 
 class DeviceAllScanImpl final : public DeviceAllScan {
@@ -790,7 +1015,8 @@ class DeviceAllScanImpl final : public DeviceAllScan {
     acks_off_[0] = round_up(2 * flag_bytes, 128);
     acks_off_[1] = acks_off_[0] + round_up(size_t(ctas_) * 8, 128);
     abort_off_ = acks_off_[1] + round_up(size_t(ctas_) * 8, 128);
-    const size_t ctrl = round_up(abort_off_ + 128, 4096);
+    clock_off_ = abort_off_ + 128;  // three words, 64 bytes apart (the trace's clock-offset ping-pong)
+    const size_t ctrl = round_up(clock_off_ + 192, 4096);
     // Receive buffer bytes per element: 4 (flag), 8 ({value, tag} words), 16/3 ({3 values, tag} words).
     const size_t per_unit = proto_ == kLL ? 2 : 3;
     data_bytes_ = round_up(proto_ == kFlag ? max_elems * 4 : (max_elems + per_unit - 1) / per_unit * 16, 4096);
@@ -807,11 +1033,25 @@ class DeviceAllScanImpl final : public DeviceAllScan {
     SPB_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&err_host_), sizeof(ErrorSlot) * ctas_, cudaHostAllocMapped));
     std::memset(err_host_, 0, sizeof(ErrorSlot) * ctas_);
     SPB_CUDA(cudaHostGetDevicePointer(reinterpret_cast<void**>(&err_dev_), err_host_, 0));
+
+    if (s.trace_prefix[0]) {  // SPB_ALLSCAN_TRACE: the ring of the last kTraceCalls calls, and a first calibration
+      trace_prefix_ = s.trace_prefix;
+      trace_id_ = next_trace_id();
+      const size_t bytes = sizeof(TraceRec) * size_t(kTraceCalls) * size_t(ctas_);
+      SPB_CUDA(cudaMalloc(reinterpret_cast<void**>(&trace_dev_), bytes));
+      SPB_CUDA(cudaMemset(trace_dev_, 0, bytes));
+      calib_start_ = calibrate_clocks();
+    }
   }
 
   ~DeviceAllScanImpl() override {
     cudaDeviceSynchronize();
-    if (failed()) win_->set_broken();  // a peer may be gone: skip the collective parts of the teardown
+    const bool bad = failed();
+    if (trace_dev_) {
+      write_trace(bad);  // before the window goes: the clock-offset ping-pong uses it
+      cudaFree(trace_dev_);
+    }
+    if (bad) win_->set_broken();  // a peer may be gone: skip the collective parts of the teardown
     win_.reset();
     if (err_host_) cudaFreeHost(err_host_);
   }
@@ -879,9 +1119,19 @@ class DeviceAllScanImpl final : public DeviceAllScan {
     sp.timeout_credit_ns = timeout_ns_ + (unsigned long long)(down) * hop;
     sp.err = err_dev_;
     cudaStream_t s = static_cast<cudaStream_t>(st.handle ? st.handle : rt_.dev->compute_stream().handle);
-    if (proto_ == kFlag) all_scan_kernel<<<ctas_, kThreads, 0, s>>>(sp);
-    else if (proto_ == kLL) launch_packet<false>(unroll_, ctas_, s, sp);
-    else launch_packet<true>(unroll_, ctas_, s, sp);
+    const bool trace = trace_dev_ != nullptr;
+    if (trace) {
+      sp.trace = trace_dev_ + size_t(trace_calls_ % kTraceCalls) * size_t(ctas_);
+      sp.trace_call = ++trace_calls_;
+    }
+    if (proto_ == kFlag) {
+      if (trace) all_scan_kernel<true><<<ctas_, kThreads, 0, s>>>(sp);
+      else all_scan_kernel<false><<<ctas_, kThreads, 0, s>>>(sp);
+    } else if (proto_ == kLL) {
+      launch_packet<false>(unroll_, trace, ctas_, s, sp);
+    } else {
+      launch_packet<true>(unroll_, trace, ctas_, s, sp);
+    }
     SPB_CUDA_LAUNCH();
   }
 
@@ -947,6 +1197,123 @@ class DeviceAllScanImpl final : public DeviceAllScan {
            std::to_string(waited) + " did not arrive";
   }
 
+  // --- trace (SPB_ALLSCAN_TRACE) ----------------------------------------------------------------------------
+  struct Calibration {
+    double clk_ghz = 0;       // %clock64 cycles per %globaltimer ns over a 2 ms spin
+    double gt_step_ns = 0;    // the globaltimer's mean step between changes (its resolution)
+    double gt_min_step_ns = 0;
+  };
+  struct ClockOffset {
+    bool valid = false;
+    double prev_minus_mine_ns = 0;  // globaltimer of rank p-1 minus mine, at the same instant (estimate)
+    double rtt_ns = 0;              // mean round trip of the ping-pong
+    long long rounds = 0;
+  };
+
+  static int next_trace_id() {  // objects traced by this process, in creation order (the same on every rank)
+    static int id = 0;
+    return ++id;
+  }
+  // Files this process has written: the first object to write one truncates it, later ones append.
+  static bool first_write(const std::string& path) {
+    static std::set<std::string> seen;
+    return seen.insert(path).second;
+  }
+
+  static Calibration calibrate_clocks() {
+    unsigned long long* d = nullptr;
+    unsigned long long h[5] = {};
+    SPB_CUDA(cudaMalloc(&d, sizeof(h)));
+    clock_calibrate_kernel<<<1, 1>>>(2'000'000ull, d);
+    SPB_CUDA_LAUNCH();
+    SPB_CUDA(cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost));
+    SPB_CUDA(cudaFree(d));
+    Calibration c;
+    c.clk_ghz = h[0] ? double(h[1]) / double(h[0]) : 0;
+    c.gt_step_ns = h[2] ? double(h[4]) / double(h[2]) : 0;
+    c.gt_min_step_ns = h[2] ? double(h[3]) : 0;
+    return c;
+  }
+
+  // Collective over neighbours (every rank runs it in its destructor): the estimate of rank p-1's globaltimer
+  // minus mine. A neighbour that does not come (it failed) only costs a timeout; the result is then invalid.
+  ClockOffset measure_clock_offset() {
+    const int p = rt_.rank();
+    char* prev = win_->peer(p - 1);
+    char* next = win_->peer(p + 1);
+    long long* d = nullptr;
+    long long h[4] = {};
+    SPB_CUDA(cudaMalloc(&d, sizeof(h)));
+    SPB_CUDA(cudaMemset(d, 0, sizeof(h)));
+    const unsigned long long timeout = std::min(timeout_ns_, 5'000'000'000ull);
+    clock_offset_kernel<<<1, 64>>>(win_->local(), prev, next, clock_off_, 100, 2000, timeout, d);
+    SPB_CUDA_LAUNCH();
+    SPB_CUDA(cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost));
+    SPB_CUDA(cudaFree(d));
+    ClockOffset o;
+    if (prev && h[0] > 0) {
+      o.valid = true;
+      o.rounds = h[0];
+      o.prev_minus_mine_ns = (double(h[1]) + double(h[2]) / double(h[0])) / 2.0;
+      o.rtt_ns = double(h[3]) / double(h[0]);
+    }
+    return o;
+  }
+
+  // At destruction: a second calibration, the clock offset to rank p-1, then <prefix>.rank<r>.csv (one row per
+  // CTA and call in the ring) and <prefix>.rank<r>.meta.csv (one row per object). Never throws.
+  void write_trace(bool failed_here) noexcept {
+    const int p = rt_.rank();
+    try {
+      const Calibration end = calibrate_clocks();
+      const ClockOffset off = failed_here ? ClockOffset{} : measure_clock_offset();
+      std::vector<TraceRec> recs(size_t(kTraceCalls) * size_t(ctas_));
+      SPB_CUDA(cudaMemcpy(recs.data(), trace_dev_, recs.size() * sizeof(TraceRec), cudaMemcpyDeviceToHost));
+      std::vector<size_t> order;
+      for (size_t i = 0; i < recs.size(); ++i)
+        if (recs[i].epoch) order.push_back(i);
+      std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        return recs[a].call != recs[b].call ? recs[a].call < recs[b].call : a < b;
+      });
+      const std::string base = trace_prefix_ + ".rank" + std::to_string(p);
+      const std::string path = base + ".csv", meta = base + ".meta.csv";
+      const bool fresh = first_write(path);
+      FILE* f = std::fopen(path.c_str(), fresh ? "w" : "a");
+      SPB_CHECK(f, "cannot open " + path);
+      if (fresh)
+        std::fputs("rank,epoch,dir,cta,entry_ns,prologue_ns,first_in_ns,last_out_ns,exit_ns,call,scan_id,elems,units,"
+                   "smid,entry_clk,prologue_clk,first_in_clk,last_out_clk,exit_clk\n",
+                   f);
+      for (size_t i : order) {
+        const TraceRec& r = recs[i];
+        std::fprintf(f, "%d,%u,%u,%zu", p, r.epoch, r.dir, i % size_t(ctas_));
+        for (int k = 0; k < kStamps; ++k)
+          r.gt[k] ? std::fprintf(f, ",%llu", r.gt[k]) : std::fputs(",", f);
+        std::fprintf(f, ",%u,%d,%u,%u,%u", r.call, trace_id_, r.elems, r.units, r.smid);
+        for (int k = 0; k < kStamps; ++k)
+          r.clk[k] ? std::fprintf(f, ",%llu", r.clk[k]) : std::fputs(",", f);
+        std::fputs("\n", f);
+      }
+      const bool ok = std::fclose(f) == 0;
+      SPB_CHECK(ok, "writing " + path + " failed");
+      const bool mfresh = first_write(meta);
+      FILE* m = std::fopen(meta.c_str(), mfresh ? "w" : "a");
+      SPB_CHECK(m, "cannot open " + meta);
+      if (mfresh)
+        std::fputs("scan_id,rank,ranks,proto,ctas,unroll,capacity,calls,gt_step_ns,gt_min_step_ns,clk_ghz_start,"
+                   "clk_ghz_end,prev_offset_ns,prev_rtt_ns,prev_offset_rounds\n",
+                   m);
+      std::fprintf(m, "%d,%d,%d,%s,%d,%d,%zu,%u,%.1f,%.1f,%.4f,%.4f,", trace_id_, p, rt_.world(), backend_.c_str(),
+                   ctas_, proto_ == kFlag ? 0 : unroll_, max_elems_, trace_calls_, calib_start_.gt_step_ns,
+                   calib_start_.gt_min_step_ns, calib_start_.clk_ghz, end.clk_ghz);
+      if (off.valid) std::fprintf(m, "%.1f,%.1f,%lld\n", off.prev_minus_mine_ns, off.rtt_ns, off.rounds);
+      else std::fputs(",,0\n", m);
+      std::fclose(m);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "[rank %d] device All-Scan trace not written: %s\n", p, e.what());
+    }
+  }
+
   enum Protocol { kFlag, kLL, kLL16 };
   Runtime& rt_;
   size_t max_elems_;
@@ -954,11 +1321,16 @@ class DeviceAllScanImpl final : public DeviceAllScan {
   Protocol proto_ = kLL16;
   int ctas_ = kFlagCtas, unroll_ = 1;
   unsigned long long timeout_ns_ = 10'000'000'000ull;
-  size_t flags_off_[2] = {}, acks_off_[2] = {}, abort_off_ = 0, data_off_[2][2] = {}, data_bytes_ = 0;
+  size_t flags_off_[2] = {}, acks_off_[2] = {}, abort_off_ = 0, clock_off_ = 0, data_off_[2][2] = {}, data_bytes_ = 0;
   unsigned epoch_[2] = {0, 0};
   std::unique_ptr<PeerWindow> win_;
   ErrorSlot* err_host_ = nullptr;
   ErrorSlot* err_dev_ = nullptr;
+  TraceRec* trace_dev_ = nullptr;  // the ring (SPB_ALLSCAN_TRACE), or null: no trace, untraced kernels
+  std::string trace_prefix_;
+  unsigned trace_calls_ = 0;
+  int trace_id_ = 0;
+  Calibration calib_start_;
 };
 
 // --- probes --------------------------------------------------------------------------------------------------------

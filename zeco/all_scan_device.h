@@ -13,6 +13,17 @@
 //                          units' local loads (and first looks at the receive buffer) a thread issues at once; it
 //                          still forwards each unit the moment it arrives
 //   SPB_SPIN_TIMEOUT_S     seconds a spin may wait for a peer before the kernel gives up (default 10)
+//   SPB_ALLSCAN_TRACE      a path prefix (unset or empty: no trace): every call runs a traced copy of its kernel,
+//                          whose CTAs stamp %globaltimer and %clock64 at entry, end of prologue, first unit in from
+//                          the previous rank, last unit out, and exit, into a device ring of the last 64 calls. At
+//                          destruction each rank r writes <prefix>.rank<r>.csv (rank,epoch,dir,cta,entry_ns,
+//                          prologue_ns,first_in_ns,last_out_ns,exit_ns, then call,scan_id,elems,units,smid and the
+//                          five stamps' clock64 values; an empty cell: no such event) and <prefix>.rank<r>.meta.csv
+//                          (clock64 rate and globaltimer step measured on the GPU, and an estimate of the offset of
+//                          rank r-1's globaltimer from rank r's by a ping-pong). The first object of a process to
+//                          write a file truncates it, later ones append (scan_id tells them apart). Unset, the
+//                          untraced kernels run, identical to a build without the trace. scripts/dev_allscan_trace.sh
+//                          runs it and prints the breakdown of a call (zeco/NOTES.md, session 4).
 #pragma once
 
 #include <cstddef>

@@ -13,16 +13,19 @@
 #include "../mpi_test_main.h"
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <memory>
 #include <optional>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -463,6 +466,96 @@ TEST(AllScanGpuProbe, AllScanTimes) {
   }
   dev.destroy_event(e0);
   dev.destroy_event(e1);
+}
+
+// SPB_ALLSCAN_TRACE: the traced kernels give the same results as the untraced ones, and at destruction every rank
+// writes one row per CTA for each of the ring's last 64 calls (70 are made: the ring wraps), with stamps in the
+// order the kernel takes them, and one meta row (calibration, clock offset to rank p-1).
+std::vector<std::map<std::string, std::string>> read_csv(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::map<std::string, std::string>> rows;
+  std::string line;
+  if (!std::getline(in, line)) return rows;
+  auto split = [](const std::string& l) {
+    std::vector<std::string> v;
+    std::stringstream ss(l);
+    std::string cell;
+    while (std::getline(ss, cell, ',')) v.push_back(cell);
+    if (!l.empty() && l.back() == ',') v.push_back("");
+    return v;
+  };
+  const std::vector<std::string> head = split(line);
+  while (std::getline(in, line)) {
+    const std::vector<std::string> v = split(line);
+    std::map<std::string, std::string> r;
+    for (size_t i = 0; i < head.size(); ++i) r[head[i]] = i < v.size() ? v[i] : "";
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+TEST(AllScanGpuTrace, TracedCallsAreCorrectAndEveryRankWritesOrderedStamps) {
+  SKIP_IF_NO_GPU();
+  if (g_scans.empty()) GTEST_SKIP() << "device backend unavailable: " << g_device_unavailable;
+  const int p = g_boot->rank(), P = g_boot->size();
+  long long pid = getpid();
+  g_boot->broadcast(&pid, sizeof(pid), 0);  // rank 0's prefix is the one every rank uses
+  const ScanDirection F = ScanDirection::forward, R = ScanDirection::reverse;
+  for (const std::string& backend : kProtocols) {
+    const std::string prefix = "/tmp/spb_trace_test_" + std::to_string(pid) + "_" + backend;
+    const int ncalls = 70;
+    {
+      auto scan = make_scan_with_env(backend, kCapacity, {{"SPB_ALLSCAN_TRACE", prefix}});
+      std::vector<Call> calls;
+      for (int i = 0; i < ncalls; ++i)
+        calls.push_back({i % 3 == 1 ? R : F, i % 10 == 0 ? 4096u : 256u, i % 10 == 0 ? 128u : 64u, 16,
+                         i % 4 == 0, false, 300u + unsigned(i)});
+      run_batch_on(scan.get(), backend + " traced", calls);
+    }  // destroyed (collective): the trace files are written
+    const std::string base = prefix + ".rank" + std::to_string(p);
+    const auto meta = read_csv(base + ".meta.csv");
+    ASSERT_EQ(meta.size(), 1u) << base << ".meta.csv";
+    const auto& m = meta[0];
+    EXPECT_EQ(m.at("proto"), backend);
+    EXPECT_EQ(std::stoi(m.at("ranks")), P);
+    EXPECT_EQ(std::stoi(m.at("calls")), ncalls);
+    EXPECT_GT(std::stod(m.at("clk_ghz_start")), 0.3);
+    EXPECT_GT(std::stod(m.at("gt_step_ns")), 0.0);
+    if (p > 0) {
+      ASSERT_FALSE(m.at("prev_offset_ns").empty()) << "rank " << p << ": no clock offset to rank p-1";
+      EXPECT_GT(std::stod(m.at("prev_rtt_ns")), 0.0);
+      EXPECT_LT(std::stod(m.at("prev_rtt_ns")), 100000.0);
+    }
+    const int ctas = std::stoi(m.at("ctas"));
+    const auto rows = read_csv(base + ".csv");
+    EXPECT_EQ(rows.size(), size_t(64) * size_t(ctas)) << base << ".csv: one row per CTA and call of the ring";
+    std::map<int, long long> units_per_call;
+    int bad = 0;
+    for (const auto& r : rows) {
+      auto num = [&](const char* k) { return r.at(k).empty() ? 0ull : std::stoull(r.at(k)); };
+      const int call = std::stoi(r.at("call")), dir = std::stoi(r.at("dir"));
+      const unsigned long long entry = num("entry_ns"), pro = num("prologue_ns"), in = num("first_in_ns"),
+                               out = num("last_out_ns"), exit = num("exit_ns");
+      const long long units = std::stoll(r.at("units"));
+      units_per_call[call] += units;
+      const bool has_prev = dir == 0 ? p > 0 : p < P - 1;
+      bool ok = std::stoi(r.at("rank")) == p && call > ncalls - 64 && call <= ncalls && entry > 0 && entry <= pro &&
+                pro <= exit && out <= exit && (in > 0) == (has_prev && units > 0) && (out > 0) == (units > 0) &&
+                (in == 0 || (entry <= in && in <= out)) && (num("exit_clk") >= num("entry_clk"));
+      if (!ok && bad++ < 4) {
+        std::string line;
+        for (const auto& [k, v] : r) line += k + "=" + v + " ";
+        std::fprintf(stderr, "[rank %d] %s trace row out of order: %s\n", p, backend.c_str(), line.c_str());
+      }
+    }
+    EXPECT_EQ(bad, 0) << backend << " rank " << p;
+    EXPECT_EQ(units_per_call.size(), 64u);
+    for (const auto& [call, units] : units_per_call) EXPECT_GT(units, 0) << backend << " call " << call;
+    g_boot->barrier();  // everyone has read its files
+    std::remove((base + ".csv").c_str());
+    std::remove((base + ".meta.csv").c_str());
+  }
+  g_boot->barrier();
 }
 
 // Last, since it breaks an object on purpose (its own, not the shared one): rank 0 skips a call; the others must
