@@ -341,6 +341,7 @@ void print_breakdown(Problem& p) {
   auto v = static_cast<const bf16*>(p.v.get()), d_o = static_cast<const bf16*>(p.d_o.get());
   const double TD = double(s.B) * s.T * s.H * s.dk, TE = double(s.B) * s.T * s.H * s.dv;
   const double HS = double(s.chunk_state_elems()) * 4;
+  Buffer bscratch(*g_dev, gla_cuda::boundary_scratch_elems(d) * 4);
   auto run_output = [&] { g_kern->chunk_output(s, q, k, v, ws.gc.f32(), ws.hs.f32(), p.o.get(), st); };
   auto run_dv = [&] {
     gla_cuda::launch_dv(d, q, k, d_o, ws.gc.f32(), ws.dhs.f32(), static_cast<bf16*>(p.dv.get()), cs);
@@ -363,6 +364,12 @@ void print_breakdown(Problem& p) {
        [&] { g_kern->chunk_states_bwd(s, q, d_o, ws.gc.f32(), nullptr, ws.dhs.f32(), p.dh0.f32(), st); }},
       {"grads: dq dk dg", 14 * TD + 4 * TE + 2 * HS, run_dqk},
       {"grads: dv", 8 * TD + 4 * TE + HS, run_dv},
+      // The boundary states alone (launch_boundary: ht / dh0 from a zero start, no chunk states), against the bytes
+      // read (x and y bf16, gc fp32); ht / dh0 are overwritten, which every stage here may do.
+      {"boundary fwd", 6 * TD + 2 * TE,
+       [&] { gla_cuda::launch_boundary(d, false, k, v, ws.gc.f32(), p.ht.f32(), bscratch.f32(), cs); }},
+      {"boundary bwd", 6 * TD + 2 * TE,
+       [&] { gla_cuda::launch_boundary(d, true, q, d_o, ws.gc.f32(), p.dh0.f32(), bscratch.f32(), cs); }},
       // The consumers with the boundary states folded in (ZeCO's chunk_output_with_initial / chunk_grads_with_boundary,
       // boundary_decay_kernel included), against chunk_output and dq dk dg + dv above; any finite [B,H,dk,dv] states
       // serve as S_in (ht) and dS_out (dh0).
@@ -424,6 +431,21 @@ void print_breakdown(Problem& p) {
   for (const Stage& sg : stages) {
     const double med = time_median_ms(sg.f, 20, cs);
     std::printf("  %-20s %8.3f ms %7.0f GB/s\n", sg.name.c_str(), med, sg.bytes / (med * 1e-3) * 1e-9);
+  }
+  // The check of the two boundary lines: launch_boundary's ht / dh0 against launch_states' (zero start, same inputs).
+  for (bool rev : {false, true}) {
+    const size_t n = s.state_elems();
+    Buffer a(*g_dev, n * 4), b(*g_dev, n * 4);
+    const bf16* x = rev ? q : k;
+    const bf16* y = rev ? d_o : v;
+    gla_cuda::launch_states(d, rev, x, y, ws.gc.f32(), nullptr, nullptr, a.f32(), cs);
+    gla_cuda::launch_boundary(d, rev, x, y, ws.gc.f32(), b.f32(), bscratch.f32(), cs);
+    std::vector<float> ha(n), hb(n);
+    SPB_CUDA(cudaStreamSynchronize(cs));
+    SPB_CUDA(cudaMemcpy(ha.data(), a.get(), n * 4, cudaMemcpyDeviceToHost));
+    SPB_CUDA(cudaMemcpy(hb.data(), b.get(), n * 4, cudaMemcpyDeviceToHost));
+    std::printf("  boundary %s vs states: rel rms %.2e (bar 1e-5)\n", rev ? "bwd (dh0)" : "fwd (ht)",
+                rel_rms_error(ha, hb, n));
   }
 }
 

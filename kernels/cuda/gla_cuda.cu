@@ -377,6 +377,20 @@ class CudaKernels final : public GlaKernels {
                   stream_of(st));
   }
 
+  // The boundary states by the chunk-parallel reduction of gla_boundary.cu (scratch slot 5: its per-span partials).
+  void chunk_final_state(const GlaShape& s, const void* k, const void* v, const float* gc, float* ht,
+                         Stream st) override {
+    const Dims d = dims_of(s);
+    launch_boundary(d, false, static_cast<const bf16*>(k), static_cast<const bf16*>(v), gc, ht,
+                    scratch(5, boundary_scratch_elems(d)), stream_of(st));
+  }
+  void chunk_initial_dstate(const GlaShape& s, const void* q, const void* d_o, const float* gc, float* dh0,
+                            Stream st) override {
+    const Dims d = dims_of(s);
+    launch_boundary(d, true, static_cast<const bf16*>(q), static_cast<const bf16*>(d_o), gc, dh0,
+                    scratch(5, boundary_scratch_elems(d)), stream_of(st));
+  }
+
   void chunk_output(const GlaShape& s, const void* q, const void* k, const void* v, const float* gc, const float* hs,
                     void* o, Stream st) override {
     launch_output(dims_of(s), static_cast<const bf16*>(q), static_cast<const bf16*>(k), static_cast<const bf16*>(v),
@@ -539,7 +553,7 @@ class CudaKernels final : public GlaKernels {
     }
     return b.first;
   }
-  std::pair<float*, size_t> scratch_[5] = {};
+  std::pair<float*, size_t> scratch_[6] = {};
   bool fuse_ = [] {
     const char* e = std::getenv("SPB_FUSE_BOUNDARY");
     return e && std::string(e) == "1";

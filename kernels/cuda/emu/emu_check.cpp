@@ -187,6 +187,48 @@ void boundary(int B, int T, int H, int dk, int dv, bool with_sin, bool with_dsou
   if (!untouched) ++failures;
 }
 
+// launch_boundary (the boundary state alone, by spans of chunks) against launch_states' fin (ht / dh0 from a zero
+// start) on the same inputs, and both against the fp64 reference. span: chunks per span (0: the launcher's choice;
+// here, without a device, it plans for 132 SMs).
+void boundary_states(int B, int T, int H, int dk, int dv, int span, GateKind gates = GateKind::model) {
+  GlaShape s;
+  s.B = B, s.T = T, s.H = H, s.dk = dk, s.dv = dv;
+  const HostTensors x = generate_inputs(s, 300 + T + dk + dv, gates, false, false);
+  const std::vector<float> q = rounded(x.q), k = rounded(x.k), v = rounded(x.v), g = rounded(x.g), d_o = rounded(x.d_o);
+  auto cpu = make_cpu_kernels();
+  std::vector<float> gc(s.qk_elems());
+  cpu->chunk_cumsum(s, g.data(), gc.data(), nullptr, {});
+  const GlaReferenceResult ref = gla_reference(s, q, k, v, g, {}, d_o, {});
+  auto qb = to_bf(q), kb = to_bf(k), vb = to_bf(v), ob = to_bf(d_o);
+  const gla_cuda::Dims d{B, T, H, dk, dv, s.chunks(), 1.0f / std::sqrt(float(dk))};
+  gla_cuda::set_boundary_span(span);
+  const size_t n_scratch = gla_cuda::boundary_scratch_elems(d);
+  std::vector<float> scratch(n_scratch);
+  double es[2], er[2], esr[2];
+  for (int rev = 0; rev < 2; ++rev) {
+    const __nv_bfloat16* xb = rev ? qb.data() : kb.data();
+    const __nv_bfloat16* yb = rev ? ob.data() : vb.data();
+    std::vector<float> fin_states(s.state_elems()), fin(s.state_elems());
+    poison(fin_states), poison(fin), poison(scratch);
+    gla_cuda::launch_states(d, rev, xb, yb, gc.data(), nullptr, nullptr, fin_states.data(), nullptr);
+    gla_cuda::launch_boundary(d, rev, xb, yb, gc.data(), fin.data(), n_scratch ? scratch.data() : nullptr, nullptr);
+    const std::vector<double>& r = rev ? ref.dh0 : ref.ht;
+    es[rev] = rel_rms_error(fin_states, fin, fin.size());
+    er[rev] = rel_rms_error(r, fin, fin.size());
+    esr[rev] = rel_rms_error(r, fin_states, fin.size());
+  }
+  gla_cuda::set_boundary_span(0);
+  const int nt = s.chunks(), sp = span > 0 && span < nt ? span : 0;
+  std::printf("boundary states B%d T%d H%d dk%d dv%d span %s: vs states ht %.2e dh0 %.2e; vs fp64 ht %.2e dh0 %.2e "
+              "(states: %.2e %.2e)\n",
+              B, T, H, dk, dv, sp ? std::to_string(sp).c_str() : (span > 0 ? "all" : "auto"), es[0], es[1], er[0],
+              er[1], esr[0], esr[1]);
+  for (int rev = 0; rev < 2; ++rev) {
+    expect_lt(es[rev], 1e-5, rev ? "boundary dh0 vs states" : "boundary ht vs states");
+    expect_lt(er[rev], 5e-3, rev ? "boundary dh0 vs fp64" : "boundary ht vs fp64");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -210,6 +252,19 @@ int main(int argc, char** argv) {
   }
   gla_cuda::set_intra_variant(0);
   gla_cuda::set_dqk_variant(0);
+  // launch_boundary: every tile shape (BK x BN = 64/128 x 64/128/256), one span, several spans, partial chunks
+  boundary_states(1, 100, 1, 64, 64, 0);     // partial last chunk; one chunk per span (the plan without a device)
+  boundary_states(1, 100, 1, 64, 64, 4);     // T shorter than one span: no fold, fin written by stage 1
+  boundary_states(1, 485, 1, 64, 64, 3);     // spans of 3, 3, 2 chunks, the last chunk partial (37 tokens)
+  boundary_states(1, 485, 1, 128, 128, 3);   // the same at 128 x 128 tiles
+  boundary_states(2, 150, 2, 128, 128, 2);   // B = H = 2, partial last span and chunk
+  boundary_states(1, 130, 1, 256, 512, 0);   // 2 dk x 2 dv tiles of 128 x 256
+  boundary_states(1, 91, 1, 13, 7, 1, GateKind::strong);   // odd sizes: element copies, scalar fold
+  boundary_states(1, 200, 2, 40, 72, 2, GateKind::strong); // edge tiles (64 x 128), aligned copies
+  boundary_states(1, 160, 1, 128, 64, 2);    // 128 x 64 tiles
+  boundary_states(1, 100, 1, 64, 256, 1);    // 64 x 256 tiles
+  boundary_states(1, 256, 1, 64, 64, 3);     // whole chunks only (spans of 3, 1)
+  boundary_states(1, 1, 1, 64, 64, 0);       // one token
   if (!quick) {
     composite(1, 1, 1, 16, 24, 1, false, false);
     composite(2, 130, 2, 16, 24, 1, true, false);
@@ -222,6 +277,8 @@ int main(int argc, char** argv) {
     boundary(1, 200, 1, 64, 64, true, true, GateKind::model);  // whole tiles: the 16-byte fold path
     boundary(2, 130, 2, 16, 24, false, true);  // S_in == nullptr: dS_out only
     boundary(1, 70, 1, 96, 200, true, false);  // two dk tiles in dqk, two dv tiles in the intra kernels
+    boundary_states(1, 70, 1, 96, 200, 1);     // part-filled 128 x 256 tile
+    boundary_states(1, 300, 1, 48, 64, 2, GateKind::strong);  // strong gates over several spans
   }
   std::printf(failures ? "emu_check: %d FAILURES\n" : "emu_check: all passed\n", failures);
   return failures ? 1 : 0;
