@@ -43,6 +43,10 @@ void add_collective_command(CLI::App& app, CollectiveOptions& o) {
   app.add_flag("!--no-resume", o.resume, "rerun configurations already in the CSV");
   app.add_flag("--barrier-each", o.barrier_each,
                "an MPI barrier before every timed call (includes launch skew) instead of back-to-back calls");
+  app.add_option("--calls-per-event", o.calls_per_event,
+                 "back-to-back: record an event after every G calls and time each call as the group's time / G "
+                 "(nccl-tests times a whole loop; 1: an event after every call)")
+      ->check(CLI::PositiveNumber);
   app.add_flag("--probe", o.probe, "also measure the one-hop flag latency and the NVLink pair bandwidth (GPU)");
 }
 
@@ -51,7 +55,8 @@ namespace {
 // Per-call times in microseconds, max over ranks. Back-to-back (nccl-tests' way): the calls are enqueued one after
 // another and call i lasts from the event after call i-1 to the event after call i, so launch skew between ranks is
 // paid once, not per call. With a barrier before every call each one is timed alone, skew included.
-std::vector<double> time_calls(Bootstrap& boot, Device& dev, CollectivePattern& pat, int iters, bool barrier_each) {
+std::vector<double> time_calls(Bootstrap& boot, Device& dev, CollectivePattern& pat, int iters, bool barrier_each,
+                               int per_event) {
   const Stream cs = dev.comm_stream();
   std::vector<std::unique_ptr<EventHandle>> ev;
   for (int i = 0; i <= iters; ++i) ev.push_back(std::make_unique<EventHandle>(dev));
@@ -67,14 +72,17 @@ std::vector<double> time_calls(Bootstrap& boot, Device& dev, CollectivePattern& 
     }
     return us;
   }
+  // An event after every per_event calls: a group's time over its calls is one sample (per call).
+  const int groups = iters / per_event;
   boot.barrier();
   dev.record(ev[0]->get(), cs);
-  for (int i = 0; i < iters; ++i) {
-    pat.run(cs);
+  for (int i = 0; i < groups; ++i) {
+    for (int j = 0; j < per_event; ++j) pat.run(cs);
     dev.record(ev[size_t(i) + 1]->get(), cs);
   }
   dev.synchronize();
-  for (int i = 0; i < iters; ++i) us.push_back(boot.max(dev.elapsed_ms(ev[size_t(i)]->get(), ev[size_t(i) + 1]->get()) * 1e3));
+  for (int i = 0; i < groups; ++i)
+    us.push_back(boot.max(dev.elapsed_ms(ev[size_t(i)]->get(), ev[size_t(i) + 1]->get()) * 1e3 / per_event));
   return us;
 }
 
@@ -120,6 +128,9 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
             "-b/-e: need " + std::to_string(row_bytes) + " <= minbytes <= maxbytes (one state row of --dv " +
                 std::to_string(o.dv) + " fp32 at least)");
   for (long long b : o.block_elems) SPB_USAGE(b >= 0, "--block-elems must be >= 0 (0: the whole state)");
+  SPB_USAGE(o.iters % o.calls_per_event == 0 && (o.calls_per_event == 1 || !o.barrier_each),
+            "--calls-per-event " + std::to_string(o.calls_per_event) + ": must divide --iters (" +
+                std::to_string(o.iters) + ") and cannot go with --barrier-each");
   std::vector<size_t> sizes;
   for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= size_t(o.factor)) {
     SPB_USAGE(bytes % row_bytes == 0, "-b/-e: " + std::to_string(bytes) +
@@ -174,7 +185,9 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
         r.set("blocks", blocked ? (long long)(elems / size_t(block ? block : elems)) : 0LL);
         r.set("dtype", std::string("fp32")).set("pass", std::string("comm")).set("comm", rt->comm->name());
         r.set("warmup", o.warmup).set("iters", o.iters).set("bytes", (long long)bytes).set("chunk", 0);
-        r.set("timing", std::string(o.barrier_each ? "barrier_each" : "back_to_back"));
+        r.set("timing", o.barrier_each          ? std::string("barrier_each")
+                        : o.calls_per_event == 1 ? std::string("back_to_back")
+                                                 : "back_to_back_per" + std::to_string(o.calls_per_event));
         add_provenance(r, dev);
         int skip = 0;
         if (p == 0 && csv && o.resume) skip = csv->contains(r);
@@ -183,7 +196,7 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
 
         for (int i = 0; i < o.warmup; ++i) pat->run(cs);
         dev.synchronize();
-        const std::vector<double> us = time_calls(boot, dev, *pat, o.iters, o.barrier_each);
+        const std::vector<double> us = time_calls(boot, dev, *pat, o.iters, o.barrier_each, o.calls_per_event);
         const double err = o.check ? boot.max(pat->check()) : 0.0;
         // Data made of small integers and exact fp32 folds: only exp's rounding on a GPU can differ from the host.
         const bool ok = err <= 1e-5;

@@ -21,6 +21,7 @@ struct CollectiveOptions {
   std::string csv;
   bool resume = true;
   bool barrier_each = false;  // a barrier before every timed call instead of back-to-back calls
+  int calls_per_event = 1;     // back-to-back: an event after every this many calls (1: after each call)
   bool probe = false;         // also measure the one-hop flag latency and the pair bandwidth (GPU)
 };
 

@@ -84,6 +84,7 @@ endfunction()
 spb_collective_error(unknown_pattern 2 "--pattern: 'broadcast' does not exist" -p broadcast)
 spb_collective_error(block_not_dividing 2 "--block-elems: 192 must be a multiple of a state row \\(128 elements\\)"
                      -p allscan -b 64K -e 64K --block-elems 192)
+spb_collective_error(calls_per_event 1 "--calls-per-event 2: must divide --iters \\(1\\)" --calls-per-event 2)
 spb_collective_error(size_not_rows 2 "-b/-e: 1000 bytes is not a whole number of state rows" -b 1000 -e 1000 --dv 3)
 
 # spbench compare (issue 6): a file against itself passes, an injected 20% slowdown exits 1, a malformed CSV stops
