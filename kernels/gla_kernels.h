@@ -60,10 +60,6 @@ class GlaKernels {
   // means a zero final-state gradient.
   virtual void chunk_states_bwd(const GlaShape& s, const void* q, const void* d_o, const float* gc,
                                 const float* dht, float* dhs, float* dh0, Stream st) = 0;
-  // The correction for a final-state gradient that arrives late: dhs[n] += diag(exp(sum of g after chunk n)) dS_out,
-  // dh0 (nullable) += diag(exp lambda) dS_out.
-  virtual void dstates_add_final(const GlaShape& s, const float* gc, const float* dS_out, float* dhs, float* dh0,
-                                 Stream st) = 0;
   // dq, dk, dv, dg of every token from the true states (hs, ht) and state gradients (dhs).
   virtual void chunk_grads(const GlaShape& s, const void* q, const void* k, const void* v, const float* gc,
                            const float* hs, const float* ht, const float* dhs, const void* d_o, void* dq, void* dk,
@@ -81,23 +77,6 @@ class GlaKernels {
                                     Stream st) {
     chunk_states_bwd(s, q, d_o, gc, nullptr, nullptr, dh0, st);
   }
-
-  // --- the same two consumers with the boundary states folded in on the fly ---------------------------------------
-  // For an SP rank whose states were computed from a zero start (hs_local, ht_local) and whose state gradients from a
-  // zero final gradient (dhs_local): the results of chunk_output / chunk_grads on the true states
-  //   hs = hs_local + diag(exp c_<n) S_in,  ht = ht_local + diag(exp lambda) S_in,
-  //   dhs = dhs_local + diag(exp(sum of g after chunk n)) dS_out,
-  // without writing those true states anywhere (the inputs are left as they are). dS_out == nullptr: zero.
-  // Whether the two below fold the boundary states inside the consumers (no extra pass over the states); when
-  // false they are correct but cost what the separate correction passes cost, and the SP methods use those instead.
-  virtual bool fuses_boundary() const { return false; }
-  virtual void chunk_output_with_initial(const GlaShape& s, const void* q, const void* k, const void* v,
-                                         const float* gc, const float* hs_local, const float* S_in, void* o,
-                                         Stream st) = 0;
-  virtual void chunk_grads_with_boundary(const GlaShape& s, const void* q, const void* k, const void* v,
-                                         const float* gc, const float* hs_local, const float* ht_local,
-                                         const float* S_in, const float* dhs_local, const float* dS_out,
-                                         const void* d_o, void* dq, void* dk, void* dv, void* dg, Stream st) = 0;
 
   // --- state algebra for the SP methods ------------------------------------------------------------------------
   // out = diag(exp decay) x + y over `rows` rows of `cols` (out may alias x or y); the All-Scan combine.

@@ -34,53 +34,6 @@ struct ChunkRange {
   ChunkRange(const GlaShape& s, int n) : t0(n * kChunk), t1(std::min(s.T, (n + 1) * kChunk)) {}
 };
 
-// The boundary states of one (b, h) pair folded in on the fly: the true state at the start of chunk n (n = NT: ht)
-// and the true state gradient at the end of chunk n, from the zero-start ones. The decay sums accumulate in the same
-// order as states_add_initial / dstates_add_final, so the results equal those passes' bit for bit.
-class Boundary {
- public:
-  Boundary(const GlaShape& s, const float* gc, int b, int h, const float* S_in, const float* dS_out)
-      : s_(s), S_in_(S_in ? S_in + (size_t(b) * s.H + h) * s.dk * s.dv : nullptr),
-        dS_out_(dS_out ? dS_out + (size_t(b) * s.H + h) * s.dk * s.dv : nullptr),
-        prefix_(size_t(s.chunks() + 1) * s.dk, 0.f), suffix_(size_t(s.chunks()) * s.dk, 0.f),
-        buf_{std::vector<float>(size_t(s.dk) * s.dv), std::vector<float>(size_t(s.dk) * s.dv),
-             std::vector<float>(size_t(s.dk) * s.dv)} {
-    const int NT = s.chunks(), dk = s.dk;
-    auto total = [&](int n, int i) {
-      return gc[(size_t(b) * s.T + std::min(s.T, (n + 1) * kChunk) - 1) * s.H * dk + size_t(h) * dk + i];
-    };
-    for (int n = 0; n < NT; ++n)
-      for (int i = 0; i < dk; ++i) prefix_[size_t(n + 1) * dk + i] = prefix_[size_t(n) * dk + i] + total(n, i);
-    std::vector<float> run(dk, 0.f);
-    for (int n = NT - 1; n >= 0; --n) {
-      std::copy(run.begin(), run.end(), suffix_.begin() + size_t(n) * dk);
-      for (int i = 0; i < dk; ++i) run[i] += total(n, i);
-    }
-  }
-  // local + diag(exp prefix_n) S_in (slot 0 or 1 of the scratch), or local itself when there is no S_in.
-  const float* state(const float* local, int n, int slot) { return fold(local, S_in_, &prefix_[size_t(n) * s_.dk], slot); }
-  const float* dstate(const float* local, int n) { return fold(local, dS_out_, &suffix_[size_t(n) * s_.dk], 2); }
-
- private:
-  const float* fold(const float* local, const float* X, const float* decay, int slot) {
-    if (!X) return local;
-    float* out = buf_[slot].data();
-    for (int i = 0; i < s_.dk; ++i) {
-      const float d = std::exp(decay[i]);
-      for (int j = 0; j < s_.dv; ++j) {
-        const size_t e = size_t(i) * s_.dv + j;
-        out[e] = local[e];
-        out[e] += d * X[e];
-      }
-    }
-    return out;
-  }
-  const GlaShape& s_;
-  const float *S_in_, *dS_out_;
-  std::vector<float> prefix_, suffix_;
-  std::vector<float> buf_[3];
-};
-
 template <class F>
 void for_each_bh(const GlaShape& s, F&& f) {
   for (int b = 0; b < s.B; ++b)
@@ -90,7 +43,6 @@ void for_each_bh(const GlaShape& s, F&& f) {
 class CpuKernels final : public GlaKernels {
  public:
   DType act_dtype() const override { return DType::f32; }
-  bool fuses_boundary() const override { return true; }
 
   void chunk_cumsum(const GlaShape& s, const void* g_, float* gc, float* lambda, Stream) override {
     const float* g = static_cast<const float*>(g_);
@@ -139,30 +91,8 @@ class CpuKernels final : public GlaKernels {
     });
   }
 
-  void chunk_output(const GlaShape& s, const void* q, const void* k, const void* v, const float* gc,
-                    const float* hs, void* o, Stream) override {
-    output(s, q, k, v, gc, hs, nullptr, o);
-  }
-  void chunk_output_with_initial(const GlaShape& s, const void* q, const void* k, const void* v, const float* gc,
-                                 const float* hs_local, const float* S_in, void* o, Stream) override {
-    output(s, q, k, v, gc, hs_local, S_in, o);
-  }
-  void chunk_grads(const GlaShape& s, const void* q, const void* k, const void* v, const float* gc, const float* hs,
-                   const float* ht, const float* dhs, const void* d_o, void* dq, void* dk, void* dv, void* dg,
-                   Stream) override {
-    grads(s, q, k, v, gc, hs, ht, nullptr, dhs, nullptr, d_o, dq, dk, dv, dg);
-  }
-  void chunk_grads_with_boundary(const GlaShape& s, const void* q, const void* k, const void* v, const float* gc,
-                                 const float* hs_local, const float* ht_local, const float* S_in,
-                                 const float* dhs_local, const float* dS_out, const void* d_o, void* dq, void* dk,
-                                 void* dv, void* dg, Stream) override {
-    grads(s, q, k, v, gc, hs_local, ht_local, S_in, dhs_local, dS_out, d_o, dq, dk, dv, dg);
-  }
-
- private:
-  // chunk_output with, when S_in is given, the initial state folded into every chunk state.
-  void output(const GlaShape& s, const void* q_, const void* k_, const void* v_, const float* gc, const float* hs,
-              const float* S_in, void* o_) {
+  void chunk_output(const GlaShape& s, const void* q_, const void* k_, const void* v_, const float* gc,
+                    const float* hs, void* o_, Stream) override {
     const float* q = static_cast<const float*>(q_);
     const float* k = static_cast<const float*>(k_);
     const float* v = static_cast<const float*>(v_);
@@ -172,10 +102,9 @@ class CpuKernels final : public GlaKernels {
     std::vector<float> acc(dv);
     for_each_bh(s, [&](int b, int h) {
       TokenView tk = TokenView::of(s, b, h, dk), tv = TokenView::of(s, b, h, dv);
-      Boundary bnd(s, gc, b, h, S_in, nullptr);
       for (int n = 0; n < s.chunks(); ++n) {
         ChunkRange c(s, n);
-        const float* H0 = bnd.state(hs + chunk_state_offset(s, b, h, n), n, 0);
+        const float* H0 = hs + chunk_state_offset(s, b, h, n);
         for (int r = c.t0; r < c.t1; ++r) {
           std::fill(acc.begin(), acc.end(), 0.f);
           for (int i = 0; i < dk; ++i) {  // inter-chunk: (q_r * exp b_r)^T h
@@ -193,8 +122,6 @@ class CpuKernels final : public GlaKernels {
       }
     });
   }
-
- public:
 
   void output_add_initial(const GlaShape& s, const void* q_, const float* gc, const float* S_in, void* o_,
                           Stream) override {
@@ -272,32 +199,9 @@ class CpuKernels final : public GlaKernels {
     });
   }
 
-  void dstates_add_final(const GlaShape& s, const float* gc, const float* dS_out, float* dhs, float* dh0,
-                         Stream) override {
-    const int dk = s.dk, dv = s.dv;
-    std::vector<float> suffix(dk);
-    for_each_bh(s, [&](int b, int h) {
-      TokenView tk = TokenView::of(s, b, h, dk);
-      const float* D = dS_out + state_offset(s, b, h);
-      std::fill(suffix.begin(), suffix.end(), 0.f);  // sum of g after chunk n
-      for (int n = s.chunks() - 1; n >= -1; --n) {
-        float* dst = n >= 0 ? dhs + chunk_state_offset(s, b, h, n) : (dh0 ? dh0 + state_offset(s, b, h) : nullptr);
-        if (dst)
-          for (int i = 0; i < dk; ++i) {
-            const float d = std::exp(suffix[i]);
-            for (int j = 0; j < dv; ++j) dst[size_t(i) * dv + j] += d * D[size_t(i) * dv + j];
-          }
-        if (n >= 0)
-          for (int i = 0; i < dk; ++i) suffix[i] += gc[tk.at(ChunkRange(s, n).t1 - 1, i)];
-      }
-    });
-  }
-
-  // (chunk_grads: below, with the boundary states optional)
- private:
-  void grads(const GlaShape& s, const void* q_, const void* k_, const void* v_, const float* gc, const float* hs,
-             const float* ht, const float* S_in, const float* dhs, const float* dS_out, const void* do_, void* dq_,
-             void* dk_, void* dv_, void* dg_) {
+  void chunk_grads(const GlaShape& s, const void* q_, const void* k_, const void* v_, const float* gc,
+                   const float* hs, const float* ht, const float* dhs, const void* do_, void* dq_, void* dk_,
+                   void* dv_, void* dg_, Stream) override {
     const float* q = static_cast<const float*>(q_);
     const float* k = static_cast<const float*>(k_);
     const float* v = static_cast<const float*>(v_);
@@ -311,14 +215,12 @@ class CpuKernels final : public GlaKernels {
     std::vector<float> A(kChunk * kChunk), dA(kChunk * kChunk), db(size_t(kChunk) * DK);
     for_each_bh(s, [&](int b, int h) {
       TokenView tk = TokenView::of(s, b, h, DK), tv = TokenView::of(s, b, h, DV);
-      Boundary bnd(s, gc, b, h, S_in, dS_out);
       for (int n = 0; n < s.chunks(); ++n) {
         ChunkRange c(s, n);
         const int len = c.t1 - c.t0;
-        const float* H0 = bnd.state(hs + chunk_state_offset(s, b, h, n), n, 0);
-        const float* H1 = bnd.state(
-            n + 1 < s.chunks() ? hs + chunk_state_offset(s, b, h, n + 1) : ht + state_offset(s, b, h), n + 1, 1);
-        const float* dH = bnd.dstate(dhs + chunk_state_offset(s, b, h, n), n);
+        const float* H0 = hs + chunk_state_offset(s, b, h, n);
+        const float* H1 = n + 1 < s.chunks() ? hs + chunk_state_offset(s, b, h, n + 1) : ht + state_offset(s, b, h);
+        const float* dH = dhs + chunk_state_offset(s, b, h, n);
         auto G = [&](int t, int i) { return gc[tk.at(c.t0 + t, i)]; };
         const float* Bl = &gc[tk.at(c.t1 - 1)];  // the chunk's total decay
         // A_rt = s sum_i q_ri k_ti exp(b_ri - b_ti) and dA_rt = s do_r . v_t, for t <= r.
@@ -370,7 +272,6 @@ class CpuKernels final : public GlaKernels {
     });
   }
 
- public:
   void state_fold(size_t rows, size_t cols, const float* decay, const float* x, const float* y, float* out,
                   Stream) override {
     for (size_t r = 0; r < rows; ++r) {

@@ -370,18 +370,6 @@ void print_breakdown(Problem& p) {
        [&] { gla_cuda::launch_boundary(d, false, k, v, ws.gc.f32(), p.ht.f32(), bscratch.f32(), cs); }},
       {"boundary bwd", 6 * TD + 2 * TE,
        [&] { gla_cuda::launch_boundary(d, true, q, d_o, ws.gc.f32(), p.dh0.f32(), bscratch.f32(), cs); }},
-      // The consumers with the boundary states folded in (ZeCO's chunk_output_with_initial / chunk_grads_with_boundary,
-      // boundary_decay_kernel included), against chunk_output and dq dk dg + dv above; any finite [B,H,dk,dv] states
-      // serve as S_in (ht) and dS_out (dh0).
-      {"output, fused fold", 8 * TD + 4 * TE + HS,
-       [&] {
-         g_kern->chunk_output_with_initial(s, q, k, v, ws.gc.f32(), ws.hs.f32(), p.ht.f32(), p.o.get(), st);
-       }},
-      {"grads, fused fold", 22 * TD + 8 * TE + 3 * HS,
-       [&] {
-         g_kern->chunk_grads_with_boundary(s, q, k, v, ws.gc.f32(), ws.hs.f32(), ws.ht.f32(), p.ht.f32(), ws.dhs.f32(),
-                                           p.dh0.f32(), d_o, p.dq.get(), p.dk.get(), p.dv.get(), p.dg.get(), st);
-       }},
       // variants, for the notes: cumsum with 4 features per thread and without lambda, both state tiles, variants 1
       // (32-wide slices, 2 blocks per SM; v2) and 2 (16-wide, 3 blocks per SM) of the A-matrix and dq/dk/dg kernels,
       // the other column tile of the A-matrix kernels

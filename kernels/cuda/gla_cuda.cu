@@ -9,8 +9,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <string>
 
 #include "harness/cuda_check.h"
 #include "harness/error.h"
@@ -224,9 +222,7 @@ __global__ void __launch_bounds__(128) output_add_initial_kernel(const bf16* q, 
 }
 
 // hs[n] += diag(exp prefix_n) S_in, ht += diag(exp prefix_NT) S_in. Block = (group of chunk slots 0..NT, b*h).
-// dhs[n] += diag(exp suffix_n) dS_out, dh0 += diag(exp suffix_-1) dS_out, walking from the last chunk (REV).
-template <bool REV>
-__global__ void __launch_bounds__(256) add_state_kernel(const float* gc, const float* X, float* hs, float* edge,
+__global__ void __launch_bounds__(256) add_state_kernel(const float* gc, const float* S_in, float* hs, float* ht,
                                                         Dims d) {
   extern __shared__ float sh[];  // run[dk], ex[dk]
   float* run = sh;
@@ -235,15 +231,14 @@ __global__ void __launch_bounds__(256) add_state_kernel(const float* gc, const f
   const int sb = blockIdx.x * kGroup, se = min(d.NT + 1, sb + kGroup);
   auto chunk_total = [&](int n, int f) { return gc[((long(b) * d.T + last_row(n, d.T)) * d.H + h) * d.dk + f]; };
   for (int f = tid; f < d.dk; f += blockDim.x)
-    run[f] = ordered_prefix(sb, [&](int s) { return chunk_total(REV ? d.NT - 1 - s : s, f); });
+    run[f] = ordered_prefix(sb, [&](int n) { return chunk_total(n, f); });
   const long ss = long(d.dk) * d.dv;
-  const float* Xb = X + long(bh) * ss;
-  for (int s = sb; s < se; ++s) {
-    const int n = REV ? d.NT - 1 - s : s;  // chunk slot: REV n = -1 is dh0; forward n = NT is ht
+  const float* Xb = S_in + long(bh) * ss;
+  for (int n = sb; n < se; ++n) {  // chunk slot n = NT is ht
     __syncthreads();
     for (int f = tid; f < d.dk; f += blockDim.x) ex[f] = expf(run[f]);
     __syncthreads();
-    float* dst = (n >= 0 && n < d.NT) ? hs + (long(bh) * d.NT + n) * ss : (edge ? edge + long(bh) * ss : nullptr);
+    float* dst = (n >= 0 && n < d.NT) ? hs + (long(bh) * d.NT + n) * ss : (ht ? ht + long(bh) * ss : nullptr);
     if (dst && (d.dv & 3) == 0) {  // rows of whole float4s: 16-byte accesses (every state offset is a multiple too)
       // A plain loop: loading 8 float4s per thread before any store (session 3, run e) measured no faster (~175 us,
       // ~3 TB/s at T=16K, H=16, 128/128), so the simpler form stays.
@@ -262,53 +257,6 @@ __global__ void __launch_bounds__(256) add_state_kernel(const float* gc, const f
     }
     if (n >= 0 && n < d.NT)
       for (int f = tid; f < d.dk; f += blockDim.x) run[f] += chunk_total(n, f);
-  }
-}
-
-// ---- the decay factors of the fused boundary states ----------------------------------------------------------------
-// eP[bh][n][f] = exp(P_n[f]), P_n = sum of the chunk totals of chunks m < n (n = 0..NT; eP[NT] is ht's), and
-// eQ[bh][n][f] = exp(Q_n[f]), Q_n = sum of the totals of chunks m > n (n = 0..NT-1). One thread per (feature, b*h,
-// direction); blockIdx.z = 0: P (forward), 1: Q (backward); either pointer may be null. The sums accumulate one chunk
-// at a time in the CPU Boundary's order (so P and Q are bit-identical to it), with the totals loaded kDecayBatch at a
-// time: they are independent global loads, and one at a time they would cost a memory latency each.
-constexpr int kDecayBatch = 16;
-
-__global__ void __launch_bounds__(128) boundary_decay_kernel(const float* __restrict__ gc, float* __restrict__ eP,
-                                                             float* __restrict__ eQ, Dims d) {
-  const int f = blockIdx.x * blockDim.x + threadIdx.x, bh = blockIdx.y, b = bh / d.H, h = bh % d.H;
-  const bool rev = blockIdx.z == 1;
-  float* out = rev ? eQ : eP;
-  if (f >= d.dk || !out) return;
-  auto total = [&](int n) { return gc[((long(b) * d.T + last_row(n, d.T)) * d.H + h) * d.dk + f]; };
-  const long dk = d.dk;
-  float run = 0.f;
-  if (!rev) {
-    out += long(bh) * (d.NT + 1) * dk + f;
-    out[0] = 1.f;  // exp(0)
-    for (int n0 = 0; n0 < d.NT; n0 += kDecayBatch) {
-      float v[kDecayBatch];
-#pragma unroll
-      for (int u = 0; u < kDecayBatch; ++u) v[u] = n0 + u < d.NT ? total(n0 + u) : 0.f;
-#pragma unroll
-      for (int u = 0; u < kDecayBatch; ++u)
-        if (n0 + u < d.NT) {
-          run += v[u];
-          out[(n0 + u + 1) * dk] = expf(run);
-        }
-    }
-  } else {
-    out += long(bh) * d.NT * dk + f;
-    for (int s0 = 0; s0 < d.NT; s0 += kDecayBatch) {  // chunk n = NT - 1 - s
-      float v[kDecayBatch];
-#pragma unroll
-      for (int u = 0; u < kDecayBatch; ++u) v[u] = s0 + u < d.NT ? total(d.NT - 1 - s0 - u) : 0.f;
-#pragma unroll
-      for (int u = 0; u < kDecayBatch; ++u)
-        if (s0 + u < d.NT) {
-          out[(d.NT - 1 - s0 - u) * dk] = expf(run);
-          run += v[u];
-        }
-    }
   }
 }
 
@@ -377,18 +325,18 @@ class CudaKernels final : public GlaKernels {
                   stream_of(st));
   }
 
-  // The boundary states by the chunk-parallel reduction of gla_boundary.cu (scratch slot 5: its per-span partials).
+  // The boundary states by the chunk-parallel reduction of gla_boundary.cu (scratch slot 0: its per-span partials).
   void chunk_final_state(const GlaShape& s, const void* k, const void* v, const float* gc, float* ht,
                          Stream st) override {
     const Dims d = dims_of(s);
     launch_boundary(d, false, static_cast<const bf16*>(k), static_cast<const bf16*>(v), gc, ht,
-                    scratch(5, boundary_scratch_elems(d)), stream_of(st));
+                    scratch(0, boundary_scratch_elems(d)), stream_of(st));
   }
   void chunk_initial_dstate(const GlaShape& s, const void* q, const void* d_o, const float* gc, float* dh0,
                             Stream st) override {
     const Dims d = dims_of(s);
     launch_boundary(d, true, static_cast<const bf16*>(q), static_cast<const bf16*>(d_o), gc, dh0,
-                    scratch(5, boundary_scratch_elems(d)), stream_of(st));
+                    scratch(0, boundary_scratch_elems(d)), stream_of(st));
   }
 
   void chunk_output(const GlaShape& s, const void* q, const void* k, const void* v, const float* gc, const float* hs,
@@ -416,18 +364,16 @@ class CudaKernels final : public GlaKernels {
 
   void states_add_initial(const GlaShape& s, const float* gc, const float* S_in, float* hs, float* ht,
                           Stream st) override {
-    launch_add_state<false>(s, gc, S_in, hs, ht, st);
+    const Dims d = dims_of(s);
+    const dim3 grid((d.NT + 1 + kGroup - 1) / kGroup, s.B * s.H);
+    add_state_kernel<<<grid, 256, size_t(2) * s.dk * 4, stream_of(st)>>>(gc, S_in, hs, ht, d);
+    SPB_CUDA_LAUNCH();
   }
 
   void chunk_states_bwd(const GlaShape& s, const void* q, const void* d_o, const float* gc, const float* dht,
                         float* dhs, float* dh0, Stream st) override {
     launch_states(dims_of(s), true, static_cast<const bf16*>(q), static_cast<const bf16*>(d_o), gc, dht, dhs, dh0,
                   stream_of(st));
-  }
-
-  void dstates_add_final(const GlaShape& s, const float* gc, const float* dS_out, float* dhs, float* dh0,
-                         Stream st) override {
-    launch_add_state<true>(s, gc, dS_out, dhs, dh0, st);
   }
 
   void chunk_grads(const GlaShape& s, const void* q, const void* k, const void* v, const float* gc, const float* hs,
@@ -442,44 +388,6 @@ class CudaKernels final : public GlaKernels {
     launch_dqk(d, qb, kb, vb, ob, gc, hs, dhs, static_cast<bf16*>(dq), static_cast<bf16*>(dk), static_cast<bf16*>(dg),
                stream_of(st));
     launch_dv(d, qb, kb, ob, gc, dhs, static_cast<bf16*>(dv), stream_of(st));
-  }
-
-  // The boundary states folded into the consumers: the output and gradient kernels add diag(exp P_n) S_in to each
-  // staged hs tile and diag(exp Q_n) dS_out to each staged dhs tile (StateFold), so no true state is written. The
-  // decay factors come from one small kernel per call into scratch slots 3 (exp P) and 4 (exp Q).
-  // Off by default: correct (the GPU test CudaBoundary checks it against fp64) but slower than the separate correction
-  // passes on the H200 (zeco P=4, 16K tokens: 3.43 ms fused against 2.85 unfused; output +0.2 ms, grads +0.78 ms;
-  // zeco/NOTES.md). SPB_FUSE_BOUNDARY=1 turns it on, for experiments only (a result row does not record it).
-  bool fuses_boundary() const override { return fuse_; }
-
-  void chunk_output_with_initial(const GlaShape& s, const void* q, const void* k, const void* v, const float* gc,
-                                 const float* hs_local, const float* S_in, void* o, Stream st) override {
-    const Dims d = dims_of(s);
-    StateFold fold;
-    if (S_in) fold = StateFold{S_in, boundary_decay(s, gc, true, false, st).first, d.NT + 1};
-    launch_output(d, static_cast<const bf16*>(q), static_cast<const bf16*>(k), static_cast<const bf16*>(v), gc,
-                  hs_local, static_cast<bf16*>(o), stream_of(st), 0, fold);
-  }
-
-  void chunk_grads_with_boundary(const GlaShape& s, const void* q, const void* k, const void* v, const float* gc,
-                                 const float* hs_local, const float* ht_local, const float* S_in,
-                                 const float* dhs_local, const float* dS_out, const void* d_o, void* dq, void* dk,
-                                 void* dv, void* dg, Stream st) override {
-    (void)ht_local;  // rowsum(dH * H1) is rebuilt from the folded H0 (gla_dqk.cu)
-    const Dims d = dims_of(s);
-    StateFold fh, fd;
-    if (S_in || dS_out) {
-      const auto e = boundary_decay(s, gc, S_in != nullptr, dS_out != nullptr, st);
-      if (S_in) fh = StateFold{S_in, e.first, d.NT + 1};
-      if (dS_out) fd = StateFold{dS_out, e.second, d.NT};
-    }
-    const auto* qb = static_cast<const bf16*>(q);
-    const auto* kb = static_cast<const bf16*>(k);
-    const auto* vb = static_cast<const bf16*>(v);
-    const auto* ob = static_cast<const bf16*>(d_o);
-    launch_dqk(d, qb, kb, vb, ob, gc, hs_local, dhs_local, static_cast<bf16*>(dq), static_cast<bf16*>(dk),
-               static_cast<bf16*>(dg), stream_of(st), fh, fd);
-    launch_dv(d, qb, kb, ob, gc, dhs_local, static_cast<bf16*>(dv), stream_of(st), 0, fd);
   }
 
   ~CudaKernels() override {
@@ -523,26 +431,6 @@ class CudaKernels final : public GlaKernels {
   }
 
  private:
-  // exp(P) [B*H, NT+1, dk] (when want_p) and exp(Q) [B*H, NT, dk] (when want_q) in scratch slots 3 and 4.
-  std::pair<float*, float*> boundary_decay(const GlaShape& s, const float* gc, bool want_p, bool want_q, Stream st) {
-    const Dims d = dims_of(s);
-    float* eP = want_p ? scratch(3, size_t(s.B) * s.H * (d.NT + 1) * s.dk) : nullptr;
-    float* eQ = want_q ? scratch(4, size_t(s.B) * s.H * d.NT * s.dk) : nullptr;
-    const dim3 grid((s.dk + 127) / 128, s.B * s.H, 2);
-    boundary_decay_kernel<<<grid, 128, 0, stream_of(st)>>>(gc, eP, eQ, d);
-    SPB_CUDA_LAUNCH();
-    return {eP, eQ};
-  }
-
-  template <bool REV>
-  static void launch_add_state(const GlaShape& s, const float* gc, const float* X, float* hs, float* edge, Stream st) {
-    const Dims d = dims_of(s);
-    const dim3 grid((d.NT + 1 + kGroup - 1) / kGroup, s.B * s.H);
-    add_state_kernel<REV><<<grid, 256, size_t(2) * s.dk * 4, stream_of(st)>>>(gc, X, hs, edge, d);
-    SPB_CUDA_LAUNCH();
-  }
-
- private:
   // Grow-only device scratch, one buffer per slot (allocation synchronises; later calls reuse it).
   float* scratch(int slot, size_t elems) {
     auto& b = scratch_[size_t(slot)];
@@ -553,11 +441,7 @@ class CudaKernels final : public GlaKernels {
     }
     return b.first;
   }
-  std::pair<float*, size_t> scratch_[6] = {};
-  bool fuse_ = [] {
-    const char* e = std::getenv("SPB_FUSE_BOUNDARY");
-    return e && std::string(e) == "1";
-  }();
+  std::pair<float*, size_t> scratch_[1] = {};
 };
 
 }  // namespace

@@ -18,15 +18,6 @@ struct Dims {
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
-// A boundary state folded into a consumer's state tiles as they are staged (chunk_output_with_initial,
-// chunk_grads_with_boundary): the tile of chunk n becomes local + diag(e[bh][n][:]) x[bh]; nothing is written back.
-// x == nullptr: no fold, the plain stage's code path.
-struct StateFold {
-  const float* x = nullptr;  // [B*H, dk, dv] fp32 (S_in or dS_out)
-  const float* e = nullptr;  // [B*H, nstride, dk] fp32 decay factors exp(P_n) or exp(Q_n) (boundary_decay_kernel)
-  int nstride = 0;           // NT + 1 for exp(P), NT for exp(Q)
-};
-
 // gla_cuda.cu: features per thread of the cumsum kernel (2: default; 4: v2's, for the benchmark's comparison).
 void set_cumsum_vec(int v);
 
@@ -60,21 +51,17 @@ void set_boundary_span(int chunks);
 // per SM; 2: 16-feature slices, 3 blocks per SM; 3: as 2 with one barrier per slice). For tests and the benchmark.
 void set_intra_variant(int v);
 void launch_output(const Dims& d, const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
-                   const float* gc, const float* hs, __nv_bfloat16* o, cudaStream_t stream, int bv = 0,
-                   const StateFold& fold = {});
+                   const float* gc, const float* hs, __nv_bfloat16* o, cudaStream_t stream, int bv = 0);
 void launch_dv(const Dims& d, const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* d_o,
-               const float* gc, const float* dhs, __nv_bfloat16* dv, cudaStream_t stream, int bv = 0,
-               const StateFold& fold = {});
+               const float* gc, const float* dhs, __nv_bfloat16* dv, cudaStream_t stream, int bv = 0);
 
-// gla_dqk.cu: per (chunk, dk tile) blocks: dq, dk and dg. fold_h / fold_dh: the boundary states folded into the H0
-// and dH tiles (rowsum(dH * H1) is rebuilt from the folded H0, so ht is never needed).
+// gla_dqk.cu: per (chunk, dk tile) blocks: dq, dk and dg.
 // set_dqk_variant: tuning override (0: default; 1: 32-column dv slices, 2 blocks per SM; 2: 16-column slices,
 // 3 blocks per SM). For tests and the benchmark.
 void set_dqk_variant(int v);
 void launch_dqk(const Dims& d, const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                 const __nv_bfloat16* d_o, const float* gc, const float* hs, const float* dhs, __nv_bfloat16* dq,
-                __nv_bfloat16* dk, __nv_bfloat16* dg, cudaStream_t stream, const StateFold& fold_h = {},
-                const StateFold& fold_dh = {});
+                __nv_bfloat16* dk, __nv_bfloat16* dg, cudaStream_t stream);
 
 }  // namespace gla_cuda
 }  // namespace spb

@@ -17,10 +17,6 @@
 //   exp(b_j - b_ref) <= 1 off the diagonal); the post-factors are <= 1. dA's register fragment is directly the A
 //   operand of the dq product (k-permutation, see gla_cuda_common.cuh); dk needs dA^T, read from shared memory.
 //   The diagonal blocks fall back to exact element-wise sums when the in-sub-chunk decay exceeds kMaxSubchunkDecay.
-// - With StateFolds (chunk_grads_with_boundary; the FOLD instantiations) the H0 / dH slices get the boundary states
-//   added before the rounding; rowsum(dH * H1) is then rebuilt from the true H0, so the true ht is never read. The
-//   slices of S_in / dS_out are staged by cp.async with their H0 / dH slices (same stage, same commit group), in the
-//   space of the resident q, k (and gc) tiles, which phase 1 does not read: FOLD loads those after phase 1.
 // - dg: the reverse cumsum runs on the accumulator fragments (warp shuffles, then the totals of later warps).
 #include "harness/cuda_check.h"
 #include "kernels/cuda/gla_cuda_common.cuh"
@@ -48,12 +44,6 @@ struct DqkLayout {
   static constexpr size_t misc = g + size_t(kC) * DGR * 4;
   static constexpr size_t total = misc + size_t(64) * 9 * 4;  // rowsum[64], colsum[4][64], totals[4][64]
   static_assert(size_t(kC) * DAS * 4 <= res, "dA (phase 2) lives in the stage buffers");
-  // FOLD only (phase 1): per stage the slices X_h, X_d [DIT x DJS] of S_in and dS_out (fp32, unpadded) over the
-  // resident tiles q, k (and gc at DJS = 32), and the factors e_h[64], e_d[64] of the tile's rows over rowsum /
-  // colsum: the plain layout's size (3 blocks per SM at DJS = 16 would not fit another 16 KB).
-  static constexpr size_t fx = q, fstage = size_t(2) * DIT * DJS * 4, fe = misc;
-  static constexpr bool fold_over_g = fx + 2 * fstage > g;  // the X slices reach into the gc tile (DJS = 32)
-  static_assert(fx + 2 * fstage <= misc && 2 * 64 <= 9 * 64, "layout");
 };
 
 struct DqkParams {
@@ -87,16 +77,8 @@ __device__ __noinline__ float exact_dk_diag(const float* dAs, const bf16* Qr, co
   return x;
 }
 
-// The boundary states folded into H0 (S_in, exp P) and dH (dS_out, exp Q); .x == nullptr: none. A kernel argument of
-// its own: inside DqkParams the larger parameter block alone changed the plain kernel's register allocation.
-struct DqkFold {
-  StateFold fh, fd;
-  bool vfh, vfd;  // their x 16-byte aligned and dv % 4 == 0
-};
-
-// FOLD: the boundary states are folded in (chunk_grads_with_boundary); the plain instantiation compiles as before.
-template <bool FOLD, int DJS, int MINB>
-__global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams p, const DqkFold f) {
+template <int DJS, int MINB>
+__global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams p) {
   using L = DqkLayout<DJS>;
   constexpr int DSS = L::DSS;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -117,23 +99,10 @@ __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams 
   const long vbase = ((long(b) * p.T + t0) * p.H + h) * DV;
   const long sbase = (long(bh) * p.NT + n) * DK * DV;
 
-  // The resident tiles. FOLD: q, k (and gc where the X slices cover it) only after phase 1, see there.
-  if constexpr (!FOLD) {
-    load_tile<bf16, kC, DIT, kDqkThreads>(Qr, DRS, p.q + qbase + i0, qrow, len, DK - i0, p.vq);
-    load_tile<bf16, kC, DIT, kDqkThreads>(Kr, DRS, p.k + qbase + i0, qrow, len, DK - i0, p.vk);
-  }
-  if (!FOLD || !L::fold_over_g)
-    load_tile<float, kC, DIT, kDqkThreads>(Gr, DGR, p.gc + qbase + i0, qrow, len, DK - i0, p.vg);
-  if constexpr (FOLD) {  // e_h, e_d of the tile's rows (zeros past dk or without that state), one per thread
-    static_assert(kDqkThreads == 2 * DIT, "one factor per thread");
-    float* es = reinterpret_cast<float*>(smem + L::fe);
-    const bool hrow = tid < DIT;  // (fields picked one by one: a reference to either StateFold costs a stack copy)
-    const float* x = hrow ? f.fh.x : f.fd.x;
-    const float* e = hrow ? f.fh.e : f.fd.e;
-    const int ns = hrow ? f.fh.nstride : f.fd.nstride, r = tid % DIT;
-    if (x && i0 + r < DK) cp_async4(es + tid, e + (long(bh) * ns + n) * DK + i0 + r);
-    else es[tid] = 0.f;
-  }
+  // The resident tiles.
+  load_tile<bf16, kC, DIT, kDqkThreads>(Qr, DRS, p.q + qbase + i0, qrow, len, DK - i0, p.vq);
+  load_tile<bf16, kC, DIT, kDqkThreads>(Kr, DRS, p.k + qbase + i0, qrow, len, DK - i0, p.vk);
+  load_tile<float, kC, DIT, kDqkThreads>(Gr, DGR, p.gc + qbase + i0, qrow, len, DK - i0, p.vg);
   auto stage_ptrs = [&](int st, bf16*& DO, bf16*& V, float*& H0, float*& DH) {
     unsigned char* base = smem + st * L::stage;
     DO = reinterpret_cast<bf16*>(base);
@@ -151,13 +120,6 @@ __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams 
     load_tile<float, DIT, DJS, kDqkThreads>(H0, DSS, p.hs + sbase + long(i0) * DV + js, DV, DK - i0, DV - js, p.vh);
     load_tile<float, DIT, DJS, kDqkThreads>(DH, DSS, p.dhs + sbase + long(i0) * DV + js, DV, DK - i0, DV - js,
                                             p.vh);
-    if constexpr (FOLD) {  // zeros past the edges
-      float* XH = reinterpret_cast<float*>(smem + L::fx + st * L::fstage);
-      const long xo = long(bh) * DK * DV + long(i0) * DV + js;
-      if (f.fh.x) load_tile<float, DIT, DJS, kDqkThreads>(XH, DJS, f.fh.x + xo, DV, DK - i0, DV - js, f.vfh);
-      if (f.fd.x)
-        load_tile<float, DIT, DJS, kDqkThreads>(XH + DIT * DJS, DJS, f.fd.x + xo, DV, DK - i0, DV - js, f.vfd);
-    }
   };
   load_slice(0, 0);
   cp_async_commit();
@@ -184,29 +146,12 @@ __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams 
     bf16 *DO, *V;
     float *H0, *DH;
     stage_ptrs(s & 1, DO, V, H0, DH);
-    // Round the state slices to tf32 once, in place (instead of at every fragment load in every warp). FOLD: first
-    // the true H0 = local + exp(P_n) S_in and dH = local + exp(Q_n) dS_out (this thread's row, half a slice row),
-    // before rowsum(dH * H0); the barrier above made the staged X and e visible.
-    const float* XH =
-        reinterpret_cast<const float*>(smem + L::fx + (s & 1) * L::fstage) + rs_row * DJS + rs_half * (DJS / 2);
-    const float* es = reinterpret_cast<const float*>(smem + L::fe);
+    // Round the state slices to tf32 once, in place (instead of at every fragment load in every warp).
 #pragma unroll
     for (int q4 = 0; q4 < DJS / 8; ++q4) {
       float4* hp = reinterpret_cast<float4*>(H0 + rs_row * DSS + rs_half * (DJS / 2) + 4 * q4);
       float4* dp = reinterpret_cast<float4*>(DH + rs_row * DSS + rs_half * (DJS / 2) + 4 * q4);
-      float4 hv = *hp, dv4 = *dp;
-      if constexpr (FOLD) {
-        if (f.fh.x) {
-          const float4 x = *reinterpret_cast<const float4*>(XH + 4 * q4);
-          const float e = es[rs_row];
-          hv.x += e * x.x, hv.y += e * x.y, hv.z += e * x.z, hv.w += e * x.w;
-        }
-        if (f.fd.x) {
-          const float4 x = *reinterpret_cast<const float4*>(XH + DIT * DJS + 4 * q4);
-          const float e = es[DIT + rs_row];
-          dv4.x += e * x.x, dv4.y += e * x.y, dv4.z += e * x.z, dv4.w += e * x.w;
-        }
-      }
+      const float4 hv = *hp, dv4 = *dp;
       rs += hv.x * dv4.x + hv.y * dv4.y + hv.z * dv4.z + hv.w * dv4.w;
       *hp = make_float4(tf32_round(hv.x), tf32_round(hv.y), tf32_round(hv.z), tf32_round(hv.w));
       *dp = make_float4(tf32_round(dv4.x), tf32_round(dv4.y), tf32_round(dv4.z), tf32_round(dv4.w));
@@ -235,17 +180,6 @@ __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams 
         }
       }
     }
-  }
-  if constexpr (FOLD) {
-    // Every X slice is read now: the resident tiles take their place. Their latency is exposed once per block (the
-    // other blocks of the SM run meanwhile); issued inside the loop, with the last slice, they cost spills at 168
-    // registers (ptxas: 8 to 188 bytes, depending on the form tried).
-    load_tile<bf16, kC, DIT, kDqkThreads>(Qr, DRS, p.q + qbase + i0, qrow, len, DK - i0, p.vq);
-    load_tile<bf16, kC, DIT, kDqkThreads>(Kr, DRS, p.k + qbase + i0, qrow, len, DK - i0, p.vk);
-    if constexpr (L::fold_over_g)
-      load_tile<float, kC, DIT, kDqkThreads>(Gr, DGR, p.gc + qbase + i0, qrow, len, DK - i0, p.vg);
-    cp_async_commit();
-    cp_async_wait<0>();
   }
   __syncthreads();  // the stage buffers are free from here on
 
@@ -424,19 +358,16 @@ __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams 
 }
 
 template <int DJS, int MINB>
-void launch_dqk_t(const Dims& d, const DqkParams& p, const DqkFold& f, cudaStream_t stream) {
+void launch_dqk_t(const Dims& d, const DqkParams& p, cudaStream_t stream) {
   using L = DqkLayout<DJS>;
   static const bool attr = [] {
-    SPB_CUDA(cudaFuncSetAttribute(dqk_kernel<false, DJS, MINB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    SPB_CUDA(cudaFuncSetAttribute(dqk_kernel<DJS, MINB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   int(L::total)));
-    SPB_CUDA(cudaFuncSetAttribute(dqk_kernel<true, DJS, MINB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  int(L::total)));  // the fold's buffers overlay the others (DqkLayout)
     return true;
   }();
   (void)attr;
   const dim3 grid((d.dk + DIT - 1) / DIT, d.NT, d.B * d.H);
-  if (f.fh.x || f.fd.x) dqk_kernel<true, DJS, MINB><<<grid, kDqkThreads, L::total, stream>>>(p, f);
-  else dqk_kernel<false, DJS, MINB><<<grid, kDqkThreads, L::total, stream>>>(p, f);
+  dqk_kernel<DJS, MINB><<<grid, kDqkThreads, L::total, stream>>>(p);
   SPB_CUDA_LAUNCH();
 }
 
@@ -447,16 +378,14 @@ int g_dqk_variant = 0;  // tuning override (0: the default)
 void set_dqk_variant(int v) { g_dqk_variant = v; }
 
 void launch_dqk(const Dims& d, const bf16* q, const bf16* k, const bf16* v, const bf16* d_o, const float* gc,
-                const float* hs, const float* dhs, bf16* dq, bf16* dk, bf16* dg, cudaStream_t stream,
-                const StateFold& fold_h, const StateFold& fold_dh) {
+                const float* hs, const float* dhs, bf16* dq, bf16* dk, bf16* dg, cudaStream_t stream) {
   const DqkParams p{q, k, v, d_o, gc, hs, dhs, dq, dk, dg, d.B, d.T, d.H, d.dk, d.dv, d.NT, d.scale,
                     aligned16(q) && d.dk % 8 == 0, aligned16(k) && d.dk % 8 == 0, aligned16(v) && d.dv % 8 == 0,
                     aligned16(d_o) && d.dv % 8 == 0, aligned16(gc) && d.dk % 4 == 0,
                     aligned16(hs) && aligned16(dhs) && d.dv % 4 == 0};
-  const DqkFold f{fold_h, fold_dh, aligned16(fold_h.x) && d.dv % 4 == 0, aligned16(fold_dh.x) && d.dv % 4 == 0};
   const int var = g_dqk_variant ? g_dqk_variant : kDqkDefaultVariant;
-  if (var == 1) launch_dqk_t<32, 2>(d, p, f, stream);
-  else launch_dqk_t<16, 3>(d, p, f, stream);
+  if (var == 1) launch_dqk_t<32, 2>(d, p, stream);
+  else launch_dqk_t<16, 3>(d, p, stream);
 }
 
 }  // namespace gla_cuda

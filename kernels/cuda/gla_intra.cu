@@ -15,10 +15,6 @@
 //   diagonal block exactly, element by element, from global memory.
 // - A stays in registers; A V (or A^T dO) uses bf16 mma on a hi/lo split of A (A in fp32 to 16 bits) with V / dO
 //   from ldmatrix.trans: V and dO are exact bf16, so nothing is rounded to bf16 but A's last 8 bits.
-// - With a StateFold (chunk_output_with_initial, chunk_grads_with_boundary; the FOLD instantiations) each staged state
-//   slice gets the boundary state added, diag(exp P_n) S_in or diag(exp Q_n) dS_out, before the tf32 rounding. The
-//   slice of S_in / dS_out and its rows' factors are staged by cp.async with the state slice (same stage, same commit
-//   group), so the fold holds nothing in registers across the wait and waits for no load of its own.
 // - When dv > BV the grid has several dv tiles per chunk; each recomputes A (cheap next to the [64 x dk] x [dk x BV]
 //   product) rather than passing it through global memory.
 #include <algorithm>
@@ -54,16 +50,6 @@ struct IntraLayout {
   static constexpr size_t w_off = 2 * stage;
   static constexpr size_t total = w_off + size_t(kC) * WS * 2;
   static_assert(stage % 16 == 0 && size_t(kC) * IAS * 4 <= 2 * stage, "layout");  // A (MODE_DV) spans both stages
-  // FOLD only, after the above: per stage the slice X of S_in / dS_out [IKS x BV] (fp32, the state slice's stride HS,
-  // which also keeps the plain kernels' calls of the shared out-of-line edge loader as they were) and the factors e
-  // of its rows [IKS].
-  static constexpr int CV = BV / 4;  // 16-byte pieces per state-slice row
-  static_assert(32 % CV == 0, "a slice row lies within one warp (the warp-local e, see intra_kernel)");
-  static constexpr size_t fx_off = total;
-  static constexpr size_t fe_rel = size_t(IKS) * HS * 4;  // e within a fold stage
-  static constexpr size_t fstage = fe_rel + size_t(IKS) * 4;
-  static constexpr size_t total_fold = total + 2 * fstage;
-  static_assert(fstage % 16 == 0, "layout");
 };
 
 struct IntraParams {
@@ -76,8 +62,6 @@ struct IntraParams {
   int B, T, H, dk, dv, NT;
   float scale;
   bool vq, vk, vg, vs, vw;
-  StateFold fold;  // MODE_OUT: S_in with exp(P); MODE_DV: dS_out with exp(Q); fold.x == nullptr: none
-  bool vf;         // fold.x 16-byte aligned and dv % 4 == 0
 };
 
 // A_rj (unscaled) summed element by element with exact exponents, from global memory: the fallback for diagonal
@@ -93,13 +77,11 @@ __device__ __noinline__ float exact_score(const bf16* q, const bf16* k, const fl
   return x;
 }
 
-// FOLD: the boundary state is folded into the staged state slices (the layout's fold stages); the plain
-// instantiation compiles as before.
-// EARLY (variant 3): one barrier per slice instead of two. Each thread folds and rounds the state-slice elements it
-// copied itself (the fold / rounding loops and load_tile map thread to 16-byte chunk the same way), right after its
-// own cp.async wait and before the barrier, which then publishes the finished slice; and the V / dO tile gets a
-// cp.async group of its own after slice 0, so the first wait is for slice 0 alone (W is needed only at the end).
-template <int MODE, int BV, bool FOLD, int IKS, int MINB, bool EARLY>
+// EARLY (variant 3): one barrier per slice instead of two. Each thread rounds the state-slice elements it copied
+// itself (the rounding loop and load_tile map thread to 16-byte chunk the same way), right after its own cp.async
+// wait and before the barrier, which then publishes the finished slice; and the V / dO tile gets a cp.async group of
+// its own after slice 0, so the first wait is for slice 0 alone (W is needed only at the end).
+template <int MODE, int BV, int IKS, int MINB, bool EARLY>
 __global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraParams p) {
   using L = IntraLayout<BV, IKS>;
   constexpr int IQS = L::IQS, IGS = L::IGS;
@@ -116,13 +98,6 @@ __global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraP
   const long vbase = ((long(b) * p.T + t0) * p.H + h) * p.dv;
   const long sbase = (long(bh) * p.NT + n) * p.dk * p.dv;
 
-  // FOLD: the slice rows whose pieces warp w holds are those of pieces 32w + 128i .. +31 (i < IKS * CV / 128), i.e.
-  // rows (32w + 128i) / CV + j, j < 32 / CV: IKS / 4 rows, e of row erow copied by lane i * (32 / CV) + j.
-  constexpr int RW = 32 / L::CV;  // rows per warp and piece index i
-  const int erow = (32 * (tid >> 5) + kIntraThreads * ((tid & 31) / RW)) / L::CV + (tid & 31) % RW;
-  // X = the state slice's address + xdelta (block-uniform): the X copies reuse the state copies' addresses.
-  const long xdelta = FOLD ? (p.fold.x + long(bh) * p.dk * p.dv) - (p.state + sbase) : 0;
-
   // V (or dO) tile first, then feature slice 0: one cp.async group (EARLY: slice 0, then W, two groups).
   if (!EARLY) load_tile<bf16, kC, BV, kIntraThreads>(Ws, L::WS, p.w + vbase + j0, vrow, len, p.dv - j0, p.vw);
   auto load_slice = [&](int s, int st) {
@@ -136,18 +111,6 @@ __global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraP
                                              len, p.dk - f0, p.vg);
     load_tile<float, IKS, BV, kIntraThreads>(reinterpret_cast<float*>(base + L::s_off), L::HS,
                                              p.state + sbase + long(f0) * p.dv + j0, p.dv, p.dk - f0, p.dv - j0, p.vs);
-    if constexpr (FOLD) {  // X: the same rows / columns and thread mapping as the state slice; zeros past the edges
-      unsigned char* fb = smem + L::fx_off + st * L::fstage;
-      load_tile<float, IKS, BV, kIntraThreads>(reinterpret_cast<float*>(fb),
-                                               L::HS, p.state + sbase + long(f0) * p.dv + j0 + xdelta, p.dv,
-                                               p.dk - f0, p.dv - j0, p.vf);
-      // e of the rows this warp holds pieces of (see erow), one row per lane of the first IKS / 4 lanes.
-      if (lane < IKS / 4) {
-        float* es = reinterpret_cast<float*>(fb + L::fe_rel);
-        if (f0 + erow < p.dk) cp_async4(es + erow, p.fold.e + (long(bh) * p.fold.nstride + n) * p.dk + f0 + erow);
-        else es[erow] = 0.f;
-      }
-    }
   };
   load_slice(0, 0);
   cp_async_commit();
@@ -179,24 +142,15 @@ __global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraP
     }
     {  // round the state slice to tf32 once, in place (not at every fragment load of every warp)
       float4* sp = reinterpret_cast<float4*>(smem + (s & 1) * L::stage + L::s_off);
-      // FOLD: first slice += diag(e) X, over the pieces this thread copied itself (its wait above made them visible
-      // to it; e[r] comes from a lane of its warp, hence the __syncwarp).
-      const unsigned char* fb = smem + L::fx_off + (s & 1) * L::fstage;
-      if constexpr (FOLD) __syncwarp();
 #pragma unroll
       for (int i = 0; i < IKS * BV / 4 / kIntraThreads; ++i) {
         const int idx = tid + i * kIntraThreads, r = idx / (BV / 4), c4 = idx % (BV / 4);
         float4 v = sp[r * (L::HS / 4) + c4];
-        if constexpr (FOLD) {
-          const float4 x = reinterpret_cast<const float4*>(fb)[r * (L::HS / 4) + c4];
-          const float e = reinterpret_cast<const float*>(fb + L::fe_rel)[r];
-          v.x += e * x.x, v.y += e * x.y, v.z += e * x.z, v.w += e * x.w;
-        }
         v = make_float4(tf32_round(v.x), tf32_round(v.y), tf32_round(v.z), tf32_round(v.w));
         sp[r * (L::HS / 4) + c4] = v;
       }
     }
-    __syncthreads();  // EARLY: slice s visible (folded, rounded); every warp is done with slice s-1
+    __syncthreads();  // EARLY: slice s visible (rounded); every warp is done with slice s-1
     if (EARLY) {
       if (s + 1 < nsl) load_slice(s + 1, (s + 1) & 1);
       cp_async_commit();
@@ -356,16 +310,13 @@ template <int MODE, int BV, int IKS, int MINB, bool EARLY>
 void launch_intra_t(const IntraParams& p, cudaStream_t stream) {
   using L = IntraLayout<BV, IKS>;
   static const bool attr = [] {
-    SPB_CUDA(cudaFuncSetAttribute(intra_kernel<MODE, BV, false, IKS, MINB, EARLY>,
+    SPB_CUDA(cudaFuncSetAttribute(intra_kernel<MODE, BV, IKS, MINB, EARLY>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::total)));
-    SPB_CUDA(cudaFuncSetAttribute(intra_kernel<MODE, BV, true, IKS, MINB, EARLY>,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::total_fold)));
     return true;
   }();
   (void)attr;
   const dim3 grid((p.dv + BV - 1) / BV, p.NT, p.B * p.H);
-  if (p.fold.x) intra_kernel<MODE, BV, true, IKS, MINB, EARLY><<<grid, kIntraThreads, L::total_fold, stream>>>(p);
-  else intra_kernel<MODE, BV, false, IKS, MINB, EARLY><<<grid, kIntraThreads, L::total, stream>>>(p);
+  intra_kernel<MODE, BV, IKS, MINB, EARLY><<<grid, kIntraThreads, L::total, stream>>>(p);
   SPB_CUDA_LAUNCH();
 }
 
@@ -381,12 +332,11 @@ void launch_intra_v(const IntraParams& p, cudaStream_t stream) {
 
 template <int MODE>
 void launch_intra(const Dims& d, const bf16* q, const bf16* k, const float* gc, const float* state, const bf16* w,
-                  bf16* out, cudaStream_t stream, int bv, const StateFold& fold) {
+                  bf16* out, cudaStream_t stream, int bv) {
   const IntraParams p{q,    k,    gc,   state, w,    out,     d.B,
                       d.T,  d.H,  d.dk, d.dv,  d.NT, d.scale, aligned16(q) && d.dk % 8 == 0,
                       aligned16(k) && d.dk % 8 == 0, aligned16(gc) && d.dk % 4 == 0,
-                      aligned16(state) && d.dv % 4 == 0, aligned16(w) && d.dv % 8 == 0,
-                      fold, aligned16(fold.x) && d.dv % 4 == 0};
+                      aligned16(state) && d.dv % 4 == 0, aligned16(w) && d.dv % 8 == 0};
   // 128 columns per block where dv allows (A is rebuilt once per column tile), 64 for small dv.
   if (bv == 0) bv = d.dv > 64 ? 128 : 64;
   if (bv == 128) launch_intra_v<MODE, 128>(p, stream);
@@ -398,13 +348,13 @@ void launch_intra(const Dims& d, const bf16* q, const bf16* k, const float* gc, 
 void set_intra_variant(int v) { g_intra_variant = v; }
 
 void launch_output(const Dims& d, const bf16* q, const bf16* k, const bf16* v, const float* gc, const float* hs,
-                   bf16* o, cudaStream_t stream, int bv, const StateFold& fold) {
-  launch_intra<MODE_OUT>(d, q, k, gc, hs, v, o, stream, bv, fold);
+                   bf16* o, cudaStream_t stream, int bv) {
+  launch_intra<MODE_OUT>(d, q, k, gc, hs, v, o, stream, bv);
 }
 
 void launch_dv(const Dims& d, const bf16* q, const bf16* k, const bf16* d_o, const float* gc, const float* dhs,
-               bf16* dv, cudaStream_t stream, int bv, const StateFold& fold) {
-  launch_intra<MODE_DV>(d, q, k, gc, dhs, d_o, dv, stream, bv, fold);
+               bf16* dv, cudaStream_t stream, int bv) {
+  launch_intra<MODE_DV>(d, q, k, gc, dhs, d_o, dv, stream, bv);
 }
 
 }  // namespace gla_cuda

@@ -77,7 +77,7 @@ std::vector<Case> cases() {
 
 INSTANTIATE_TEST_SUITE_P(Cpu, ChunkedVsReference, testing::ValuesIn(cases()), name_of);
 
-// o(from h0) == o(from zero) + output_add_initial(h0); hs, ht likewise; and the same for dhs, dh0 with dht.
+// o(from h0) == o(from zero) + output_add_initial(h0); hs, ht likewise with states_add_initial(h0).
 TEST(LateStateCorrections, EqualThePassFromThatState) {
   GlaShape s;
   s.B = 1, s.T = 150, s.H = 3, s.dk = 8, s.dv = 6;
@@ -93,13 +93,6 @@ TEST(LateStateCorrections, EqualThePassFromThatState) {
   EXPECT_LT(rel_rms_error(o1, o2, o1.size()), 1e-6);
   EXPECT_LT(rel_rms_error(ht1, ht2, ht1.size()), 1e-6);
   EXPECT_LT(rel_rms_error(direct.hs.f32(), late.hs.f32(), s.chunk_state_elems()), 1e-6);
-
-  std::vector<float> dh1(s.state_elems()), dh2(s.state_elems());
-  kern->chunk_states_bwd(s, x.q.data(), x.d_o.data(), direct.gc.f32(), x.dht.data(), direct.dhs.f32(), dh1.data(), {});
-  kern->chunk_states_bwd(s, x.q.data(), x.d_o.data(), late.gc.f32(), nullptr, late.dhs.f32(), dh2.data(), {});
-  kern->dstates_add_final(s, late.gc.f32(), x.dht.data(), late.dhs.f32(), dh2.data(), {});
-  EXPECT_LT(rel_rms_error(dh1, dh2, dh1.size()), 1e-6);
-  EXPECT_LT(rel_rms_error(direct.dhs.f32(), late.dhs.f32(), s.chunk_state_elems()), 1e-6);
 }
 
 // The All-Scan combine and the Ulysses layout copy, on small integers where the arithmetic is exact.
@@ -144,43 +137,6 @@ TEST(SavedBackward, EqualsTheRecomputingBackward) {
                      g2.dq.data(), g2.dk.data(), g2.dv.data(), g2.dg.data(), dh2.data(), {});
   g1.expect_equal(g2);
   EXPECT_EQ(dh1, dh2);
-}
-
-// The consumers with the boundary states folded in on the fly compute exactly what the separate correction passes
-// followed by the plain consumers compute, and leave their inputs as they were.
-TEST(BoundaryFoldedInConsumers, EqualTheSeparatePasses) {
-  GlaShape s;
-  s.B = 2, s.T = 150, s.H = 2, s.dk = 8, s.dv = 12;
-  const HostTensors x = generate_inputs(s, 11, GateKind::strong, true, true);  // h0, dht: S_in, dS_out
-  auto kern = make_cpu_kernels();
-  auto dev = make_cpu_device();
-  GlaWorkspace ws(*dev, s);
-  std::vector<float> ht_local(s.state_elems()), dh_local(s.state_elems());
-  kern->chunk_cumsum(s, x.g.data(), ws.gc.f32(), ws.lambda.f32(), {});
-  kern->chunk_states_fwd(s, x.k.data(), x.v.data(), ws.gc.f32(), nullptr, ws.hs.f32(), ht_local.data(), {});
-  kern->chunk_states_bwd(s, x.q.data(), x.d_o.data(), ws.gc.f32(), nullptr, ws.dhs.f32(), dh_local.data(), {});
-  const std::vector<float> hs_local(ws.hs.f32(), ws.hs.f32() + s.chunk_state_elems());
-  const std::vector<float> dhs_local(ws.dhs.f32(), ws.dhs.f32() + s.chunk_state_elems());
-
-  std::vector<float> o1(s.v_elems()), o2(s.v_elems());
-  Grads g1(s), g2(s);
-  // Fused: the zero-start states stay as they are.
-  kern->chunk_output_with_initial(s, x.q.data(), x.k.data(), x.v.data(), ws.gc.f32(), ws.hs.f32(), x.h0.data(),
-                                  o2.data(), {});
-  kern->chunk_grads_with_boundary(s, x.q.data(), x.k.data(), x.v.data(), ws.gc.f32(), ws.hs.f32(), ht_local.data(),
-                                  x.h0.data(), ws.dhs.f32(), x.dht.data(), x.d_o.data(), g2.dq.data(), g2.dk.data(),
-                                  g2.dv.data(), g2.dg.data(), {});
-  EXPECT_EQ(std::vector<float>(ws.hs.f32(), ws.hs.f32() + s.chunk_state_elems()), hs_local);
-  EXPECT_EQ(std::vector<float>(ws.dhs.f32(), ws.dhs.f32() + s.chunk_state_elems()), dhs_local);
-  // Separate passes, then the plain consumers.
-  std::vector<float> ht = ht_local;
-  kern->states_add_initial(s, ws.gc.f32(), x.h0.data(), ws.hs.f32(), ht.data(), {});
-  kern->dstates_add_final(s, ws.gc.f32(), x.dht.data(), ws.dhs.f32(), nullptr, {});
-  kern->chunk_output(s, x.q.data(), x.k.data(), x.v.data(), ws.gc.f32(), ws.hs.f32(), o1.data(), {});
-  kern->chunk_grads(s, x.q.data(), x.k.data(), x.v.data(), ws.gc.f32(), ws.hs.f32(), ht.data(), ws.dhs.f32(),
-                    x.d_o.data(), g1.dq.data(), g1.dk.data(), g1.dv.data(), g1.dg.data(), {});
-  EXPECT_EQ(o1, o2);
-  g1.expect_equal(g2);
 }
 }  // namespace
 }  // namespace spb

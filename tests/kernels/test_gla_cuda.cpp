@@ -232,25 +232,17 @@ TEST(CudaHelpers, LateStateCorrectionsMatchCpu) {
     cpu->output_add_initial(s, q.data(), gc.data(), S_in.data(), o_cpu.data(), {});
     EXPECT_LT(rel_rms_error(o_cpu, fetch(*dev, od, DType::bf16, V), V), 4e-3) << "output_add_initial";
 
-    // states_add_initial / dstates_add_final, with and without the edge state
+    // states_add_initial, with and without ht
     for (bool edge : {true, false}) {
       const std::vector<float> hs0 = randn_vec(CS, 7), e0 = randn_vec(S, 8);
       Buffer hsd(*dev, CS * 4), ed(*dev, S * 4);
-      for (bool rev : {false, true}) {
-        dev->upload(hsd.get(), hs0.data(), CS * 4);
-        dev->upload(ed.get(), e0.data(), S * 4);
-        std::vector<float> hs_cpu = hs0, e_cpu = e0;
-        if (!rev) {
-          gpu->states_add_initial(s, gcd.f32(), Sd.f32(), hsd.f32(), edge ? ed.f32() : nullptr, dev->compute_stream());
-          cpu->states_add_initial(s, gc.data(), S_in.data(), hs_cpu.data(), edge ? e_cpu.data() : nullptr, {});
-        } else {
-          gpu->dstates_add_final(s, gcd.f32(), Sd.f32(), hsd.f32(), edge ? ed.f32() : nullptr, dev->compute_stream());
-          cpu->dstates_add_final(s, gc.data(), S_in.data(), hs_cpu.data(), edge ? e_cpu.data() : nullptr, {});
-        }
-        const char* what = rev ? "dstates_add_final" : "states_add_initial";
-        EXPECT_LT(rel_rms_error(hs_cpu, fetch(*dev, hsd, DType::f32, CS), CS), 1e-5) << what;
-        EXPECT_LT(rel_rms_error(e_cpu, fetch(*dev, ed, DType::f32, S), S), 1e-5) << what << " edge";
-      }
+      dev->upload(hsd.get(), hs0.data(), CS * 4);
+      dev->upload(ed.get(), e0.data(), S * 4);
+      std::vector<float> hs_cpu = hs0, e_cpu = e0;
+      gpu->states_add_initial(s, gcd.f32(), Sd.f32(), hsd.f32(), edge ? ed.f32() : nullptr, dev->compute_stream());
+      cpu->states_add_initial(s, gc.data(), S_in.data(), hs_cpu.data(), edge ? e_cpu.data() : nullptr, {});
+      EXPECT_LT(rel_rms_error(hs_cpu, fetch(*dev, hsd, DType::f32, CS), CS), 1e-5) << "states_add_initial";
+      EXPECT_LT(rel_rms_error(e_cpu, fetch(*dev, ed, DType::f32, S), S), 1e-5) << "states_add_initial ht";
     }
   }
 }
@@ -305,66 +297,6 @@ TEST(CudaHelpers, StateAlgebraMatchesCpu) {
   }
 }
 
-}  // namespace
-}  // namespace spb
-
-namespace spb {
-namespace {
-// The consumers with the boundary states folded in (what an SP rank runs): from zero-start states, with S_in = h0 and
-// dS_out = dht, they must give the whole GLA's o and gradients, against the fp64 loop at the usual bars.
-TEST(CudaBoundary, FoldedInConsumersGiveTheFullGla) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
-  GlaShape s;
-  s.B = 1, s.T = 200, s.H = 2, s.dk = 64, s.dv = 128;
-  HostTensors x = generate_inputs(s, 4242, GateKind::model, true, true);
-  x.q = bf16_rounded(x.q), x.k = bf16_rounded(x.k), x.v = bf16_rounded(x.v), x.g = bf16_rounded(x.g);
-  x.d_o = bf16_rounded(x.d_o);
-  const GlaReferenceResult ref = gla_reference(s, x.q, x.k, x.v, x.g, x.h0, x.d_o, x.dht);
-
-  auto dev = make_cuda_device(0);
-  auto kern = make_cuda_kernels();
-  const size_t QK = s.qk_elems(), V = s.v_elems(), S = s.state_elems();
-  Buffer q(*dev, QK * 2), k(*dev, QK * 2), v(*dev, V * 2), g(*dev, QK * 2), d_o(*dev, V * 2);
-  Buffer o(*dev, V * 2), dq(*dev, QK * 2), dk(*dev, QK * 2), dv(*dev, V * 2), dg(*dev, QK * 2);
-  Buffer h0(*dev, S * 4), dht(*dev, S * 4), ht_local(*dev, S * 4), dh_local(*dev, S * 4);
-  dev->upload_as(q.get(), DType::bf16, x.q.data(), QK);
-  dev->upload_as(k.get(), DType::bf16, x.k.data(), QK);
-  dev->upload_as(v.get(), DType::bf16, x.v.data(), V);
-  dev->upload_as(g.get(), DType::bf16, x.g.data(), QK);
-  dev->upload_as(d_o.get(), DType::bf16, x.d_o.data(), V);
-  dev->upload(h0.get(), x.h0.data(), S * 4);
-  dev->upload(dht.get(), x.dht.data(), S * 4);
-  GlaWorkspace ws(*dev, s);
-  for (int var : {1, 2, 3}) {  // every variant of the A-matrix and dq/dk/dg kernels (3: dq/dk/dg's default, 2)
-    SCOPED_TRACE("variant " + std::to_string(var));
-    gla_cuda::set_intra_variant(var);
-    gla_cuda::set_dqk_variant(var);
-    for (Buffer* b : {&o, &dq, &dk, &dv, &dg}) poison(*b);
-    dev->synchronize();
-    const Stream st = dev->compute_stream();
-    kern->chunk_cumsum(s, g.get(), ws.gc.f32(), ws.lambda.f32(), st);
-    kern->chunk_states_fwd(s, k.get(), v.get(), ws.gc.f32(), nullptr, ws.hs.f32(), ht_local.f32(), st);
-    kern->chunk_states_bwd(s, q.get(), d_o.get(), ws.gc.f32(), nullptr, ws.dhs.f32(), dh_local.f32(), st);
-    kern->chunk_output_with_initial(s, q.get(), k.get(), v.get(), ws.gc.f32(), ws.hs.f32(), h0.f32(), o.get(), st);
-    kern->chunk_grads_with_boundary(s, q.get(), k.get(), v.get(), ws.gc.f32(), ws.hs.f32(), ht_local.f32(), h0.f32(),
-                                    ws.dhs.f32(), dht.f32(), d_o.get(), dq.get(), dk.get(), dv.get(), dg.get(), st);
-    dev->synchronize();
-    const std::vector<float> O = fetch(*dev, o, DType::bf16, V), DQ = fetch(*dev, dq, DType::bf16, QK);
-    const std::vector<float> DK = fetch(*dev, dk, DType::bf16, QK), DV = fetch(*dev, dv, DType::bf16, V);
-    const std::vector<float> DG = fetch(*dev, dg, DType::bf16, QK);
-    for (auto* t : {&O, &DQ, &DK, &DV, &DG}) EXPECT_TRUE(all_finite(*t)) << "NaN or unwritten element";
-    EXPECT_LT(rel_rms_error(ref.o, O, V), 4e-3) << "o";
-    EXPECT_LT(rel_rms_error(ref.dq, DQ, QK), 5e-3) << "dq";
-    EXPECT_LT(rel_rms_error(ref.dk, DK, QK), 5e-3) << "dk";
-    EXPECT_LT(rel_rms_error(ref.dv, DV, V), 5e-3) << "dv";
-    EXPECT_LT(rel_rms_error(ref.dg, DG, QK), 5e-3) << "dg";
-    std::printf("[ errors ] CudaBoundary variant %d: o %.2e dq %.2e dk %.2e dv %.2e dg %.2e\n", var,
-                rel_rms_error(ref.o, O, V), rel_rms_error(ref.dq, DQ, QK), rel_rms_error(ref.dk, DK, QK),
-                rel_rms_error(ref.dv, DV, V), rel_rms_error(ref.dg, DG, QK));
-  }
-  gla_cuda::set_intra_variant(0);
-  gla_cuda::set_dqk_variant(0);
-}
 }  // namespace
 }  // namespace spb
 

@@ -150,7 +150,6 @@ inline float bf_value(uint32_t u16) {
 #define cudaFree ::emu::device_free
 
 inline void __syncthreads() { ::emu::ctx().block->bar.wait(); }
-inline void __syncwarp(unsigned = 0xffffffffu) { ::emu::ctx().warp->bar.wait(); }  // whole warps only
 inline float __uint_as_float(uint32_t u) {
   float f;
   std::memcpy(&f, &u, 4);
@@ -266,7 +265,7 @@ inline void ldmatrix_x4_trans(uint32_t (&r)[4], const __nv_bfloat16* p) {
 
 // cp.async as the PTX ISA orders it: a copy lands in shared memory only when a cp.async.wait_group of its thread
 // covers its commit group, so a read of the destination before that wait (or, by another thread, before a barrier
-// after it) sees the old contents: the emulator catches a fold or rounding pass that runs ahead of its data. The
+// after it) sees the old contents: the emulator catches a rounding pass that runs ahead of its data. The
 // source is read at issue (the kernels never write their sources).
 struct PendingCopy {
   void* dst;
@@ -290,7 +289,6 @@ inline void cp_async_n(void* smem, const void* gmem, int n) {
   a.q.push_back(c);
 }
 inline void cp_async16(void* smem, const void* gmem) { cp_async_n(smem, gmem, 16); }
-inline void cp_async4(void* smem, const void* gmem) { cp_async_n(smem, gmem, 4); }
 inline void cp_async_commit() { ++async_copies().open; }
 // Completes every committed group but the newest N (uncommitted copies stay pending, as on the GPU).
 template <int N>
