@@ -25,10 +25,11 @@ const std::vector<std::string>& schema_columns() {
 }
 
 const std::vector<std::string>& config_columns() {
-  // `bytes` tells collective rows apart (heads is 0 when a size is not a whole number of dk x dv states).
+  // `bytes` tells collective rows apart (heads is 0 when a size is not a whole number of dk x dv states), `timing`
+  // rows timed with an event per call from those timed per group of calls.
   static const std::vector<std::string> cols = {"level", "method", "backend", "world_size", "batch", "heads", "dk",
                                                 "dv", "tokens_per_rank", "block_elems", "bytes", "dtype", "pass",
-                                                "overlap", "gpu", "git_sha"};
+                                                "overlap", "timing", "gpu", "git_sha"};
   return cols;
 }
 

@@ -55,6 +55,10 @@ for stage in "${@:-all}"; do
         --allscan host --csv "$OUT/${machine}_collective_$day.csv" 2>&1 | tee -a "$LOG" | grep -E "^ |wrong|error"
       $MPI -np $P $B/spbench collective --backend gpu -p allscan -b 1M -e 2M --block-elems 1024,4096,16384,65536,262144 \
         --allscan device-flag --csv "$OUT/${machine}_collective_$day.csv" 2>&1 | tee -a "$LOG" | grep -E "^ |wrong|error"
+      # The default protocol and LASP-2's all-gather with an event after every 10 calls (nccl-tests' loop timing):
+      # what the per-call event itself costs.
+      $MPI -np $P $B/spbench collective --backend gpu -p allscan,allgather -b 256K -e 8M -f 2 --calls-per-event 10 \
+        --csv "$OUT/${machine}_collective_$day.csv" 2>&1 | tee -a "$LOG" | grep -E "^ |wrong|error"
       # The other device protocols over the state sizes (the packet ones ignore the block size).
       for proto in device-flag device-ll; do
         $MPI -np $P $B/spbench collective --backend gpu -p allscan -b 64K -e 32M -f 2 --block-elems 16384 \
