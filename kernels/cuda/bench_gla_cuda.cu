@@ -341,7 +341,13 @@ void print_breakdown(Problem& p) {
   auto v = static_cast<const bf16*>(p.v.get()), d_o = static_cast<const bf16*>(p.d_o.get());
   const double TD = double(s.B) * s.T * s.H * s.dk, TE = double(s.B) * s.T * s.H * s.dv;
   const double HS = double(s.chunk_state_elems()) * 4;
-  Buffer bscratch(*g_dev, gla_cuda::boundary_scratch_elems(d) * 4);
+  size_t bscratch_elems = gla_cuda::boundary_scratch_elems(d);  // the largest plan of the boundary variants
+  for (int bv = 1; bv <= gla_cuda::boundary_variants(); ++bv) {
+    gla_cuda::set_boundary_variant(bv);
+    bscratch_elems = std::max(bscratch_elems, gla_cuda::boundary_scratch_elems(d));
+  }
+  gla_cuda::set_boundary_variant(0);
+  Buffer bscratch(*g_dev, bscratch_elems * 4);
   auto run_output = [&] { g_kern->chunk_output(s, q, k, v, ws.gc.f32(), ws.hs.f32(), p.o.get(), st); };
   auto run_dv = [&] {
     gla_cuda::launch_dv(d, q, k, d_o, ws.gc.f32(), ws.dhs.f32(), static_cast<bf16*>(p.dv.get()), cs);
@@ -410,6 +416,13 @@ void print_breakdown(Problem& p) {
                         gla_cuda::set_dqk_variant(0);
                       }});
   }
+  // each variant of the boundary kernel (gla_boundary.cu; the default is one of them), forward only
+  for (int bv = 1; bv <= gla_cuda::boundary_variants(); ++bv)
+    stages.push_back({"boundary fwd, v" + std::to_string(bv), 6 * TD + 2 * TE, [&, bv] {
+                        gla_cuda::set_boundary_variant(bv);
+                        gla_cuda::launch_boundary(d, false, k, v, ws.gc.f32(), p.ht.f32(), bscratch.f32(), cs);
+                        gla_cuda::set_boundary_variant(0);
+                      }});
   stages.push_back({"output, bv=64", 8 * TD + 4 * TE + HS,
                     [&] { gla_cuda::launch_output(d, q, k, v, ws.gc.f32(), ws.hs.f32(), static_cast<bf16*>(p.o.get()), cs, 64); }});
   stages.push_back({"dv, bv=64", 8 * TD + 4 * TE + HS, [&] {
@@ -420,20 +433,27 @@ void print_breakdown(Problem& p) {
     const double med = time_median_ms(sg.f, 20, cs);
     std::printf("  %-20s %8.3f ms %7.0f GB/s\n", sg.name.c_str(), med, sg.bytes / (med * 1e-3) * 1e-9);
   }
-  // The check of the two boundary lines: launch_boundary's ht / dh0 against launch_states' (zero start, same inputs).
+  // The check of the boundary lines: launch_boundary's ht / dh0 against launch_states' (zero start, same inputs),
+  // for the default and then each variant.
   for (bool rev : {false, true}) {
     const size_t n = s.state_elems();
     Buffer a(*g_dev, n * 4), b(*g_dev, n * 4);
     const bf16* x = rev ? q : k;
     const bf16* y = rev ? d_o : v;
     gla_cuda::launch_states(d, rev, x, y, ws.gc.f32(), nullptr, nullptr, a.f32(), cs);
-    gla_cuda::launch_boundary(d, rev, x, y, ws.gc.f32(), b.f32(), bscratch.f32(), cs);
     std::vector<float> ha(n), hb(n);
     SPB_CUDA(cudaStreamSynchronize(cs));
     SPB_CUDA(cudaMemcpy(ha.data(), a.get(), n * 4, cudaMemcpyDeviceToHost));
-    SPB_CUDA(cudaMemcpy(hb.data(), b.get(), n * 4, cudaMemcpyDeviceToHost));
-    std::printf("  boundary %s vs states: rel rms %.2e (bar 1e-5)\n", rev ? "bwd (dh0)" : "fwd (ht)",
-                rel_rms_error(ha, hb, n));
+    for (int bv = 0; bv <= gla_cuda::boundary_variants(); ++bv) {
+      SPB_CUDA(cudaMemsetAsync(b.get(), 0xFF, n * 4, cs));
+      gla_cuda::set_boundary_variant(bv);
+      gla_cuda::launch_boundary(d, rev, x, y, ws.gc.f32(), b.f32(), bscratch.f32(), cs);
+      gla_cuda::set_boundary_variant(0);
+      SPB_CUDA(cudaStreamSynchronize(cs));
+      SPB_CUDA(cudaMemcpy(hb.data(), b.get(), n * 4, cudaMemcpyDeviceToHost));
+      std::printf("  boundary %s vs states%s: rel rms %.2e (bar 1e-5)\n", rev ? "bwd (dh0)" : "fwd (ht)",
+                  bv ? (", v" + std::to_string(bv)).c_str() : "", rel_rms_error(ha, hb, n));
+    }
   }
 }
 

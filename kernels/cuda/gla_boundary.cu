@@ -6,50 +6,83 @@
 //
 // Design:
 // - Stage 1 (boundary_kernel): block = (b*h, span of `span` consecutive chunks, BK-row dk tile, BN-column dv tile),
-//   8 warps in a 2 x 4 grid, each owning a (BK/2) x (BN/4) piece of the tile in mma accumulator registers. The block
-//   runs the recurrence of gla_states.cu over its span only, from a zero state (acc = diag(exp B_n) acc + X~_n^T Y_n,
-//   chunks ascending forward, descending backward), and writes the span's partial state P_s and its total log-decay
-//   tau_s = sum of B_n over the span (per dk row) to scratch. The spans give the parallelism, so the tiles can be big
-//   (128 x 128, or 128 x 256 where dv > 128): per 32 tokens a warp does 64 (128) mmas against 32 8-byte loads of X~
-//   and 4 (8) ldmatrix of y, where the recurrence needs 16 x 64 tiles to fill the GPU and is latency-bound.
+//   8 warps in a WM x (8 / WM) grid, each owning a (BK/WM) x (BN*WM/8) piece of the tile in mma accumulator
+//   registers. The block runs the recurrence of gla_states.cu over its span only, from a zero state
+//   (acc = diag(exp B_n) acc + X~_n^T Y_n, chunks ascending forward, descending backward), and writes the span's
+//   partial state P_s and its total log-decay tau_s = sum of B_n over the span (per dk row) to scratch.
 // - Stage 2 (boundary_fold_kernel): fin = the spans folded in order, acc = diag(exp tau_s) acc + P_s (s = 0 .. S-1
 //   forward, S-1 .. 0 backward), one thread per 4 state elements. With one span (S == 1) stage 1 writes fin itself
 //   and stage 2 is skipped. Deterministic: fixed orders, no atomics.
 // - Numerics are the recurrence's: X~ = k * exp(B - b) (forward) or (s * q) * exp(b) (backward) by the same
-//   expression as gla_states.cu, rounded to tf32 once; y (v or do) is exact in tf32 (bf16 bits); fp32 accumulation on
-//   mma.sync m16n8k8 tf32; the chunk decay is applied to the accumulators in fp32 as the recurrence does. Only the
-//   order of the fp32 sums differs (and exp(sum B) instead of the product of exp(B) across spans): ~1e-7 relative.
-// - Pipeline: a step is half a chunk (32 tokens), so a stage is small (x, y and gc tiles plus the gc row of the chunk's
-//   last token, which holds B_n for both halves) and the pipeline can be deep: NS = 5-6 stages at 128-row tiles, NS - 2
-//   steps in flight (124-134 KB per SM; a memory-bound shape needs ~30 KB per SM in flight to reach ~4 TB/s, and the
-//   2-block layouts below keep 59-138 KB). X~ of step s+1 is built IN
-//   PLACE of its gc tile (same fp32 size; each thread rewrites only the elements it read) while step s is multiplied,
-//   so there is no separate X~ buffer and one barrier per step. X~ stays [token][feature] (stride BK + 4 floats): the
-//   mma rows are permuted (row g <-> feature 2g, row g+8 <-> feature 2g+1 of each 16-row tile) on top of the
-//   k-permutation of gla_cuda_common.cuh, so an A fragment is two conflict-free 8-byte loads (token 2t: features 2g,
-//   2g+1; token 2t+1: the same) and an accumulator fragment covers rows 2g, 2g+1. y fragments by ldmatrix.x4.trans.
-//   A partial last chunk gives a second half with no tokens: it is loaded as zeros and costs one empty step per head.
-// - Spans: S spans per (b, h) chosen so that the grid fills whole waves (minimising waves x (chunks per span + 2)):
-//   B=1 T=16384 H=16 dk=dv=128 -> 8 spans of 32 chunks, 128 blocks on 132 SMs (one wave, one block per SM);
-//   B=1 T=16384 H=4 dk=256 dv=512 -> 8 spans of 32 chunks, 2 dk x 2 dv tiles, 128 blocks. Blocks of one (b*h, span)
-//   are adjacent in the grid (tile index fastest), so they run together and share their x / gc / y tiles through L2.
-// - Resources (nvcc 13.0, -arch=sm_90a -Xptxas -v; no spills), registers forward / backward:
-//     BK x BN    regs     smem (stages)        blocks/SM
-//     128 x 128  194/192  201 KB (6 x 33.5 KB)  1   <- B1 T16384 H16 dk=dv=128
-//     128 x 256  254/255  207.5 KB (5 x 41.5)   1   <- B1 T16384 H4 dk=256 dv=512 (the k16 loop is not unrolled
-//                                                      there: fully unrolled it needs 255 registers and spills)
-//     64 x 256   182/181  175.5 KB (6 x 29.3)   1
-//     128 x 64   126/124  88.5 KB (3 x 29.5)    2   (__launch_bounds__(256, 2): <= 128 registers)
-//     64 x 128   122/120  106 KB (5 x 21.3)     2
-//     64 x 64    101/96   103.5 KB (6 x 17.3)   2
-//   Fold: 32 / 40 registers (4 / 1 columns per thread), no shared memory.
-// - Expected on one H200 (not yet measured): dk=dv=128 moves 268 MB (k, v bf16; gc fp32) + 8 MB of partials and is
-//   DRAM-bound, ~65-70 us for stage 1 at 3.9-4.1 TB/s (its tensor work, 8.6 GFLOP at ~330 TFLOP/s of tf32
-//   mma.sync, would take ~27 us) plus ~3 us for the fold; dk=256 dv=512 moves 168 MB + 16 MB (~45 us) but does
-//   17.2 GFLOP of tf32 mma.sync, ~52 us at ~330 TFLOP/s on 128 of 132 SMs: tensor-bound, ~58-66 us in all.
+//   expression as gla_states.cu, rounded to tf32 once (nearest, ties away); y (v or do) is exact in tf32 (bf16
+//   bits); fp32 accumulation on mma.sync m16n8k8 tf32; the chunk decay is applied to the accumulators in fp32 as the
+//   recurrence does. Only the order of the fp32 sums differs (and exp(sum B) instead of the product of exp(B) across
+//   spans): ~1e-7 relative. The variants below sum in the same order for the same span (the emulator gives them
+//   identical bits); IL's exp is ex2.approx.ftz (__expf without its subnormal fix-up: subnormal results become 0).
+// - Pipeline: a step is TS tokens (32: half a chunk; 64: a chunk); a stage holds the x, y and gc tiles plus the gc
+//   row of the chunk's last token (B_n); NS = 3-6 stages, steps s+2 .. s+NS-2 in flight during step s. X~ of step
+//   s+1 is built IN PLACE of its gc tile (each thread rewrites only the elements it read) while step s is
+//   multiplied, so one barrier per step. X~ stays [token][feature] (stride BK + 4 floats): the mma rows are permuted
+//   (row g <-> feature 2g, row g+8 <-> feature 2g+1 of each 16-row tile) on top of the k-permutation of
+//   gla_cuda_common.cuh, so an A fragment is two conflict-free 8-byte loads. y fragments by ldmatrix.x4.trans.
+//   A partial last chunk gives a second half with no tokens: it is loaded as zeros and costs one empty step.
+// - Spans: S spans per (b, h) chosen so that the grid fills whole waves (minimising waves x (chunks per span + 2)) of
+//   the layout's blocks per SM. Blocks of one (b*h, span) are adjacent in the grid (tile index fastest), so they run
+//   together and share their x / gc / y tiles through L2.
+//
+// Variants (set_boundary_variant; 0 = the default = 6 where dv <= 128, else 5). NOTES.md ("Boundary kernel: why
+// 116 us") has the diagnosis and the per-step budget behind them.
+//   1  v1 as first written: 2 x 4 warps, 32-token steps, X~(s+1) built before the products of step s (its own basic
+//      block, __expf + cvt.rna: ~12.5 instructions per element), tiles 128 x 128 / 128 x 256 / 64 x ..., 1 block/SM.
+//   2  v1 kernel, 64-row tiles (64 x 128 where dv > 64): 2 blocks per SM, the two dk halves of a head share y in L2.
+//   3  v1 kernel, 64-column tiles (128 x 64): 2 blocks per SM; x / gc and the exps are duplicated per dv half.
+//   4  v1 with spans of 16 chunks (two waves at T = 16K, four at 32K; twice the partials).
+//   5  IL at v1's tiles: X~(s+1) built inside the products of step s (loads at the step's start, one quarter of the
+//      values per 8-token k-step, the stores after the products), ex2.approx.ftz and an integer tf32 rounding (~7
+//      instructions per element); 4 x 2 warps on 128 x 128 and 128 x 64 (half the A-fragment loads); at 128 x 256
+//      (k-loop not unrolled) X~(s+1) after the products.
+//   6  IL with 64-row tiles (64 x 128): 2 blocks per SM.
+//   7  as 5 with 64-token steps (half the barriers and waits; three stages only); 32-token at BN = 256.
+//   8  as 6 with bulk copies: whole-tile steps loaded by one cp.async.bulk per row (warp 0) completing on the
+//      stage's mbarrier (the TMA without a tensor map) instead of 16-byte cp.async per thread; edge tiles cp.async.
+//   9  as 5 with bulk copies (128 x 64 stays on cp.async: it spills at 128 registers).
+// Resources (nvcc 13.0, -arch=sm_90a -Xptxas -v; no spills anywhere), registers forward / backward:
+//   config (tile, warps, step)   v    regs     smem (stages)          blocks/SM
+//   128 x 128, 2x4, 32, v1       1 4  194/192  201 KB (6 x 33.5 KB)   1
+//   128 x 256, 2x4, 32, v1       1 4  254/255  207.5 KB (5 x 41.5)    1
+//   64 x 128, 2x4, 32, v1        2    122/120  106.2 KB (5 x 21.2)    2
+//   128 x 64, 2x4, 32, v1        3    126/124  88.5 KB (3 x 29.5)     2
+//   128 x 128, 4x2, 32, IL       5    202/200  201 KB (6 x 33.5)      1
+//   128 x 256, 2x4, 32, IL       5 7  254/255  207.5 KB (5 x 41.5)    1
+//   64 x 128, 2x4, 32, IL        6    126/122  106.2 KB (5 x 21.2)    2
+//   128 x 128, 4x2, 64, IL       7    209/206  199.5 KB (3 x 66.5)    1
+//   64 x 128, 2x4, 32, IL+bulk   8    128/128  106.3 KB (5 x 21.2)    2
+//   128 x 128, 4x2, 32, IL+bulk  9    226/220  201.1 KB (6 x 33.5)    1
+//   128 x 256, 2x4, 32, IL+bulk  9    255/255  207.6 KB (5 x 41.5)    1
+//   (others, edge shapes only: v1 64 x 256 182/181, 64 x 64 101/96; IL 64 x 256 190/192, 64 x 64 112/109,
+//   128 x 64 4x2 111/112; IL 64-token 128 x 64 211/212, 64 x 128 158/160, 64 x 64 114/110; bulk 64 x 256 208/202,
+//   64 x 64 117/114.) Fold: 32 / 40 registers, no shared memory.
+// Grids: B1 T16K H16 128/128: v1/5/7/9 8 spans x 32 chunks, 128 blocks (1/SM); v2/3/6/8 8 x 32, 256 blocks (2/SM);
+//   v4 16 x 16, 256 blocks (1/SM, 2 waves). T32K: the same with 64-chunk spans (v4: 32 x 16, 512 blocks, 4 waves).
+//   B1 T16K H4 256/512: v1/5/7/9 128 x 256 tiles, 8 x 32, 128 blocks; v2/6/8 64 x 128, 4 spans x 64, 256 blocks
+//   (each x / gc tile read by 4 blocks, y by 4); v3 128 x 64, 4 x 64, 256 blocks; v4 16 x 16, 256 blocks.
+// Predictions, one H200, stage 1 + fold, written before any of these ran (measured v1: 116 / 216 us):
+//   B1 T16K H16 128/128 (us):  v1 116  v2 85  v3 95  v4 122  v5 84  v6 80  v7 83  v8 78  v9 82
+//   B1 T32K H16 128/128 (us):  v1 216  v2 160 v3 175 v4 226  v5 160 v6 152 v7 157 v8 148 v9 156
+//   B1 T16K H4 256/512 (us):   v1 ~160 v2 ~155 v3 ~165 v4 ~165 v5 ~150 v6 ~150 v7 =v5 v8 ~150 v9 ~148
+//   (tf32 mma.sync at ~4 clocks per m16n8k8 per SM, which is what fits v1's 116 us, puts a floor of ~71 us under
+//   stage 1 at T = 16K H16 and ~142 us at H4 256/512; NOTES.md.) Default 6: 8 is predicted 2 us faster but rests
+//   on mbarrier / bulk-copy semantics that only a GPU run confirms; make it the default if it measures faster.
 // - Any T >= 1, B, H; any dk, dv (tiles masked; element copies where a tensor is not 16-byte aligned, as
 //   gla_states.cu's vx / vy / vg).
 #include <algorithm>
+#include <cstdlib>
+#ifdef SPB_GLA_EMU
+#include <cstring>
+#include <mutex>
+#include <tuple>
+#include <vector>
+#endif
 
 #include "harness/cuda_check.h"
 #include "kernels/cuda/gla_cuda_common.cuh"
@@ -60,24 +93,125 @@ namespace gla_cuda {
 namespace {
 
 constexpr int kBThreads = 256;
-constexpr int kTS = 32;  // tokens per pipeline step: half a chunk
 
-template <int BK, int BN>
+// exp on the SFU without the subnormal fix-up of __expf (ex2.approx.ftz: 2 instructions instead of 5; results agree
+// with __expf except where __expf would return a subnormal, < 1.2e-38, which becomes 0).
+#ifndef SPB_GLA_EMU
+__device__ __forceinline__ float exp_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.44269504088896341f));
+  return y;
+}
+#else
+inline float exp_ftz(float x) { return std::exp(x); }
+#endif
+// cvt.rna.tf32.f32 by integer arithmetic (2 instructions instead of ~3.5): nearest, ties away from zero, the same
+// bits for every finite x and for infinities (NaN is never rounded here).
+__device__ __forceinline__ float tf32_rna(float x) {
+  return __uint_as_float((__float_as_uint(x) + 0x1000u) & 0xffffe000u);
+}
+
+// 1-D bulk copies global -> shared (the TMA, no tensor map) completing on an mbarrier: the copies of a step are
+// tracked by one transaction count instead of 16-byte requests per thread.
+#ifndef SPB_GLA_EMU
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+__device__ __forceinline__ void mbar_arrive_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "RETRY:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra RETRY;\n"
+      "}\n" ::"r"(smem_u32(bar)),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void bulk_g2s(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   smem_u32(dst)),
+               "l"(src), "r"(bytes), "r"(smem_u32(bar))
+               : "memory");
+}
+// Orders this thread's generic-proxy writes to shared memory before later bulk copies (async proxy) into it.
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+__device__ __forceinline__ void sync_warp() { __syncwarp(); }
+#else
+// Emulation: a bulk copy lands when a thread waits on its mbarrier (as cp.async lands at its wait_group), so a read
+// that runs ahead of its wait sees the old contents.
+struct BulkPending {
+  std::mutex m;
+  std::vector<std::tuple<void*, std::vector<unsigned char>, uint64_t*>> q;
+};
+inline BulkPending& bulk_pending() {
+  static BulkPending b;
+  return b;
+}
+inline void mbar_init(uint64_t*, uint32_t) {}
+inline void mbar_init_fence() {}
+inline void mbar_arrive_tx(uint64_t*, uint32_t) {}
+inline void mbar_arrive(uint64_t*) {}
+inline void mbar_wait(uint64_t* bar, uint32_t) {
+  BulkPending& b = bulk_pending();
+  std::lock_guard<std::mutex> l(b.m);
+  decltype(b.q) rest;
+  for (auto& c : b.q) {
+    if (std::get<2>(c) == bar) std::memcpy(std::get<0>(c), std::get<1>(c).data(), std::get<1>(c).size());
+    else rest.push_back(std::move(c));
+  }
+  b.q.swap(rest);
+}
+inline void bulk_g2s(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  BulkPending& b = bulk_pending();
+  std::lock_guard<std::mutex> l(b.m);
+  const auto* s = static_cast<const unsigned char*>(src);
+  b.q.emplace_back(dst, std::vector<unsigned char>(s, s + bytes), bar);
+}
+inline void fence_proxy_async() {}
+inline void sync_warp() {}
+#endif
+
+// Shared memory of one block: NS stages of (x tile, y tile, gc tile rewritten in place as X~, the B_n row).
+constexpr size_t layout_stage(int BK, int BN, int TS) {
+  return size_t(TS) * BK * 2 + size_t(TS) * (BN + 8) * 2 + size_t(TS) * (BK + 4) * 4 + size_t(BK) * 4;
+}
+// Blocks per SM a layout is sized for: 2 (<= 128 registers, <= 110 KB) where a warp holds <= 32 accumulators and
+// three stages fit in 110 KB, else 1.
+constexpr int layout_bps(int BK, int BN, int WM, int TS) {
+  return (BK / WM / 16) * (BN / (8 / WM) / 8) <= 8 && 3 * layout_stage(BK, BN, TS) <= size_t(110) * 1024 ? 2 : 1;
+}
+
+template <int BK, int BN, int WM, int TS>
 struct BoundaryLayout {
-  static constexpr int MT = BK / 32;   // m16 tiles per warp (warps: 2 along dk, 4 along dv)
-  static constexpr int NT8 = BN / 32;  // n8 tiles per warp
-  // Blocks per SM the layout is sized for: 2 (<= 128 registers) where a warp holds <= 32 accumulators, else 1.
-  static constexpr int BPS = MT * NT8 <= 8 ? 2 : 1;
-  static constexpr int XS = BK;                                  // bf16 stride of the raw x tile
+  static constexpr int WN = 8 / WM;        // warps: WM along dk, WN along dv
+  static constexpr int MT = BK / WM / 16;  // m16 tiles per warp
+  static constexpr int NT8 = BN / WN / 8;  // n8 tiles per warp
+  static constexpr int BPS = layout_bps(BK, BN, WM, TS);
+  static constexpr int XS = BK;       // bf16 stride of the raw x tile
   static constexpr int GS = BK + 4;   // fp32 stride of gc / X~ (in place): A-fragment float2 loads conflict-free
   static constexpr int YS = BN + 8;   // bf16 stride of y: ldmatrix rows 16 B apart modulo 128 B, conflict-free
-  static constexpr size_t x_bytes = size_t(kTS) * XS * 2, y_bytes = size_t(kTS) * YS * 2;
-  static constexpr size_t g_bytes = size_t(kTS) * GS * 4, b_bytes = size_t(BK) * 4;
+  static constexpr size_t x_bytes = size_t(TS) * XS * 2, y_bytes = size_t(TS) * YS * 2;
+  static constexpr size_t g_bytes = size_t(TS) * GS * 4, b_bytes = size_t(BK) * 4;
   static constexpr size_t stage = x_bytes + y_bytes + g_bytes + b_bytes;
   static constexpr size_t budget = BPS == 1 ? size_t(220) * 1024 : size_t(110) * 1024;
   static constexpr int NS = int(budget / stage) < 6 ? int(budget / stage) : 6;
-  static constexpr size_t total = NS * stage;
+  static constexpr size_t total = NS * stage;  // (+ NS mbarriers with BULK)
+  static_assert(stage == layout_stage(BK, BN, TS), "layout");
   static_assert(NS >= 3, "the pipeline needs 3 stages");
+  static_assert((WM == 2 || WM == 4) && MT >= 1 && NT8 >= 2 && NT8 % 2 == 0, "warp grid");
   static_assert(x_bytes % 16 == 0 && y_bytes % 16 == 0 && g_bytes % 16 == 0 && b_bytes % 16 == 0, "layout");
 };
 
@@ -93,10 +227,16 @@ struct BoundaryParams {
   bool vx, vy, vg;
 };
 
-template <bool REV, int BK, int BN>
-__global__ void __launch_bounds__(kBThreads, (BoundaryLayout<BK, BN>::BPS)) boundary_kernel(const BoundaryParams p) {
-  using L = BoundaryLayout<BK, BN>;
-  constexpr int NS = L::NS, MT = L::MT, NT8 = L::NT8;
+// BK x BN: the state tile; WM: warps along dk; TS: tokens per pipeline step (32: half a chunk, 64: a chunk); IL: X~ of
+// step s+1 is built inside the products of step s (a part per 8-token k-step, stored after the products), with
+// exp_ftz / tf32_rna; else (v1) before them with __expf / cvt.rna. BULK (with IL): whole-tile steps are loaded by
+// 1-D bulk copies (one per row, issued by warp 0) completing on the stage's mbarrier; partial tiles by cp.async.
+template <bool REV, int BK, int BN, int WM, int TS, bool IL, bool BULK>
+__global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundary_kernel(const BoundaryParams p) {
+  using L = BoundaryLayout<BK, BN, WM, TS>;
+  constexpr int NS = L::NS, MT = L::MT, NT8 = L::NT8, WN = L::WN;
+  constexpr int SPC = kC / TS, SPC_LOG = SPC == 2 ? 1 : 0;  // steps per chunk (s >= 0: shifts, not divisions)
+  static_assert((TS == 32 || TS == 64) && kC == 64, "step");
   extern __shared__ __align__(16) unsigned char smem[];
 
   const int ntn = (p.dv + BN - 1) / BN;
@@ -104,12 +244,13 @@ __global__ void __launch_bounds__(kBThreads, (BoundaryLayout<BK, BN>::BPS)) boun
   const int i0 = (tile / ntn) * BK, j0 = (tile % ntn) * BN;
   const int b = bh / p.H, h = bh % p.H;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const int wm = warp & 1, wn = warp >> 1;  // this warp's piece: rows wm*BK/2, columns wn*BN/4
+  // this warp's piece: rows wm*BK/WM, columns wn*BN/WN (shifts: warp % WM costs instructions and registers)
+  const int wm = warp & (WM - 1), wn = warp >> (WM == 4 ? 2 : 1);
   const long xrow = long(p.H) * p.dk, yrow = long(p.H) * p.dv;
   const long xbase = (long(b) * p.T * p.H + h) * p.dk;  // token 0 of (b, h)
   const long ybase = (long(b) * p.T * p.H + h) * p.dv;
   const int c0 = sp * p.span, c1 = min(p.NT, c0 + p.span);  // this span's chunks [c0, c1)
-  const int nsteps = 2 * (c1 - c0);
+  const int nsteps = SPC * (c1 - c0);
 
   auto X_of = [&](int st) { return reinterpret_cast<bf16*>(smem + st * L::stage); };
   auto Y_of = [&](int st) { return reinterpret_cast<bf16*>(smem + st * L::stage + L::x_bytes); };
@@ -117,46 +258,81 @@ __global__ void __launch_bounds__(kBThreads, (BoundaryLayout<BK, BN>::BPS)) boun
   auto B_of = [&](int st) {
     return reinterpret_cast<float*>(smem + st * L::stage + L::x_bytes + L::y_bytes + L::g_bytes);
   };
-  // Step s = half (s & 1) of chunk chunk_of(s); the chunks of the span in the recurrence's order.
-  auto chunk_of = [&](int s) { return REV ? c1 - 1 - (s >> 1) : c0 + (s >> 1); };
+  // Step s = part (s % SPC) of chunk chunk_of(s); the chunks of the span in the recurrence's order.
+  auto chunk_of = [&](int s) { return REV ? c1 - 1 - (s >> SPC_LOG) : c0 + (s >> SPC_LOG); };
+  auto bar_of = [&](int st) { return reinterpret_cast<uint64_t*>(smem + NS * L::stage) + st; };
   auto load_step = [&](int s) {
-    const int n = chunk_of(s), t0 = n * kC + (s & 1) * kTS, st = s % NS;
-    const int len = min(kTS, p.T - t0);        // <= 0: the empty second half of a short last chunk (zeros)
+    const int n = chunk_of(s), t0 = n * kC + (s & (SPC - 1)) * TS, st = s % NS;
+    const int len = min(TS, p.T - t0);         // <= 0: the empty second half of a short last chunk (zeros)
     const int tl = min(kC, p.T - n * kC) - 1;  // the chunk's last token: B_n = gc there
     const long tx = min(t0, p.T - 1);          // (a valid row address even for an empty half)
-    load_tile<bf16, kTS, BK, kBThreads>(X_of(st), L::XS, p.x + xbase + tx * xrow + i0, xrow, len, p.dk - i0, p.vx);
-    load_tile<bf16, kTS, BN, kBThreads>(Y_of(st), L::YS, p.y + ybase + tx * yrow + j0, yrow, len, p.dv - j0, p.vy);
-    load_tile<float, kTS, BK, kBThreads>(G_of(st), L::GS, p.gc + xbase + tx * xrow + i0, xrow, len, p.dk - i0,
-                                         p.vg);
+    static_assert(!BULK || (IL && TS == 32), "bulk copies: one row per lane of warp 0");
+    if constexpr (BULK) {
+      if (len == TS && p.dk - i0 >= BK && p.dv - j0 >= BN && p.vx && p.vy && p.vg) {  // (uniform in the block)
+        if (warp == 0) {
+          uint64_t* bar = bar_of(st);
+          if (lane == 0) mbar_arrive_tx(bar, uint32_t(TS * BK * 2 + TS * BN * 2 + TS * BK * 4 + BK * 4));
+          sync_warp();  // the expected bytes first (a negative transaction count would be legal too)
+          const long tr = t0 + lane;  // lane = row (TS == 32)
+          bulk_g2s(X_of(st) + lane * L::XS, p.x + xbase + tr * xrow + i0, BK * 2, bar);
+          bulk_g2s(Y_of(st) + lane * L::YS, p.y + ybase + tr * yrow + j0, BN * 2, bar);
+          bulk_g2s(G_of(st) + lane * L::GS, p.gc + xbase + tr * xrow + i0, BK * 4, bar);
+          if (lane == 0) bulk_g2s(B_of(st), p.gc + xbase + long(n * kC + tl) * xrow + i0, BK * 4, bar);
+        }
+        return;
+      }
+      if (tid == 0) mbar_arrive(bar_of(st));  // a partial tile: cp.async below, covered by cp_async_wait
+    }
+    load_tile<bf16, TS, BK, kBThreads>(X_of(st), L::XS, p.x + xbase + tx * xrow + i0, xrow, len, p.dk - i0, p.vx);
+    load_tile<bf16, TS, BN, kBThreads>(Y_of(st), L::YS, p.y + ybase + tx * yrow + j0, yrow, len, p.dv - j0, p.vy);
+    load_tile<float, TS, BK, kBThreads>(G_of(st), L::GS, p.gc + xbase + tx * xrow + i0, xrow, len, p.dk - i0, p.vg);
     load_tile<float, 1, BK, kBThreads>(B_of(st), BK, p.gc + xbase + long(n * kC + tl) * xrow + i0, xrow, 1,
                                        p.dk - i0, p.vg);
   };
   // X~ of step s, tf32-rounded, zero beyond the sequence, written over the gc tile it was computed from: thread =
-  // (4 features, every (256 / (BK/4))-th token); each element is read and rewritten by the same thread.
-  constexpr int GPR = BK / 4;  // float4 groups per row
+  // (4 features, rows xr, xr + RSTEP, ...); each element is read and rewritten by the same thread.
+  constexpr int GPR = BK / 4;              // float4 groups per row
+  constexpr int RSTEP = kBThreads / GPR;   // rows per pass
+  constexpr int XI = TS / RSTEP;           // passes (4 elements each) per thread and step
+  static_assert(kBThreads % GPR == 0 && TS % RSTEP == 0, "make_xt");
   const int xf = (tid % GPR) * 4, xr = tid / GPR;
-  auto make_xt = [&](int s) {
-    const int n = chunk_of(s), t0 = n * kC + (s & 1) * kTS, len = min(kTS, p.T - t0), st = s % NS;
+  auto x_value = [&](float4 Bf, float4 gv, uint2 xw) {
+    const float x0 = bf_lo(xw.x), x1 = bf_hi(xw.x), x2 = bf_lo(xw.y), x3 = bf_hi(xw.y);
+    if (REV) {  // (s q) exp(b), the expression of gla_states.cu
+      if (IL)
+        return make_float4(p.scale * x0 * exp_ftz(gv.x), p.scale * x1 * exp_ftz(gv.y), p.scale * x2 * exp_ftz(gv.z),
+                           p.scale * x3 * exp_ftz(gv.w));
+      return make_float4(p.scale * x0 * __expf(gv.x), p.scale * x1 * __expf(gv.y), p.scale * x2 * __expf(gv.z),
+                         p.scale * x3 * __expf(gv.w));
+    }
+    // k exp(B - b)
+    if (IL)
+      return make_float4(x0 * exp_ftz(Bf.x - gv.x), x1 * exp_ftz(Bf.y - gv.y), x2 * exp_ftz(Bf.z - gv.z),
+                         x3 * exp_ftz(Bf.w - gv.w));
+    return make_float4(x0 * __expf(Bf.x - gv.x), x1 * __expf(Bf.y - gv.y), x2 * __expf(Bf.z - gv.z),
+                       x3 * __expf(Bf.w - gv.w));
+  };
+  auto x_round = [&](float4 e, bool in) {
+    if (IL)
+      return in ? make_float4(tf32_rna(e.x), tf32_rna(e.y), tf32_rna(e.z), tf32_rna(e.w))
+                : make_float4(0.f, 0.f, 0.f, 0.f);
+    return in ? make_float4(tf32_round(e.x), tf32_round(e.y), tf32_round(e.z), tf32_round(e.w))
+              : make_float4(0.f, 0.f, 0.f, 0.f);
+  };
+  // Step s's length in tokens (<= 0: an empty half; also for s == nsteps, where IL builds a dummy step of zeros).
+  auto len_of = [&](int s) {
+    return s < nsteps ? min(TS, p.T - (chunk_of(s) * kC + (s & (SPC - 1)) * TS)) : 0;
+  };
+  auto make_xt = [&](int s) {  // the whole step at once (v1; IL: the first step, and every step where !kUnroll)
+    const int len = IL ? len_of(s) : min(TS, p.T - (chunk_of(s) * kC + (s & (SPC - 1)) * TS)), st = s % NS;
     const bf16* X = X_of(st);
     float* G = G_of(st);
     const float4 Bf = *reinterpret_cast<const float4*>(B_of(st) + xf);
 #pragma unroll
-    for (int i = 0; i < kTS * GPR / kBThreads; ++i) {
-      const int r = xr + i * (kBThreads / GPR);
+    for (int i = 0; i < XI; ++i) {
+      const int r = xr + i * RSTEP;
       float4* gp = reinterpret_cast<float4*>(G + r * L::GS + xf);
-      const float4 gv = *gp;
-      const uint2 xw = *reinterpret_cast<const uint2*>(X + r * L::XS + xf);
-      const float x0 = bf_lo(xw.x), x1 = bf_hi(xw.x), x2 = bf_lo(xw.y), x3 = bf_hi(xw.y);
-      float4 e;
-      if (REV) {  // (s q) exp(b), the expression of gla_states.cu
-        e = make_float4(p.scale * x0 * __expf(gv.x), p.scale * x1 * __expf(gv.y), p.scale * x2 * __expf(gv.z),
-                        p.scale * x3 * __expf(gv.w));
-      } else {  // k exp(B - b)
-        e = make_float4(x0 * __expf(Bf.x - gv.x), x1 * __expf(Bf.y - gv.y), x2 * __expf(Bf.z - gv.z),
-                        x3 * __expf(Bf.w - gv.w));
-      }
-      *gp = r < len ? make_float4(tf32_round(e.x), tf32_round(e.y), tf32_round(e.z), tf32_round(e.w))
-                    : make_float4(0.f, 0.f, 0.f, 0.f);
+      *gp = x_round(x_value(Bf, *gp, *reinterpret_cast<const uint2*>(X + r * L::XS + xf)), r < len);
     }
   };
 
@@ -168,6 +344,13 @@ __global__ void __launch_bounds__(kBThreads, (BoundaryLayout<BK, BN>::BPS)) boun
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.f;
   float tau = 0.f;  // thread tid < BK: sum of B_n over the span, row i0 + tid
+  if constexpr (BULK) {
+    if (tid == 0) {
+      for (int st = 0; st < NS; ++st) mbar_init(bar_of(st), 1);
+      mbar_init_fence();
+    }
+    __syncthreads();
+  }
 
 #pragma unroll
   for (int i = 0; i < NS - 1; ++i) {
@@ -175,23 +358,32 @@ __global__ void __launch_bounds__(kBThreads, (BoundaryLayout<BK, BN>::BPS)) boun
     cp_async_commit();
   }
   cp_async_wait<NS - 2>();  // step 0 has landed
+  if constexpr (BULK) mbar_wait(bar_of(0), 0);
   __syncthreads();
   make_xt(0);
+  if constexpr (BULK) fence_proxy_async();  // X~ (generic writes) before later bulk copies into the stage
 
   // ldmatrix.x4.trans of y per 16 tokens and n-tile pair (2np, 2np+1): lane L addresses row L%8 of matrix L/8;
   // matrices (k-step 2kq, n-tile 2np), (2kq+1, 2np), (2kq, 2np+1), (2kq+1, 2np+1).
   const int lrow = (lane & 7) + ((lane >> 3) & 1) * 8;
-  const int lcol = wn * (BN / 4) + (lane >> 4) * 8;
-  const int frow = wm * (BK / 2) + 2 * g;  // feature of accumulator row g of m-tile 0 (row g+8: frow + 1)
+  const int lcol = wn * (BN / WN) + (lane >> 4) * 8;
+  const int frow = wm * (BK / WM) + 2 * g;  // feature of accumulator row g of m-tile 0 (row g+8: frow + 1)
+  // The k-loop is not unrolled where a warp holds 128 accumulators (128 x 256 at WM = 2): 255 registers and a
+  // spill otherwise (v1: not where NT8 == 8, as first written). IL then builds X~(s+1) after the products.
+  constexpr bool kUnroll = IL ? MT * NT8 < 32 : NT8 != 8;
+  constexpr int SUB = TS / 8;  // k-steps per step
   for (int s = 0; s < nsteps; ++s) {
     cp_async_wait<NS - 3>();  // step s+1 has landed (steps s+2 .. s+NS-2 may still be in flight)
+    if constexpr (BULK) {
+      if (s + 1 < nsteps) mbar_wait(bar_of((s + 1) % NS), ((s + 1) / NS) & 1);
+    }
     __syncthreads();          // ... and is visible; X~(s) is complete; every warp is done with step s-1
     if (s + NS - 1 < nsteps) load_step(s + NS - 1);  // into the stage of step s-1
     cp_async_commit();
-    if (s + 1 < nsteps) make_xt(s + 1);  // independent of the products below: the scheduler interleaves them
+    if (!IL && s + 1 < nsteps) make_xt(s + 1);  // v1: before the products (a separate basic block)
 
     const int st = s % NS;
-    if ((s & 1) == 0) {  // the first step of a chunk: acc = diag(exp B_n) acc
+    if ((s & (SPC - 1)) == 0) {  // the first step of a chunk: acc = diag(exp B_n) acc
       const float* Bv = B_of(st);
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
@@ -206,15 +398,38 @@ __global__ void __launch_bounds__(kBThreads, (BoundaryLayout<BK, BN>::BPS)) boun
       if (tid < BK) tau += Bv[tid];
     }
 
+    // IL: this thread's part of X~(s+1) (stage s+1 has landed): loads now, values between the k-steps, stores after
+    // the products. Unconditional (no branch to split the block): past the last step it writes zeros to a stage no
+    // one reads.
+    const int sn = (s + 1) % NS, lenn = IL ? len_of(s + 1) : 0;
+    float* Gn = G_of(sn);
+    float4 xgv[IL ? XI : 1], xe[IL ? XI : 1];
+    uint2 xxw[IL ? XI : 1];
+    float4 xBf = make_float4(0.f, 0.f, 0.f, 0.f);
+    if constexpr (IL && kUnroll) {
+      if (!REV) xBf = *reinterpret_cast<const float4*>(B_of(sn) + xf);
+#pragma unroll
+      for (int i = 0; i < XI; ++i) {
+        const int r = xr + i * RSTEP;
+        xgv[i] = *reinterpret_cast<const float4*>(Gn + r * L::GS + xf);
+        xxw[i] = *reinterpret_cast<const uint2*>(X_of(sn) + r * L::XS + xf);
+      }
+    }
+
     const float* Xt = G_of(st) + 2 * t * L::GS + frow;
     const bf16* Y = Y_of(st) + lrow * L::YS + lcol;
-#pragma unroll(NT8 == 8 ? 1 : kTS / 16)
-    for (int kq = 0; kq < kTS / 16; ++kq) {  // not unrolled at BN = 256: 255 registers and a spill otherwise
+#pragma unroll(kUnroll ? TS / 16 : 1)
+    for (int kq = 0; kq < TS / 16; ++kq) {
       uint32_t yb[NT8 / 2][4];
 #pragma unroll
       for (int np = 0; np < NT8 / 2; ++np) ldmatrix_x4_trans(yb[np], Y + kq * 16 * L::YS + np * 16);
 #pragma unroll
       for (int kh = 0; kh < 2; ++kh) {
+        if constexpr (IL && kUnroll) {  // the parts of X~(s+1) assigned to this k-step
+#pragma unroll
+          for (int i = 0; i < XI; ++i)
+            if (i * SUB / XI == kq * 2 + kh) xe[i] = x_value(xBf, xgv[i], xxw[i]);
+        }
         const float* Xk = Xt + (kq * 16 + kh * 8) * L::GS;
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
@@ -230,6 +445,15 @@ __global__ void __launch_bounds__(kBThreads, (BoundaryLayout<BK, BN>::BPS)) boun
         }
       }
     }
+    if constexpr (IL && !kUnroll) make_xt(s + 1);  // zeros past the last step
+    if constexpr (IL && kUnroll) {
+#pragma unroll
+      for (int i = 0; i < XI; ++i) {
+        const int r = xr + i * RSTEP;
+        *reinterpret_cast<float4*>(Gn + r * L::GS + xf) = x_round(xe[i], r < lenn);
+      }
+    }
+    if constexpr (BULK) fence_proxy_async();  // this step's generic writes (X~, edge loads) before bulk copies
   }
 
   // The span's result: fin itself when there is one span, else the partial state and (dv tile 0) the log-decay.
@@ -239,7 +463,7 @@ __global__ void __launch_bounds__(kBThreads, (BoundaryLayout<BK, BN>::BPS)) boun
     const int ra = i0 + frow + mt * 16, rb = ra + 1;
 #pragma unroll
     for (int nt = 0; nt < NT8; ++nt) {
-      const int c = j0 + wn * (BN / 4) + nt * 8 + 2 * t;
+      const int c = j0 + wn * (BN / WN) + nt * 8 + 2 * t;
       if (ra < p.dk) store2(dst + long(ra) * p.dv + c, c, p.dv, acc[mt][nt][0], acc[mt][nt][1]);
       if (rb < p.dk) store2(dst + long(rb) * p.dv + c, c, p.dv, acc[mt][nt][2], acc[mt][nt][3]);
     }
@@ -278,7 +502,8 @@ __global__ void __launch_bounds__(256) boundary_fold_kernel(const float* part, c
   }
 }
 
-int g_boundary_span = 0;  // tuning / test override of the chunks per span (0: choose by grid size)
+int g_boundary_span = 0;     // tuning / test override of the chunks per span (0: the variant's choice)
+int g_boundary_variant = 0;  // tuning / test override of the kernel variant (0: the default)
 
 int sm_count() {
   static const int n = [] {
@@ -291,18 +516,33 @@ int sm_count() {
   return n;
 }
 
-// The launch plan: tile shape, chunks per span and spans per (b, h).
+// The launch plan: kernel configuration (tile, warp grid, step, interleaving), chunks per span, spans per (b, h).
 struct Plan {
-  int bk, bn, span, S;
+  int bk, bn, wm, ts;
+  bool il, bulk;
+  int span, S;
 };
+// The variants (header comment): 1 v1 as first written; 2 v1 with 64-row tiles (2 blocks per SM where dv <= 128);
+// 3 v1 with 64-column tiles (2 blocks per SM); 4 v1 with spans of 16 chunks; 5 IL at v1's tiles (4 x 2 warps on
+// 128 x 128 and 128 x 64); 6 IL with 64-row tiles; 7 as 5 with 64-token steps (32-token where 64 does not fit);
+// 8 as 6 with bulk copies; 9 as 5 with bulk copies. 0: the default, 6 where dv <= 128 and 5 otherwise.
+constexpr int kBoundaryVariants = 9;
 Plan plan_of(const Dims& d) {
+  int v = g_boundary_variant;
+  if (v < 1 || v > kBoundaryVariants) v = d.dv <= 128 ? 6 : 5;
   Plan pl;
-  pl.bk = d.dk > 64 ? 128 : 64;
-  pl.bn = d.dv > 128 ? 256 : d.dv > 64 ? 128 : 64;
-  const int bps = (pl.bk / 32) * (pl.bn / 32) <= 8 ? 2 : 1;  // BoundaryLayout::BPS
+  const int bk1 = d.dk > 64 ? 128 : 64, bn1 = d.dv > 128 ? 256 : d.dv > 64 ? 128 : 64;
+  pl.bk = bk1, pl.bn = bn1, pl.wm = 2, pl.ts = 32, pl.il = v >= 5, pl.bulk = v >= 8;
+  int span = g_boundary_span;
+  if (v == 2 || v == 6 || v == 8) pl.bk = 64, pl.bn = d.dv > 64 ? 128 : 64;
+  if (v == 3) pl.bn = 64;
+  if (v == 4 && span <= 0) span = 16;
+  if ((v == 5 || v == 7 || v == 9) && pl.bk == 128 && pl.bn <= 128) pl.wm = 4;
+  if (v == 7 && pl.bn <= 128) pl.ts = 64;  // 128 x 256 does not fit three 64-token stages
+  if (pl.bulk && pl.bk == 128 && pl.bn == 64) pl.bulk = false;  // 128 x 64 with bulk copies spills at 128 registers
+  const int bps = layout_bps(pl.bk, pl.bn, pl.wm, pl.ts);
   const long units = long(d.B) * d.H * ((d.dk + pl.bk - 1) / pl.bk) * ((d.dv + pl.bn - 1) / pl.bn);
   const long slots = long(bps) * sm_count();
-  int span = g_boundary_span;
   if (span <= 0) {
     // Blocks of one wave run together and a block's time is ~ its chunks plus a fixed cost (pipeline fill, partial
     // store, its share of the fold) of ~2 chunks: minimise waves x (chunks per span + 2); ties to longer spans.
@@ -320,36 +560,59 @@ Plan plan_of(const Dims& d) {
   return pl;
 }
 
-template <bool REV, int BK, int BN>
+template <bool REV, int BK, int BN, int WM, int TS, bool IL, bool BULK>
 void launch_t(const BoundaryParams& p, cudaStream_t stream) {
-  using L = BoundaryLayout<BK, BN>;
+  constexpr size_t smem = BoundaryLayout<BK, BN, WM, TS>::total + (BULK ? 64 : 0);  // (the mbarriers)
   static const bool attr = [] {
-    SPB_CUDA(cudaFuncSetAttribute(boundary_kernel<REV, BK, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  int(L::total)));
+    SPB_CUDA(cudaFuncSetAttribute(boundary_kernel<REV, BK, BN, WM, TS, IL, BULK>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     return true;
   }();
   (void)attr;
   const dim3 grid(((p.dk + BK - 1) / BK) * ((p.dv + BN - 1) / BN), p.S, p.B * p.H);
-  boundary_kernel<REV, BK, BN><<<grid, kBThreads, L::total, stream>>>(p);
+  boundary_kernel<REV, BK, BN, WM, TS, IL, BULK><<<grid, kBThreads, smem, stream>>>(p);
   SPB_CUDA_LAUNCH();
 }
 
-template <bool REV, int BK>
-void launch_bk(const BoundaryParams& p, int bn, cudaStream_t stream) {
-  if (bn == 64) launch_t<REV, BK, 64>(p, stream);
-  else if (bn == 128) launch_t<REV, BK, 128>(p, stream);
-  else launch_t<REV, BK, 256>(p, stream);
-}
-
+// Every configuration plan_of can produce (v1 kernels: WM 2, TS 32, all six tiles; IL kernels: WM 4 on 128 x 128
+// and 128 x 64, TS 32 or 64).
 template <bool REV>
-void launch_r(const BoundaryParams& p, int bk, int bn, cudaStream_t stream) {
-  if (bk == 64) launch_bk<REV, 64>(p, bn, stream);
-  else launch_bk<REV, 128>(p, bn, stream);
+void launch_r(const BoundaryParams& p, const Plan& c, cudaStream_t s) {
+#define SPB_BOUNDARY_CASE(BK, BN, WM, TS, IL, BULK)                                                  \
+  if (c.bk == BK && c.bn == BN && c.wm == WM && c.ts == TS && c.il == IL && c.bulk == BULK) { \
+    launch_t<REV, BK, BN, WM, TS, IL, BULK>(p, s);                                               \
+    return;                                                                                      \
+  }
+  SPB_BOUNDARY_CASE(128, 256, 2, 32, false, false)
+  SPB_BOUNDARY_CASE(128, 128, 2, 32, false, false)
+  SPB_BOUNDARY_CASE(128, 64, 2, 32, false, false)
+  SPB_BOUNDARY_CASE(64, 256, 2, 32, false, false)
+  SPB_BOUNDARY_CASE(64, 128, 2, 32, false, false)
+  SPB_BOUNDARY_CASE(64, 64, 2, 32, false, false)
+  SPB_BOUNDARY_CASE(128, 256, 2, 32, true, false)
+  SPB_BOUNDARY_CASE(128, 128, 4, 32, true, false)
+  SPB_BOUNDARY_CASE(128, 64, 4, 32, true, false)
+  SPB_BOUNDARY_CASE(64, 256, 2, 32, true, false)
+  SPB_BOUNDARY_CASE(64, 128, 2, 32, true, false)
+  SPB_BOUNDARY_CASE(64, 64, 2, 32, true, false)
+  SPB_BOUNDARY_CASE(128, 128, 4, 64, true, false)
+  SPB_BOUNDARY_CASE(128, 64, 4, 64, true, false)
+  SPB_BOUNDARY_CASE(64, 128, 2, 64, true, false)
+  SPB_BOUNDARY_CASE(64, 64, 2, 64, true, false)
+  SPB_BOUNDARY_CASE(128, 256, 2, 32, true, true)
+  SPB_BOUNDARY_CASE(128, 128, 4, 32, true, true)
+  SPB_BOUNDARY_CASE(64, 256, 2, 32, true, true)
+  SPB_BOUNDARY_CASE(64, 128, 2, 32, true, true)
+  SPB_BOUNDARY_CASE(64, 64, 2, 32, true, true)
+#undef SPB_BOUNDARY_CASE
+  std::abort();  // unreachable: plan_of makes only the configurations above
 }
 
 }  // namespace
 
 void set_boundary_span(int chunks) { g_boundary_span = chunks; }
+void set_boundary_variant(int v) { g_boundary_variant = v; }
+int boundary_variants() { return kBoundaryVariants; }
 
 size_t boundary_scratch_elems(const Dims& d) {
   const Plan pl = plan_of(d);
@@ -366,8 +629,8 @@ void launch_boundary(const Dims& d, bool reverse, const bf16* x, const bf16* y, 
   float* tau = pl.S == 1 ? nullptr : scratch + bh * pl.S * d.dk * d.dv;
   BoundaryParams p{x, y, gc, part, tau, d.B, d.T, d.H, d.dk, d.dv, d.NT, pl.span, pl.S, d.scale,
                    aligned16(x) && d.dk % 8 == 0, aligned16(y) && d.dv % 8 == 0, aligned16(gc) && d.dk % 4 == 0};
-  if (reverse) launch_r<true>(p, pl.bk, pl.bn, stream);
-  else launch_r<false>(p, pl.bk, pl.bn, stream);
+  if (reverse) launch_r<true>(p, pl, stream);
+  else launch_r<false>(p, pl, stream);
   if (pl.S == 1) return;
   const bool vec = d.dv % 4 == 0 && aligned16(fin) && aligned16(scratch);
   const long n = long(bh) * d.dk * (vec ? d.dv / 4 : d.dv);

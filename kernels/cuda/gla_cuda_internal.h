@@ -35,13 +35,17 @@ void launch_states(const Dims& d, bool reverse, const __nv_bfloat16* x, const __
 //   forward  (reverse == false): fin = the ht that launch_states(d, false, x = k, y = v, gc, init = nullptr, ...) gives
 //   backward (reverse == true):  fin = the dh0 of launch_states(d, true, x = q, y = do, gc, init = nullptr, ...)
 // scratch: boundary_scratch_elems(d) floats of device memory, owned by the caller (per-span partial states, decays);
-// 0 where one span covers the sequence (scratch may then be nullptr). The plan depends on d and on the current
-// device's SM count only, so the size stays valid for every launch with the same d on that device.
-// set_boundary_span: chunks per span (0: chosen by grid size); for tests and the benchmark; the scratch size follows.
+// 0 where one span covers the sequence (scratch may then be nullptr). The plan depends on d, on the current
+// device's SM count and on the two overrides below only, so the size stays valid for every launch with the same d
+// on that device while the overrides are unchanged.
+// set_boundary_span: chunks per span (0: chosen by grid size); set_boundary_variant: the kernel variant, 1 ..
+// boundary_variants() (0: the default; see gla_boundary.cu). For tests and the benchmark; the scratch size follows.
 size_t boundary_scratch_elems(const Dims& d);
 void launch_boundary(const Dims& d, bool reverse, const __nv_bfloat16* x, const __nv_bfloat16* y, const float* gc,
                      float* fin, float* scratch, cudaStream_t stream);
 void set_boundary_span(int chunks);
+void set_boundary_variant(int v);
+int boundary_variants();
 
 // gla_intra.cu: per (chunk, dv tile) blocks that build the in-chunk score matrix A and add an inter-chunk product.
 //   o  = s (Q*exp b) hs[n] + tril(A) V                      (chunk_output)

@@ -125,8 +125,9 @@ void helpers(int B, int T, int H, int dk, int dv) {
 
 // launch_boundary (the boundary state alone, by spans of chunks) against launch_states' fin (ht / dh0 from a zero
 // start) on the same inputs, and both against the fp64 reference. span: chunks per span (0: the launcher's choice;
-// here, without a device, it plans for 132 SMs).
-void boundary_states(int B, int T, int H, int dk, int dv, int span, GateKind gates = GateKind::model) {
+// here, without a device, it plans for 132 SMs); variant: gla_cuda::set_boundary_variant (0: the default).
+void boundary_states(int B, int T, int H, int dk, int dv, int span, GateKind gates = GateKind::model,
+                     int variant = 0) {
   GlaShape s;
   s.B = B, s.T = T, s.H = H, s.dk = dk, s.dv = dv;
   const HostTensors x = generate_inputs(s, 300 + T + dk + dv, gates, false, false);
@@ -138,6 +139,7 @@ void boundary_states(int B, int T, int H, int dk, int dv, int span, GateKind gat
   auto qb = to_bf(q), kb = to_bf(k), vb = to_bf(v), ob = to_bf(d_o);
   const gla_cuda::Dims d{B, T, H, dk, dv, s.chunks(), 1.0f / std::sqrt(float(dk))};
   gla_cuda::set_boundary_span(span);
+  gla_cuda::set_boundary_variant(variant);
   const size_t n_scratch = gla_cuda::boundary_scratch_elems(d);
   std::vector<float> scratch(n_scratch);
   double es[2], er[2], esr[2];
@@ -154,11 +156,12 @@ void boundary_states(int B, int T, int H, int dk, int dv, int span, GateKind gat
     esr[rev] = rel_rms_error(r, fin_states, fin.size());
   }
   gla_cuda::set_boundary_span(0);
+  gla_cuda::set_boundary_variant(0);
   const int nt = s.chunks(), sp = span > 0 && span < nt ? span : 0;
-  std::printf("boundary states B%d T%d H%d dk%d dv%d span %s: vs states ht %.2e dh0 %.2e; vs fp64 ht %.2e dh0 %.2e "
-              "(states: %.2e %.2e)\n",
-              B, T, H, dk, dv, sp ? std::to_string(sp).c_str() : (span > 0 ? "all" : "auto"), es[0], es[1], er[0],
-              er[1], esr[0], esr[1]);
+  std::printf("boundary states B%d T%d H%d dk%d dv%d span %s variant %d: vs states ht %.2e dh0 %.2e; vs fp64 ht "
+              "%.2e dh0 %.2e (states: %.2e %.2e)\n",
+              B, T, H, dk, dv, sp ? std::to_string(sp).c_str() : (span > 0 ? "all" : "auto"), variant, es[0], es[1],
+              er[0], er[1], esr[0], esr[1]);
   for (int rev = 0; rev < 2; ++rev) {
     expect_lt(es[rev], 1e-5, rev ? "boundary dh0 vs states" : "boundary ht vs states");
     expect_lt(er[rev], 5e-3, rev ? "boundary dh0 vs fp64" : "boundary ht vs fp64");
@@ -196,6 +199,13 @@ int main(int argc, char** argv) {
   boundary_states(1, 100, 1, 64, 256, 1);    // 64 x 256 tiles
   boundary_states(1, 256, 1, 64, 64, 3);     // whole chunks only (spans of 3, 1)
   boundary_states(1, 1, 1, 64, 64, 0);       // one token
+  // every variant of the boundary kernel (gla_boundary.cu: tiles, warp grids, 32/64-token steps, interleaved X~)
+  for (int var = 1; var <= gla_cuda::boundary_variants(); ++var) {
+    boundary_states(1, 485, 1, 128, 128, 3, GateKind::model, var);   // spans of 3, partial last chunk
+    boundary_states(1, 200, 2, 40, 72, 2, GateKind::strong, var);    // edge tiles, an empty second half
+    boundary_states(1, 130, 1, 128, 256, 0, GateKind::model, var);   // 128 x 256 (v1, IL: X~ after the products)
+    boundary_states(1, 91, 1, 13, 7, 1, GateKind::strong, var);      // odd sizes: element copies, scalar fold
+  }
   if (!quick) {
     composite(1, 1, 1, 16, 24, 1, false, false);
     composite(2, 130, 2, 16, 24, 1, true, false);
