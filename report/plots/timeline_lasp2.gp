@@ -14,12 +14,12 @@ set terminal pngcairo size 1000,480 font "sans,10" noenhanced
 set output "timeline_lasp2.png"
 plot "timeline_lasp2.dat" index 0 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#1f77b4" title "allgather (comm stream)", \
      "timeline_lasp2.dat" index 1 using 1:2:3:4 with boxxyerror fs solid 0.2 border lc rgb "#d62728" lc rgb "#d62728" title "backward (pass)", \
-     "timeline_lasp2.dat" index 2 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#2ca02c" title "fold (comm stream)", \
-     "timeline_lasp2.dat" index 3 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#ff7f0e" title "fold_reverse (comm stream)", \
-     "timeline_lasp2.dat" index 4 using 1:2:3:4 with boxxyerror fs solid 0.2 border lc rgb "#9467bd" lc rgb "#9467bd" title "forward (pass)", \
-     "timeline_lasp2.dat" index 5 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#8c564b" title "grads (compute stream)", \
-     "timeline_lasp2.dat" index 6 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#e377c2" title "local_dstates (compute stream)", \
-     "timeline_lasp2.dat" index 7 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#17becf" title "local_states (compute stream)", \
+     "timeline_lasp2.dat" index 2 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#2ca02c" title "boundary_dstate (compute stream)", \
+     "timeline_lasp2.dat" index 3 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#ff7f0e" title "boundary_state (compute stream)", \
+     "timeline_lasp2.dat" index 4 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#9467bd" title "fold (comm stream)", \
+     "timeline_lasp2.dat" index 5 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#8c564b" title "fold_reverse (comm stream)", \
+     "timeline_lasp2.dat" index 6 using 1:2:3:4 with boxxyerror fs solid 0.2 border lc rgb "#e377c2" lc rgb "#e377c2" title "forward (pass)", \
+     "timeline_lasp2.dat" index 7 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#17becf" title "grads (compute stream)", \
      "timeline_lasp2.dat" index 8 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#7f7f7f" title "output (compute stream)"
 set terminal svg size 1000,480 font "sans,10" noenhanced
 set output "timeline_lasp2.svg"

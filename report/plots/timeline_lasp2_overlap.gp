@@ -15,11 +15,11 @@ set output "timeline_lasp2_overlap.png"
 plot "timeline_lasp2_overlap.dat" index 0 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#1f77b4" title "allgather (comm stream)", \
      "timeline_lasp2_overlap.dat" index 1 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#d62728" title "apply_initial (compute stream)", \
      "timeline_lasp2_overlap.dat" index 2 using 1:2:3:4 with boxxyerror fs solid 0.2 border lc rgb "#2ca02c" lc rgb "#2ca02c" title "backward (pass)", \
-     "timeline_lasp2_overlap.dat" index 3 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#ff7f0e" title "fold (comm stream)", \
-     "timeline_lasp2_overlap.dat" index 4 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#9467bd" title "fold_reverse (comm stream)", \
-     "timeline_lasp2_overlap.dat" index 5 using 1:2:3:4 with boxxyerror fs solid 0.2 border lc rgb "#8c564b" lc rgb "#8c564b" title "forward (pass)", \
-     "timeline_lasp2_overlap.dat" index 6 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#e377c2" title "grads (compute stream)", \
-     "timeline_lasp2_overlap.dat" index 7 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#17becf" title "local_dstates (compute stream)", \
+     "timeline_lasp2_overlap.dat" index 3 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#ff7f0e" title "boundary_dstate (compute stream)", \
+     "timeline_lasp2_overlap.dat" index 4 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#9467bd" title "fold (comm stream)", \
+     "timeline_lasp2_overlap.dat" index 5 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#8c564b" title "fold_reverse (comm stream)", \
+     "timeline_lasp2_overlap.dat" index 6 using 1:2:3:4 with boxxyerror fs solid 0.2 border lc rgb "#e377c2" lc rgb "#e377c2" title "forward (pass)", \
+     "timeline_lasp2_overlap.dat" index 7 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#17becf" title "grads (compute stream)", \
      "timeline_lasp2_overlap.dat" index 8 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#7f7f7f" title "local_output (compute stream)", \
      "timeline_lasp2_overlap.dat" index 9 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#bcbd22" title "local_states (compute stream)", \
      "timeline_lasp2_overlap.dat" index 10 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#1f77b4" title "true_states (compute stream)"

@@ -14,9 +14,9 @@ set terminal pngcairo size 1000,480 font "sans,10" noenhanced
 set output "timeline_ring.png"
 plot "timeline_ring.dat" index 0 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#1f77b4" title "apply_initial (compute stream)", \
      "timeline_ring.dat" index 1 using 1:2:3:4 with boxxyerror fs solid 0.2 border lc rgb "#d62728" lc rgb "#d62728" title "backward (pass)", \
-     "timeline_ring.dat" index 2 using 1:2:3:4 with boxxyerror fs solid 0.2 border lc rgb "#2ca02c" lc rgb "#2ca02c" title "forward (pass)", \
-     "timeline_ring.dat" index 3 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#ff7f0e" title "grads (compute stream)", \
-     "timeline_ring.dat" index 4 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#9467bd" title "local_dstates (compute stream)", \
+     "timeline_ring.dat" index 2 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#2ca02c" title "boundary_dstate (compute stream)", \
+     "timeline_ring.dat" index 3 using 1:2:3:4 with boxxyerror fs solid 0.2 border lc rgb "#ff7f0e" lc rgb "#ff7f0e" title "forward (pass)", \
+     "timeline_ring.dat" index 4 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#9467bd" title "grads (compute stream)", \
      "timeline_ring.dat" index 5 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#8c564b" title "local_output (compute stream)", \
      "timeline_ring.dat" index 6 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#e377c2" title "local_states (compute stream)", \
      "timeline_ring.dat" index 7 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#17becf" title "ring_fold (compute stream)", \

@@ -16,9 +16,9 @@ plot "timeline_zeco_overlap.dat" index 0 using 1:2:3:4 with boxxyerror fs solid 
      "timeline_zeco_overlap.dat" index 1 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#d62728" title "allscan_reverse (comm stream)", \
      "timeline_zeco_overlap.dat" index 2 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#2ca02c" title "apply_initial (compute stream)", \
      "timeline_zeco_overlap.dat" index 3 using 1:2:3:4 with boxxyerror fs solid 0.2 border lc rgb "#ff7f0e" lc rgb "#ff7f0e" title "backward (pass)", \
-     "timeline_zeco_overlap.dat" index 4 using 1:2:3:4 with boxxyerror fs solid 0.2 border lc rgb "#9467bd" lc rgb "#9467bd" title "forward (pass)", \
-     "timeline_zeco_overlap.dat" index 5 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#8c564b" title "grads (compute stream)", \
-     "timeline_zeco_overlap.dat" index 6 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#e377c2" title "local_dstates (compute stream)", \
+     "timeline_zeco_overlap.dat" index 4 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#9467bd" title "boundary_dstate (compute stream)", \
+     "timeline_zeco_overlap.dat" index 5 using 1:2:3:4 with boxxyerror fs solid 0.2 border lc rgb "#8c564b" lc rgb "#8c564b" title "forward (pass)", \
+     "timeline_zeco_overlap.dat" index 6 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#e377c2" title "grads (compute stream)", \
      "timeline_zeco_overlap.dat" index 7 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#17becf" title "local_output (compute stream)", \
      "timeline_zeco_overlap.dat" index 8 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#7f7f7f" title "local_states (compute stream)", \
      "timeline_zeco_overlap.dat" index 9 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#bcbd22" title "true_states (compute stream)"
