@@ -30,7 +30,7 @@
 //   the layout's blocks per SM. Blocks of one (b*h, span) are adjacent in the grid (tile index fastest), so they run
 //   together and share their x / gc / y tiles through L2.
 //
-// Variants (set_boundary_variant; 0 = the default = 6 where dv <= 128, else 5). NOTES.md ("Boundary kernel: why
+// Variants (set_boundary_variant; 0 = the default = 7, measured fastest in run g). NOTES.md ("Boundary kernel: why
 // 116 us") has the diagnosis and the per-step budget behind them.
 //   1  v1 as first written: 2 x 4 warps, 32-token steps, X~(s+1) built before the products of step s (its own basic
 //      block, __expf + cvt.rna: ~12.5 instructions per element), tiles 128 x 128 / 128 x 256 / 64 x ..., 1 block/SM.
@@ -71,8 +71,13 @@
 //   B1 T32K H16 128/128 (us):  v1 216  v2 160 v3 175 v4 226  v5 160 v6 152 v7 157 v8 148 v9 156
 //   B1 T16K H4 256/512 (us):   v1 ~160 v2 ~155 v3 ~165 v4 ~165 v5 ~150 v6 ~150 v7 =v5 v8 ~150 v9 ~148
 //   (tf32 mma.sync at ~4 clocks per m16n8k8 per SM, which is what fits v1's 116 us, puts a floor of ~71 us under
-//   stage 1 at T = 16K H16 and ~142 us at H4 256/512; NOTES.md.) Default 6: 8 is predicted 2 us faster but rests
-//   on mbarrier / bulk-copy semantics that only a GPU run confirms; make it the default if it measures faster.
+//   stage 1 at T = 16K H16 and ~142 us at H4 256/512; NOTES.md.) Predictions above; measured in GPU run g (each
+//   alone, median of 20, stage 1 + fold; results/logs/gpu_2026-11-21_g_session.log):
+//   B1 T16K H16 128/128 (us):  v1 117  v2 108 v3 140 v4 128  v5 98  v6 102 v7 93  v8 256 v9 257
+//   B1 T32K H16 128/128 (us):  v1 219  v2 204 v3 267 v4 242  v5 181 v6 190 v7 171 v8 504 v9 504
+//   B1 T16K H4 256/512 (us):   v1 165  v2 194 v3 256 v4 174  v5 147 v6 181 v7 147 v8 499 v9 295
+//   Default 7 (= 5 where dv > 128). The bulk copies (8, 9) are 2.5x slower than their cp.async twins, not yet
+//   understood (a guess: one warp issuing a 256-byte copy per row serialises the stage's requests).
 // - Any T >= 1, B, H; any dk, dv (tiles masked; element copies where a tensor is not 16-byte aligned, as
 //   gla_states.cu's vx / vy / vg).
 #include <algorithm>
@@ -525,11 +530,11 @@ struct Plan {
 // The variants (header comment): 1 v1 as first written; 2 v1 with 64-row tiles (2 blocks per SM where dv <= 128);
 // 3 v1 with 64-column tiles (2 blocks per SM); 4 v1 with spans of 16 chunks; 5 IL at v1's tiles (4 x 2 warps on
 // 128 x 128 and 128 x 64); 6 IL with 64-row tiles; 7 as 5 with 64-token steps (32-token where 64 does not fit);
-// 8 as 6 with bulk copies; 9 as 5 with bulk copies. 0: the default, 6 where dv <= 128 and 5 otherwise.
+// 8 as 6 with bulk copies; 9 as 5 with bulk copies. 0: the default, 7 (the fastest in run g at every shape).
 constexpr int kBoundaryVariants = 9;
 Plan plan_of(const Dims& d) {
   int v = g_boundary_variant;
-  if (v < 1 || v > kBoundaryVariants) v = d.dv <= 128 ? 6 : 5;
+  if (v < 1 || v > kBoundaryVariants) v = 7;
   Plan pl;
   const int bk1 = d.dk > 64 ? 128 : 64, bn1 = d.dv > 128 ? 256 : d.dv > 64 ? 128 : 64;
   pl.bk = bk1, pl.bn = bn1, pl.wm = 2, pl.ts = 32, pl.il = v >= 5, pl.bulk = v >= 8;
