@@ -24,11 +24,7 @@ iters=${SPB_DEV_ITERS:-50}
 [ -x "$B/spbench" ] || { echo "no $B/spbench: build it first (bash scripts/gpu_session.sh build)"; exit 1; }
 mkdir -p "$dir"
 : > "$log"
-export NCCL_NVLS_ENABLE=0  # never NVLink multicast here (KINDS.md)
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-NCCL_ROOT=${NCCL_ROOT:-$(python3 -c 'import nvidia.nccl, os; print(nvidia.nccl.__path__[0])' 2>/dev/null || true)}
-[ -n "$NCCL_ROOT" ] && export LD_LIBRARY_PATH=$NCCL_ROOT/lib:${LD_LIBRARY_PATH:-}
-export SPB_GIT_SHA=${SPB_GIT_SHA:-$(cat .deps/git_sha 2>/dev/null || echo unknown)}
+source scripts/gpu_env.sh
 gpus=$(nvidia-smi -L | wc -l)
 t0=$(date +%s)
 

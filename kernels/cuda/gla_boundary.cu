@@ -510,17 +510,6 @@ __global__ void __launch_bounds__(256) boundary_fold_kernel(const float* part, c
 int g_boundary_span = 0;     // tuning / test override of the chunks per span (0: the variant's choice)
 int g_boundary_variant = 0;  // tuning / test override of the kernel variant (0: the default)
 
-int sm_count() {
-  static const int n = [] {
-    int dev = 0, v = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) !=
-                                                  cudaSuccess)
-      v = 132;
-    return v > 0 ? v : 132;
-  }();
-  return n;
-}
-
 // The launch plan: kernel configuration (tile, warp grid, step, interleaving), chunks per span, spans per (b, h).
 struct Plan {
   int bk, bn, wm, ts;

@@ -174,5 +174,17 @@ __device__ __forceinline__ void store2(bf16* p, int col, int ncols, float v0, fl
   }
 }
 
+// SMs of the current device (132 if it cannot be asked), looked up once: the launch plans size grids in waves.
+inline int sm_count() {
+  static const int n = [] {
+    int dev = 0, v = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) !=
+                                                  cudaSuccess)
+      v = 132;
+    return v > 0 ? v : 132;
+  }();
+  return n;
+}
+
 }  // namespace gla_cuda
 }  // namespace spb

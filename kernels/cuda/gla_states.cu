@@ -188,17 +188,6 @@ __global__ void __launch_bounds__(kStatesThreads) states_kernel(const StatesPara
 
 int g_states_bk = 0;  // tuning override (0: choose by grid size)
 
-int sm_count() {
-  static const int n = [] {
-    int dev = 0, v = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) !=
-                                                  cudaSuccess)
-      v = 132;
-    return v > 0 ? v : 132;
-  }();
-  return n;
-}
-
 template <bool REV, int BK>
 void launch_states_t(const StatesParams& p, cudaStream_t stream) {
   using L = StatesLayout<BK>;
