@@ -325,18 +325,18 @@ class CudaKernels final : public GlaKernels {
                   stream_of(st));
   }
 
-  // The boundary states by the chunk-parallel reduction of gla_boundary.cu (scratch slot 0: its per-span partials).
+  // The boundary states by the chunk-parallel reduction of gla_boundary.cu (scratch: its per-span partials).
   void chunk_final_state(const GlaShape& s, const void* k, const void* v, const float* gc, float* ht,
                          Stream st) override {
     const Dims d = dims_of(s);
     launch_boundary(d, false, static_cast<const bf16*>(k), static_cast<const bf16*>(v), gc, ht,
-                    scratch(0, boundary_scratch_elems(d)), stream_of(st));
+                    scratch(boundary_scratch_elems(d)), stream_of(st));
   }
   void chunk_initial_dstate(const GlaShape& s, const void* q, const void* d_o, const float* gc, float* dh0,
                             Stream st) override {
     const Dims d = dims_of(s);
     launch_boundary(d, true, static_cast<const bf16*>(q), static_cast<const bf16*>(d_o), gc, dh0,
-                    scratch(0, boundary_scratch_elems(d)), stream_of(st));
+                    scratch(boundary_scratch_elems(d)), stream_of(st));
   }
 
   void chunk_output(const GlaShape& s, const void* q, const void* k, const void* v, const float* gc, const float* hs,
@@ -391,7 +391,7 @@ class CudaKernels final : public GlaKernels {
   }
 
   ~CudaKernels() override {
-    for (auto& b : scratch_) cudaFree(b.first);
+    cudaFree(scratch_);
   }
 
   void state_fold(size_t rows, size_t cols, const float* decay, const float* x, const float* y, float* out,
@@ -431,17 +431,17 @@ class CudaKernels final : public GlaKernels {
   }
 
  private:
-  // Grow-only device scratch, one buffer per slot (allocation synchronises; later calls reuse it).
-  float* scratch(int slot, size_t elems) {
-    auto& b = scratch_[size_t(slot)];
-    if (b.second < elems) {
-      if (b.first) SPB_CUDA(cudaFree(b.first));
-      SPB_CUDA(cudaMalloc(&b.first, elems * 4));
-      b.second = elems;
+  // Grow-only device scratch (allocation synchronises; later calls reuse it). Calls on one stream at a time share it.
+  float* scratch(size_t elems) {
+    if (scratch_elems_ < elems) {
+      if (scratch_) SPB_CUDA(cudaFree(scratch_));
+      SPB_CUDA(cudaMalloc(&scratch_, elems * 4));
+      scratch_elems_ = elems;
     }
-    return b.first;
+    return scratch_;
   }
-  std::pair<float*, size_t> scratch_[1] = {};
+  float* scratch_ = nullptr;
+  size_t scratch_elems_ = 0;
 };
 
 }  // namespace
