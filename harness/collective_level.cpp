@@ -58,8 +58,10 @@ namespace {
 std::vector<double> time_calls(Bootstrap& boot, Device& dev, CollectivePattern& pat, int iters, bool barrier_each,
                                int per_event) {
   const Stream cs = dev.comm_stream();
+  // Back to back, an event after every per_event calls: a group's time over its calls is one sample (per call).
+  const int groups = barrier_each ? 1 : iters / per_event;
   std::vector<std::unique_ptr<EventHandle>> ev;
-  for (int i = 0; i <= iters; ++i) ev.push_back(std::make_unique<EventHandle>(dev));
+  for (int i = 0; i <= groups; ++i) ev.push_back(std::make_unique<EventHandle>(dev));
   std::vector<double> us;
   if (barrier_each) {
     for (int i = 0; i < iters; ++i) {
@@ -72,8 +74,6 @@ std::vector<double> time_calls(Bootstrap& boot, Device& dev, CollectivePattern& 
     }
     return us;
   }
-  // An event after every per_event calls: a group's time over its calls is one sample (per call).
-  const int groups = iters / per_event;
   boot.barrier();
   dev.record(ev[0]->get(), cs);
   for (int i = 0; i < groups; ++i) {
