@@ -1277,13 +1277,17 @@ class DeviceAllScanImpl final : public DeviceAllScan {
       });
       const std::string base = trace_prefix_ + ".rank" + std::to_string(p);
       const std::string path = base + ".csv", meta = base + ".meta.csv";
-      const bool fresh = first_write(path);
-      FILE* f = std::fopen(path.c_str(), fresh ? "w" : "a");
-      SPB_CHECK(f, "cannot open " + path);
-      if (fresh)
-        std::fputs("rank,epoch,dir,cta,entry_ns,prologue_ns,first_in_ns,last_out_ns,exit_ns,call,scan_id,elems,units,"
-                   "smid,entry_clk,prologue_clk,first_in_clk,last_out_clk,exit_clk\n",
-                   f);
+      // Truncated with a header by this process's first writer, appended to by the later ones.
+      auto open_rows = [&](const std::string& file, const char* header) {
+        const bool fresh = first_write(file);
+        FILE* h = std::fopen(file.c_str(), fresh ? "w" : "a");
+        SPB_CHECK(h, "cannot open " + file);
+        if (fresh) std::fputs(header, h);
+        return h;
+      };
+      FILE* f = open_rows(path,
+                          "rank,epoch,dir,cta,entry_ns,prologue_ns,first_in_ns,last_out_ns,exit_ns,call,scan_id,elems,"
+                          "units,smid,entry_clk,prologue_clk,first_in_clk,last_out_clk,exit_clk\n");
       for (size_t i : order) {
         const TraceRec& r = recs[i];
         std::fprintf(f, "%d,%u,%u,%zu", p, r.epoch, r.dir, i % size_t(ctas_));
@@ -1296,19 +1300,16 @@ class DeviceAllScanImpl final : public DeviceAllScan {
       }
       const bool ok = std::fclose(f) == 0;
       SPB_CHECK(ok, "writing " + path + " failed");
-      const bool mfresh = first_write(meta);
-      FILE* m = std::fopen(meta.c_str(), mfresh ? "w" : "a");
-      SPB_CHECK(m, "cannot open " + meta);
-      if (mfresh)
-        std::fputs("scan_id,rank,ranks,proto,ctas,unroll,capacity,calls,gt_step_ns,gt_min_step_ns,clk_ghz_start,"
-                   "clk_ghz_end,prev_offset_ns,prev_rtt_ns,prev_offset_rounds\n",
-                   m);
+      FILE* m = open_rows(meta,
+                          "scan_id,rank,ranks,proto,ctas,unroll,capacity,calls,gt_step_ns,gt_min_step_ns,"
+                          "clk_ghz_start,clk_ghz_end,prev_offset_ns,prev_rtt_ns,prev_offset_rounds\n");
       std::fprintf(m, "%d,%d,%d,%s,%d,%d,%zu,%u,%.1f,%.1f,%.4f,%.4f,", trace_id_, p, rt_.world(), backend_.c_str(),
                    ctas_, proto_ == kFlag ? 0 : unroll_, max_elems_, trace_calls_, calib_start_.gt_step_ns,
                    calib_start_.gt_min_step_ns, calib_start_.clk_ghz, end.clk_ghz);
       if (off.valid) std::fprintf(m, "%.1f,%.1f,%lld\n", off.prev_minus_mine_ns, off.rtt_ns, off.rounds);
       else std::fputs(",,0\n", m);
-      std::fclose(m);
+      const bool meta_ok = std::fclose(m) == 0;
+      SPB_CHECK(meta_ok, "writing " + meta + " failed");
     } catch (const std::exception& e) {
       std::fprintf(stderr, "[rank %d] device All-Scan trace not written: %s\n", p, e.what());
     }
