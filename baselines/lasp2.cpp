@@ -32,6 +32,7 @@ class Lasp2 final : public SpMethod {
       dev.wait(dev.compute_stream(), folded_.get());
       local_.forward_apply_initial(a);
     } else {
+      local_.forward_gates(a);  // overlaps the all-gather
       dev.wait(dev.compute_stream(), folded_.get());
       local_.forward_output_from_initial(a);
     }

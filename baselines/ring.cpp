@@ -36,8 +36,7 @@ class Ring final : public SpMethod {
       const char* k = blk;
       const char* v = blk + s_.qk_elems() * act_;
       const char* g = v + s_.v_elems() * act_;
-      rt_.kern->chunk_cumsum(s_, g, gc_.f32(), lambda_.f32(), st);
-      rt_.kern->chunk_final_state(s_, k, v, gc_.f32(), contrib_.f32(), st);
+      rt_.kern->chunk_final_state(s_, k, v, g, gc_.f32(), contrib_.f32(), lambda_.f32(), st);
       accumulate(local_.S_in());
       return true;
     });
@@ -60,8 +59,8 @@ class Ring final : public SpMethod {
       const char* q = blk;
       const char* d_o = blk + s_.qk_elems() * act_;
       const char* g = d_o + s_.v_elems() * act_;
-      rt_.kern->chunk_cumsum(s_, g, gc_.f32(), lambda_.f32(), st);
-      rt_.kern->chunk_initial_dstate(s_, q, d_o, gc_.f32(), contrib_.f32(), st);
+      rt_.kern->chunk_cumsum(s_, g, gc_.f32(), lambda_.f32(), st);  // lambda_ (gc_ where the kernel reads gc)
+      rt_.kern->chunk_initial_dstate(s_, q, d_o, g, gc_.f32(), contrib_.f32(), st);
       accumulate(local_.dS_out());
       return true;
     });

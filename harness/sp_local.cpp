@@ -17,12 +17,20 @@ SpLocalGla::SpLocalGla(Runtime& rt, const GlaShape& s)
 void SpLocalGla::forward_boundary(const SpForwardArgs& a) {
   TimelineSpan span(rt_, "boundary_state", false);
   states_true_ = false;
-  const Stream st = rt_.dev->compute_stream();
-  rt_.kern->chunk_cumsum(ws_.shape, a.g, ws_.gc.f32(), ws_.lambda.f32(), st);
-  rt_.kern->chunk_final_state(ws_.shape, a.k, a.v, ws_.gc.f32(), local_final_.f32(), st);
+  gc_ready_ = rt_.kern->chunk_final_state(ws_.shape, a.k, a.v, a.g, ws_.gc.f32(), local_final_.f32(),
+                                          ws_.lambda.f32(), rt_.dev->compute_stream());
+}
+
+void SpLocalGla::forward_gates(const SpForwardArgs& a) {
+  if (gc_ready_) return;
+  TimelineSpan span(rt_, "cumsum", false);
+  // lambda came with M_p, and the communication may be reading it now: gc only.
+  rt_.kern->chunk_cumsum(ws_.shape, a.g, ws_.gc.f32(), nullptr, rt_.dev->compute_stream());
+  gc_ready_ = true;
 }
 
 void SpLocalGla::forward_output_from_initial(const SpForwardArgs& a) {
+  forward_gates(a);
   TimelineSpan span(rt_, "output", false);
   const Stream st = rt_.dev->compute_stream();
   rt_.kern->chunk_states_fwd(ws_.shape, a.k, a.v, ws_.gc.f32(), S_in_.f32(), ws_.hs.f32(), ws_.ht.f32(), st);
@@ -35,6 +43,7 @@ void SpLocalGla::forward_local_states(const SpForwardArgs& a) {
   states_true_ = false;
   const Stream st = rt_.dev->compute_stream();
   rt_.kern->chunk_cumsum(ws_.shape, a.g, ws_.gc.f32(), ws_.lambda.f32(), st);
+  gc_ready_ = true;
   rt_.kern->chunk_states_fwd(ws_.shape, a.k, a.v, ws_.gc.f32(), nullptr, ws_.hs.f32(), local_final_.f32(), st);
 }
 
@@ -50,7 +59,9 @@ void SpLocalGla::forward_apply_initial(const SpForwardArgs& a) {
 
 void SpLocalGla::backward_boundary(const SpForwardArgs& f, const SpBackwardArgs& a) {
   TimelineSpan span(rt_, "boundary_dstate", false);
-  rt_.kern->chunk_initial_dstate(ws_.shape, f.q, a.d_o, ws_.gc.f32(), local_dh_in_.f32(), rt_.dev->compute_stream());
+  SPB_CHECK(gc_ready_, "SpLocalGla: backward_boundary before the forward computed gc");
+  rt_.kern->chunk_initial_dstate(ws_.shape, f.q, a.d_o, f.g, ws_.gc.f32(), local_dh_in_.f32(),
+                                 rt_.dev->compute_stream());
 }
 
 void SpLocalGla::backward_true_states() {

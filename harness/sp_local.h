@@ -1,7 +1,8 @@
 // What every scan-based SP method does on its own rank (DESIGN §2), so that zeco, lasp2 and ring differ only in how
 // they obtain S_in and dS_out:
-//  forward, in order (the default): gc, Lambda_p and M_p alone (forward_boundary: a chunk-parallel reduction, no chunk
-//            state stored), sent at once; once S_in is known, the chunk states from it (the ordinary recurrence with
+//  forward, in order (the default): Lambda_p and M_p alone (forward_boundary: a chunk-parallel reduction from the raw
+//            gates, no chunk state stored), sent at once; gc while they travel (forward_gates, where the boundary
+//            did not leave it); once S_in is known, the chunk states from it (the ordinary recurrence with
 //            h0 = S_in, so they are true as they are written) and o (forward_output_from_initial). Compared with
 //            computing the zero-start states first and correcting them, this trades one pass over the chunk states
 //            (read + write, ~175 us at 16K tokens on an H200) for a reduction that only reads k, v and gc.
@@ -23,6 +24,7 @@ class SpLocalGla {
   SpLocalGla(Runtime& rt, const GlaShape& s);
 
   void forward_boundary(const SpForwardArgs& a);            // -> lambda, local_final (M_p)
+  void forward_gates(const SpForwardArgs& a);               // -> gc (no-op where forward_boundary left it)
   void forward_output_from_initial(const SpForwardArgs& a);  // reads S_in()
   void forward_local_states(const SpForwardArgs& a);         // -> lambda, local_final and the zero-start states
   void forward_local_output(const SpForwardArgs& a);
@@ -51,6 +53,7 @@ class SpLocalGla {
   GlaWorkspace ws_;
   Buffer local_final_, local_dh_in_, S_in_, dS_out_, spare_;
   bool states_true_ = false;  // hs and ht in the workspace already include S_in
+  bool gc_ready_ = false;     // gc in the workspace is chunk_cumsum(g) of the current forward
 };
 
 // A buffer of `bytes` filled with `src` (nullable: zeros), on stream st.

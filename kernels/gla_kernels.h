@@ -69,12 +69,20 @@ class GlaKernels {
   // What an SP rank sends before it computes anything else: the ht of chunk_states_fwd from a zero state and the dh0
   // of chunk_states_bwd from a zero final gradient, without the chunk states. The defaults run those stages and store
   // no chunk state; the GPU overrides them with a chunk-parallel reduction (kernels/cuda/gla_boundary.cu).
-  virtual void chunk_final_state(const GlaShape& s, const void* k, const void* v, const float* gc, float* ht,
-                                 Stream st) {
+  // chunk_final_state starts from the raw gates g: it writes ht and lambda (nullable; chunk_cumsum's, up to rounding)
+  // and may use gc as scratch. It returns true where it left gc = chunk_cumsum(g) there (the default runs
+  // chunk_cumsum first), false where it read g alone and left gc as it was (the caller then runs chunk_cumsum, with
+  // no lambda, when it needs gc: on the GPU that overlaps the communication of ht).
+  virtual bool chunk_final_state(const GlaShape& s, const void* k, const void* v, const void* g, float* gc, float* ht,
+                                 float* lambda, Stream st) {
+    chunk_cumsum(s, g, gc, lambda, st);
     chunk_states_fwd(s, k, v, gc, nullptr, nullptr, ht, st);
+    return true;
   }
-  virtual void chunk_initial_dstate(const GlaShape& s, const void* q, const void* d_o, const float* gc, float* dh0,
-                                    Stream st) {
+  // g and gc = chunk_cumsum(g) are both given; an implementation reads whichever costs it less.
+  virtual void chunk_initial_dstate(const GlaShape& s, const void* q, const void* d_o, const void* g, const float* gc,
+                                    float* dh0, Stream st) {
+    (void)g;
     chunk_states_bwd(s, q, d_o, gc, nullptr, nullptr, dh0, st);
   }
 

@@ -51,6 +51,7 @@ class Zeco final : public SpMethod {
       dev.wait(dev.compute_stream(), scanned_.get());
       local_.forward_apply_initial(a);
     } else {
+      local_.forward_gates(a);  // overlaps the All-Scan
       dev.wait(dev.compute_stream(), scanned_.get());
       local_.forward_output_from_initial(a);
     }

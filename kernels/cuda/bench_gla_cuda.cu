@@ -416,8 +416,24 @@ void print_breakdown(Problem& p) {
                         gla_cuda::set_dqk_variant(0);
                       }});
   }
-  // each variant of the boundary kernel (gla_boundary.cu; the default is one of them), forward only
-  for (int bv = 1; bv <= gla_cuda::boundary_variants(); ++bv)
+  // The boundary from the raw gates (what the SP methods run where the shape allows): reads g bf16, not gc fp32.
+  auto g_raw = static_cast<const bf16*>(p.g.get());
+  const bool from_g = gla_cuda::boundary_reads_gates(d);
+  if (from_g) {
+    stages.push_back({"boundary fwd, from g", 4 * TD + 2 * TE, [&] {
+                        gla_cuda::launch_boundary_gates(d, false, k, v, g_raw, p.ht.f32(), ws.lambda.f32(),
+                                                        bscratch.f32(), cs);
+                      }});
+    stages.push_back({"boundary bwd, from g", 4 * TD + 2 * TE, [&] {
+                        gla_cuda::launch_boundary_gates(d, true, q, d_o, g_raw, p.dh0.f32(), nullptr, bscratch.f32(),
+                                                        cs);
+                      }});
+  }
+  // each variant of the boundary kernel (gla_boundary.cu; the default is one of them), forward only; measured in run
+  // g (NOTES.md), so only with SPB_BENCH_BOUNDARY_VARIANTS=1
+  const char* bvar_env = std::getenv("SPB_BENCH_BOUNDARY_VARIANTS");
+  const bool bvars = bvar_env && std::string(bvar_env) == "1";
+  for (int bv = 1; bvars && bv <= gla_cuda::boundary_variants(); ++bv)
     stages.push_back({"boundary fwd, v" + std::to_string(bv), 6 * TD + 2 * TE, [&, bv] {
                         gla_cuda::set_boundary_variant(bv);
                         gla_cuda::launch_boundary(d, false, k, v, ws.gc.f32(), p.ht.f32(), bscratch.f32(), cs);
@@ -453,6 +469,14 @@ void print_breakdown(Problem& p) {
       SPB_CUDA(cudaMemcpy(hb.data(), b.get(), n * 4, cudaMemcpyDeviceToHost));
       std::printf("  boundary %s vs states%s: rel rms %.2e (bar 1e-5)\n", rev ? "bwd (dh0)" : "fwd (ht)",
                   bv ? (", v" + std::to_string(bv)).c_str() : "", rel_rms_error(ha, hb, n));
+    }
+    if (from_g) {
+      SPB_CUDA(cudaMemsetAsync(b.get(), 0xFF, n * 4, cs));
+      gla_cuda::launch_boundary_gates(d, rev, x, y, g_raw, b.f32(), nullptr, bscratch.f32(), cs);
+      SPB_CUDA(cudaStreamSynchronize(cs));
+      SPB_CUDA(cudaMemcpy(hb.data(), b.get(), n * 4, cudaMemcpyDeviceToHost));
+      std::printf("  boundary %s vs states, from g: rel rms %.2e (bar 1e-5)\n", rev ? "bwd (dh0)" : "fwd (ht)",
+                  rel_rms_error(ha, hb, n));
     }
   }
 }

@@ -90,6 +90,7 @@
 #endif
 
 #include "harness/cuda_check.h"
+#include "harness/error.h"
 #include "kernels/cuda/gla_cuda_common.cuh"
 #include "kernels/cuda/gla_cuda_internal.h"
 
@@ -190,8 +191,13 @@ inline void sync_warp() {}
 #endif
 
 // Shared memory of one block: NS stages of (x tile, y tile, gc tile rewritten in place as X~, the B_n row).
-constexpr size_t layout_stage(int BK, int BN, int TS) {
-  return size_t(TS) * BK * 2 + size_t(TS) * (BN + 8) * 2 + size_t(TS) * (BK + 4) * 4 + size_t(BK) * 4;
+// RAW: NS stages of (x tile, y tile, bf16 g tile), then two X~ tiles and two B_n rows, alternating by step.
+constexpr size_t layout_stage(int BK, int BN, int TS, bool RAW = false) {
+  return RAW ? size_t(TS) * BK * 2 + size_t(TS) * (BN + 8) * 2 + size_t(TS) * BK * 2
+             : size_t(TS) * BK * 2 + size_t(TS) * (BN + 8) * 2 + size_t(TS) * (BK + 4) * 4 + size_t(BK) * 4;
+}
+constexpr size_t layout_extra(int BK, int TS, bool RAW) {
+  return RAW ? 2 * (size_t(TS) * (BK + 4) * 4 + size_t(BK) * 4) : 0;
 }
 // Blocks per SM a layout is sized for: 2 (<= 128 registers, <= 110 KB) where a warp holds <= 32 accumulators and
 // three stages fit in 110 KB, else 1.
@@ -199,7 +205,7 @@ constexpr int layout_bps(int BK, int BN, int WM, int TS) {
   return (BK / WM / 16) * (BN / (8 / WM) / 8) <= 8 && 3 * layout_stage(BK, BN, TS) <= size_t(110) * 1024 ? 2 : 1;
 }
 
-template <int BK, int BN, int WM, int TS>
+template <int BK, int BN, int WM, int TS, bool RAW = false>
 struct BoundaryLayout {
   static constexpr int WN = 8 / WM;        // warps: WM along dk, WN along dv
   static constexpr int MT = BK / WM / 16;  // m16 tiles per warp
@@ -209,12 +215,15 @@ struct BoundaryLayout {
   static constexpr int GS = BK + 4;   // fp32 stride of gc / X~ (in place): A-fragment float2 loads conflict-free
   static constexpr int YS = BN + 8;   // bf16 stride of y: ldmatrix rows 16 B apart modulo 128 B, conflict-free
   static constexpr size_t x_bytes = size_t(TS) * XS * 2, y_bytes = size_t(TS) * YS * 2;
-  static constexpr size_t g_bytes = size_t(TS) * GS * 4, b_bytes = size_t(BK) * 4;
+  // RAW: the stage's g tile is bf16 [TS][BK] (16-byte chunks swizzled, raw_at); X~ [TS][GS] and B_n [BK] live
+  // outside the stages, two of each (step parity).
+  static constexpr size_t g_bytes = RAW ? size_t(TS) * BK * 2 : size_t(TS) * GS * 4, b_bytes = RAW ? 0 : size_t(BK) * 4;
+  static constexpr size_t xt_bytes = size_t(TS) * GS * 4, extra = layout_extra(BK, TS, RAW);
   static constexpr size_t stage = x_bytes + y_bytes + g_bytes + b_bytes;
   static constexpr size_t budget = BPS == 1 ? size_t(220) * 1024 : size_t(110) * 1024;
-  static constexpr int NS = int(budget / stage) < 6 ? int(budget / stage) : 6;
-  static constexpr size_t total = NS * stage;  // (+ NS mbarriers with BULK)
-  static_assert(stage == layout_stage(BK, BN, TS), "layout");
+  static constexpr int NS = int((budget - extra) / stage) < 6 ? int((budget - extra) / stage) : 6;
+  static constexpr size_t total = NS * stage + extra;  // (+ NS mbarriers with BULK)
+  static_assert(stage == layout_stage(BK, BN, TS, RAW), "layout");
   static_assert(NS >= 3, "the pipeline needs 3 stages");
   static_assert((WM == 2 || WM == 4) && MT >= 1 && NT8 >= 2 && NT8 % 2 == 0, "warp grid");
   static_assert(x_bytes % 16 == 0 && y_bytes % 16 == 0 && g_bytes % 16 == 0 && b_bytes % 16 == 0, "layout");
@@ -223,22 +232,61 @@ struct BoundaryLayout {
 struct BoundaryParams {
   const bf16* x;
   const bf16* y;
-  const float* gc;
+  const float* gc;  // RAW: unused
+  const bf16* g;    // RAW: the raw gates (each chunk scanned in the kernel); else unused
+  float* lambda;    // RAW forward, nullable: sum of g over all tokens [B*H, dk] (S == 1: written here, else by the fold)
   float* out;  // S == 1: fin [B*H, dk, dv]; S > 1: the partial states [B*H, S, dk, dv]
   float* tau;  // S > 1: the spans' log-decays [B*H, S, dk]
   int B, T, H, dk, dv, NT;
   int span, S;  // chunks per span, spans per (b, h)
   float scale;
-  bool vx, vy, vg;
+  bool vx, vy, vg;  // 16-byte loads allowed for x, y, and gc (RAW: g)
 };
+
+// RAW: element (r, c) of a bf16 [rows][BK] tile whose 16-byte chunks are swizzled, chunk c / 8 of row r stored at
+// chunk (c / 8) ^ (r / 8 % 8): the raw build's lanes read rows 8 apart, which would all hit the same banks.
+template <int BK>
+__device__ __forceinline__ int raw_at(int r, int c) {
+  return r * BK + ((((c >> 3) ^ (r >> 3)) & 7) | ((c >> 3) & ~7)) * 8 + (c & 7);
+}
+// Loads a bf16 tile into that layout; rows >= rmax and columns >= cmax become zeros (as load_tile).
+template <int R, int BK, int NTH>
+__device__ __noinline__ void load_raw_edge(bf16* s, const bf16* g, long gstride, int rmax, int cmax, bool vec) {
+  for (int idx = threadIdx.x; idx < R * (BK / 8); idx += NTH) {
+    const int r = idx / (BK / 8), c = (idx % (BK / 8)) * 8;
+    bf16* d = s + raw_at<BK>(r, c);
+    if (r < rmax && vec && c + 8 <= cmax) {
+      cp_async16(d, g + r * gstride + c);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) d[e] = (r < rmax && c + e < cmax) ? g[r * gstride + c + e] : zero_of<bf16>();
+    }
+  }
+}
+template <int R, int BK, int NTH>
+__device__ __forceinline__ void load_raw(bf16* s, const bf16* g, long gstride, int rmax, int cmax, bool vec) {
+  static_assert((R * BK / 8) % NTH == 0 && BK % 64 == 0, "load_raw");
+  if (vec && rmax >= R && cmax >= BK) {
+#pragma unroll
+    for (int i = 0; i < R * BK / 8 / NTH; ++i) {
+      const int idx = threadIdx.x + i * NTH, r = idx / (BK / 8), c = (idx % (BK / 8)) * 8;
+      cp_async16(s + raw_at<BK>(r, c), g + r * gstride + c);
+    }
+  } else {
+    load_raw_edge<R, BK, NTH>(s, g, gstride, rmax, cmax, vec);
+  }
+}
 
 // BK x BN: the state tile; WM: warps along dk; TS: tokens per pipeline step (32: half a chunk, 64: a chunk); IL: X~ of
 // step s+1 is built inside the products of step s (a part per 8-token k-step, stored after the products), with
 // exp_ftz / tf32_rna; else (v1) before them with __expf / cvt.rna. BULK (with IL): whole-tile steps are loaded by
 // 1-D bulk copies (one per row, issued by warp 0) completing on the stage's mbarrier; partial tiles by cp.async.
-template <bool REV, int BK, int BN, int WM, int TS, bool IL, bool BULK>
+// RAW (with IL, TS = 64, BK = 128): the kernel reads the raw gates g (bf16) instead of gc (fp32) and scans each chunk
+// itself (raw_build): 25 % fewer bytes, and the caller need not run chunk_cumsum first.
+template <bool REV, int BK, int BN, int WM, int TS, bool IL, bool BULK, bool RAW = false>
 __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundary_kernel(const BoundaryParams p) {
-  using L = BoundaryLayout<BK, BN, WM, TS>;
+  using L = BoundaryLayout<BK, BN, WM, TS, RAW>;
+  static_assert(!RAW || (IL && !BULK && TS == 64 && BK == 128), "RAW: the 64-token IL kernel at 128 rows");
   constexpr int NS = L::NS, MT = L::MT, NT8 = L::NT8, WN = L::WN;
   constexpr int SPC = kC / TS, SPC_LOG = SPC == 2 ? 1 : 0;  // steps per chunk (s >= 0: shifts, not divisions)
   static_assert((TS == 32 || TS == 64) && kC == 64, "step");
@@ -262,6 +310,12 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundar
   auto G_of = [&](int st) { return reinterpret_cast<float*>(smem + st * L::stage + L::x_bytes + L::y_bytes); };
   auto B_of = [&](int st) {
     return reinterpret_cast<float*>(smem + st * L::stage + L::x_bytes + L::y_bytes + L::g_bytes);
+  };
+  // RAW: the raw g tile of a stage; X~ and B_n of step s (parity s & 1), after the stages
+  auto R_of = [&](int st) { return reinterpret_cast<bf16*>(smem + st * L::stage + L::x_bytes + L::y_bytes); };
+  auto XT_of = [&](int s) { return reinterpret_cast<float*>(smem + NS * L::stage + (s & 1) * L::xt_bytes); };
+  auto BR_of = [&](int s) {
+    return reinterpret_cast<float*>(smem + NS * L::stage + 2 * L::xt_bytes) + (s & 1) * BK;
   };
   // Step s = part (s % SPC) of chunk chunk_of(s); the chunks of the span in the recurrence's order.
   auto chunk_of = [&](int s) { return REV ? c1 - 1 - (s >> SPC_LOG) : c0 + (s >> SPC_LOG); };
@@ -287,6 +341,12 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundar
         return;
       }
       if (tid == 0) mbar_arrive(bar_of(st));  // a partial tile: cp.async below, covered by cp_async_wait
+    }
+    if constexpr (RAW) {  // x and g swizzled (raw_at), no B_n row: raw_build computes it
+      load_raw<TS, BK, kBThreads>(X_of(st), p.x + xbase + tx * xrow + i0, xrow, len, p.dk - i0, p.vx);
+      load_tile<bf16, TS, BN, kBThreads>(Y_of(st), L::YS, p.y + ybase + tx * yrow + j0, yrow, len, p.dv - j0, p.vy);
+      load_raw<TS, BK, kBThreads>(R_of(st), p.g + xbase + tx * xrow + i0, xrow, len, p.dk - i0, p.vg);
+      return;
     }
     load_tile<bf16, TS, BK, kBThreads>(X_of(st), L::XS, p.x + xbase + tx * xrow + i0, xrow, len, p.dk - i0, p.vx);
     load_tile<bf16, TS, BN, kBThreads>(Y_of(st), L::YS, p.y + ybase + tx * yrow + j0, yrow, len, p.dv - j0, p.vy);
@@ -341,6 +401,57 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundar
     }
   };
 
+  // RAW build: thread = (4 features rxf, the 8 consecutive rows 8 rg .. 8 rg + 7), rg = lane % 8, so the 8 row
+  // groups of a feature group are 8 lanes of one warp: the chunk's scan is 8 sums in registers and 3 shuffle steps.
+  // Its sums run in another order than chunk_cumsum's (gc may differ in the last bit; B_n is the group total).
+  constexpr int RR = TS / 8;  // rows per thread
+  const int rg = lane & 7, rxf = (warp * 4 + (lane >> 3)) * 4;
+  auto raw_load = [&](int s, uint2(&gw)[RR], uint2(&xw)[RR]) {
+    const bf16* G = R_of(s % NS);
+    const bf16* X = X_of(s % NS);
+#pragma unroll
+    for (int i = 0; i < RR; ++i) {
+      const int at = raw_at<BK>(rg * RR + i, rxf);
+      gw[i] = *reinterpret_cast<const uint2*>(G + at);
+      xw[i] = *reinterpret_cast<const uint2*>(X + at);
+    }
+  };
+  auto shfl4 = [&](float4 v, int src) {
+    return make_float4(__shfl_sync(0xffffffffu, v.x, src), __shfl_sync(0xffffffffu, v.y, src),
+                       __shfl_sync(0xffffffffu, v.z, src), __shfl_sync(0xffffffffu, v.w, src));
+  };
+  // gv = gc of this thread's rows; returns the chunk's total B_n (the same in the 8 lanes of the group)
+  auto raw_scan = [&](const uint2(&gw)[RR], float4(&gv)[RR]) {
+    float4 run = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int i = 0; i < RR; ++i) {
+      run.x += bf_lo(gw[i].x), run.y += bf_hi(gw[i].x), run.z += bf_lo(gw[i].y), run.w += bf_hi(gw[i].y);
+      gv[i] = run;
+    }
+    float4 inc = run;  // inclusive scan of the row groups' totals over the 8 lanes
+#pragma unroll
+    for (int d = 1; d < 8; d <<= 1) {
+      const float4 o = shfl4(inc, lane - d);
+      if (rg >= d) inc.x += o.x, inc.y += o.y, inc.z += o.z, inc.w += o.w;
+    }
+    const float4 ex = shfl4(inc, lane - 1);
+    if (rg > 0) {
+#pragma unroll
+      for (int i = 0; i < RR; ++i) gv[i].x += ex.x, gv[i].y += ex.y, gv[i].z += ex.z, gv[i].w += ex.w;
+    }
+    return shfl4(inc, lane | 7);
+  };
+  // X~ of step s (zero beyond the sequence) and its B_n row
+  auto raw_store = [&](int s, const float4(&xe)[RR], float4 Bt, int len) {
+    float* XT = XT_of(s);
+#pragma unroll
+    for (int i = 0; i < RR; ++i) {
+      const int r = rg * RR + i;
+      *reinterpret_cast<float4*>(XT + r * L::GS + rxf) = x_round(xe[i], r < len);
+    }
+    if (rg == 7) *reinterpret_cast<float4*>(BR_of(s) + rxf) = Bt;
+  };
+
   float acc[MT][NT8][4];
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
@@ -365,7 +476,17 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundar
   cp_async_wait<NS - 2>();  // step 0 has landed
   if constexpr (BULK) mbar_wait(bar_of(0), 0);
   __syncthreads();
-  make_xt(0);
+  if constexpr (RAW) {
+    uint2 gw[RR], xw[RR];
+    float4 gv[RR], xe[RR];
+    raw_load(0, gw, xw);
+    const float4 Bt = raw_scan(gw, gv);
+#pragma unroll
+    for (int i = 0; i < RR; ++i) xe[i] = x_value(Bt, gv[i], xw[i]);
+    raw_store(0, xe, Bt, len_of(0));
+  } else {
+    make_xt(0);
+  }
   if constexpr (BULK) fence_proxy_async();  // X~ (generic writes) before later bulk copies into the stage
 
   // ldmatrix.x4.trans of y per 16 tokens and n-tile pair (2np, 2np+1): lane L addresses row L%8 of matrix L/8;
@@ -376,6 +497,7 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundar
   // The k-loop is not unrolled where a warp holds 128 accumulators (128 x 256 at WM = 2): 255 registers and a
   // spill otherwise (v1: not where NT8 == 8, as first written). IL then builds X~(s+1) after the products.
   constexpr bool kUnroll = IL ? MT * NT8 < 32 : NT8 != 8;
+  static_assert(!RAW || kUnroll, "RAW builds X~ inside the unrolled products");
   constexpr int SUB = TS / 8;  // k-steps per step
   for (int s = 0; s < nsteps; ++s) {
     cp_async_wait<NS - 3>();  // step s+1 has landed (steps s+2 .. s+NS-2 may still be in flight)
@@ -389,7 +511,7 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundar
 
     const int st = s % NS;
     if ((s & (SPC - 1)) == 0) {  // the first step of a chunk: acc = diag(exp B_n) acc
-      const float* Bv = B_of(st);
+      const float* Bv = RAW ? BR_of(s) : B_of(st);
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
         const float2 bb = ldf2(Bv + frow + mt * 16);
@@ -411,7 +533,11 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundar
     float4 xgv[IL ? XI : 1], xe[IL ? XI : 1];
     uint2 xxw[IL ? XI : 1];
     float4 xBf = make_float4(0.f, 0.f, 0.f, 0.f);
-    if constexpr (IL && kUnroll) {
+    uint2 rgw[RAW ? RR : 1], rxw[RAW ? RR : 1];  // RAW: raw gates and x of step s+1
+    float4 rgv[RAW ? RR : 1], rxe[RAW ? RR : 1], rB = make_float4(0.f, 0.f, 0.f, 0.f);
+    if constexpr (RAW) {
+      raw_load(s + 1, rgw, rxw);
+    } else if constexpr (IL && kUnroll) {
       if (!REV) xBf = *reinterpret_cast<const float4*>(B_of(sn) + xf);
 #pragma unroll
       for (int i = 0; i < XI; ++i) {
@@ -421,7 +547,7 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundar
       }
     }
 
-    const float* Xt = G_of(st) + 2 * t * L::GS + frow;
+    const float* Xt = (RAW ? XT_of(s) : G_of(st)) + 2 * t * L::GS + frow;
     const bf16* Y = Y_of(st) + lrow * L::YS + lcol;
 #pragma unroll(kUnroll ? TS / 16 : 1)
     for (int kq = 0; kq < TS / 16; ++kq) {
@@ -430,7 +556,12 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundar
       for (int np = 0; np < NT8 / 2; ++np) ldmatrix_x4_trans(yb[np], Y + kq * 16 * L::YS + np * 16);
 #pragma unroll
       for (int kh = 0; kh < 2; ++kh) {
-        if constexpr (IL && kUnroll) {  // the parts of X~(s+1) assigned to this k-step
+        if constexpr (RAW) {  // the scan in the first k-step, then one row of X~(s+1) per k-step
+          if (kq == 0 && kh == 0) rB = raw_scan(rgw, rgv);
+#pragma unroll
+          for (int i = 0; i < RR; ++i)
+            if (i * SUB / RR == kq * 2 + kh) rxe[i] = x_value(rB, rgv[i], rxw[i]);
+        } else if constexpr (IL && kUnroll) {  // the parts of X~(s+1) assigned to this k-step
 #pragma unroll
           for (int i = 0; i < XI; ++i)
             if (i * SUB / XI == kq * 2 + kh) xe[i] = x_value(xBf, xgv[i], xxw[i]);
@@ -450,8 +581,11 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundar
         }
       }
     }
-    if constexpr (IL && !kUnroll) make_xt(s + 1);  // zeros past the last step
-    if constexpr (IL && kUnroll) {
+    if constexpr (RAW) {
+      raw_store(s + 1, rxe, rB, lenn);  // past the last step: zeros and a B_n no one reads
+    } else if constexpr (IL && !kUnroll) {
+      make_xt(s + 1);  // zeros past the last step
+    } else if constexpr (IL && kUnroll) {
 #pragma unroll
       for (int i = 0; i < XI; ++i) {
         const int r = xr + i * RSTEP;
@@ -474,13 +608,16 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundar
     }
   }
   if (p.S > 1 && tile % ntn == 0 && tid < BK && i0 + tid < p.dk) p.tau[(long(bh) * p.S + sp) * p.dk + i0 + tid] = tau;
+  if (RAW && p.S == 1 && p.lambda && tile % ntn == 0 && tid < BK && i0 + tid < p.dk)
+    p.lambda[long(bh) * p.dk + i0 + tid] = tau;
 }
 
 // fin[bh][r][c] = fold over the spans of the partial states, acc = exp(tau_s[r]) acc + P_s[r][c]; VEC: 4 columns per
 // thread (dv % 4 == 0, 16-byte aligned fin and scratch), else one.
+// lambda (nullable, forward): the sum of the spans' tau_s, in span order, by the thread of column 0.
 template <bool VEC>
-__global__ void __launch_bounds__(256) boundary_fold_kernel(const float* part, const float* tau, float* fin, int BH,
-                                                            int S, int dk, int dv, bool rev) {
+__global__ void __launch_bounds__(256) boundary_fold_kernel(const float* part, const float* tau, float* fin,
+                                                            float* lambda, int BH, int S, int dk, int dv, bool rev) {
   constexpr int E = VEC ? 4 : 1;
   const int cg = dv / E;
   const long n = long(BH) * dk * cg;
@@ -490,10 +627,12 @@ __global__ void __launch_bounds__(256) boundary_fold_kernel(const float* part, c
     const int r = int(row % dk);
     const long bh = row / dk;
     float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
+    float lam = 0.f;
 #pragma unroll 4
     for (int k = 0; k < S; ++k) {
       const long s = rev ? S - 1 - k : k;
-      const float d = __expf(tau[(bh * S + s) * dk + r]);
+      const float ts = tau[(bh * S + s) * dk + r], d = __expf(ts);
+      lam += ts;
       const float* P = part + ((bh * S + s) * dk + r) * dv + c;
       if constexpr (VEC) {
         const float4 v = *reinterpret_cast<const float4*>(P);
@@ -504,6 +643,7 @@ __global__ void __launch_bounds__(256) boundary_fold_kernel(const float* part, c
     }
     if constexpr (VEC) *reinterpret_cast<float4*>(fin + row * dv + c) = a;
     else fin[row * dv + c] = a.x;
+    if (lambda && c == 0) lambda[row] = lam;
   }
 }
 
@@ -515,6 +655,7 @@ struct Plan {
   int bk, bn, wm, ts;
   bool il, bulk;
   int span, S;
+  bool raw = false;  // reads g, not gc (launch_boundary_gates)
 };
 // The variants (header comment): 1 v1 as first written; 2 v1 with 64-row tiles (2 blocks per SM where dv <= 128);
 // 3 v1 with 64-column tiles (2 blocks per SM); 4 v1 with spans of 16 chunks; 5 IL at v1's tiles (4 x 2 warps on
@@ -554,17 +695,17 @@ Plan plan_of(const Dims& d) {
   return pl;
 }
 
-template <bool REV, int BK, int BN, int WM, int TS, bool IL, bool BULK>
+template <bool REV, int BK, int BN, int WM, int TS, bool IL, bool BULK, bool RAW = false>
 void launch_t(const BoundaryParams& p, cudaStream_t stream) {
-  constexpr size_t smem = BoundaryLayout<BK, BN, WM, TS>::total + (BULK ? 64 : 0);  // (the mbarriers)
+  constexpr size_t smem = BoundaryLayout<BK, BN, WM, TS, RAW>::total + (BULK ? 64 : 0);  // (the mbarriers)
   static const bool attr = [] {
-    SPB_CUDA(cudaFuncSetAttribute(boundary_kernel<REV, BK, BN, WM, TS, IL, BULK>,
+    SPB_CUDA(cudaFuncSetAttribute(boundary_kernel<REV, BK, BN, WM, TS, IL, BULK, RAW>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     return true;
   }();
   (void)attr;
   const dim3 grid(((p.dk + BK - 1) / BK) * ((p.dv + BN - 1) / BN), p.S, p.B * p.H);
-  boundary_kernel<REV, BK, BN, WM, TS, IL, BULK><<<grid, kBThreads, smem, stream>>>(p);
+  boundary_kernel<REV, BK, BN, WM, TS, IL, BULK, RAW><<<grid, kBThreads, smem, stream>>>(p);
   SPB_CUDA_LAUNCH();
 }
 
@@ -572,6 +713,11 @@ void launch_t(const BoundaryParams& p, cudaStream_t stream) {
 // and 128 x 64, TS 32 or 64).
 template <bool REV>
 void launch_r(const BoundaryParams& p, const Plan& c, cudaStream_t s) {
+  if (c.raw) {  // boundary_reads_gates: the 64-token IL kernel at 128 rows
+    if (c.bn == 128) launch_t<REV, 128, 128, 4, 64, true, false, true>(p, s);
+    else launch_t<REV, 128, 64, 4, 64, true, false, true>(p, s);
+    return;
+  }
 #define SPB_BOUNDARY_CASE(BK, BN, WM, TS, IL, BULK)                                                  \
   if (c.bk == BK && c.bn == BN && c.wm == WM && c.ts == TS && c.il == IL && c.bulk == BULK) { \
     launch_t<REV, BK, BN, WM, TS, IL, BULK>(p, s);                                               \
@@ -615,23 +761,47 @@ size_t boundary_scratch_elems(const Dims& d) {
   return bh * pl.S * d.dk * d.dv + bh * pl.S * d.dk;
 }
 
-void launch_boundary(const Dims& d, bool reverse, const bf16* x, const bf16* y, const float* gc, float* fin,
-                     float* scratch, cudaStream_t stream) {
-  const Plan pl = plan_of(d);
+namespace {
+// Stage 1 by plan pl, then (S > 1) the fold; g / lambda only where pl.raw.
+void launch_plan(const Dims& d, const Plan& pl, bool reverse, const bf16* x, const bf16* y, const float* gc,
+                 const bf16* g, float* fin, float* lambda, float* scratch, cudaStream_t stream) {
   const size_t bh = size_t(d.B) * d.H;
   float* part = pl.S == 1 ? fin : scratch;  // [B*H, S, dk, dv]
   float* tau = pl.S == 1 ? nullptr : scratch + bh * pl.S * d.dk * d.dv;
-  BoundaryParams p{x, y, gc, part, tau, d.B, d.T, d.H, d.dk, d.dv, d.NT, pl.span, pl.S, d.scale,
-                   aligned16(x) && d.dk % 8 == 0, aligned16(y) && d.dv % 8 == 0, aligned16(gc) && d.dk % 4 == 0};
+  const bool vg = pl.raw ? aligned16(g) && d.dk % 8 == 0 : aligned16(gc) && d.dk % 4 == 0;
+  BoundaryParams p{x, y, gc, g, lambda, part, tau, d.B, d.T, d.H, d.dk, d.dv, d.NT, pl.span, pl.S, d.scale,
+                   aligned16(x) && d.dk % 8 == 0, aligned16(y) && d.dv % 8 == 0, vg};
   if (reverse) launch_r<true>(p, pl, stream);
   else launch_r<false>(p, pl, stream);
   if (pl.S == 1) return;
   const bool vec = d.dv % 4 == 0 && aligned16(fin) && aligned16(scratch);
   const long n = long(bh) * d.dk * (vec ? d.dv / 4 : d.dv);
   const int blocks = int(std::min<long>((n + 255) / 256, 16L * sm_count()));
-  if (vec) boundary_fold_kernel<true><<<blocks, 256, 0, stream>>>(part, tau, fin, int(bh), pl.S, d.dk, d.dv, reverse);
-  else boundary_fold_kernel<false><<<blocks, 256, 0, stream>>>(part, tau, fin, int(bh), pl.S, d.dk, d.dv, reverse);
+  if (vec)
+    boundary_fold_kernel<true><<<blocks, 256, 0, stream>>>(part, tau, fin, lambda, int(bh), pl.S, d.dk, d.dv, reverse);
+  else
+    boundary_fold_kernel<false><<<blocks, 256, 0, stream>>>(part, tau, fin, lambda, int(bh), pl.S, d.dk, d.dv, reverse);
   SPB_CUDA_LAUNCH();
+}
+}  // namespace
+
+void launch_boundary(const Dims& d, bool reverse, const bf16* x, const bf16* y, const float* gc, float* fin,
+                     float* scratch, cudaStream_t stream) {
+  launch_plan(d, plan_of(d), reverse, x, y, gc, nullptr, fin, nullptr, scratch, stream);
+}
+
+bool boundary_reads_gates(const Dims& d) {
+  if (g_boundary_variant != 0) return false;
+  const Plan pl = plan_of(d);
+  return pl.il && !pl.bulk && pl.ts == 64 && pl.bk == 128 && pl.wm == 4 && pl.bn <= 128;
+}
+
+void launch_boundary_gates(const Dims& d, bool reverse, const bf16* x, const bf16* y, const bf16* g, float* fin,
+                           float* lambda, float* scratch, cudaStream_t stream) {
+  SPB_CHECK(boundary_reads_gates(d), "launch_boundary_gates: this shape / variant reads gc (boundary_reads_gates)");
+  Plan pl = plan_of(d);
+  pl.raw = true;
+  launch_plan(d, pl, reverse, x, y, nullptr, g, fin, reverse ? nullptr : lambda, scratch, stream);
 }
 
 }  // namespace gla_cuda

@@ -325,18 +325,32 @@ class CudaKernels final : public GlaKernels {
                   stream_of(st));
   }
 
-  // The boundary states by the chunk-parallel reduction of gla_boundary.cu (scratch: its per-span partials).
-  void chunk_final_state(const GlaShape& s, const void* k, const void* v, const float* gc, float* ht,
-                         Stream st) override {
+  // The boundary states by the chunk-parallel reduction of gla_boundary.cu (scratch: its per-span partials), from g
+  // where boundary_reads_gates (no chunk_cumsum first, 25 % fewer bytes), else from gc.
+  bool chunk_final_state(const GlaShape& s, const void* k, const void* v, const void* g, float* gc, float* ht,
+                         float* lambda, Stream st) override {
     const Dims d = dims_of(s);
-    launch_boundary(d, false, static_cast<const bf16*>(k), static_cast<const bf16*>(v), gc, ht,
-                    scratch(boundary_scratch_elems(d)), stream_of(st));
+    const auto* kb = static_cast<const bf16*>(k);
+    const auto* vb = static_cast<const bf16*>(v);
+    float* part = scratch(boundary_scratch_elems(d));
+    if (boundary_reads_gates(d)) {
+      launch_boundary_gates(d, false, kb, vb, static_cast<const bf16*>(g), ht, lambda, part, stream_of(st));
+      return false;
+    }
+    chunk_cumsum(s, g, gc, lambda, st);
+    launch_boundary(d, false, kb, vb, gc, ht, part, stream_of(st));
+    return true;
   }
-  void chunk_initial_dstate(const GlaShape& s, const void* q, const void* d_o, const float* gc, float* dh0,
-                            Stream st) override {
+  void chunk_initial_dstate(const GlaShape& s, const void* q, const void* d_o, const void* g, const float* gc,
+                            float* dh0, Stream st) override {
     const Dims d = dims_of(s);
-    launch_boundary(d, true, static_cast<const bf16*>(q), static_cast<const bf16*>(d_o), gc, dh0,
-                    scratch(boundary_scratch_elems(d)), stream_of(st));
+    const auto* qb = static_cast<const bf16*>(q);
+    const auto* ob = static_cast<const bf16*>(d_o);
+    float* part = scratch(boundary_scratch_elems(d));
+    if (boundary_reads_gates(d))
+      launch_boundary_gates(d, true, qb, ob, static_cast<const bf16*>(g), dh0, nullptr, part, stream_of(st));
+    else
+      launch_boundary(d, true, qb, ob, gc, dh0, part, stream_of(st));
   }
 
   void chunk_output(const GlaShape& s, const void* q, const void* k, const void* v, const float* gc, const float* hs,

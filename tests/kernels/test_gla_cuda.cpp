@@ -305,7 +305,9 @@ namespace {
 // The boundary states alone (chunk_final_state, chunk_initial_dstate: what an SP rank sends first) against the fp64
 // loop's ht and dh0 from a zero h0 and dht, and against the recurrence's ht / dh0 on the same device inputs (the
 // same tf32 rounding, another summation order): lengths with a partial chunk, shorter than one span, several spans
-// with a partial last one; every state shape; B, H > 1. The result buffer is poisoned first.
+// with a partial last one; every state shape; B, H > 1. The result buffer is poisoned first. The forward starts from
+// the raw gates (on the shapes where the kernel scans g itself it leaves gc alone, elsewhere it computes gc): its lambda
+// and, where it says it wrote it, its gc must equal chunk_cumsum's.
 TEST(CudaBoundaryState, EqualsTheRecurrencesEnd) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   struct Shape {
@@ -313,7 +315,7 @@ TEST(CudaBoundaryState, EqualsTheRecurrencesEnd) {
   };
   const Shape shapes[] = {{1, 1, 1, 64, 64},     {1, 100, 2, 64, 64},    {2, 1000, 3, 128, 128},
                           {1, 3000, 2, 128, 64}, {1, 4160, 1, 256, 512}, {1, 16384, 4, 128, 128},
-                          {2, 777, 2, 64, 256},  {1, 2048, 1, 256, 256}};
+                          {2, 777, 2, 64, 256},  {1, 2048, 1, 256, 256}, {1, 333, 2, 100, 60}};
   auto dev = make_cuda_device(0);
   auto kern = make_cuda_kernels();
   for (const Shape& sh : shapes) {
@@ -330,23 +332,29 @@ TEST(CudaBoundaryState, EqualsTheRecurrencesEnd) {
     const size_t QK = s.qk_elems(), V = s.v_elems(), S = s.state_elems();
     Buffer q(*dev, QK * 2), k(*dev, QK * 2), v(*dev, V * 2), g(*dev, QK * 2), d_o(*dev, V * 2);
     Buffer ht(*dev, S * 4), dh0(*dev, S * 4), ht_rec(*dev, S * 4), dh0_rec(*dev, S * 4);
+    Buffer gc_b(*dev, QK * 4), lam_b(*dev, s.state_rows() * 4);
     dev->upload_as(q.get(), DType::bf16, x.q.data(), QK);
     dev->upload_as(k.get(), DType::bf16, x.k.data(), QK);
     dev->upload_as(v.get(), DType::bf16, x.v.data(), V);
     dev->upload_as(g.get(), DType::bf16, x.g.data(), QK);
     dev->upload_as(d_o.get(), DType::bf16, x.d_o.data(), V);
     GlaWorkspace ws(*dev, s);
-    for (Buffer* b : {&ht, &dh0, &ht_rec, &dh0_rec}) poison(*b);
+    for (Buffer* b : {&ht, &dh0, &ht_rec, &dh0_rec, &gc_b, &lam_b}) poison(*b);
     dev->synchronize();
     const Stream st = dev->compute_stream();
     kern->chunk_cumsum(s, g.get(), ws.gc.f32(), ws.lambda.f32(), st);
-    kern->chunk_final_state(s, k.get(), v.get(), ws.gc.f32(), ht.f32(), st);
-    kern->chunk_initial_dstate(s, q.get(), d_o.get(), ws.gc.f32(), dh0.f32(), st);
+    const bool wrote_gc = kern->chunk_final_state(s, k.get(), v.get(), g.get(), gc_b.f32(), ht.f32(), lam_b.f32(), st);
+    kern->chunk_initial_dstate(s, q.get(), d_o.get(), g.get(), ws.gc.f32(), dh0.f32(), st);
     kern->chunk_states_fwd(s, k.get(), v.get(), ws.gc.f32(), nullptr, nullptr, ht_rec.f32(), st);
     kern->chunk_states_bwd(s, q.get(), d_o.get(), ws.gc.f32(), nullptr, nullptr, dh0_rec.f32(), st);
     dev->synchronize();
     const std::vector<float> HT = fetch(*dev, ht, DType::f32, S), DH0 = fetch(*dev, dh0, DType::f32, S);
     const std::vector<float> HTr = fetch(*dev, ht_rec, DType::f32, S), DH0r = fetch(*dev, dh0_rec, DType::f32, S);
+    const std::vector<float> LAM = fetch(*dev, lam_b, DType::f32, s.state_rows());
+    EXPECT_TRUE(all_finite(LAM)) << "lambda: NaN or unwritten element";
+    EXPECT_LT(rel_rms_error(fetch(*dev, ws.lambda, DType::f32, s.state_rows()), LAM, s.state_rows()), 1e-6)
+        << "lambda against chunk_cumsum's";
+    if (wrote_gc) EXPECT_EQ(fetch(*dev, gc_b, DType::f32, QK), fetch(*dev, ws.gc, DType::f32, QK)) << "gc";
     EXPECT_TRUE(all_finite(HT)) << "ht: NaN or unwritten element";
     EXPECT_TRUE(all_finite(DH0)) << "dh0: NaN or unwritten element";
     EXPECT_LT(rel_rms_error(HTr, HT, S), 1e-5) << "ht against the recurrence";

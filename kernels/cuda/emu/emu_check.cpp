@@ -125,16 +125,19 @@ void helpers(int B, int T, int H, int dk, int dv) {
 
 // launch_boundary (the boundary state alone, by spans of chunks) against launch_states' fin (ht / dh0 from a zero
 // start) on the same inputs, and both against the fp64 reference. span: chunks per span (0: the launcher's choice;
-// here, without a device, it plans for 132 SMs); variant: gla_cuda::set_boundary_variant (0: the default).
+// here, without a device, it plans for 132 SMs); variant: gla_cuda::set_boundary_variant (0: the default);
+// from_g: launch_boundary_gates (reads g, scans each chunk itself; forward also checks its lambda).
 void boundary_states(int B, int T, int H, int dk, int dv, int span, GateKind gates = GateKind::model,
-                     int variant = 0) {
+                     int variant = 0, bool from_g = false) {
   GlaShape s;
   s.B = B, s.T = T, s.H = H, s.dk = dk, s.dv = dv;
   const HostTensors x = generate_inputs(s, 300 + T + dk + dv, gates, false, false);
   const std::vector<float> q = rounded(x.q), k = rounded(x.k), v = rounded(x.v), g = rounded(x.g), d_o = rounded(x.d_o);
   auto cpu = make_cpu_kernels();
-  std::vector<float> gc(s.qk_elems());
-  cpu->chunk_cumsum(s, g.data(), gc.data(), nullptr, {});
+  std::vector<float> gc(s.qk_elems()), lam_cpu(s.state_rows()), lam(s.state_rows());
+  cpu->chunk_cumsum(s, g.data(), gc.data(), lam_cpu.data(), {});
+  const auto gb = to_bf(g);
+  poison(lam);
   const GlaReferenceResult ref = gla_reference(s, q, k, v, g, {}, d_o, {});
   auto qb = to_bf(q), kb = to_bf(k), vb = to_bf(v), ob = to_bf(d_o);
   const gla_cuda::Dims d{B, T, H, dk, dv, s.chunks(), 1.0f / std::sqrt(float(dk))};
@@ -142,6 +145,11 @@ void boundary_states(int B, int T, int H, int dk, int dv, int span, GateKind gat
   gla_cuda::set_boundary_variant(variant);
   const size_t n_scratch = gla_cuda::boundary_scratch_elems(d);
   std::vector<float> scratch(n_scratch);
+  if (from_g && !gla_cuda::boundary_reads_gates(d)) {
+    std::printf("boundary states B%d T%d H%d dk%d dv%d: boundary_reads_gates is false\n", B, T, H, dk, dv);
+    ++failures;
+    return;
+  }
   double es[2], er[2], esr[2];
   for (int rev = 0; rev < 2; ++rev) {
     const __nv_bfloat16* xb = rev ? qb.data() : kb.data();
@@ -149,7 +157,11 @@ void boundary_states(int B, int T, int H, int dk, int dv, int span, GateKind gat
     std::vector<float> fin_states(s.state_elems()), fin(s.state_elems());
     poison(fin_states), poison(fin), poison(scratch);
     gla_cuda::launch_states(d, rev, xb, yb, gc.data(), nullptr, nullptr, fin_states.data(), nullptr);
-    gla_cuda::launch_boundary(d, rev, xb, yb, gc.data(), fin.data(), n_scratch ? scratch.data() : nullptr, nullptr);
+    if (from_g)
+      gla_cuda::launch_boundary_gates(d, rev, xb, yb, gb.data(), fin.data(), lam.data(),
+                                      n_scratch ? scratch.data() : nullptr, nullptr);
+    else
+      gla_cuda::launch_boundary(d, rev, xb, yb, gc.data(), fin.data(), n_scratch ? scratch.data() : nullptr, nullptr);
     const std::vector<double>& r = rev ? ref.dh0 : ref.ht;
     es[rev] = rel_rms_error(fin_states, fin, fin.size());
     er[rev] = rel_rms_error(r, fin, fin.size());
@@ -158,10 +170,15 @@ void boundary_states(int B, int T, int H, int dk, int dv, int span, GateKind gat
   gla_cuda::set_boundary_span(0);
   gla_cuda::set_boundary_variant(0);
   const int nt = s.chunks(), sp = span > 0 && span < nt ? span : 0;
-  std::printf("boundary states B%d T%d H%d dk%d dv%d span %s variant %d: vs states ht %.2e dh0 %.2e; vs fp64 ht "
-              "%.2e dh0 %.2e (states: %.2e %.2e)\n",
-              B, T, H, dk, dv, sp ? std::to_string(sp).c_str() : (span > 0 ? "all" : "auto"), variant, es[0], es[1],
-              er[0], er[1], esr[0], esr[1]);
+  const double elam = from_g ? rel_rms_error(lam_cpu, lam, lam.size()) : 0.0;
+  char ebuf[32];
+  std::snprintf(ebuf, sizeof ebuf, "%.2e", elam);
+  std::printf("boundary states B%d T%d H%d dk%d dv%d span %s variant %d%s: vs states ht %.2e dh0 %.2e; vs fp64 ht "
+              "%.2e dh0 %.2e (states: %.2e %.2e)%s\n",
+              B, T, H, dk, dv, sp ? std::to_string(sp).c_str() : (span > 0 ? "all" : "auto"), variant,
+              from_g ? " from g" : "", es[0], es[1], er[0], er[1], esr[0], esr[1],
+              from_g ? (" lambda " + std::string(ebuf)).c_str() : "");
+  if (from_g) expect_lt(elam, 1e-6, "boundary lambda vs cumsum");
   for (int rev = 0; rev < 2; ++rev) {
     expect_lt(es[rev], 1e-5, rev ? "boundary dh0 vs states" : "boundary ht vs states");
     expect_lt(er[rev], 5e-3, rev ? "boundary dh0 vs fp64" : "boundary ht vs fp64");
@@ -170,8 +187,23 @@ void boundary_states(int B, int T, int H, int dk, int dv, int span, GateKind gat
 
 }  // namespace
 
+// launch_boundary_gates: spans, partial chunks and tiles, B and H > 1, 128 x 64 tiles, two dk tiles, element copies.
+void boundary_from_gates() {
+  boundary_states(1, 485, 1, 128, 128, 3, GateKind::model, 0, true);   // spans of 3, partial last chunk
+  boundary_states(2, 150, 2, 128, 128, 2, GateKind::strong, 0, true);  // B = H = 2, partial last span and chunk
+  boundary_states(1, 160, 1, 128, 64, 0, GateKind::model, 0, true);    // 128 x 64 tiles, the plan's spans
+  boundary_states(1, 200, 1, 256, 96, 2, GateKind::model, 0, true);    // two dk tiles, a part-filled dv tile
+  boundary_states(1, 91, 1, 100, 60, 1, GateKind::strong, 0, true);    // dk % 8 != 0: element copies, edge tiles
+  boundary_states(1, 1, 1, 128, 128, 0, GateKind::model, 0, true);     // one token
+}
+
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::string(argv[1]) == "quick";
+  if (argc > 1 && std::string(argv[1]) == "gates") {  // only the boundary from g (the quickest check of that kernel)
+    boundary_from_gates();
+    std::printf(failures ? "emu_check: %d FAILURES\n" : "emu_check: all passed\n", failures);
+    return failures ? 1 : 0;
+  }
   helpers(1, 150, 2, 24, 40);
   composite(1, 65, 1, 32, 48, 0, true, true);
   gla_cuda::set_states_bk(32);  // the other state tile
@@ -206,6 +238,7 @@ int main(int argc, char** argv) {
     boundary_states(1, 130, 1, 128, 256, 0, GateKind::model, var);   // 128 x 256 (v1, IL: X~ after the products)
     boundary_states(1, 91, 1, 13, 7, 1, GateKind::strong, var);      // odd sizes: element copies, scalar fold
   }
+  boundary_from_gates();
   if (!quick) {
     composite(1, 1, 1, 16, 24, 1, false, false);
     composite(2, 130, 2, 16, 24, 1, true, false);
