@@ -294,6 +294,9 @@ __global__ void copy4d_kernel(char* dst, const char* src, size_t eb, Copy4d c, i
   }
 }
 
+// Whether chunk_initial_dstate reads g rather than gc where it can (see chunk_final_state).
+constexpr bool kDstateFromGates = false;
+
 class CudaKernels final : public GlaKernels {
  public:
   DType act_dtype() const override { return DType::bf16; }
@@ -325,8 +328,10 @@ class CudaKernels final : public GlaKernels {
                   stream_of(st));
   }
 
-  // The boundary states by the chunk-parallel reduction of gla_boundary.cu (scratch: its per-span partials), from g
-  // where boundary_reads_gates (no chunk_cumsum first, 25 % fewer bytes), else from gc.
+  // The boundary states by the chunk-parallel reduction of gla_boundary.cu (scratch: its per-span partials). The
+  // forward reads g where boundary_reads_gates (no chunk_cumsum before it: that runs while M_p travels), else gc.
+  // The backward has gc already; it reads g only where kDstateFromGates, i.e. where that kernel measured faster
+  // than the one reading gc (kernels/cuda/NOTES.md, "Boundary from the raw gates").
   bool chunk_final_state(const GlaShape& s, const void* k, const void* v, const void* g, float* gc, float* ht,
                          float* lambda, Stream st) override {
     const Dims d = dims_of(s);
@@ -347,7 +352,7 @@ class CudaKernels final : public GlaKernels {
     const auto* qb = static_cast<const bf16*>(q);
     const auto* ob = static_cast<const bf16*>(d_o);
     float* part = scratch(boundary_scratch_elems(d));
-    if (boundary_reads_gates(d))
+    if (kDstateFromGates && boundary_reads_gates(d))
       launch_boundary_gates(d, true, qb, ob, static_cast<const bf16*>(g), dh0, nullptr, part, stream_of(st));
     else
       launch_boundary(d, true, qb, ob, gc, dh0, part, stream_of(st));
