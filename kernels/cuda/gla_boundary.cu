@@ -76,7 +76,8 @@
 //   B1 T16K H16 128/128 (us):  v1 117  v2 108 v3 140 v4 128  v5 98  v6 102 v7 93  v8 256 v9 257
 //   B1 T32K H16 128/128 (us):  v1 219  v2 204 v3 267 v4 242  v5 181 v6 190 v7 171 v8 504 v9 504
 //   B1 T16K H4 256/512 (us):   v1 165  v2 194 v3 256 v4 174  v5 147 v6 181 v7 147 v8 499 v9 295
-//   Default 7 (= 5 where dv > 128). The bulk copies (8, 9) are 2.5x slower than their cp.async twins, not yet
+//   Default 7 (= 5 where dv > 128). launch_boundary_gates runs 7 with RAW (reads g, scans each chunk itself; 128-row
+//   tiles, dv <= 128 per tile: 228 / 234 registers, 220 KB): 96 / 94 us at T16K, 173 / 172 at T32K (run i). The bulk copies (8, 9) are 2.5x slower than their cp.async twins, not yet
 //   understood (a guess: one warp issuing a 256-byte copy per row serialises the stage's requests).
 // - Any T >= 1, B, H; any dk, dv (tiles masked; element copies where a tensor is not 16-byte aligned, as
 //   gla_states.cu's vx / vy / vg).
@@ -283,7 +284,7 @@ __device__ __forceinline__ void load_raw(bf16* s, const bf16* g, long gstride, i
 // exp_ftz / tf32_rna; else (v1) before them with __expf / cvt.rna. BULK (with IL): whole-tile steps are loaded by
 // 1-D bulk copies (one per row, issued by warp 0) completing on the stage's mbarrier; partial tiles by cp.async.
 // RAW (with IL, TS = 64, BK = 128): the kernel reads the raw gates g (bf16) instead of gc (fp32) and scans each chunk
-// itself (raw_build): 25 % fewer bytes, and the caller need not run chunk_cumsum first.
+// itself (raw_prefix .. raw_store below): 25 % fewer bytes, and the caller need not run chunk_cumsum first.
 template <bool REV, int BK, int BN, int WM, int TS, bool IL, bool BULK, bool RAW = false>
 __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundary_kernel(const BoundaryParams p) {
   using L = BoundaryLayout<BK, BN, WM, TS, RAW>;
@@ -343,7 +344,7 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundar
       }
       if (tid == 0) mbar_arrive(bar_of(st));  // a partial tile: cp.async below, covered by cp_async_wait
     }
-    if constexpr (RAW) {  // x and g swizzled (raw_at), no B_n row: raw_build computes it
+    if constexpr (RAW) {  // x and g swizzled (raw_at), no B_n row: the build computes it (raw_carry)
       load_raw<TS, BK, kBThreads>(X_of(st), p.x + xbase + tx * xrow + i0, xrow, len, p.dk - i0, p.vx);
       load_tile<bf16, TS, BN, kBThreads>(Y_of(st), L::YS, p.y + ybase + tx * yrow + j0, yrow, len, p.dv - j0, p.vy);
       load_raw<TS, BK, kBThreads>(R_of(st), p.g + xbase + tx * xrow + i0, xrow, len, p.dk - i0, p.vg);
@@ -424,8 +425,9 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundar
                        __shfl_sync(0xffffffffu, v.z, src), __shfl_sync(0xffffffffu, v.w, src));
   };
   // The chunk's scan in parts, so that the IL loop can spread its dependent chain over the k-steps (one part per
-  // k-step, each consuming what the previous one produced; with the whole scan in one k-step the kernel took 124 us
-  // at T = 16K against v7's 94). Branch-free: selects, and + 0 where a lane has nothing to add (exact).
+  // k-step, each consuming what the previous one produced). Measured with the old lane mapping: the same time as the
+  // whole scan in one k-step (the stores were what cost); kept, it costs nothing. Branch-free: selects, and + 0 where
+  // a lane has nothing to add (exact).
   // raw_prefix: gv = the in-thread inclusive sums of its 8 rows; inc = their total.
   auto raw_prefix = [&](const uint2(&gw)[RR], float4(&gv)[RR], float4& inc) {
     float4 run = make_float4(0.f, 0.f, 0.f, 0.f);
