@@ -19,18 +19,17 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <memory>
 #include <optional>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "harness/bootstrap.h"
 #include "harness/communicator.h"
+#include "harness/csv.h"
 #include "harness/device.h"
 #include "harness/error.h"
 #include "harness/runtime.h"
@@ -470,30 +469,8 @@ TEST(AllScanGpuProbe, AllScanTimes) {
 
 // SPB_ALLSCAN_TRACE: the traced kernels give the same results as the untraced ones, and at destruction every rank
 // writes one row per CTA for each of the ring's last 64 calls (70 are made: the ring wraps), with stamps in the
-// order the kernel takes them, and one meta row (calibration, clock offset to rank p-1).
-std::vector<std::map<std::string, std::string>> read_csv(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<std::map<std::string, std::string>> rows;
-  std::string line;
-  if (!std::getline(in, line)) return rows;
-  auto split = [](const std::string& l) {
-    std::vector<std::string> v;
-    std::stringstream ss(l);
-    std::string cell;
-    while (std::getline(ss, cell, ',')) v.push_back(cell);
-    if (!l.empty() && l.back() == ',') v.push_back("");
-    return v;
-  };
-  const std::vector<std::string> head = split(line);
-  while (std::getline(in, line)) {
-    const std::vector<std::string> v = split(line);
-    std::map<std::string, std::string> r;
-    for (size_t i = 0; i < head.size(); ++i) r[head[i]] = i < v.size() ? v[i] : "";
-    rows.push_back(r);
-  }
-  return rows;
-}
-
+// order the kernel takes them, and one meta row (calibration, clock offset to rank p-1). Read back by
+// harness/csv.h's read_csv (which also rejects a row with too few or too many fields).
 TEST(AllScanGpuTrace, TracedCallsAreCorrectAndEveryRankWritesOrderedStamps) {
   SKIP_IF_NO_GPU();
   if (g_scans.empty()) GTEST_SKIP() << "device backend unavailable: " << g_device_unavailable;
