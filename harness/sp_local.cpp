@@ -33,7 +33,9 @@ void SpLocalGla::forward_output_from_initial(const SpForwardArgs& a) {
   forward_gates(a);
   TimelineSpan span(rt_, "output", false);
   const Stream st = rt_.dev->compute_stream();
-  rt_.kern->chunk_states_fwd(ws_.shape, a.k, a.v, ws_.gc.f32(), S_in_.f32(), ws_.hs.f32(), ws_.ht.f32(), st);
+  // (after forward_boundary: the GPU reuses that reduction)
+  rt_.kern->chunk_states_fwd_after_boundary(ws_.shape, a.k, a.v, ws_.gc.f32(), S_in_.f32(), ws_.hs.f32(),
+                                            ws_.ht.f32(), st);
   rt_.kern->chunk_output(ws_.shape, a.q, a.k, a.v, ws_.gc.f32(), ws_.hs.f32(), a.o, st);
   states_true_ = true;
 }
@@ -78,7 +80,9 @@ void SpLocalGla::backward_finish(const SpForwardArgs& f, const SpBackwardArgs& a
   TimelineSpan span(rt_, "grads", false);
   SPB_CHECK(states_true_, "SpLocalGla: backward_finish before the states were made true");
   const Stream st = rt_.dev->compute_stream();
-  rt_.kern->chunk_states_bwd(ws_.shape, f.q, a.d_o, ws_.gc.f32(), dS_out_.f32(), ws_.dhs.f32(), nullptr, st);
+  // (after backward_boundary: the GPU reuses that reduction where no other boundary call came between, as in ring)
+  rt_.kern->chunk_states_bwd_after_boundary(ws_.shape, f.q, a.d_o, ws_.gc.f32(), dS_out_.f32(), ws_.dhs.f32(),
+                                            nullptr, st);
   rt_.kern->chunk_grads(ws_.shape, f.q, f.k, f.v, ws_.gc.f32(), ws_.hs.f32(), ws_.ht.f32(), ws_.dhs.f32(), a.d_o,
                         a.dq, a.dk, a.dv, a.dg, st);
 }

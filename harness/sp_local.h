@@ -5,12 +5,14 @@
 //            did not leave it); once S_in is known, the chunk states from it (the ordinary recurrence with
 //            h0 = S_in, so they are true as they are written) and o (forward_output_from_initial). Compared with
 //            computing the zero-start states first and correcting them, this trades one pass over the chunk states
-//            (read + write, ~175 us at 16K tokens on an H200) for a reduction that only reads k, v and gc.
+//            (read + write, ~175 us at 16K tokens on an H200) for a reduction that only reads k, v and gc; on the
+//            GPU the chunk states reuse that reduction (chunk_states_fwd_after_boundary), so it costs nothing extra.
 //  forward, overlapped: the zero-start chunk states (M_p comes with them) and o from them while the communication
 //            runs (forward_local_states + forward_local_output), and o += its correction once S_in is known
 //            (forward_apply_initial); the backward then makes the states true (backward_true_states).
 //  backward: D_p alone (backward_boundary, the same reduction over q, do and gc), sent at once; once dS_out is known,
-//            the state gradients from it (the recurrence with dht = dS_out) and every gradient (backward_finish).
+//            the state gradients from it (the recurrence with dht = dS_out, reusing the reduction likewise) and every
+//            gradient (backward_finish).
 // All work goes on the device's compute stream.
 #pragma once
 

@@ -86,6 +86,20 @@ class GlaKernels {
     chunk_states_bwd(s, q, d_o, gc, nullptr, nullptr, dh0, st);
   }
 
+  // The chunk states once the true initial state (h0 = S_in) or final gradient (dht = dS_out) is known, right after
+  // chunk_final_state / chunk_initial_dstate of this rank: the same results as chunk_states_fwd / chunk_states_bwd,
+  // but an implementation may reuse what that boundary call computed, if it was the last boundary call made on this
+  // object with the same k, v, g (q, do, g), unchanged since. The defaults run the plain stages; the GPU reuses its
+  // per-span partial states (kernels/cuda/gla_boundary.cu, launch_states_spans) and otherwise recomputes them.
+  virtual void chunk_states_fwd_after_boundary(const GlaShape& s, const void* k, const void* v, const float* gc,
+                                               const float* h0, float* hs, float* ht, Stream st) {
+    chunk_states_fwd(s, k, v, gc, h0, hs, ht, st);
+  }
+  virtual void chunk_states_bwd_after_boundary(const GlaShape& s, const void* q, const void* d_o, const float* gc,
+                                               const float* dht, float* dhs, float* dh0, Stream st) {
+    chunk_states_bwd(s, q, d_o, gc, dht, dhs, dh0, st);
+  }
+
   // --- state algebra for the SP methods ------------------------------------------------------------------------
   // out = diag(exp decay) x + y over `rows` rows of `cols` (out may alias x or y); the All-Scan combine.
   virtual void state_fold(size_t rows, size_t cols, const float* decay, const float* x, const float* y, float* out,

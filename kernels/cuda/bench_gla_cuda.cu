@@ -386,19 +386,28 @@ void print_breakdown(Problem& p) {
          gla_cuda::set_cumsum_vec(2);
        }},
       {"cumsum, no lambda", 6 * TD, [&] { g_kern->chunk_cumsum(s, p.g.get(), ws.gc.f32(), nullptr, st); }},
-      {"states_fwd, bk=16", 6 * TD + 2 * TE + HS,
-       [&] {
-         gla_cuda::set_states_bk(16);
-         g_kern->chunk_states_fwd(s, k, v, ws.gc.f32(), nullptr, ws.hs.f32(), ws.ht.f32(), st);
-         gla_cuda::set_states_bk(0);
-       }},
-      {"states_fwd, bk=32", 6 * TD + 2 * TE + HS,
-       [&] {
-         gla_cuda::set_states_bk(32);
-         g_kern->chunk_states_fwd(s, k, v, ws.gc.f32(), nullptr, ws.hs.f32(), ws.ht.f32(), st);
-         gla_cuda::set_states_bk(0);
-       }},
   };
+  // The sequential walk (set_states_variant(1), the default before the states by spans) at its own tile choice and
+  // at both tiles.
+  for (int bk : {0, 16, 32}) {
+    const std::string tag = bk ? ", bk=" + std::to_string(bk) : "";
+    auto sequential = [bk](const std::function<void()>& f) {
+      return [bk, f] {
+        gla_cuda::set_states_variant(1);
+        gla_cuda::set_states_bk(bk);
+        f();
+        gla_cuda::set_states_bk(0);
+        gla_cuda::set_states_variant(0);
+      };
+    };
+    stages.push_back({"states_fwd, sequential" + tag, 6 * TD + 2 * TE + HS, sequential([&] {
+                        g_kern->chunk_states_fwd(s, k, v, ws.gc.f32(), nullptr, ws.hs.f32(), ws.ht.f32(), st);
+                      })});
+    if (bk == 0)
+      stages.push_back({"states_bwd, sequential", 6 * TD + 2 * TE + HS, sequential([&] {
+                          g_kern->chunk_states_bwd(s, q, d_o, ws.gc.f32(), nullptr, ws.dhs.f32(), p.dh0.f32(), st);
+                        })});
+  }
   for (int variant : {1, 2}) {  // each variant of the A-matrix and dq/dk/dg kernels, run alone
     const std::string tag = ", variant " + std::to_string(variant);
     auto with_intra = [variant](const std::function<void()>& f) {

@@ -242,6 +242,10 @@ struct BoundaryParams {
   int span, S;  // chunks per span, spans per (b, h)
   float scale;
   bool vx, vy, vg;  // 16-byte loads allowed for x, y, and gc (RAW: g)
+  // STORE (launch_states_spans): each span starts from init [B*H, S, dk, dv] (nullable: zero) and stores the state
+  // at the start of every chunk to hs [B*H, NT, dk, dv]; out = fin where S == 1 (nullable), unused otherwise.
+  const float* init = nullptr;
+  float* hs = nullptr;
 };
 
 // RAW: element (r, c) of a bf16 [rows][BK] tile whose 16-byte chunks are swizzled, chunk c / 8 of row r stored at
@@ -285,10 +289,13 @@ __device__ __forceinline__ void load_raw(bf16* s, const bf16* g, long gstride, i
 // 1-D bulk copies (one per row, issued by warp 0) completing on the stage's mbarrier; partial tiles by cp.async.
 // RAW (with IL, TS = 64, BK = 128): the kernel reads the raw gates g (bf16) instead of gc (fp32) and scans each chunk
 // itself (raw_prefix .. raw_store below): 25 % fewer bytes, and the caller need not run chunk_cumsum first.
-template <bool REV, int BK, int BN, int WM, int TS, bool IL, bool BULK, bool RAW = false>
+// STORE (with IL, TS = 64, neither RAW nor BULK): the chunk states themselves, span by span (launch_states_spans):
+// the span starts from its true initial state and stores the accumulators at the first step of every chunk.
+template <bool REV, int BK, int BN, int WM, int TS, bool IL, bool BULK, bool RAW = false, bool STORE = false>
 __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundary_kernel(const BoundaryParams p) {
   using L = BoundaryLayout<BK, BN, WM, TS, RAW>;
   static_assert(!RAW || (IL && !BULK && TS == 64 && BK == 128), "RAW: the 64-token IL kernel at 128 rows");
+  static_assert(!STORE || (IL && !BULK && !RAW && TS == 64), "STORE: the 64-token IL kernel reading gc");
   constexpr int NS = L::NS, MT = L::MT, NT8 = L::NT8, WN = L::WN;
   constexpr int SPC = kC / TS, SPC_LOG = SPC == 2 ? 1 : 0;  // steps per chunk (s >= 0: shifts, not divisions)
   static_assert((TS == 32 || TS == 64) && kC == 64, "step");
@@ -518,6 +525,34 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundar
   const int lrow = (lane & 7) + ((lane >> 3) & 1) * 8;
   const int lcol = wn * (BN / WN) + (lane >> 4) * 8;
   const int frow = wm * (BK / WM) + 2 * g;  // feature of accumulator row g of m-tile 0 (row g+8: frow + 1)
+  // The accumulator fragment (mt, nt): rows i0 + frow + mt * 16 and the next, columns col_of(nt) and the next.
+  auto col_of = [&](int nt) { return j0 + wn * (BN / WN) + nt * 8 + 2 * t; };
+  auto store_acc = [&](float* dst) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      const int ra = i0 + frow + mt * 16, rb = ra + 1;
+#pragma unroll
+      for (int nt = 0; nt < NT8; ++nt) {
+        const int c = col_of(nt);
+        if (ra < p.dk) store2(dst + long(ra) * p.dv + c, c, p.dv, acc[mt][nt][0], acc[mt][nt][1]);
+        if (rb < p.dk) store2(dst + long(rb) * p.dv + c, c, p.dv, acc[mt][nt][2], acc[mt][nt][3]);
+      }
+    }
+  };
+  if constexpr (STORE) {  // the span's initial state (elements outside the state stay 0)
+    if (p.init) {
+      const float* src = p.init + (long(bh) * p.S + sp) * p.dk * p.dv;
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT8; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int r = i0 + frow + mt * 16 + (e >> 1), c = col_of(nt) + (e & 1);
+            if (r < p.dk && c < p.dv) acc[mt][nt][e] = src[long(r) * p.dv + c];
+          }
+    }
+  }
   // The k-loop is not unrolled where a warp holds 128 accumulators (128 x 256 at WM = 2): 255 registers and a
   // spill otherwise (v1: not where NT8 == 8, as first written). IL then builds X~(s+1) after the products.
   constexpr bool kUnroll = IL ? MT * NT8 < 32 : NT8 != 8;
@@ -535,6 +570,7 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundar
 
     const int st = s % NS;
     if ((s & (SPC - 1)) == 0) {  // the first step of a chunk: acc = diag(exp B_n) acc
+      if constexpr (STORE) store_acc(p.hs + (long(bh) * p.NT + chunk_of(s)) * p.dk * p.dv);  // the state before it
       const float* Bv = RAW ? BR_of(s) : B_of(st);
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
@@ -631,29 +667,26 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundar
     if constexpr (BULK) fence_proxy_async();  // this step's generic writes (X~, edge loads) before bulk copies
   }
 
-  // The span's result: fin itself when there is one span, else the partial state and (dv tile 0) the log-decay.
-  float* dst = p.S == 1 ? p.out + long(bh) * p.dk * p.dv : p.out + (long(bh) * p.S + sp) * p.dk * p.dv;
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt) {
-    const int ra = i0 + frow + mt * 16, rb = ra + 1;
-#pragma unroll
-    for (int nt = 0; nt < NT8; ++nt) {
-      const int c = j0 + wn * (BN / WN) + nt * 8 + 2 * t;
-      if (ra < p.dk) store2(dst + long(ra) * p.dv + c, c, p.dv, acc[mt][nt][0], acc[mt][nt][1]);
-      if (rb < p.dk) store2(dst + long(rb) * p.dv + c, c, p.dv, acc[mt][nt][2], acc[mt][nt][3]);
-    }
+  if constexpr (STORE) {  // fin where one span covers the sequence (else the fold wrote it)
+    if (p.S == 1 && p.out) store_acc(p.out + long(bh) * p.dk * p.dv);
+    return;
   }
+  // The span's result: fin itself when there is one span, else the partial state and (dv tile 0) the log-decay.
+  store_acc(p.S == 1 ? p.out + long(bh) * p.dk * p.dv : p.out + (long(bh) * p.S + sp) * p.dk * p.dv);
   if (p.S > 1 && tile % ntn == 0 && tid < BK && i0 + tid < p.dk) p.tau[(long(bh) * p.S + sp) * p.dk + i0 + tid] = tau;
   if (RAW && p.S == 1 && p.lambda && tile % ntn == 0 && tid < BK && i0 + tid < p.dk)
     p.lambda[long(bh) * p.dk + i0 + tid] = tau;
 }
 
 // fin[bh][r][c] = fold over the spans of the partial states, acc = exp(tau_s[r]) acc + P_s[r][c]; VEC: 4 columns per
-// thread (dv % 4 == 0, 16-byte aligned fin and scratch), else one.
+// thread (dv % 4 == 0, 16-byte aligned fin, scratch and init0), else one.
 // lambda (nullable, forward): the sum of the spans' tau_s, in span order, by the thread of column 0.
+// excl (launch_states_spans): acc starts at init0 (nullable: 0) and each P_s is replaced, in place, by acc before it
+// (the span's true initial state); fin is then nullable.
 template <bool VEC>
-__global__ void __launch_bounds__(256) boundary_fold_kernel(const float* part, const float* tau, float* fin,
-                                                            float* lambda, int BH, int S, int dk, int dv, bool rev) {
+__global__ void __launch_bounds__(256) boundary_fold_kernel(float* part, const float* tau, float* fin, float* lambda,
+                                                            const float* init0, bool excl, int BH, int S, int dk,
+                                                            int dv, bool rev) {
   constexpr int E = VEC ? 4 : 1;
   const int cg = dv / E;
   const long n = long(BH) * dk * cg;
@@ -663,22 +696,31 @@ __global__ void __launch_bounds__(256) boundary_fold_kernel(const float* part, c
     const int r = int(row % dk);
     const long bh = row / dk;
     float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (init0) {
+      if constexpr (VEC) a = *reinterpret_cast<const float4*>(init0 + row * dv + c);
+      else a.x = init0[row * dv + c];
+    }
     float lam = 0.f;
 #pragma unroll 4
     for (int k = 0; k < S; ++k) {
       const long s = rev ? S - 1 - k : k;
       const float ts = tau[(bh * S + s) * dk + r], d = __expf(ts);
       lam += ts;
-      const float* P = part + ((bh * S + s) * dk + r) * dv + c;
+      float* P = part + ((bh * S + s) * dk + r) * dv + c;
       if constexpr (VEC) {
         const float4 v = *reinterpret_cast<const float4*>(P);
+        if (excl) *reinterpret_cast<float4*>(P) = a;
         a.x = d * a.x + v.x, a.y = d * a.y + v.y, a.z = d * a.z + v.z, a.w = d * a.w + v.w;
       } else {
-        a.x = d * a.x + P[0];
+        const float v = P[0];
+        if (excl) P[0] = a.x;
+        a.x = d * a.x + v;
       }
     }
-    if constexpr (VEC) *reinterpret_cast<float4*>(fin + row * dv + c) = a;
-    else fin[row * dv + c] = a.x;
+    if (fin) {
+      if constexpr (VEC) *reinterpret_cast<float4*>(fin + row * dv + c) = a;
+      else fin[row * dv + c] = a.x;
+    }
     if (lambda && c == 0) lambda[row] = lam;
   }
 }
@@ -698,6 +740,7 @@ struct Plan {
 // 128 x 128 and 128 x 64); 6 IL with 64-row tiles; 7 as 5 with 64-token steps (32-token where 64 does not fit);
 // 8 as 6 with bulk copies; 9 as 5 with bulk copies. 0: the default, 7 (the fastest in run g at every shape).
 constexpr int kBoundaryVariants = 9;
+void set_spans(const Dims& d, Plan& pl, int span);
 Plan plan_of(const Dims& d) {
   int v = g_boundary_variant;
   if (v < 1 || v > kBoundaryVariants) v = 7;
@@ -711,6 +754,11 @@ Plan plan_of(const Dims& d) {
   if ((v == 5 || v == 7 || v == 9) && pl.bk == 128 && pl.bn <= 128) pl.wm = 4;
   if (v == 7 && pl.bn <= 128) pl.ts = 64;  // 128 x 256 does not fit three 64-token stages
   if (pl.bulk && pl.bk == 128 && pl.bn == 64) pl.bulk = false;  // 128 x 64 with bulk copies spills at 128 registers
+  set_spans(d, pl, span);
+  return pl;
+}
+// pl.span and pl.S: `span` chunks per span if > 0, else the span that fills pl's grid best.
+void set_spans(const Dims& d, Plan& pl, int span) {
   const int bps = layout_bps(pl.bk, pl.bn, pl.wm, pl.ts);
   const long units = long(d.B) * d.H * ((d.dk + pl.bk - 1) / pl.bk) * ((d.dv + pl.bn - 1) / pl.bn);
   const long slots = long(bps) * sm_count();
@@ -728,21 +776,43 @@ Plan plan_of(const Dims& d) {
   if ((d.NT + span - 1) / span > 65535) span = (d.NT + 65534) / 65535;  // grid.y limit
   pl.span = span;
   pl.S = (d.NT + span - 1) / span;
+}
+
+// The chunk states by spans (launch_states_spans): the STORE kernel at v7's configuration with at most 128 columns
+// per tile (128 x 256 holds 128 accumulators per warp at 255 registers: no room for the stores), and the spans of
+// plan_of(d) where its tiles are the same (the reduction an SP rank ran first is then reused), else its own. Not
+// affected by set_boundary_variant (the span override applies).
+Plan states_plan_of(const Dims& d) {
+  const Plan red = plan_of(d);
+  Plan pl;
+  pl.bk = d.dk > 64 ? 128 : 64, pl.bn = d.dv > 64 ? 128 : 64, pl.wm = pl.bk == 128 ? 4 : 2, pl.ts = 64;
+  pl.il = true, pl.bulk = false;
+  if (red.bk == pl.bk && red.bn == pl.bn) pl.span = red.span, pl.S = red.S;
+  else set_spans(d, pl, g_boundary_span);
   return pl;
 }
 
-template <bool REV, int BK, int BN, int WM, int TS, bool IL, bool BULK, bool RAW = false>
+template <bool REV, int BK, int BN, int WM, int TS, bool IL, bool BULK, bool RAW = false, bool STORE = false>
 void launch_t(const BoundaryParams& p, cudaStream_t stream) {
   constexpr size_t smem = BoundaryLayout<BK, BN, WM, TS, RAW>::total + (BULK ? 64 : 0);  // (the mbarriers)
   static const bool attr = [] {
-    SPB_CUDA(cudaFuncSetAttribute(boundary_kernel<REV, BK, BN, WM, TS, IL, BULK, RAW>,
+    SPB_CUDA(cudaFuncSetAttribute(boundary_kernel<REV, BK, BN, WM, TS, IL, BULK, RAW, STORE>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     return true;
   }();
   (void)attr;
   const dim3 grid(((p.dk + BK - 1) / BK) * ((p.dv + BN - 1) / BN), p.S, p.B * p.H);
-  boundary_kernel<REV, BK, BN, WM, TS, IL, BULK, RAW><<<grid, kBThreads, smem, stream>>>(p);
+  boundary_kernel<REV, BK, BN, WM, TS, IL, BULK, RAW, STORE><<<grid, kBThreads, smem, stream>>>(p);
   SPB_CUDA_LAUNCH();
+}
+
+// The STORE configurations states_plan_of makes.
+template <bool REV>
+void launch_store(const BoundaryParams& p, const Plan& c, cudaStream_t s) {
+  if (c.bk == 128 && c.bn == 128) launch_t<REV, 128, 128, 4, 64, true, false, false, true>(p, s);
+  else if (c.bk == 128) launch_t<REV, 128, 64, 4, 64, true, false, false, true>(p, s);
+  else if (c.bn == 128) launch_t<REV, 64, 128, 2, 64, true, false, false, true>(p, s);
+  else launch_t<REV, 64, 64, 2, 64, true, false, false, true>(p, s);
 }
 
 // Every configuration plan_of can produce (v1 kernels: WM 2, TS 32, all six tiles; IL kernels: WM 4 on 128 x 128
@@ -791,35 +861,81 @@ void set_boundary_variant(int v) { g_boundary_variant = v; }
 int boundary_variants() { return kBoundaryVariants; }
 
 size_t boundary_scratch_elems(const Dims& d) {
-  const Plan pl = plan_of(d);
-  if (pl.S == 1) return 0;
   const size_t bh = size_t(d.B) * d.H;
-  return bh * pl.S * d.dk * d.dv + bh * pl.S * d.dk;
+  size_t n = 0;
+  for (const Plan& pl : {plan_of(d), states_plan_of(d)})
+    if (pl.S > 1) n = std::max(n, bh * pl.S * d.dk * d.dv + bh * pl.S * d.dk);
+  return n;
 }
 
 namespace {
-// Stage 1 by plan pl, then (S > 1) the fold; g / lambda only where pl.raw.
-void launch_plan(const Dims& d, const Plan& pl, bool reverse, const bf16* x, const bf16* y, const float* gc,
-                 const bf16* g, float* fin, float* lambda, float* scratch, cudaStream_t stream) {
-  const size_t bh = size_t(d.B) * d.H;
-  float* part = pl.S == 1 ? fin : scratch;  // [B*H, S, dk, dv]
-  float* tau = pl.S == 1 ? nullptr : scratch + bh * pl.S * d.dk * d.dv;
+BoundaryParams params_of(const Dims& d, const Plan& pl, const bf16* x, const bf16* y, const float* gc, const bf16* g) {
   const bool vg = pl.raw ? aligned16(g) && d.dk % 8 == 0 : aligned16(gc) && d.dk % 4 == 0;
-  BoundaryParams p{x, y, gc, g, lambda, part, tau, d.B, d.T, d.H, d.dk, d.dv, d.NT, pl.span, pl.S, d.scale,
-                   aligned16(x) && d.dk % 8 == 0, aligned16(y) && d.dv % 8 == 0, vg};
-  if (reverse) launch_r<true>(p, pl, stream);
-  else launch_r<false>(p, pl, stream);
-  if (pl.S == 1) return;
-  const bool vec = d.dv % 4 == 0 && aligned16(fin) && aligned16(scratch);
+  return BoundaryParams{x,    y,    gc,   g,    nullptr, nullptr, nullptr, d.B,     d.T,
+                        d.H,  d.dk, d.dv, d.NT, pl.span, pl.S,    d.scale, aligned16(x) && d.dk % 8 == 0,
+                        aligned16(y) && d.dv % 8 == 0,    vg};
+}
+// The fold of the spans' partials in scratch: fin (nullable where excl) and lambda (nullable); excl: the partials
+// become the spans' initial states, from init0 (nullable: 0).
+void launch_fold(const Dims& d, const Plan& pl, bool reverse, float* scratch, float* fin, float* lambda,
+                 const float* init0, bool excl, cudaStream_t stream) {
+  const size_t bh = size_t(d.B) * d.H;
+  float* part = scratch;  // [B*H, S, dk, dv]
+  const float* tau = scratch + bh * pl.S * d.dk * d.dv;
+  const bool vec = d.dv % 4 == 0 && (!fin || aligned16(fin)) && (!init0 || aligned16(init0)) && aligned16(scratch);
   const long n = long(bh) * d.dk * (vec ? d.dv / 4 : d.dv);
   const int blocks = int(std::min<long>((n + 255) / 256, 16L * sm_count()));
   if (vec)
-    boundary_fold_kernel<true><<<blocks, 256, 0, stream>>>(part, tau, fin, lambda, int(bh), pl.S, d.dk, d.dv, reverse);
+    boundary_fold_kernel<true><<<blocks, 256, 0, stream>>>(part, tau, fin, lambda, init0, excl, int(bh), pl.S, d.dk,
+                                                           d.dv, reverse);
   else
-    boundary_fold_kernel<false><<<blocks, 256, 0, stream>>>(part, tau, fin, lambda, int(bh), pl.S, d.dk, d.dv, reverse);
+    boundary_fold_kernel<false><<<blocks, 256, 0, stream>>>(part, tau, fin, lambda, init0, excl, int(bh), pl.S, d.dk,
+                                                            d.dv, reverse);
   SPB_CUDA_LAUNCH();
 }
+// Stage 1 by plan pl: fin where S == 1, else the partials and decays in scratch. g / lambda only where pl.raw.
+void launch_stage1(const Dims& d, const Plan& pl, bool reverse, const bf16* x, const bf16* y, const float* gc,
+                   const bf16* g, float* fin, float* lambda, float* scratch, cudaStream_t stream) {
+  const size_t bh = size_t(d.B) * d.H;
+  BoundaryParams p = params_of(d, pl, x, y, gc, g);
+  p.lambda = lambda;
+  p.out = pl.S == 1 ? fin : scratch;
+  p.tau = pl.S == 1 ? nullptr : scratch + bh * pl.S * d.dk * d.dv;
+  if (reverse) launch_r<true>(p, pl, stream);
+  else launch_r<false>(p, pl, stream);
+}
+// Stage 1, then (S > 1) the fold.
+void launch_plan(const Dims& d, const Plan& pl, bool reverse, const bf16* x, const bf16* y, const float* gc,
+                 const bf16* g, float* fin, float* lambda, float* scratch, cudaStream_t stream) {
+  launch_stage1(d, pl, reverse, x, y, gc, g, fin, lambda, scratch, stream);
+  if (pl.S > 1) launch_fold(d, pl, reverse, scratch, fin, lambda, nullptr, false, stream);
+}
 }  // namespace
+
+bool states_reuse_boundary(const Dims& d) {
+  const Plan red = plan_of(d), st = states_plan_of(d);
+  return red.S > 1 && red.S == st.S && red.span == st.span;
+}
+
+void launch_states_spans(const Dims& d, bool reverse, const bf16* x, const bf16* y, const float* gc,
+                         const float* init, float* hs, float* fin, float* scratch, bool reuse, cudaStream_t stream) {
+  SPB_CHECK(!reuse || states_reuse_boundary(d), "launch_states_spans: no boundary reduction to reuse at this shape");
+  const Plan pl = states_plan_of(d);
+  BoundaryParams p = params_of(d, pl, x, y, gc, nullptr);
+  p.hs = hs;
+  if (pl.S > 1) {
+    // The reduction in the STORE kernel's own configuration and grid (without the stores): at 128 x 256 tiles
+    // (dv > 128) plan_of's would fill only half the SMs with the states' spans.
+    if (!reuse) launch_stage1(d, pl, reverse, x, y, gc, nullptr, nullptr, nullptr, scratch, stream);
+    launch_fold(d, pl, reverse, scratch, fin, nullptr, init, true, stream);
+    p.init = scratch;
+  } else {
+    p.init = init;
+    p.out = fin;
+  }
+  if (reverse) launch_store<true>(p, pl, stream);
+  else launch_store<false>(p, pl, stream);
+}
 
 void launch_boundary(const Dims& d, bool reverse, const bf16* x, const bf16* y, const float* gc, float* fin,
                      float* scratch, cudaStream_t stream) {

@@ -322,10 +322,16 @@ class CudaKernels final : public GlaKernels {
     }
   }
 
+  // The chunk states by spans (launch_states_spans: a reduction over spans, a fold, then every span's recurrence at
+  // once) unless set_states_variant(1) asks for the sequential walk (launch_states), which also serves hs == nullptr.
+  // Measured at B1 T16K H16 128/128 on one H200: kernels/cuda/NOTES.md, "The chunk states by spans".
   void chunk_states_fwd(const GlaShape& s, const void* k, const void* v, const float* gc, const float* h0, float* hs,
                         float* ht, Stream st) override {
-    launch_states(dims_of(s), false, static_cast<const bf16*>(k), static_cast<const bf16*>(v), gc, h0, hs, ht,
-                  stream_of(st));
+    states(s, false, k, v, gc, h0, hs, ht, false, st);
+  }
+  void chunk_states_fwd_after_boundary(const GlaShape& s, const void* k, const void* v, const float* gc,
+                                       const float* h0, float* hs, float* ht, Stream st) override {
+    states(s, false, k, v, gc, h0, hs, ht, last_boundary_ == BoundaryCall{false, k, v, dims_of(s)}, st);
   }
 
   // The boundary states by the chunk-parallel reduction of gla_boundary.cu (scratch: its per-span partials). The
@@ -338,13 +344,15 @@ class CudaKernels final : public GlaKernels {
     const auto* kb = static_cast<const bf16*>(k);
     const auto* vb = static_cast<const bf16*>(v);
     float* part = scratch(boundary_scratch_elems(d));
-    if (boundary_reads_gates(d)) {
+    const bool raw = boundary_reads_gates(d);
+    if (raw) {
       launch_boundary_gates(d, false, kb, vb, static_cast<const bf16*>(g), ht, lambda, part, stream_of(st));
-      return false;
+    } else {
+      chunk_cumsum(s, g, gc, lambda, st);
+      launch_boundary(d, false, kb, vb, gc, ht, part, stream_of(st));
     }
-    chunk_cumsum(s, g, gc, lambda, st);
-    launch_boundary(d, false, kb, vb, gc, ht, part, stream_of(st));
-    return true;
+    last_boundary_ = BoundaryCall{false, k, v, d};
+    return !raw;
   }
   void chunk_initial_dstate(const GlaShape& s, const void* q, const void* d_o, const void* g, const float* gc,
                             float* dh0, Stream st) override {
@@ -356,6 +364,7 @@ class CudaKernels final : public GlaKernels {
       launch_boundary_gates(d, true, qb, ob, static_cast<const bf16*>(g), dh0, nullptr, part, stream_of(st));
     else
       launch_boundary(d, true, qb, ob, gc, dh0, part, stream_of(st));
+    last_boundary_ = BoundaryCall{true, q, d_o, d};
   }
 
   void chunk_output(const GlaShape& s, const void* q, const void* k, const void* v, const float* gc, const float* hs,
@@ -391,8 +400,11 @@ class CudaKernels final : public GlaKernels {
 
   void chunk_states_bwd(const GlaShape& s, const void* q, const void* d_o, const float* gc, const float* dht,
                         float* dhs, float* dh0, Stream st) override {
-    launch_states(dims_of(s), true, static_cast<const bf16*>(q), static_cast<const bf16*>(d_o), gc, dht, dhs, dh0,
-                  stream_of(st));
+    states(s, true, q, d_o, gc, dht, dhs, dh0, false, st);
+  }
+  void chunk_states_bwd_after_boundary(const GlaShape& s, const void* q, const void* d_o, const float* gc,
+                                       const float* dht, float* dhs, float* dh0, Stream st) override {
+    states(s, true, q, d_o, gc, dht, dhs, dh0, last_boundary_ == BoundaryCall{true, q, d_o, dims_of(s)}, st);
   }
 
   void chunk_grads(const GlaShape& s, const void* q, const void* k, const void* v, const float* gc, const float* hs,
@@ -450,6 +462,36 @@ class CudaKernels final : public GlaKernels {
   }
 
  private:
+  // The last boundary call (chunk_final_state / chunk_initial_dstate): its partials are in scratch until the next
+  // call that uses scratch, which resets this.
+  struct BoundaryCall {
+    bool reverse = false;
+    const void* x = nullptr;
+    const void* y = nullptr;
+    Dims d{};
+    bool operator==(const BoundaryCall& o) const {
+      return x && reverse == o.reverse && x == o.x && y == o.y && d.B == o.d.B && d.T == o.d.T && d.H == o.d.H &&
+             d.dk == o.d.dk && d.dv == o.d.dv;
+    }
+  };
+  BoundaryCall last_boundary_;
+
+  // chunk_states_fwd / _bwd; reuse: the last boundary call was this one's reduction (the partials are in scratch).
+  void states(const GlaShape& s, bool reverse, const void* x, const void* y, const float* gc, const float* init,
+              float* hs, float* fin, bool reuse, Stream st) {
+    const Dims d = dims_of(s);
+    const auto* xb = static_cast<const bf16*>(x);
+    const auto* yb = static_cast<const bf16*>(y);
+    if (states_variant() == 1 || !hs) {
+      launch_states(d, reverse, xb, yb, gc, init, hs, fin, stream_of(st));
+      return;
+    }
+    float* part = scratch(boundary_scratch_elems(d));
+    launch_states_spans(d, reverse, xb, yb, gc, init, hs, fin, part, reuse && states_reuse_boundary(d),
+                        stream_of(st));
+    last_boundary_ = BoundaryCall{};  // the fold rewrote the partials
+  }
+
   // Grow-only device scratch (allocation synchronises; later calls reuse it). Calls on one stream at a time share it.
   float* scratch(size_t elems) {
     if (scratch_elems_ < elems) {

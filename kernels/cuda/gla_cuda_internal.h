@@ -28,6 +28,10 @@ void set_cumsum_vec(int v);
 // Rows of the state per block: 16 or 32 (0: 16 where that grid fits one wave of two blocks per SM). For tests and
 // the benchmark.
 void set_states_bk(int bk);
+// Which chunk_states_fwd / _bwd runs: 0 (default) launch_states_spans (gla_boundary.cu), 1 launch_states (the
+// sequential walk above). For tests and the benchmark.
+void set_states_variant(int v);
+int states_variant();
 void launch_states(const Dims& d, bool reverse, const __nv_bfloat16* x, const __nv_bfloat16* y, const float* gc,
                    const float* init, float* hs, float* fin, cudaStream_t stream);
 
@@ -49,6 +53,17 @@ void launch_boundary(const Dims& d, bool reverse, const __nv_bfloat16* x, const 
 bool boundary_reads_gates(const Dims& d);
 void launch_boundary_gates(const Dims& d, bool reverse, const __nv_bfloat16* x, const __nv_bfloat16* y,
                            const __nv_bfloat16* g, float* fin, float* lambda, float* scratch, cudaStream_t stream);
+// The chunk states by spans (what chunk_states_fwd / _bwd run by default): stage 1 of the reduction above (skipped
+// where reuse: the partials of the launch_boundary / launch_boundary_gates call just made at this d, with the same
+// x, y and gates, are still in scratch), a fold that turns the partials into each span's initial state from init
+// (h0 / dht, nullable) and writes fin (nullable), then the recurrence of every span from its initial state at once,
+// storing hs (the STORE kernel). Same hs / fin as launch_states up to the order of fp32 sums. scratch:
+// boundary_scratch_elems(d) floats. reuse needs states_reuse_boundary(d): the reduction has several spans, the same
+// as the states'.
+bool states_reuse_boundary(const Dims& d);
+void launch_states_spans(const Dims& d, bool reverse, const __nv_bfloat16* x, const __nv_bfloat16* y,
+                         const float* gc, const float* init, float* hs, float* fin, float* scratch, bool reuse,
+                         cudaStream_t stream);
 void set_boundary_span(int chunks);
 void set_boundary_variant(int v);
 int boundary_variants();

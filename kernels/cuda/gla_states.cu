@@ -211,6 +211,12 @@ void launch_states_r(const StatesParams& p, int bk, cudaStream_t stream) {
 
 void set_states_bk(int bk) { g_states_bk = bk; }
 
+namespace {
+int g_states_variant = 0;
+}
+void set_states_variant(int v) { g_states_variant = v; }
+int states_variant() { return g_states_variant; }
+
 void launch_states(const Dims& d, bool reverse, const bf16* x, const bf16* y, const float* gc, const float* init,
                    float* hs, float* fin, cudaStream_t stream) {
   StatesParams p{x, y, gc, init, hs, fin, d.B, d.T, d.H, d.dk, d.dv, d.NT, d.scale,

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -67,7 +68,7 @@ struct Case {
   Gates gates;
   bool h0, dht;
   bool legacy_stream = false;  // run on the legacy default stream (Stream{nullptr})
-  int states_bk = 0;           // force a state tile of the recurrence kernels (0: their own choice)
+  int states_bk = 0;           // the sequential state walk (set_states_variant(1)) at this tile (0: by spans)
   int variant = 0;             // force a variant of the A-matrix and dq/dk/dg kernels (0: their default)
 };
 
@@ -116,6 +117,7 @@ TEST_P(CudaVsReference, EveryOutputAndGradient) {
   dev->synchronize();  // the memsets ran on the legacy stream; the compute stream does not wait for it
 
   const Stream st = c.legacy_stream ? Stream{} : dev->compute_stream();
+  gla_cuda::set_states_variant(c.states_bk ? 1 : 0);
   gla_cuda::set_states_bk(c.states_bk);
   gla_cuda::set_intra_variant(c.variant);
   gla_cuda::set_dqk_variant(c.variant);
@@ -125,6 +127,7 @@ TEST_P(CudaVsReference, EveryOutputAndGradient) {
   gla_backward(*kern, ws, q.get(), k.get(), v.get(), g.get(), h0p, d_o.get(), dhtp, dq.get(), dk.get(), dv.get(),
                dg.get(), dh0.f32(), st);
   dev->synchronize();
+  gla_cuda::set_states_variant(0);
   gla_cuda::set_states_bk(0);
   gla_cuda::set_intra_variant(0);
   gla_cuda::set_dqk_variant(0);
@@ -366,6 +369,89 @@ TEST(CudaBoundaryState, EqualsTheRecurrencesEnd) {
     std::printf("[ errors ] CudaBoundaryState B%d T%d H%d dk%d dv%d: ht %.2e (rec %.2e) dh0 %.2e (rec %.2e)\n", s.B,
                 s.T, s.H, s.dk, s.dv, with_ref ? rel_rms_error(ref.ht, HT, S) : -1.0, rel_rms_error(HTr, HT, S),
                 with_ref ? rel_rms_error(ref.dh0, DH0, S) : -1.0, rel_rms_error(DH0r, DH0, S));
+  }
+}
+
+// The chunk states by spans (chunk_states_fwd / _bwd's default: launch_states_spans) and after a boundary call
+// (chunk_states_*_after_boundary, which reuses that call's partials) against the sequential walk on the same device
+// inputs (set_states_variant(1): the same tf32 rounding, another order of fp32 sums), with an initial state and a final
+// gradient, every output poisoned first. Then the contract's other side: a boundary call on zero keys, the keys changed
+// under the same pointer, must leave hs wrong wherever states_reuse_boundary says the partials are reused.
+TEST(CudaStatesBySpans, EqualTheSequentialWalk) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  struct Shape {
+    int B, T, H, dk, dv;
+  };
+  const Shape shapes[] = {{1, 100, 2, 64, 64},   {2, 1000, 3, 128, 128}, {1, 3000, 2, 128, 64}, {1, 4160, 1, 256, 512},
+                          {1, 16384, 4, 128, 128}, {2, 777, 2, 64, 256},  {1, 333, 2, 100, 60},  {1, 1, 1, 128, 128}};
+  auto dev = make_cuda_device(0);
+  auto kern = make_cuda_kernels();
+  for (const Shape& sh : shapes) {
+    GlaShape s;
+    s.B = sh.B, s.T = sh.T, s.H = sh.H, s.dk = sh.dk, s.dv = sh.dv;
+    SCOPED_TRACE("B" + std::to_string(s.B) + " T" + std::to_string(s.T) + " H" + std::to_string(s.H) + " dk" +
+                 std::to_string(s.dk) + " dv" + std::to_string(s.dv));
+    HostTensors x = generate_inputs(s, 1977 + s.T, GateKind::model, true, true);
+    const size_t QK = s.qk_elems(), V = s.v_elems(), S = s.state_elems(), HS = s.chunk_state_elems();
+    Buffer q(*dev, QK * 2), k(*dev, QK * 2), v(*dev, V * 2), g(*dev, QK * 2), d_o(*dev, V * 2), kz(*dev, QK * 2);
+    Buffer h0(*dev, S * 4), dht(*dev, S * 4), gc(*dev, QK * 4), gc2(*dev, QK * 4), fin(*dev, S * 4);
+    dev->upload_as(q.get(), DType::bf16, x.q.data(), QK);
+    dev->upload_as(k.get(), DType::bf16, x.k.data(), QK);
+    dev->upload_as(v.get(), DType::bf16, x.v.data(), V);
+    dev->upload_as(g.get(), DType::bf16, x.g.data(), QK);
+    dev->upload_as(d_o.get(), DType::bf16, x.d_o.data(), V);
+    dev->upload(h0.get(), x.h0.data(), S * 4);
+    dev->upload(dht.get(), x.dht.data(), S * 4);
+    const Stream st = dev->compute_stream();
+    kern->chunk_cumsum(s, g.get(), gc.f32(), nullptr, st);
+    // [0] sequential, [1] by spans, [2] after the boundary calls, [3] the stale case (forward only)
+    std::vector<std::unique_ptr<Buffer>> hs, ht, dhs, dh0;
+    for (int m = 0; m < 4; ++m) {
+      hs.push_back(std::make_unique<Buffer>(*dev, HS * 4)), ht.push_back(std::make_unique<Buffer>(*dev, S * 4));
+      dhs.push_back(std::make_unique<Buffer>(*dev, HS * 4)), dh0.push_back(std::make_unique<Buffer>(*dev, S * 4));
+      for (Buffer* b : {hs[m].get(), ht[m].get(), dhs[m].get(), dh0[m].get()}) poison(*b);
+    }
+    dev->synchronize();
+    for (int m = 0; m < 3; ++m) {
+      gla_cuda::set_states_variant(m == 0 ? 1 : 0);
+      if (m == 2) {
+        kern->chunk_final_state(s, k.get(), v.get(), g.get(), gc2.f32(), fin.f32(), nullptr, st);
+        kern->chunk_states_fwd_after_boundary(s, k.get(), v.get(), gc.f32(), h0.f32(), hs[m]->f32(), ht[m]->f32(), st);
+        kern->chunk_initial_dstate(s, q.get(), d_o.get(), g.get(), gc.f32(), fin.f32(), st);
+        kern->chunk_states_bwd_after_boundary(s, q.get(), d_o.get(), gc.f32(), dht.f32(), dhs[m]->f32(),
+                                              dh0[m]->f32(), st);
+      } else {
+        kern->chunk_states_fwd(s, k.get(), v.get(), gc.f32(), h0.f32(), hs[m]->f32(), ht[m]->f32(), st);
+        kern->chunk_states_bwd(s, q.get(), d_o.get(), gc.f32(), dht.f32(), dhs[m]->f32(), dh0[m]->f32(), st);
+      }
+    }
+    gla_cuda::set_states_variant(0);
+    dev->fill_zero(kz.get(), QK * 2, st);
+    kern->chunk_final_state(s, kz.get(), v.get(), g.get(), gc2.f32(), fin.f32(), nullptr, st);
+    dev->copy(kz.get(), k.get(), QK * 2, st);
+    kern->chunk_states_fwd_after_boundary(s, kz.get(), v.get(), gc.f32(), h0.f32(), hs[3]->f32(), ht[3]->f32(), st);
+    dev->synchronize();
+    const std::vector<float> HS0 = fetch(*dev, *hs[0], DType::f32, HS), HT0 = fetch(*dev, *ht[0], DType::f32, S);
+    const std::vector<float> DHS0 = fetch(*dev, *dhs[0], DType::f32, HS), DH00 = fetch(*dev, *dh0[0], DType::f32, S);
+    for (int m = 1; m < 3; ++m) {
+      const std::vector<float> HSm = fetch(*dev, *hs[m], DType::f32, HS), HTm = fetch(*dev, *ht[m], DType::f32, S);
+      const std::vector<float> DHSm = fetch(*dev, *dhs[m], DType::f32, HS);
+      const std::vector<float> DH0m = fetch(*dev, *dh0[m], DType::f32, S);
+      const char* w = m == 1 ? "by spans" : "after the boundary";
+      for (auto* t : {&HSm, &HTm, &DHSm, &DH0m}) EXPECT_TRUE(all_finite(*t)) << w << ": NaN or unwritten element";
+      const double e[4] = {rel_rms_error(HS0, HSm, HS), rel_rms_error(HT0, HTm, S), rel_rms_error(DHS0, DHSm, HS),
+                           rel_rms_error(DH00, DH0m, S)};
+      EXPECT_LT(e[0], 1e-5) << w << ": hs";
+      EXPECT_LT(e[1], 1e-5) << w << ": ht";
+      EXPECT_LT(e[2], 1e-5) << w << ": dhs";
+      EXPECT_LT(e[3], 1e-5) << w << ": dh0";
+      std::printf("[ errors ] CudaStatesBySpans B%d T%d H%d dk%d dv%d %s: hs %.2e ht %.2e dhs %.2e dh0 %.2e\n", s.B,
+                  s.T, s.H, s.dk, s.dv, w, e[0], e[1], e[2], e[3]);
+    }
+    const gla_cuda::Dims d{s.B, s.T, s.H, s.dk, s.dv, s.chunks(), s.scale()};
+    const double e_stale = rel_rms_error(HS0, fetch(*dev, *hs[3], DType::f32, HS), HS);
+    if (gla_cuda::states_reuse_boundary(d)) EXPECT_GT(e_stale, 1e-3) << "the reduction was not reused";
+    else EXPECT_LT(e_stale, 1e-5) << "no reuse at this shape, yet hs changed";
   }
 }
 }  // namespace

@@ -185,7 +185,81 @@ void boundary_states(int B, int T, int H, int dk, int dv, int span, GateKind gat
   }
 }
 
+// The chunk states by spans (chunk_states_fwd / _bwd's default, launch_states_spans) and after a boundary call
+// (chunk_states_*_after_boundary, reusing its partials) against the sequential walk (set_states_variant(1)), all
+// through the GlaKernels interface, with an initial state and a final gradient; every hs / dhs element poisoned
+// first. span: chunks per span (0: the plan's).
+void states_spans(int B, int T, int H, int dk, int dv, int span, GateKind gates = GateKind::model) {
+  GlaShape s;
+  s.B = B, s.T = T, s.H = H, s.dk = dk, s.dv = dv;
+  const HostTensors x = generate_inputs(s, 900 + T + dk + dv, gates, true, true);
+  auto q = to_bf(rounded(x.q)), k = to_bf(rounded(x.k)), v = to_bf(rounded(x.v)), g = to_bf(rounded(x.g));
+  auto d_o = to_bf(rounded(x.d_o));
+  auto kern = make_cuda_kernels();
+  gla_cuda::set_boundary_span(span);
+  std::vector<float> gc(s.qk_elems()), gc2(s.qk_elems()), lam(s.state_rows());
+  kern->chunk_cumsum(s, g.data(), gc.data(), lam.data(), {});
+  const size_t HS = s.chunk_state_elems(), S = s.state_elems();
+  // [0] sequential, [1] by spans, [2] after the boundary call
+  std::vector<float> hs[3], ht[3], dhs[3], dh0[3], fin(S), dfin(S);
+  for (int m = 0; m < 3; ++m) {
+    hs[m].resize(HS), ht[m].resize(S), dhs[m].resize(HS), dh0[m].resize(S);
+    poison(hs[m]), poison(ht[m]), poison(dhs[m]), poison(dh0[m]);
+    gla_cuda::set_states_variant(m == 0 ? 1 : 0);
+    if (m == 2) {
+      kern->chunk_final_state(s, k.data(), v.data(), g.data(), gc2.data(), fin.data(), nullptr, {});
+      kern->chunk_states_fwd_after_boundary(s, k.data(), v.data(), gc.data(), x.h0.data(), hs[m].data(),
+                                            ht[m].data(), {});
+      kern->chunk_initial_dstate(s, q.data(), d_o.data(), g.data(), gc.data(), dfin.data(), {});
+      kern->chunk_states_bwd_after_boundary(s, q.data(), d_o.data(), gc.data(), x.dht.data(), dhs[m].data(),
+                                            dh0[m].data(), {});
+    } else {
+      kern->chunk_states_fwd(s, k.data(), v.data(), gc.data(), x.h0.data(), hs[m].data(), ht[m].data(), {});
+      kern->chunk_states_bwd(s, q.data(), d_o.data(), gc.data(), x.dht.data(), dhs[m].data(), dh0[m].data(), {});
+    }
+  }
+  // That the reduction is reused where states_reuse_boundary: a boundary call on zero keys, the keys then changed
+  // under the same pointer (what the contract forbids) must leave hs wrong from the second span on.
+  const gla_cuda::Dims d{B, T, H, dk, dv, s.chunks(), 1.0f / std::sqrt(float(dk))};
+  const bool reuse = gla_cuda::states_reuse_boundary(d);
+  std::vector<__nv_bfloat16> kk(k.size(), __float2bfloat16(0.f));
+  std::vector<float> hs_stale(HS), ht_stale(S);
+  kern->chunk_final_state(s, kk.data(), v.data(), g.data(), gc2.data(), fin.data(), nullptr, {});
+  kk = k;
+  kern->chunk_states_fwd_after_boundary(s, kk.data(), v.data(), gc.data(), x.h0.data(), hs_stale.data(),
+                                        ht_stale.data(), {});
+  const double e_stale = rel_rms_error(hs[0], hs_stale, HS);
+  gla_cuda::set_states_variant(0);
+  gla_cuda::set_boundary_span(0);
+  std::printf("states by spans B%d T%d H%d dk%d dv%d span %d (reuse %d, stale hs %.1e):", B, T, H, dk, dv, span,
+              int(reuse), e_stale);
+  if (reuse) expect_lt(1e-3, e_stale, "the reduction was not reused (stale partials gave the right hs)");
+  else expect_lt(e_stale, 1e-5, "no reuse expected, yet hs changed");
+  for (int m = 1; m < 3; ++m) {
+    const std::string w = m == 1 ? "spans " : "after boundary ";
+    const double e[4] = {rel_rms_error(hs[0], hs[m], HS), rel_rms_error(ht[0], ht[m], S),
+                         rel_rms_error(dhs[0], dhs[m], HS), rel_rms_error(dh0[0], dh0[m], S)};
+    std::printf(" %shs %.2e ht %.2e dhs %.2e dh0 %.2e;", w.c_str(), e[0], e[1], e[2], e[3]);
+    expect_lt(e[0], 1e-5, w + "hs"), expect_lt(e[1], 1e-5, w + "ht");
+    expect_lt(e[2], 1e-5, w + "dhs"), expect_lt(e[3], 1e-5, w + "dh0");
+  }
+  std::printf("\n");
+}
+
 }  // namespace
+
+// launch_states_spans: 128 x 128 (the boundary from g first), 64 x 64, 128 x 64 and 64 x 128 tiles, 128-column tiles
+// at dv = 256 (own spans, no reuse), partial chunks and spans, one span (no fold), odd sizes, B = H = 2.
+void states_by_spans() {
+  states_spans(1, 485, 1, 128, 128, 3);                    // spans of 3, partial last chunk; reuses the g reduction
+  states_spans(2, 150, 2, 128, 128, 2, GateKind::strong);  // B = H = 2, partial last span and chunk
+  states_spans(1, 100, 1, 64, 64, 4);                      // one span: no fold, fin from the STORE kernel
+  states_spans(1, 200, 1, 64, 128, 1);                     // one chunk per span
+  states_spans(1, 160, 1, 128, 64, 0);                     // 128 x 64 tiles, the plan's spans
+  states_spans(1, 130, 1, 128, 256, 2);                    // 128 x 128 store tiles under a 128 x 256 reduction
+  states_spans(1, 91, 1, 13, 7, 1, GateKind::strong);      // odd sizes: element copies, scalar fold
+  states_spans(1, 1, 1, 64, 64, 0);                        // one token
+}
 
 // launch_boundary_gates: spans, partial chunks and tiles, B and H > 1, 128 x 64 tiles, two dk tiles, element copies.
 void boundary_from_gates() {
@@ -199,6 +273,11 @@ void boundary_from_gates() {
 
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::string(argv[1]) == "quick";
+  if (argc > 1 && std::string(argv[1]) == "states") {  // only the chunk states by spans
+    states_by_spans();
+    std::printf(failures ? "emu_check: %d FAILURES\n" : "emu_check: all passed\n", failures);
+    return failures ? 1 : 0;
+  }
   if (argc > 1 && std::string(argv[1]) == "gates") {  // only the boundary from g (the quickest check of that kernel)
     boundary_from_gates();
     std::printf(failures ? "emu_check: %d FAILURES\n" : "emu_check: all passed\n", failures);
@@ -239,6 +318,7 @@ int main(int argc, char** argv) {
     boundary_states(1, 91, 1, 13, 7, 1, GateKind::strong, var);      // odd sizes: element copies, scalar fold
   }
   boundary_from_gates();
+  states_by_spans();
   if (!quick) {
     composite(1, 1, 1, 16, 24, 1, false, false);
     composite(2, 130, 2, 16, 24, 1, true, false);
