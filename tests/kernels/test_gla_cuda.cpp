@@ -61,6 +61,20 @@ bool all_finite(const std::vector<float>& x) {
   return true;
 }
 
+// The shapes of the state tests (CudaBoundaryState, CudaStatesBySpans) and their SCOPED_TRACE label.
+struct StateShape {
+  int B, T, H, dk, dv;
+};
+GlaShape gla_shape(const StateShape& sh) {
+  GlaShape s;
+  s.B = sh.B, s.T = sh.T, s.H = sh.H, s.dk = sh.dk, s.dv = sh.dv;
+  return s;
+}
+std::string shape_label(const GlaShape& s) {
+  return "B" + std::to_string(s.B) + " T" + std::to_string(s.T) + " H" + std::to_string(s.H) + " dk" +
+         std::to_string(s.dk) + " dv" + std::to_string(s.dv);
+}
+
 enum class Gates { model, strong, extreme };  // extreme: strong x 6, decays past the sub-chunk guard
 
 struct Case {
@@ -313,19 +327,14 @@ namespace {
 // and, where it says it wrote it, its gc must equal chunk_cumsum's.
 TEST(CudaBoundaryState, EqualsTheRecurrencesEnd) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
-  struct Shape {
-    int B, T, H, dk, dv;
-  };
-  const Shape shapes[] = {{1, 1, 1, 64, 64},     {1, 100, 2, 64, 64},    {2, 1000, 3, 128, 128},
-                          {1, 3000, 2, 128, 64}, {1, 4160, 1, 256, 512}, {1, 16384, 4, 128, 128},
-                          {2, 777, 2, 64, 256},  {1, 2048, 1, 256, 256}, {1, 333, 2, 100, 60}};
+  const StateShape shapes[] = {{1, 1, 1, 64, 64},     {1, 100, 2, 64, 64},    {2, 1000, 3, 128, 128},
+                               {1, 3000, 2, 128, 64}, {1, 4160, 1, 256, 512}, {1, 16384, 4, 128, 128},
+                               {2, 777, 2, 64, 256},  {1, 2048, 1, 256, 256}, {1, 333, 2, 100, 60}};
   auto dev = make_cuda_device(0);
   auto kern = make_cuda_kernels();
-  for (const Shape& sh : shapes) {
-    GlaShape s;
-    s.B = sh.B, s.T = sh.T, s.H = sh.H, s.dk = sh.dk, s.dv = sh.dv;
-    SCOPED_TRACE("B" + std::to_string(s.B) + " T" + std::to_string(s.T) + " H" + std::to_string(s.H) + " dk" +
-                 std::to_string(s.dk) + " dv" + std::to_string(s.dv));
+  for (const StateShape& sh : shapes) {
+    const GlaShape s = gla_shape(sh);
+    SCOPED_TRACE(shape_label(s));
     HostTensors x = generate_inputs(s, 977 + s.T, GateKind::model, false, false);
     x.q = bf16_rounded(x.q), x.k = bf16_rounded(x.k), x.v = bf16_rounded(x.v), x.g = bf16_rounded(x.g);
     x.d_o = bf16_rounded(x.d_o);
@@ -379,18 +388,14 @@ TEST(CudaBoundaryState, EqualsTheRecurrencesEnd) {
 // under the same pointer, must leave hs wrong wherever states_reuse_boundary says the partials are reused.
 TEST(CudaStatesBySpans, EqualTheSequentialWalk) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
-  struct Shape {
-    int B, T, H, dk, dv;
-  };
-  const Shape shapes[] = {{1, 100, 2, 64, 64},   {2, 1000, 3, 128, 128}, {1, 3000, 2, 128, 64}, {1, 4160, 1, 256, 512},
-                          {1, 16384, 4, 128, 128}, {2, 777, 2, 64, 256},  {1, 333, 2, 100, 60},  {1, 1, 1, 128, 128}};
+  const StateShape shapes[] = {{1, 100, 2, 64, 64},    {2, 1000, 3, 128, 128}, {1, 3000, 2, 128, 64},
+                               {1, 4160, 1, 256, 512}, {1, 16384, 4, 128, 128}, {2, 777, 2, 64, 256},
+                               {1, 333, 2, 100, 60},   {1, 1, 1, 128, 128}};
   auto dev = make_cuda_device(0);
   auto kern = make_cuda_kernels();
-  for (const Shape& sh : shapes) {
-    GlaShape s;
-    s.B = sh.B, s.T = sh.T, s.H = sh.H, s.dk = sh.dk, s.dv = sh.dv;
-    SCOPED_TRACE("B" + std::to_string(s.B) + " T" + std::to_string(s.T) + " H" + std::to_string(s.H) + " dk" +
-                 std::to_string(s.dk) + " dv" + std::to_string(s.dv));
+  for (const StateShape& sh : shapes) {
+    const GlaShape s = gla_shape(sh);
+    SCOPED_TRACE(shape_label(s));
     HostTensors x = generate_inputs(s, 1977 + s.T, GateKind::model, true, true);
     const size_t QK = s.qk_elems(), V = s.v_elems(), S = s.state_elems(), HS = s.chunk_state_elems();
     Buffer q(*dev, QK * 2), k(*dev, QK * 2), v(*dev, V * 2), g(*dev, QK * 2), d_o(*dev, V * 2), kz(*dev, QK * 2);
