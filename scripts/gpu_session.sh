@@ -8,12 +8,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 LOG=$OUT/session.log  # one log: a call brings back at most 8 files
-export NCCL_NVLS_ENABLE=0  # never NVLink multicast here (KINDS.md)
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-NCCL_ROOT=${NCCL_ROOT:-$(python3 -c 'import nvidia.nccl, os; print(nvidia.nccl.__path__[0])')}
-export LD_LIBRARY_PATH=$NCCL_ROOT/lib:${LD_LIBRARY_PATH:-}
-# The tree arrives without .git: the sha of the commit it was copied from travels in .deps/git_sha.
-export SPB_GIT_SHA=${SPB_GIT_SHA:-$(cat .deps/git_sha 2>/dev/null || echo unknown)}
+# No NVLink multicast, OpenMPI as root, NCCL from its Python wheel (NCCL_ROOT), the commit sha from .deps/git_sha.
+source scripts/gpu_env.sh
 B=build-gpu
 t0=$(date +%s)
 stamp() { echo "[gpu_session +$(( $(date +%s) - t0 ))s] $*"; }
