@@ -75,6 +75,11 @@ int boundary_variants();
 // set_intra_variant: tuning override of the feature slice and occupancy (0: default; 1: 32-feature slices, 2 blocks
 // per SM; 2: 16-feature slices, 3 blocks per SM; 3: as 2 with one barrier per slice). For tests and the benchmark.
 void set_intra_variant(int v);
+// set_intra_tiles: column tiles per block (0: intra_tiles_per_block's plan; 1: A rebuilt for every tile, as before).
+// intra_tiles_per_block: that plan, for ntile column tiles, other_blocks blocks per column tile (chunks x B x H) and
+// `resident` blocks per wave. For tests and the benchmark.
+void set_intra_tiles(int tiles);
+int intra_tiles_per_block(int ntile, long other_blocks, int resident);
 void launch_output(const Dims& d, const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                    const float* gc, const float* hs, __nv_bfloat16* o, cudaStream_t stream, int bv = 0);
 void launch_dv(const Dims& d, const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* d_o,

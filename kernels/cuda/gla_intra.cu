@@ -15,9 +15,10 @@
 //   diagonal block exactly, element by element, from global memory.
 // - A stays in registers; A V (or A^T dO) uses bf16 mma on a hi/lo split of A (A in fp32 to 16 bits) with V / dO
 //   from ldmatrix.trans: V and dO are exact bf16, so nothing is rounded to bf16 but A's last 8 bits.
-// - When dv > BV the grid has several dv tiles per chunk; each recomputes A (cheap next to the [64 x dk] x [dk x BV]
-//   product) rather than passing it through global memory.
+// - When dv > BV a block may walk several dv tiles of its chunk and build A once for all of them (intra_kernel,
+//   intra_tiles_per_block); A never goes through global memory.
 #include <algorithm>
+#include <type_traits>
 
 #include "harness/cuda_check.h"
 #include "kernels/cuda/gla_cuda_common.cuh"
@@ -36,7 +37,7 @@ constexpr int kIntraDefaultVariant = 3;
 
 // IKS: features per slice (32, or 16: half the shared memory, so that 3 blocks fit an SM); MINB: blocks per SM the
 // register allocation is bounded for (2: up to 255 registers, 3: up to 168).
-template <int BV, int IKS>
+template <int BV, int IKS, bool MULTI>
 struct IntraLayout {
   static constexpr int IQS = IKS + 8;  // bf16 stride of q, k slices: 32-bit reads at (row g, col 2t) conflict-free
   static constexpr int IGS = IKS + 8;  // fp32 stride of the gc slice: float2 reads at (row g, col 2t) conflict-free
@@ -48,7 +49,8 @@ struct IntraLayout {
   static constexpr size_t s_off = g_off + size_t(kC) * IGS * 4;
   static constexpr size_t stage = s_off + size_t(IKS) * HS * 4;
   static constexpr size_t w_off = 2 * stage;
-  static constexpr size_t total = w_off + size_t(kC) * WS * 2;
+  static constexpr size_t af_off = w_off + size_t(kC) * WS * 2;
+  static constexpr size_t total = af_off + (MULTI ? size_t(4) * 4 * 8 * 32 * 4 : 0);  // Af: [warp][kq][8][lane]
   static_assert(stage % 16 == 0 && size_t(kC) * IAS * 4 <= 2 * stage, "layout");  // A (MODE_DV) spans both stages
 };
 
@@ -62,6 +64,7 @@ struct IntraParams {
   int B, T, H, dk, dv, NT;
   float scale;
   bool vq, vk, vg, vs, vw;
+  int tiles;  // column tiles per block (launch_intra)
 };
 
 // A_rj (unscaled) summed element by element with exact exponents, from global memory: the fallback for diagonal
@@ -81,15 +84,27 @@ __device__ __noinline__ float exact_score(const bf16* q, const bf16* k, const fl
 // itself (the rounding loop and load_tile map thread to 16-byte chunk the same way), right after its own cp.async
 // wait and before the barrier, which then publishes the finished slice; and the V / dO tile gets a cp.async group of
 // its own after slice 0, so the first wait is for slice 0 alone (W is needed only at the end).
-template <int MODE, int BV, int IKS, int MINB, bool EARLY>
+//
+// MULTI (with EARLY; launch_intra_v, where dv > BV): a block covers p.tiles column tiles of its chunk and builds A
+// once for all of them, in a pass of its own over the feature slices (q, k, gc only). A's bf16 hi / lo fragments,
+// split once, wait in shared memory (Af, 16 KB) for the A V (A^T dO) product of each tile; each tile's pass holds no
+// A in registers and streams only what its inter-chunk product needs: q (MODE_OUT) or k (MODE_DV), gc, the state
+// slice. Splitting the passes also keeps A (32 registers) and the accumulators (64) out of each other's way: fused,
+// the 168-register cap spilled 240-330 bytes. All the passes' slices form one pipeline (the next pass's first slice
+// is loaded during the last slice of a pass); MODE_DV's A^T goes through Af (swizzled fp32, asx) instead of the
+// stage buffers, which then hold that slice.
+template <int MODE, int BV, int IKS, int MINB, bool EARLY, bool MULTI>
 __global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraParams p) {
-  using L = IntraLayout<BV, IKS>;
+  static_assert(EARLY || !MULTI, "MULTI is written for the one-barrier pipeline");
+  using L = IntraLayout<BV, IKS, MULTI>;
   constexpr int IQS = L::IQS, IGS = L::IGS;
   constexpr int NTV = BV / 8;  // n-tiles of the output tile
   extern __shared__ __align__(16) unsigned char smem[];
   bf16* Ws = reinterpret_cast<bf16*>(smem + L::w_off);
 
-  const int j0 = blockIdx.x * BV, n = blockIdx.y, bh = blockIdx.z;
+  const int n = blockIdx.y, bh = blockIdx.z;
+  const int tile0 = MULTI ? blockIdx.x * p.tiles : blockIdx.x;
+  const int ntile = MULTI ? min(p.tiles, (p.dv + BV - 1) / BV - tile0) : 1;
   const int b = bh / p.H, h = bh % p.H;
   const int t0 = n * kC, len = min(kC, p.T - t0);
   const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
@@ -97,25 +112,42 @@ __global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraP
   const long qbase = ((long(b) * p.T + t0) * p.H + h) * p.dk;
   const long vbase = ((long(b) * p.T + t0) * p.H + h) * p.dv;
   const long sbase = (long(bh) * p.NT + n) * p.dk * p.dv;
+  const int nsl = (p.dk + IKS - 1) / IKS;
 
-  // V (or dO) tile first, then feature slice 0: one cp.async group (EARLY: slice 0, then W, two groups).
-  if (!EARLY) load_tile<bf16, kC, BV, kIntraThreads>(Ws, L::WS, p.w + vbase + j0, vrow, len, p.dv - j0, p.vw);
-  auto load_slice = [&](int s, int st) {
+  // Passes: MULTI: pass 0 builds A, pass 1 + jt is column tile jt's inter-chunk product; otherwise pass 0 does both
+  // for the block's one tile.
+  auto tile_of = [&](int pass) { return MULTI ? pass - 1 : 0; };
+  auto load_w = [&](int jt) {
+    const int j0 = (tile0 + jt) * BV;
+    load_tile<bf16, kC, BV, kIntraThreads>(Ws, L::WS, p.w + vbase + j0, vrow, len, p.dv - j0, p.vw);
+  };
+  // Slice s of a pass into stage st: what the pass needs of q, k, gc and the state.
+  auto load_slice = [&](int pass, int s, int st) {
+    const bool build = !MULTI || pass == 0, inter = !MULTI || pass > 0;
     const int f0 = s * IKS;
     unsigned char* base = smem + st * L::stage;
-    load_tile<bf16, kC, IKS, kIntraThreads>(reinterpret_cast<bf16*>(base + L::q_off), IQS, p.q + qbase + f0, qrow,
-                                            len, p.dk - f0, p.vq);
-    load_tile<bf16, kC, IKS, kIntraThreads>(reinterpret_cast<bf16*>(base + L::k_off), IQS, p.k + qbase + f0, qrow,
-                                            len, p.dk - f0, p.vk);
+    if (build || MODE == MODE_OUT)
+      load_tile<bf16, kC, IKS, kIntraThreads>(reinterpret_cast<bf16*>(base + L::q_off), IQS, p.q + qbase + f0, qrow,
+                                              len, p.dk - f0, p.vq);
+    if (build || MODE == MODE_DV)
+      load_tile<bf16, kC, IKS, kIntraThreads>(reinterpret_cast<bf16*>(base + L::k_off), IQS, p.k + qbase + f0, qrow,
+                                              len, p.dk - f0, p.vk);
     load_tile<float, kC, IKS, kIntraThreads>(reinterpret_cast<float*>(base + L::g_off), IGS, p.gc + qbase + f0, qrow,
                                              len, p.dk - f0, p.vg);
-    load_tile<float, IKS, BV, kIntraThreads>(reinterpret_cast<float*>(base + L::s_off), L::HS,
-                                             p.state + sbase + long(f0) * p.dv + j0, p.dv, p.dk - f0, p.dv - j0, p.vs);
+    if (inter) {
+      const int j0 = (tile0 + tile_of(pass)) * BV;
+      load_tile<float, IKS, BV, kIntraThreads>(reinterpret_cast<float*>(base + L::s_off), L::HS,
+                                               p.state + sbase + long(f0) * p.dv + j0, p.dv, p.dk - f0, p.dv - j0,
+                                               p.vs);
+    }
   };
-  load_slice(0, 0);
+  // V (or dO) tile first, then feature slice 0: one cp.async group (EARLY: slice 0, then W, two groups; MULTI: W
+  // before each tile's pass).
+  if (!EARLY) load_w(0);
+  load_slice(0, 0, 0);
   cp_async_commit();
-  if (EARLY) {
-    load_tile<bf16, kC, BV, kIntraThreads>(Ws, L::WS, p.w + vbase + j0, vrow, len, p.dv - j0, p.vw);
+  if (EARLY && !MULTI) {
+    load_w(0);
     cp_async_commit();
   }
 
@@ -123,211 +155,295 @@ __global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraP
   const bool ok0 = r0 < len, ok1 = r1 < len;
   const bool active = 16 * w < len;  // warp-uniform: the sub-chunk has at least one token
   const int wlast = min(16 * w + 15, len - 1);
-  float acc[NTV][4];
-  float A[8][4];
+  float acc[NTV][4];  // the output tile; zeroed right before each pass that adds to it (MULTI: not live in pass 0)
+  auto zero_acc = [&] {
 #pragma unroll
-  for (int i = 0; i < NTV; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) A[i][0] = A[i][1] = A[i][2] = A[i][3] = 0.f;
-  bool big = false;
+    for (int i = 0; i < NTV; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+  };
 
-  const int nsl = (p.dk + IKS - 1) / IKS;
-  for (int s = 0; s < nsl; ++s) {
-    if (EARLY && s == 0) cp_async_wait<1>();  // slice 0 (W may still be in flight)
-    else cp_async_wait<0>();
-    if (!EARLY) {
-      __syncthreads();  // slice s (and the W tile) visible; every warp is done with slice s-1
-      if (s + 1 < nsl) load_slice(s + 1, (s + 1) & 1);
-      cp_async_commit();
-    }
-    {  // round the state slice to tf32 once, in place (not at every fragment load of every warp)
-      float4* sp = reinterpret_cast<float4*>(smem + (s & 1) * L::stage + L::s_off);
-#pragma unroll
-      for (int i = 0; i < IKS * BV / 4 / kIntraThreads; ++i) {
-        const int idx = tid + i * kIntraThreads, r = idx / (BV / 4), c4 = idx % (BV / 4);
-        float4 v = sp[r * (L::HS / 4) + c4];
-        v = make_float4(tf32_round(v.x), tf32_round(v.y), tf32_round(v.z), tf32_round(v.w));
-        sp[r * (L::HS / 4) + c4] = v;
+  // One pass over the feature slices: with BUILD, A += the slices' part of the scores; with INTER, acc += the
+  // inter-chunk product. The stage parity carries over from pass to pass (nsl slices each).
+  auto run_pass = [&](auto build, auto inter, int pass, float (&A)[8][4], bool& big) {
+    constexpr bool BUILD = decltype(build)::value, INTER = decltype(inter)::value;
+    const int npass = MULTI ? ntile + 1 : 1;
+    // The next pass's first slice is loaded during this pass's last slice.
+    const bool cross = pass + 1 < npass;
+    // W: in the first wait only where a W group follows slice 0 (EARLY: the one tile; MULTI: every tile's pass).
+    const bool w_follows = EARLY && (!MULTI || INTER);
+    int st = (pass * nsl) & 1;
+    for (int s = 0; s < nsl; ++s, st ^= 1) {
+      const bool prefetch = s + 1 < nsl || cross;
+      if (w_follows && s == 0) cp_async_wait<1>();  // slice 0 (this tile's W may still be in flight)
+      else cp_async_wait<0>();
+      if (!EARLY) {
+        __syncthreads();  // slice s (and the W tile) visible; every warp is done with the previous slice
+        if (prefetch) load_slice(s + 1 < nsl ? pass : pass + 1, s + 1 < nsl ? s + 1 : 0, st ^ 1);
+        cp_async_commit();
       }
-    }
-    __syncthreads();  // EARLY: slice s visible (rounded); every warp is done with slice s-1
-    if (EARLY) {
-      if (s + 1 < nsl) load_slice(s + 1, (s + 1) & 1);
-      cp_async_commit();
-    }
-    if (!active) continue;
-    const unsigned char* base = smem + (s & 1) * L::stage;
-    const bf16* Q = reinterpret_cast<const bf16*>(base + L::q_off);
-    const bf16* K = reinterpret_cast<const bf16*>(base + L::k_off);
-    const float* G = reinterpret_cast<const float*>(base + L::g_off);
-    const float* S = reinterpret_cast<const float*>(base + L::s_off);
-    if (lane < IKS && s * IKS + lane < p.dk) big |= G[16 * w * IGS + lane] - G[wlast * IGS + lane] > kMaxSubchunkDecay;
+      if (INTER) {  // round the state slice to tf32 once, in place (not at every fragment load of every warp)
+        float4* sp = reinterpret_cast<float4*>(smem + st * L::stage + L::s_off);
 #pragma unroll
-    for (int kk = 0; kk < IKS / 8; ++kk) {
-      const int c = kk * 8 + 2 * t;
-      const float2 g0 = ldf2(G + r0 * IGS + c), g1 = ldf2(G + r1 * IGS + c);
-      const float2 gr = ldf2(G + 16 * w * IGS + c);  // b_ref: first row of this warp's sub-chunk
-      const uint32_t q0 = ld32(Q + r0 * IQS + c), q1 = ld32(Q + r1 * IQS + c);
-      // Intra queries q * exp(b - b_ref) <= q; rows past the chunk end forced to 0 (their b is 0, not <= b_ref).
-      const uint32_t ia0 = ok0 ? tf32_bits(bf_lo(q0) * __expf(g0.x - gr.x)) : 0u;
-      const uint32_t ia2 = ok0 ? tf32_bits(bf_hi(q0) * __expf(g0.y - gr.y)) : 0u;
-      const uint32_t ia1 = ok1 ? tf32_bits(bf_lo(q1) * __expf(g1.x - gr.x)) : 0u;
-      const uint32_t ia3 = ok1 ? tf32_bits(bf_hi(q1) * __expf(g1.y - gr.y)) : 0u;
-      // The inter-chunk operand: q * exp(b) (MODE_OUT) or k * exp(B - b) (MODE_DV), rows past the end are zeros.
-      uint32_t ea0, ea1, ea2, ea3;
-      if (MODE == MODE_OUT) {
-        ea0 = tf32_bits(bf_lo(q0) * __expf(g0.x));
-        ea2 = tf32_bits(bf_hi(q0) * __expf(g0.y));
-        ea1 = tf32_bits(bf_lo(q1) * __expf(g1.x));
-        ea3 = tf32_bits(bf_hi(q1) * __expf(g1.y));
-      } else {
-        const float2 gB = ldf2(G + (len - 1) * IGS + c);
-        const uint32_t k0w = ld32(K + r0 * IQS + c), k1w = ld32(K + r1 * IQS + c);
-        ea0 = tf32_bits(bf_lo(k0w) * __expf(gB.x - g0.x));
-        ea2 = tf32_bits(bf_hi(k0w) * __expf(gB.y - g0.y));
-        ea1 = tf32_bits(bf_lo(k1w) * __expf(gB.x - g1.x));
-        ea3 = tf32_bits(bf_hi(k1w) * __expf(gB.y - g1.y));
+        for (int e = 0; e < IKS * BV / 4 / kIntraThreads; ++e) {
+          const int idx = tid + e * kIntraThreads, r = idx / (BV / 4), c4 = idx % (BV / 4);
+          float4 v = sp[r * (L::HS / 4) + c4];
+          v = make_float4(tf32_round(v.x), tf32_round(v.y), tf32_round(v.z), tf32_round(v.w));
+          sp[r * (L::HS / 4) + c4] = v;
+        }
       }
-#pragma unroll
-      for (int nt = 0; nt < NTV; ++nt) {
-        const uint32_t b0 = __float_as_uint(S[(kk * 8 + 2 * t) * L::HS + nt * 8 + g]);
-        const uint32_t b1 = __float_as_uint(S[(kk * 8 + 2 * t + 1) * L::HS + nt * 8 + g]);
-        mma_tf32(acc[nt], ea0, ea1, ea2, ea3, b0, b1);
+      __syncthreads();  // EARLY: slice s visible (rounded); every warp is done with the previous slice
+      if (EARLY) {
+        if (prefetch) load_slice(s + 1 < nsl ? pass : pass + 1, s + 1 < nsl ? s + 1 : 0, st ^ 1);
+        cp_async_commit();
       }
+      if (!active) continue;
+      const unsigned char* base = smem + st * L::stage;
+      const bf16* Q = reinterpret_cast<const bf16*>(base + L::q_off);
+      const bf16* K = reinterpret_cast<const bf16*>(base + L::k_off);
+      const float* G = reinterpret_cast<const float*>(base + L::g_off);
+      const float* S = reinterpret_cast<const float*>(base + L::s_off);
+      if (BUILD && lane < IKS && s * IKS + lane < p.dk)
+        big |= G[16 * w * IGS + lane] - G[wlast * IGS + lane] > kMaxSubchunkDecay;
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-        if (nt <= 2 * w + 1) {  // keys 0 .. 16w+15
-          const int key = nt * 8 + g;
-          const uint32_t kw = ld32(K + key * IQS + c);
-          const float2 gk = ldf2(G + key * IGS + c);
-          const uint32_t b0 = tf32_bits(bf_lo(kw) * __expf(gr.x - gk.x));
-          const uint32_t b1 = tf32_bits(bf_hi(kw) * __expf(gr.y - gk.y));
-          mma_tf32(A[nt], ia0, ia1, ia2, ia3, b0, b1);
+      for (int kk = 0; kk < IKS / 8; ++kk) {
+        const int c = kk * 8 + 2 * t;
+        const float2 g0 = ldf2(G + r0 * IGS + c), g1 = ldf2(G + r1 * IGS + c);
+        uint32_t ia0 = 0, ia1 = 0, ia2 = 0, ia3 = 0;
+        float2 gr = make_float2(0.f, 0.f);
+        if (BUILD) {
+          gr = ldf2(G + 16 * w * IGS + c);  // b_ref: first row of this warp's sub-chunk
+          const uint32_t q0 = ld32(Q + r0 * IQS + c), q1 = ld32(Q + r1 * IQS + c);
+          // Intra queries q * exp(b - b_ref) <= q; rows past the chunk end forced to 0 (their b is 0, not <= b_ref).
+          ia0 = ok0 ? tf32_bits(bf_lo(q0) * __expf(g0.x - gr.x)) : 0u;
+          ia2 = ok0 ? tf32_bits(bf_hi(q0) * __expf(g0.y - gr.y)) : 0u;
+          ia1 = ok1 ? tf32_bits(bf_lo(q1) * __expf(g1.x - gr.x)) : 0u;
+          ia3 = ok1 ? tf32_bits(bf_hi(q1) * __expf(g1.y - gr.y)) : 0u;
+        }
+        if (INTER) {
+          // The inter-chunk operand: q * exp(b) (MODE_OUT) or k * exp(B - b) (MODE_DV), rows past the end zeros.
+          uint32_t ea0, ea1, ea2, ea3;
+          if (MODE == MODE_OUT) {
+            const uint32_t q0 = ld32(Q + r0 * IQS + c), q1 = ld32(Q + r1 * IQS + c);
+            ea0 = tf32_bits(bf_lo(q0) * __expf(g0.x));
+            ea2 = tf32_bits(bf_hi(q0) * __expf(g0.y));
+            ea1 = tf32_bits(bf_lo(q1) * __expf(g1.x));
+            ea3 = tf32_bits(bf_hi(q1) * __expf(g1.y));
+          } else {
+            const float2 gB = ldf2(G + (len - 1) * IGS + c);
+            const uint32_t k0w = ld32(K + r0 * IQS + c), k1w = ld32(K + r1 * IQS + c);
+            ea0 = tf32_bits(bf_lo(k0w) * __expf(gB.x - g0.x));
+            ea2 = tf32_bits(bf_hi(k0w) * __expf(gB.y - g0.y));
+            ea1 = tf32_bits(bf_lo(k1w) * __expf(gB.x - g1.x));
+            ea3 = tf32_bits(bf_hi(k1w) * __expf(gB.y - g1.y));
+          }
+#pragma unroll
+          for (int nt = 0; nt < NTV; ++nt) {
+            const uint32_t b0 = __float_as_uint(S[(kk * 8 + 2 * t) * L::HS + nt * 8 + g]);
+            const uint32_t b1 = __float_as_uint(S[(kk * 8 + 2 * t + 1) * L::HS + nt * 8 + g]);
+            mma_tf32(acc[nt], ea0, ea1, ea2, ea3, b0, b1);
+          }
+        }
+        if (BUILD) {
+#pragma unroll
+          for (int nt = 0; nt < 8; ++nt) {
+            if (nt <= 2 * w + 1) {  // keys 0 .. 16w+15
+              const int key = nt * 8 + g;
+              const uint32_t kw = ld32(K + key * IQS + c);
+              const float2 gk = ldf2(G + key * IGS + c);
+              const uint32_t b0 = tf32_bits(bf_lo(kw) * __expf(gr.x - gk.x));
+              const uint32_t b1 = tf32_bits(bf_hi(kw) * __expf(gr.y - gk.y));
+              mma_tf32(A[nt], ia0, ia1, ia2, ia3, b0, b1);
+            }
+          }
         }
       }
     }
-  }
-
-  if (EARLY && nsl == 1) {  // W was not covered by a wait of a later slice
-    cp_async_wait<0>();
-    __syncthreads();
-  }
-  // Exact diagonal block when the factorised one could overflow (see kMaxSubchunkDecay).
-  big = __any_sync(0xffffffffu, big);
-  if (big && active) {
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      if (nt == 2 * w || nt == 2 * w + 1) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = e < 2 ? r0 : r1, key = nt * 8 + 2 * t + (e & 1);
-          A[nt][e] = (key <= r && r < len) ? exact_score(p.q + qbase, p.k + qbase, p.gc + qbase, qrow, r, key, p.dk)
-                                            : 0.f;
-        }
-      }
+    if (w_follows && nsl == 1) {  // W was not covered by the wait of a later slice
+      cp_async_wait<0>();
+      __syncthreads();
     }
-  }
-  // Scale and causal mask (key <= row < len).
-#pragma unroll
-  for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int r = e < 2 ? r0 : r1, key = nt * 8 + 2 * t + (e & 1);
-      A[nt][e] = (nt <= 2 * w + 1 && key <= r && r < len) ? A[nt][e] * p.scale : 0.f;
-    }
+  };
 
   const int lr = (lane & 7) + ((lane >> 3) & 1) * 8, lc = (lane >> 4) * 8;  // ldmatrix.x4.trans row / column
-  if (MODE == MODE_OUT) {
+  // acc += A V (keys 16kq .. 16kq+15, MODE_OUT) or A^T dO (queries 16kq .., MODE_DV) from A's hi / lo fragments.
+  auto add_aw = [&](int kq, const uint32_t (&hi)[4], const uint32_t (&lo)[4]) {
 #pragma unroll
-    for (int i = 0; i < NTV; ++i)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][e] *= p.scale;
-    if (active) {
-#pragma unroll
-      for (int kq = 0; kq < 4; ++kq) {
-        if (kq <= w) {  // keys 16kq .. 16kq+15
-          uint32_t hi[4], lo[4];
-          split_bf16(A[2 * kq][0], A[2 * kq][1], hi[0], lo[0]);
-          split_bf16(A[2 * kq][2], A[2 * kq][3], hi[1], lo[1]);
-          split_bf16(A[2 * kq + 1][0], A[2 * kq + 1][1], hi[2], lo[2]);
-          split_bf16(A[2 * kq + 1][2], A[2 * kq + 1][3], hi[3], lo[3]);
-#pragma unroll
-          for (int np = 0; np < BV / 16; ++np) {
-            uint32_t bb[4];
-            ldmatrix_x4_trans(bb, Ws + (16 * kq + lr) * L::WS + np * 16 + lc);
-            mma_bf16(acc[2 * np], hi, bb[0], bb[1]);
-            mma_bf16(acc[2 * np], lo, bb[0], bb[1]);
-            mma_bf16(acc[2 * np + 1], hi, bb[2], bb[3]);
-            mma_bf16(acc[2 * np + 1], lo, bb[2], bb[3]);
-          }
-        }
-      }
+    for (int np = 0; np < BV / 16; ++np) {
+      uint32_t bb[4];
+      ldmatrix_x4_trans(bb, Ws + (16 * kq + lr) * L::WS + np * 16 + lc);
+      mma_bf16(acc[2 * np], hi, bb[0], bb[1]);
+      mma_bf16(acc[2 * np], lo, bb[0], bb[1]);
+      mma_bf16(acc[2 * np + 1], hi, bb[2], bb[3]);
+      mma_bf16(acc[2 * np + 1], lo, bb[2], bb[3]);
     }
-  } else {
-    // A^T is needed: rows of dv are keys. A goes through shared memory (the stage buffers are free now).
-    __syncthreads();
-    float* As = reinterpret_cast<float*>(smem);
+  };
+  // The key (MODE_OUT) or query (MODE_DV) blocks this warp's rows meet in A.
+  auto uses = [&](int kq) { return MODE == MODE_OUT ? kq <= w : kq >= w; };
+  auto scale_acc = [&] {  // MODE_OUT: o = s (Q exp b) hs + A V with A already scaled
+    if (MODE == MODE_OUT) {
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      *reinterpret_cast<float2*>(As + r0 * IAS + nt * 8 + 2 * t) = make_float2(A[nt][0], A[nt][1]);
-      *reinterpret_cast<float2*>(As + r1 * IAS + nt * 8 + 2 * t) = make_float2(A[nt][2], A[nt][3]);
+      for (int i = 0; i < NTV; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[i][e] *= p.scale;
     }
-    __syncthreads();
-    if (active) {
-#pragma unroll
-      for (int kq = 0; kq < 4; ++kq) {
-        if (kq >= w) {  // queries 16kq .. 16kq+15 (A[query][key] = 0 for query < key)
-          const int qa = 16 * kq + 2 * t;
-          uint32_t hi[4], lo[4];
-          split_bf16(As[qa * IAS + r0], As[(qa + 1) * IAS + r0], hi[0], lo[0]);
-          split_bf16(As[qa * IAS + r1], As[(qa + 1) * IAS + r1], hi[1], lo[1]);
-          split_bf16(As[(qa + 8) * IAS + r0], As[(qa + 9) * IAS + r0], hi[2], lo[2]);
-          split_bf16(As[(qa + 8) * IAS + r1], As[(qa + 9) * IAS + r1], hi[3], lo[3]);
-#pragma unroll
-          for (int np = 0; np < BV / 16; ++np) {
-            uint32_t bb[4];
-            ldmatrix_x4_trans(bb, Ws + (16 * kq + lr) * L::WS + np * 16 + lc);
-            mma_bf16(acc[2 * np], hi, bb[0], bb[1]);
-            mma_bf16(acc[2 * np], lo, bb[0], bb[1]);
-            mma_bf16(acc[2 * np + 1], hi, bb[2], bb[3]);
-            mma_bf16(acc[2 * np + 1], lo, bb[2], bb[3]);
-          }
-        }
-      }
-    }
-  }
-  if (active) {
+  };
+  auto store_tile = [&](int jt) {
+    const int j0 = (tile0 + jt) * BV;
 #pragma unroll
     for (int nt = 0; nt < NTV; ++nt) {
       const int c = j0 + nt * 8 + 2 * t;
       if (ok0) store2(p.out + vbase + r0 * vrow + c, c, p.dv, acc[nt][0], acc[nt][1]);
       if (ok1) store2(p.out + vbase + r1 * vrow + c, c, p.dv, acc[nt][2], acc[nt][3]);
     }
+  };
+  // Af: word e of the hi (e < 4) / lo (e >= 4) fragment of block kq, of this lane: conflict-free by lane.
+  uint32_t* Af = reinterpret_cast<uint32_t*>(smem + L::af_off) + w * 4 * 8 * 32 + lane;
+
+  {  // ---- A (and, without MULTI, the one tile) ----
+    float A[8][4];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) A[i][0] = A[i][1] = A[i][2] = A[i][3] = 0.f;
+    bool big = false;
+    if (!MULTI) zero_acc();
+    run_pass(std::true_type(), std::integral_constant<bool, !MULTI>(), 0, A, big);
+    // Exact diagonal block when the factorised one could overflow (see kMaxSubchunkDecay).
+    big = __any_sync(0xffffffffu, big);
+    if (big && active) {
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        if (nt == 2 * w || nt == 2 * w + 1) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int r = e < 2 ? r0 : r1, key = nt * 8 + 2 * t + (e & 1);
+            A[nt][e] = (key <= r && r < len)
+                           ? exact_score(p.q + qbase, p.k + qbase, p.gc + qbase, qrow, r, key, p.dk)
+                           : 0.f;
+          }
+        }
+      }
+    }
+    // Scale and causal mask (key <= row < len).
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e < 2 ? r0 : r1, key = nt * 8 + 2 * t + (e & 1);
+        A[nt][e] = (nt <= 2 * w + 1 && key <= r && r < len) ? A[nt][e] * p.scale : 0.f;
+      }
+    // MODE_DV: A^T is needed (rows of dv are keys), so A goes through shared memory: the stage buffers (free now)
+    // or, MULTI, Af (the stages hold the next slice already), as 64 x 64 fp32 with its columns swizzled by rows so
+    // that the transposed reads below meet distinct banks.
+    float* As = reinterpret_cast<float*>(smem + (MULTI ? L::af_off : 0));
+    auto asx = [](int row, int col) { return MULTI ? row * 64 + (col ^ ((row & 6) << 2)) : row * IAS + col; };
+    if (MODE == MODE_DV) {
+      __syncthreads();  // every warp is done with the stage buffers
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        *reinterpret_cast<float2*>(As + asx(r0, nt * 8 + 2 * t)) = make_float2(A[nt][0], A[nt][1]);
+        *reinterpret_cast<float2*>(As + asx(r1, nt * 8 + 2 * t)) = make_float2(A[nt][2], A[nt][3]);
+      }
+      __syncthreads();
+    }
+    if (!MULTI) scale_acc();
+    if (active) {
+#pragma unroll
+      for (int kq = 0; kq < 4; ++kq) {
+        if (uses(kq)) {
+          uint32_t hi[4], lo[4];
+          if (MODE == MODE_OUT) {
+            split_bf16(A[2 * kq][0], A[2 * kq][1], hi[0], lo[0]);
+            split_bf16(A[2 * kq][2], A[2 * kq][3], hi[1], lo[1]);
+            split_bf16(A[2 * kq + 1][0], A[2 * kq + 1][1], hi[2], lo[2]);
+            split_bf16(A[2 * kq + 1][2], A[2 * kq + 1][3], hi[3], lo[3]);
+          } else {  // A[query][key] = 0 for query < key
+            const int qa = 16 * kq + 2 * t;
+            split_bf16(As[asx(qa, r0)], As[asx(qa + 1, r0)], hi[0], lo[0]);
+            split_bf16(As[asx(qa, r1)], As[asx(qa + 1, r1)], hi[1], lo[1]);
+            split_bf16(As[asx(qa + 8, r0)], As[asx(qa + 9, r0)], hi[2], lo[2]);
+            split_bf16(As[asx(qa + 8, r1)], As[asx(qa + 9, r1)], hi[3], lo[3]);
+          }
+          if (MULTI) {  // kept in A's registers until every warp is done reading As (MODE_DV: the same space as Af)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+              A[2 * kq][e] = __uint_as_float(hi[e]), A[2 * kq + 1][e] = __uint_as_float(lo[e]);
+          } else {
+            add_aw(kq, hi, lo);
+          }
+        }
+      }
+      if (!MULTI) store_tile(0);
+    }
+    if (MULTI) {
+      if (MODE == MODE_DV) __syncthreads();
+      if (active) {
+#pragma unroll
+        for (int kq = 0; kq < 4; ++kq)
+          if (uses(kq)) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+              Af[(kq * 8 + e) * 32] = __float_as_uint(A[2 * kq][e]),
+                                 Af[(kq * 8 + 4 + e) * 32] = __float_as_uint(A[2 * kq + 1][e]);
+          }
+      }
+    }
+  }
+
+  if (MULTI) {  // ---- the column tiles, A from Af ----
+    float none[8][4];  // not used without BUILD
+    bool no_big = false;
+    for (int jt = 0; jt < ntile; ++jt) {
+      __syncthreads();  // every warp is done with W
+      load_w(jt);
+      cp_async_commit();
+      zero_acc();
+      run_pass(std::false_type(), std::true_type(), 1 + jt, none, no_big);
+      scale_acc();
+      if (active) {
+#pragma unroll
+        for (int kq = 0; kq < 4; ++kq) {
+          if (uses(kq)) {
+            uint32_t hi[4], lo[4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) hi[e] = Af[(kq * 8 + e) * 32], lo[e] = Af[(kq * 8 + 4 + e) * 32];
+            add_aw(kq, hi, lo);
+          }
+        }
+        store_tile(jt);
+      }
+    }
   }
 }
 
-template <int MODE, int BV, int IKS, int MINB, bool EARLY>
+template <int MODE, int BV, int IKS, int MINB, bool EARLY, bool MULTI>
 void launch_intra_t(const IntraParams& p, cudaStream_t stream) {
-  using L = IntraLayout<BV, IKS>;
+  using L = IntraLayout<BV, IKS, MULTI>;
   static const bool attr = [] {
-    SPB_CUDA(cudaFuncSetAttribute(intra_kernel<MODE, BV, IKS, MINB, EARLY>,
+    SPB_CUDA(cudaFuncSetAttribute(intra_kernel<MODE, BV, IKS, MINB, EARLY, MULTI>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::total)));
     return true;
   }();
   (void)attr;
-  const dim3 grid((p.dv + BV - 1) / BV, p.NT, p.B * p.H);
-  intra_kernel<MODE, BV, IKS, MINB, EARLY><<<grid, kIntraThreads, L::total, stream>>>(p);
+  const int ntile = (p.dv + BV - 1) / BV;
+  const dim3 grid((ntile + p.tiles - 1) / p.tiles, p.NT, p.B * p.H);
+  intra_kernel<MODE, BV, IKS, MINB, EARLY, MULTI><<<grid, kIntraThreads, L::total, stream>>>(p);
   SPB_CUDA_LAUNCH();
 }
 
 int g_intra_variant = 0;  // tuning override (0: the default below)
+int g_intra_tiles = 0;    // tuning override of the column tiles per block (0: intra_tiles_per_block)
 
+// Variants 1 and 2 rebuild A for every column tile (one tile per block); variant 3 walks several where the plan
+// (or set_intra_tiles) says so.
 template <int MODE, int BV>
-void launch_intra_v(const IntraParams& p, cudaStream_t stream) {
+void launch_intra_v(IntraParams p, cudaStream_t stream) {
   const int v = g_intra_variant ? g_intra_variant : kIntraDefaultVariant;
-  if (v == 1) launch_intra_t<MODE, BV, 32, 2, false>(p, stream);
-  else if (v == 2) launch_intra_t<MODE, BV, 16, 3, false>(p, stream);
-  else launch_intra_t<MODE, BV, 16, 3, true>(p, stream);
+  const int ntile = (p.dv + BV - 1) / BV;
+  p.tiles = v < 3 ? 1 : std::min(ntile, g_intra_tiles ? g_intra_tiles
+                                                      : intra_tiles_per_block(ntile, long(p.NT) * p.B * p.H,
+                                                                              3 * sm_count()));
+  if (v == 1) launch_intra_t<MODE, BV, 32, 2, false, false>(p, stream);
+  else if (v == 2) launch_intra_t<MODE, BV, 16, 3, false, false>(p, stream);
+  else if (p.tiles == 1) launch_intra_t<MODE, BV, 16, 3, true, false>(p, stream);
+  else launch_intra_t<MODE, BV, 16, 3, true, true>(p, stream);
 }
 
 template <int MODE>
@@ -336,8 +452,8 @@ void launch_intra(const Dims& d, const bf16* q, const bf16* k, const float* gc, 
   const IntraParams p{q,    k,    gc,   state, w,    out,     d.B,
                       d.T,  d.H,  d.dk, d.dv,  d.NT, d.scale, aligned16(q) && d.dk % 8 == 0,
                       aligned16(k) && d.dk % 8 == 0, aligned16(gc) && d.dk % 4 == 0,
-                      aligned16(state) && d.dv % 4 == 0, aligned16(w) && d.dv % 8 == 0};
-  // 128 columns per block where dv allows (A is rebuilt once per column tile), 64 for small dv.
+                      aligned16(state) && d.dv % 4 == 0, aligned16(w) && d.dv % 8 == 0, 1};
+  // 128 columns per block where dv allows, 64 for small dv.
   if (bv == 0) bv = d.dv > 64 ? 128 : 64;
   if (bv == 128) launch_intra_v<MODE, 128>(p, stream);
   else launch_intra_v<MODE, 64>(p, stream);
@@ -345,7 +461,23 @@ void launch_intra(const Dims& d, const bf16* q, const bf16* k, const float* gc, 
 
 }  // namespace
 
+// A block walking c column tiles builds A once for all c: about c + 1 units of work (A costs about as much as one
+// tile's inter-chunk product: per feature, ~2.5 key rows of exps, casts and mmas per warp against 16 state columns of
+// mmas and loads) instead of 2c. Fewer, longer blocks also fill the last wave less evenly; the plan minimises
+// waves x block length, with `resident` blocks per wave.
+int intra_tiles_per_block(int ntile, long other_blocks, int resident) {
+  int best = 1;
+  long best_cost = -1;
+  for (int c = 1; c <= ntile; ++c) {
+    const long blocks = other_blocks * ((ntile + c - 1) / c);
+    const long cost = (blocks + resident - 1) / resident * (c + 1);
+    if (best_cost < 0 || cost < best_cost) best = c, best_cost = cost;
+  }
+  return best;
+}
+
 void set_intra_variant(int v) { g_intra_variant = v; }
+void set_intra_tiles(int tiles) { g_intra_tiles = tiles; }
 
 void launch_output(const Dims& d, const bf16* q, const bf16* k, const bf16* v, const float* gc, const float* hs,
                    bf16* o, cudaStream_t stream, int bv) {

@@ -459,5 +459,68 @@ TEST(CudaStatesBySpans, EqualTheSequentialWalk) {
     else EXPECT_LT(e_stale, 1e-5) << "no reuse at this shape, yet hs changed";
   }
 }
+
+// chunk_output and the dv stage with several column tiles per block (A built once per block) against one tile per
+// block (A rebuilt for each): the same operations in the same order for every output column, so the same bits, at
+// the plan's choice and at forced ones, 128- and 64-column tiles, extreme gates (the exact diagonal blocks).
+TEST(CudaIntraTiles, EqualOneTilePerBlockBitForBit) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const StateShape shapes[] = {{1, 16384, 4, 256, 512}, {1, 200, 1, 256, 512}, {2, 333, 2, 40, 300},
+                               {1, 70, 1, 16, 256}};
+  auto dev = make_cuda_device(0);
+  auto kern = make_cuda_kernels();
+  for (const StateShape& sh : shapes) {
+    const GlaShape s = gla_shape(sh);
+    SCOPED_TRACE(shape_label(s));
+    HostTensors x = generate_inputs(s, 2024 + s.T, GateKind::strong, true, true);
+    if (s.dk == 16)
+      for (float& v : x.g) v *= 6.f;  // extreme gates
+    const size_t QK = s.qk_elems(), V = s.v_elems(), S = s.state_elems(), HS = s.chunk_state_elems();
+    Buffer q(*dev, QK * 2), k(*dev, QK * 2), v(*dev, V * 2), g(*dev, QK * 2), d_o(*dev, V * 2);
+    Buffer h0(*dev, S * 4), dht(*dev, S * 4), gc(*dev, QK * 4), fin(*dev, S * 4), hs(*dev, HS * 4), dhs(*dev, HS * 4);
+    Buffer o1(*dev, V * 2), dv1(*dev, V * 2), o2(*dev, V * 2), dv2(*dev, V * 2);
+    dev->upload_as(q.get(), DType::bf16, x.q.data(), QK);
+    dev->upload_as(k.get(), DType::bf16, x.k.data(), QK);
+    dev->upload_as(v.get(), DType::bf16, x.v.data(), V);
+    dev->upload_as(g.get(), DType::bf16, x.g.data(), QK);
+    dev->upload_as(d_o.get(), DType::bf16, x.d_o.data(), V);
+    dev->upload(h0.get(), x.h0.data(), S * 4);
+    dev->upload(dht.get(), x.dht.data(), S * 4);
+    const Stream st = dev->compute_stream();
+    kern->chunk_cumsum(s, g.get(), gc.f32(), nullptr, st);
+    kern->chunk_states_fwd(s, k.get(), v.get(), gc.f32(), h0.f32(), hs.f32(), fin.f32(), st);
+    kern->chunk_states_bwd(s, q.get(), d_o.get(), gc.f32(), dht.f32(), dhs.f32(), fin.f32(), st);
+    dev->synchronize();
+    const gla_cuda::Dims d{s.B, s.T, s.H, s.dk, s.dv, s.chunks(), s.scale()};
+    using bf16 = __nv_bfloat16;
+    auto run = [&](int bv, int tiles, Buffer& o, Buffer& dv) {
+      poison(o), poison(dv);
+      gla_cuda::set_intra_tiles(tiles);
+      gla_cuda::launch_output(d, static_cast<const bf16*>(q.get()), static_cast<const bf16*>(k.get()),
+                              static_cast<const bf16*>(v.get()), gc.f32(), hs.f32(), static_cast<bf16*>(o.get()),
+                              nullptr, bv);
+      gla_cuda::launch_dv(d, static_cast<const bf16*>(q.get()), static_cast<const bf16*>(k.get()),
+                          static_cast<const bf16*>(d_o.get()), gc.f32(), dhs.f32(), static_cast<bf16*>(dv.get()),
+                          nullptr, bv);
+      gla_cuda::set_intra_tiles(0);
+      SPB_CUDA(cudaDeviceSynchronize());
+    };
+    auto bytes = [&](const Buffer& b) {
+      std::vector<unsigned char> h(V * 2);
+      dev->download(h.data(), b.get(), V * 2);
+      return h;
+    };
+    run(128, 1, o1, dv1);
+    const std::vector<unsigned char> O1 = bytes(o1), DV1 = bytes(dv1);
+    EXPECT_TRUE(all_finite(fetch(*dev, o1, DType::bf16, V))) << "o: NaN or unwritten element";
+    EXPECT_TRUE(all_finite(fetch(*dev, dv1, DType::bf16, V))) << "dv: NaN or unwritten element";
+    for (int bv : {128, 64})
+      for (int tiles : {0, 2, 3, 8}) {
+        run(bv, tiles, o2, dv2);
+        EXPECT_TRUE(bytes(o2) == O1) << "o differs at " << bv << "-column tiles, " << tiles << " per block";
+        EXPECT_TRUE(bytes(dv2) == DV1) << "dv differs at " << bv << "-column tiles, " << tiles << " per block";
+      }
+  }
+}
 }  // namespace
 }  // namespace spb

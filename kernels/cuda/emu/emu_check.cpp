@@ -246,6 +246,46 @@ void states_spans(int B, int T, int H, int dk, int dv, int span, GateKind gates 
   std::printf("\n");
 }
 
+// chunk_output and the dv stage with several column tiles per block (intra_kernel MULTI: A built once per block):
+// o and dv must equal, bit for bit, those of one tile per block (A rebuilt per tile), since each output column sees
+// the same operations in the same order; at 64- and 128-column tiles, and with gates strong enough for the exact
+// diagonal blocks.
+void intra_tiles(int T, int dk, int dv, int gates) {
+  GlaShape s;
+  s.B = 1, s.T = T, s.H = 1, s.dk = dk, s.dv = dv;
+  HostTensors x = generate_inputs(s, 700 + T + dk + dv, gates == 0 ? GateKind::model : GateKind::strong, true, true);
+  if (gates == 2)
+    for (float& v : x.g) v *= 6.f;
+  auto q = to_bf(rounded(x.q)), k = to_bf(rounded(x.k)), v = to_bf(rounded(x.v)), g = to_bf(rounded(x.g));
+  auto d_o = to_bf(rounded(x.d_o));
+  auto kern = make_cuda_kernels();
+  std::vector<float> gc(s.qk_elems()), hs(s.chunk_state_elems()), dhs(s.chunk_state_elems()), fin(s.state_elems());
+  kern->chunk_cumsum(s, g.data(), gc.data(), nullptr, {});
+  kern->chunk_states_fwd(s, k.data(), v.data(), gc.data(), x.h0.data(), hs.data(), fin.data(), {});
+  kern->chunk_states_bwd(s, q.data(), d_o.data(), gc.data(), x.dht.data(), dhs.data(), fin.data(), {});
+  const gla_cuda::Dims d{1, T, 1, dk, dv, s.chunks(), 1.0f / std::sqrt(float(dk))};
+  auto run = [&](int bv, int tiles, std::vector<__nv_bfloat16>& o, std::vector<__nv_bfloat16>& dvv) {
+    o.assign(s.v_elems(), __float2bfloat16(0.f)), dvv.assign(s.v_elems(), __float2bfloat16(0.f));
+    poison(o), poison(dvv);
+    gla_cuda::set_intra_tiles(tiles);
+    gla_cuda::launch_output(d, q.data(), k.data(), v.data(), gc.data(), hs.data(), o.data(), {}, bv);
+    gla_cuda::launch_dv(d, q.data(), k.data(), d_o.data(), gc.data(), dhs.data(), dvv.data(), {}, bv);
+    gla_cuda::set_intra_tiles(0);
+  };
+  std::vector<__nv_bfloat16> o1, dv1, o2, dv2;
+  run(128, 1, o1, dv1);
+  std::printf("intra tiles T%d dk%d dv%d gates%d:", T, dk, dv, gates);
+  for (int bv : {128, 64})
+    for (int tiles : {0, 2, 3, 8}) {
+      run(bv, tiles, o2, dv2);
+      const bool same = std::memcmp(o1.data(), o2.data(), o1.size() * 2) == 0 &&
+                        std::memcmp(dv1.data(), dv2.data(), dv1.size() * 2) == 0;
+      std::printf(" bv %d tiles %d %s;", bv, tiles, same ? "same" : "DIFFERENT");
+      if (!same) ++failures;
+    }
+  std::printf("\n");
+}
+
 }  // namespace
 
 // launch_states_spans: 128 x 128 (the boundary from g first), 64 x 64, 128 x 64 and 64 x 128 tiles, 128-column tiles
@@ -259,6 +299,17 @@ void states_by_spans() {
   states_spans(1, 130, 1, 128, 256, 2);                    // 128 x 128 store tiles under a 128 x 256 reduction
   states_spans(1, 91, 1, 13, 7, 1, GateKind::strong);      // odd sizes: element copies, scalar fold
   states_spans(1, 1, 1, 64, 64, 0);                        // one token
+}
+
+// intra_kernel with several column tiles per block: whole and part-filled tiles, partial chunks, one slice (dk 16),
+// the exact diagonal blocks; and a whole forward + backward against fp64 at 2 tiles per block.
+void intra_by_tiles() {
+  intra_tiles(130, 40, 300, 1);   // 3 x 128 columns (the last 44), partial last chunk, 3 slices
+  intra_tiles(70, 16, 256, 2);    // one feature slice per pass; extreme gates: exact diagonal blocks
+  intra_tiles(64, 24, 200, 0);    // one whole chunk, dk not a multiple of the slice
+  gla_cuda::set_intra_tiles(2);  // the plan takes 1 where every block fits one wave, as at these sizes
+  composite(1, 130, 1, 40, 300, 1, true, true);
+  gla_cuda::set_intra_tiles(0);
 }
 
 // launch_boundary_gates: spans, partial chunks and tiles, B and H > 1, 128 x 64 tiles, two dk tiles, element copies.
@@ -275,6 +326,11 @@ int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::string(argv[1]) == "quick";
   if (argc > 1 && std::string(argv[1]) == "states") {  // only the chunk states by spans
     states_by_spans();
+    std::printf(failures ? "emu_check: %d FAILURES\n" : "emu_check: all passed\n", failures);
+    return failures ? 1 : 0;
+  }
+  if (argc > 1 && std::string(argv[1]) == "intra") {  // only the column tiles of chunk_output / dv
+    intra_by_tiles();
     std::printf(failures ? "emu_check: %d FAILURES\n" : "emu_check: all passed\n", failures);
     return failures ? 1 : 0;
   }
@@ -319,6 +375,7 @@ int main(int argc, char** argv) {
   }
   boundary_from_gates();
   states_by_spans();
+  intra_by_tiles();
   if (!quick) {
     composite(1, 1, 1, 16, 24, 1, false, false);
     composite(2, 130, 2, 16, 24, 1, true, false);
