@@ -425,17 +425,20 @@ void print_breakdown(Problem& p) {
                         gla_cuda::set_dqk_variant(0);
                       }});
   }
-  // One column tile per block (A rebuilt for each, as before set_intra_tiles' plan); the same as the default where
-  // dv <= 128.
-  auto one_tile = [](const std::function<void()>& f) {
-    return [f] {
-      gla_cuda::set_intra_tiles(1);
-      f();
-      gla_cuda::set_intra_tiles(0);
+  // One column tile per block (A rebuilt for each, as before set_intra_tiles' plan; the same as the default where
+  // dv <= 128) and two.
+  for (int tiles : {1, 2}) {
+    auto with_tiles = [tiles](const std::function<void()>& f) {
+      return [tiles, f] {
+        gla_cuda::set_intra_tiles(tiles);
+        f();
+        gla_cuda::set_intra_tiles(0);
+      };
     };
-  };
-  stages.push_back({"output, 1 column tile per block", 8 * TD + 4 * TE + HS, one_tile(run_output)});
-  stages.push_back({"dv, 1 column tile per block", 8 * TD + 4 * TE + HS, one_tile(run_dv)});
+    const std::string tag = ", " + std::to_string(tiles) + " column tile" + (tiles > 1 ? "s" : "") + " per block";
+    stages.push_back({"output" + tag, 8 * TD + 4 * TE + HS, with_tiles(run_output)});
+    stages.push_back({"dv" + tag, 8 * TD + 4 * TE + HS, with_tiles(run_dv)});
+  }
   // The boundary from the raw gates (what the SP methods run where the shape allows): reads g bf16, not gc fp32.
   auto g_raw = static_cast<const bf16*>(p.g.get());
   const bool from_g = gla_cuda::boundary_reads_gates(d);
