@@ -75,6 +75,22 @@ std::string shape_label(const GlaShape& s) {
          std::to_string(s.dk) + " dv" + std::to_string(s.dv);
 }
 
+// A shape's inputs on the device: q, k, v, g, d_o as bf16, h0 and dht as fp32 where x has them (empty otherwise).
+struct DeviceInputs {
+  Buffer q, k, v, g, d_o, h0, dht;
+  DeviceInputs(Device& dev, const GlaShape& s, const HostTensors& x)
+      : q(dev, s.qk_elems() * 2), k(dev, s.qk_elems() * 2), v(dev, s.v_elems() * 2), g(dev, s.qk_elems() * 2),
+        d_o(dev, s.v_elems() * 2), h0(dev, x.h0.size() * 4), dht(dev, x.dht.size() * 4) {
+    dev.upload_as(q.get(), DType::bf16, x.q.data(), s.qk_elems());
+    dev.upload_as(k.get(), DType::bf16, x.k.data(), s.qk_elems());
+    dev.upload_as(v.get(), DType::bf16, x.v.data(), s.v_elems());
+    dev.upload_as(g.get(), DType::bf16, x.g.data(), s.qk_elems());
+    dev.upload_as(d_o.get(), DType::bf16, x.d_o.data(), s.v_elems());
+    if (!x.h0.empty()) dev.upload(h0.get(), x.h0.data(), x.h0.size() * 4);
+    if (!x.dht.empty()) dev.upload(dht.get(), x.dht.data(), x.dht.size() * 4);
+  }
+};
+
 enum class Gates { model, strong, extreme };  // extreme: strong x 6, decays past the sub-chunk guard
 
 struct Case {
@@ -115,16 +131,10 @@ TEST_P(CudaVsReference, EveryOutputAndGradient) {
   auto kern = make_cuda_kernels();
   ASSERT_EQ(kern->act_dtype(), DType::bf16);
   const size_t QK = s.qk_elems(), V = s.v_elems(), S = s.state_elems();
-  Buffer q(*dev, QK * 2), k(*dev, QK * 2), v(*dev, V * 2), g(*dev, QK * 2), d_o(*dev, V * 2);
+  DeviceInputs in(*dev, s, x);
+  Buffer &q = in.q, &k = in.k, &v = in.v, &g = in.g, &d_o = in.d_o, &h0 = in.h0, &dht = in.dht;
   Buffer o(*dev, V * 2), dq(*dev, QK * 2), dk(*dev, QK * 2), dv(*dev, V * 2), dg(*dev, QK * 2);
-  Buffer h0(*dev, c.h0 ? S * 4 : 0), dht(*dev, c.dht ? S * 4 : 0), ht(*dev, S * 4), dh0(*dev, S * 4);
-  dev->upload_as(q.get(), DType::bf16, x.q.data(), QK);
-  dev->upload_as(k.get(), DType::bf16, x.k.data(), QK);
-  dev->upload_as(v.get(), DType::bf16, x.v.data(), V);
-  dev->upload_as(g.get(), DType::bf16, x.g.data(), QK);
-  dev->upload_as(d_o.get(), DType::bf16, x.d_o.data(), V);
-  if (c.h0) dev->upload(h0.get(), x.h0.data(), S * 4);
-  if (c.dht) dev->upload(dht.get(), x.dht.data(), S * 4);
+  Buffer ht(*dev, S * 4), dh0(*dev, S * 4);
 
   GlaWorkspace ws(*dev, s);
   for (Buffer* b : {&o, &dq, &dk, &dv, &dg, &ht, &dh0, &ws.gc, &ws.lambda, &ws.hs, &ws.ht, &ws.dhs}) poison(*b);
@@ -342,14 +352,10 @@ TEST(CudaBoundaryState, EqualsTheRecurrencesEnd) {
     GlaReferenceResult ref;
     if (with_ref) ref = gla_reference(s, x.q, x.k, x.v, x.g, x.h0, x.d_o, x.dht);
     const size_t QK = s.qk_elems(), V = s.v_elems(), S = s.state_elems();
-    Buffer q(*dev, QK * 2), k(*dev, QK * 2), v(*dev, V * 2), g(*dev, QK * 2), d_o(*dev, V * 2);
+    DeviceInputs in(*dev, s, x);
+    Buffer &q = in.q, &k = in.k, &v = in.v, &g = in.g, &d_o = in.d_o;
     Buffer ht(*dev, S * 4), dh0(*dev, S * 4), ht_rec(*dev, S * 4), dh0_rec(*dev, S * 4);
     Buffer gc_b(*dev, QK * 4), lam_b(*dev, s.state_rows() * 4);
-    dev->upload_as(q.get(), DType::bf16, x.q.data(), QK);
-    dev->upload_as(k.get(), DType::bf16, x.k.data(), QK);
-    dev->upload_as(v.get(), DType::bf16, x.v.data(), V);
-    dev->upload_as(g.get(), DType::bf16, x.g.data(), QK);
-    dev->upload_as(d_o.get(), DType::bf16, x.d_o.data(), V);
     GlaWorkspace ws(*dev, s);
     for (Buffer* b : {&ht, &dh0, &ht_rec, &dh0_rec, &gc_b, &lam_b}) poison(*b);
     dev->synchronize();
@@ -398,15 +404,9 @@ TEST(CudaStatesBySpans, EqualTheSequentialWalk) {
     SCOPED_TRACE(shape_label(s));
     HostTensors x = generate_inputs(s, 1977 + s.T, GateKind::model, true, true);
     const size_t QK = s.qk_elems(), V = s.v_elems(), S = s.state_elems(), HS = s.chunk_state_elems();
-    Buffer q(*dev, QK * 2), k(*dev, QK * 2), v(*dev, V * 2), g(*dev, QK * 2), d_o(*dev, V * 2), kz(*dev, QK * 2);
-    Buffer h0(*dev, S * 4), dht(*dev, S * 4), gc(*dev, QK * 4), gc2(*dev, QK * 4), fin(*dev, S * 4);
-    dev->upload_as(q.get(), DType::bf16, x.q.data(), QK);
-    dev->upload_as(k.get(), DType::bf16, x.k.data(), QK);
-    dev->upload_as(v.get(), DType::bf16, x.v.data(), V);
-    dev->upload_as(g.get(), DType::bf16, x.g.data(), QK);
-    dev->upload_as(d_o.get(), DType::bf16, x.d_o.data(), V);
-    dev->upload(h0.get(), x.h0.data(), S * 4);
-    dev->upload(dht.get(), x.dht.data(), S * 4);
+    DeviceInputs in(*dev, s, x);
+    Buffer &q = in.q, &k = in.k, &v = in.v, &g = in.g, &d_o = in.d_o, &h0 = in.h0, &dht = in.dht;
+    Buffer kz(*dev, QK * 2), gc(*dev, QK * 4), gc2(*dev, QK * 4), fin(*dev, S * 4);
     const Stream st = dev->compute_stream();
     kern->chunk_cumsum(s, g.get(), gc.f32(), nullptr, st);
     // [0] sequential, [1] by spans, [2] after the boundary calls, [3] the stale case (forward only)
@@ -476,16 +476,10 @@ TEST(CudaIntraTiles, EqualOneTilePerBlockBitForBit) {
     if (s.dk == 16)
       for (float& v : x.g) v *= 6.f;  // extreme gates
     const size_t QK = s.qk_elems(), V = s.v_elems(), S = s.state_elems(), HS = s.chunk_state_elems();
-    Buffer q(*dev, QK * 2), k(*dev, QK * 2), v(*dev, V * 2), g(*dev, QK * 2), d_o(*dev, V * 2);
-    Buffer h0(*dev, S * 4), dht(*dev, S * 4), gc(*dev, QK * 4), fin(*dev, S * 4), hs(*dev, HS * 4), dhs(*dev, HS * 4);
+    DeviceInputs in(*dev, s, x);
+    Buffer &q = in.q, &k = in.k, &v = in.v, &g = in.g, &d_o = in.d_o, &h0 = in.h0, &dht = in.dht;
+    Buffer gc(*dev, QK * 4), fin(*dev, S * 4), hs(*dev, HS * 4), dhs(*dev, HS * 4);
     Buffer o1(*dev, V * 2), dv1(*dev, V * 2), o2(*dev, V * 2), dv2(*dev, V * 2);
-    dev->upload_as(q.get(), DType::bf16, x.q.data(), QK);
-    dev->upload_as(k.get(), DType::bf16, x.k.data(), QK);
-    dev->upload_as(v.get(), DType::bf16, x.v.data(), V);
-    dev->upload_as(g.get(), DType::bf16, x.g.data(), QK);
-    dev->upload_as(d_o.get(), DType::bf16, x.d_o.data(), V);
-    dev->upload(h0.get(), x.h0.data(), S * 4);
-    dev->upload(dht.get(), x.dht.data(), S * 4);
     const Stream st = dev->compute_stream();
     kern->chunk_cumsum(s, g.get(), gc.f32(), nullptr, st);
     kern->chunk_states_fwd(s, k.get(), v.get(), gc.f32(), h0.f32(), hs.f32(), fin.f32(), st);
