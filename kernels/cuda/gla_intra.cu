@@ -90,7 +90,7 @@ __device__ __noinline__ float exact_score(const bf16* q, const bf16* k, const fl
 // split once, wait in shared memory (Af, 16 KB) for the A V (A^T dO) product of each tile; each tile's pass holds no
 // A in registers and streams only what its inter-chunk product needs: q (MODE_OUT) or k (MODE_DV), gc, the state
 // slice. Splitting the passes also keeps A (32 registers) and the accumulators (64) out of each other's way: fused,
-// the 168-register cap spilled 240-330 bytes. All the passes' slices form one pipeline (the next pass's first slice
+// the 168-register cap spilled 240-530 bytes. All the passes' slices form one pipeline (the next pass's first slice
 // is loaded during the last slice of a pass); MODE_DV's A^T goes through Af (swizzled fp32, asx) instead of the
 // stage buffers, which then hold that slice.
 template <int MODE, int BV, int IKS, int MINB, bool EARLY, bool MULTI>
