@@ -61,6 +61,15 @@ const BenchShape kShapes[] = {
 // in-chunk products:
 //   states (fwd or bwd): 2CDE;  output: 2CDE + C^2 D + C^2 E;  grads: 6CDE + 3 C^2 D + 2 C^2 E
 //   fwd = states + output;  fwd_bwd = fwd + states_fwd + states_bwd + grads (gla_backward recomputes the states).
+// f run with a tuning override (gla_cuda::set_*) at `value`, the override put back to `reset` (its default) after.
+std::function<void()> with_override(void (*set)(int), int value, std::function<void()> f, int reset = 0) {
+  return [set, value, f, reset] {
+    set(value);
+    f();
+    set(reset);
+  };
+}
+
 double flops_of(const GlaShape& s, bool bwd) {
   const double C = kChunk, D = s.dk, E = s.dv, n = double(s.B) * s.H * s.chunks();
   const double states = 2 * C * D * E, output = 2 * C * D * E + C * C * (D + E);
@@ -380,11 +389,8 @@ void print_breakdown(Problem& p) {
       // (32-wide slices, 2 blocks per SM; v2) and 2 (16-wide, 3 blocks per SM) of the A-matrix and dq/dk/dg kernels,
       // the other column tile of the A-matrix kernels
       {"cumsum, vec=4", 6 * TD,
-       [&] {
-         gla_cuda::set_cumsum_vec(4);
-         g_kern->chunk_cumsum(s, p.g.get(), ws.gc.f32(), ws.lambda.f32(), st);
-         gla_cuda::set_cumsum_vec(2);
-       }},
+       with_override(gla_cuda::set_cumsum_vec, 4,
+                     [&] { g_kern->chunk_cumsum(s, p.g.get(), ws.gc.f32(), ws.lambda.f32(), st); }, 2)},
       {"cumsum, no lambda", 6 * TD, [&] { g_kern->chunk_cumsum(s, p.g.get(), ws.gc.f32(), nullptr, st); }},
   };
   // The sequential walk (set_states_variant(1), the default before the states by spans) at its own tile choice and
@@ -392,13 +398,7 @@ void print_breakdown(Problem& p) {
   for (int bk : {0, 16, 32}) {
     const std::string tag = bk ? ", bk=" + std::to_string(bk) : "";
     auto sequential = [bk](const std::function<void()>& f) {
-      return [bk, f] {
-        gla_cuda::set_states_variant(1);
-        gla_cuda::set_states_bk(bk);
-        f();
-        gla_cuda::set_states_bk(0);
-        gla_cuda::set_states_variant(0);
-      };
+      return with_override(gla_cuda::set_states_variant, 1, with_override(gla_cuda::set_states_bk, bk, f));
     };
     stages.push_back({"states_fwd, sequential" + tag, 6 * TD + 2 * TE + HS, sequential([&] {
                         g_kern->chunk_states_fwd(s, k, v, ws.gc.f32(), nullptr, ws.hs.f32(), ws.ht.f32(), st);
@@ -410,34 +410,19 @@ void print_breakdown(Problem& p) {
   }
   for (int variant : {1, 2}) {  // each variant of the A-matrix and dq/dk/dg kernels, run alone
     const std::string tag = ", variant " + std::to_string(variant);
-    auto with_intra = [variant](const std::function<void()>& f) {
-      return [variant, f] {
-        gla_cuda::set_intra_variant(variant);
-        f();
-        gla_cuda::set_intra_variant(0);
-      };
-    };
-    stages.push_back({"output" + tag, 8 * TD + 4 * TE + HS, with_intra(run_output)});
-    stages.push_back({"dv" + tag, 8 * TD + 4 * TE + HS, with_intra(run_dv)});
-    stages.push_back({"dq dk dg" + tag, 14 * TD + 4 * TE + 2 * HS, [variant, run_dqk] {
-                        gla_cuda::set_dqk_variant(variant);
-                        run_dqk();
-                        gla_cuda::set_dqk_variant(0);
-                      }});
+    stages.push_back(
+        {"output" + tag, 8 * TD + 4 * TE + HS, with_override(gla_cuda::set_intra_variant, variant, run_output)});
+    stages.push_back({"dv" + tag, 8 * TD + 4 * TE + HS, with_override(gla_cuda::set_intra_variant, variant, run_dv)});
+    stages.push_back(
+        {"dq dk dg" + tag, 14 * TD + 4 * TE + 2 * HS, with_override(gla_cuda::set_dqk_variant, variant, run_dqk)});
   }
   // One column tile per block (A rebuilt for each, as before set_intra_tiles' plan; the same as the default where
   // dv <= 128) and two.
   for (int tiles : {1, 2}) {
-    auto with_tiles = [tiles](const std::function<void()>& f) {
-      return [tiles, f] {
-        gla_cuda::set_intra_tiles(tiles);
-        f();
-        gla_cuda::set_intra_tiles(0);
-      };
-    };
     const std::string tag = ", " + std::to_string(tiles) + " column tile" + (tiles > 1 ? "s" : "") + " per block";
-    stages.push_back({"output" + tag, 8 * TD + 4 * TE + HS, with_tiles(run_output)});
-    stages.push_back({"dv" + tag, 8 * TD + 4 * TE + HS, with_tiles(run_dv)});
+    stages.push_back(
+        {"output" + tag, 8 * TD + 4 * TE + HS, with_override(gla_cuda::set_intra_tiles, tiles, run_output)});
+    stages.push_back({"dv" + tag, 8 * TD + 4 * TE + HS, with_override(gla_cuda::set_intra_tiles, tiles, run_dv)});
   }
   // The boundary from the raw gates (what the SP methods run where the shape allows): reads g bf16, not gc fp32.
   auto g_raw = static_cast<const bf16*>(p.g.get());
@@ -457,11 +442,10 @@ void print_breakdown(Problem& p) {
   const char* bvar_env = std::getenv("SPB_BENCH_BOUNDARY_VARIANTS");
   const bool bvars = bvar_env && std::string(bvar_env) == "1";
   for (int bv = 1; bvars && bv <= gla_cuda::boundary_variants(); ++bv)
-    stages.push_back({"boundary fwd, v" + std::to_string(bv), 6 * TD + 2 * TE, [&, bv] {
-                        gla_cuda::set_boundary_variant(bv);
+    stages.push_back({"boundary fwd, v" + std::to_string(bv), 6 * TD + 2 * TE,
+                      with_override(gla_cuda::set_boundary_variant, bv, [&] {
                         gla_cuda::launch_boundary(d, false, k, v, ws.gc.f32(), p.ht.f32(), bscratch.f32(), cs);
-                        gla_cuda::set_boundary_variant(0);
-                      }});
+                      })});
   stages.push_back({"output, bv=64", 8 * TD + 4 * TE + HS,
                     [&] { gla_cuda::launch_output(d, q, k, v, ws.gc.f32(), ws.hs.f32(), static_cast<bf16*>(p.o.get()), cs, 64); }});
   stages.push_back({"dv, bv=64", 8 * TD + 4 * TE + HS, [&] {
