@@ -51,6 +51,7 @@ struct IntraLayout {
   static constexpr size_t w_off = 2 * stage;
   static constexpr size_t af_off = w_off + size_t(kC) * WS * 2;
   static constexpr size_t total = af_off + (MULTI ? size_t(4) * 4 * 8 * 32 * 4 : 0);  // Af: [warp][kq][8][lane]
+  static_assert(!MULTI || total - af_off >= size_t(kC) * kC * 4, "MULTI: A^T (64 x 64 fp32) passes through Af");
   static_assert(stage % 16 == 0 && size_t(kC) * IAS * 4 <= 2 * stage, "layout");  // A (MODE_DV) spans both stages
 };
 
@@ -435,15 +436,16 @@ int g_intra_tiles = 0;    // tuning override of the column tiles per block (0: i
 // (or set_intra_tiles) says so.
 template <int MODE, int BV>
 void launch_intra_v(IntraParams p, cudaStream_t stream) {
+  constexpr int MINB = 3;  // blocks per SM of the 16-feature-slice variants (2, 3): the plan's wave is MINB x SMs
   const int v = g_intra_variant ? g_intra_variant : kIntraDefaultVariant;
   const int ntile = (p.dv + BV - 1) / BV;
   p.tiles = v < 3 ? 1 : std::min(ntile, g_intra_tiles ? g_intra_tiles
                                                       : intra_tiles_per_block(ntile, long(p.NT) * p.B * p.H,
-                                                                              3 * sm_count()));
+                                                                              MINB * sm_count()));
   if (v == 1) launch_intra_t<MODE, BV, 32, 2, false, false>(p, stream);
-  else if (v == 2) launch_intra_t<MODE, BV, 16, 3, false, false>(p, stream);
-  else if (p.tiles == 1) launch_intra_t<MODE, BV, 16, 3, true, false>(p, stream);
-  else launch_intra_t<MODE, BV, 16, 3, true, true>(p, stream);
+  else if (v == 2) launch_intra_t<MODE, BV, 16, MINB, false, false>(p, stream);
+  else if (p.tiles == 1) launch_intra_t<MODE, BV, 16, MINB, true, false>(p, stream);
+  else launch_intra_t<MODE, BV, 16, MINB, true, true>(p, stream);
 }
 
 template <int MODE>
