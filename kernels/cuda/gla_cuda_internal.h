@@ -73,7 +73,8 @@ int boundary_variants();
 //   dv = (K*exp(B-b)) dhs[n] + tril(A)^T dO                  (the dv part of chunk_grads)
 // bv: columns per block, 64 or 128; 0 picks (128 where dv > 64). The benchmark tries both.
 // set_intra_variant: tuning override of the feature slice and occupancy (0: default; 1: 32-feature slices, 2 blocks
-// per SM; 2: 16-feature slices, 3 blocks per SM; 3: as 2 with one barrier per slice). For tests and the benchmark.
+// per SM; 2: 16-feature slices, 3 blocks per SM; 3: as 2 with one barrier per slice; 4: as 3 with the state slice in
+// 16-byte quads, one load per two mmas). For tests and the benchmark.
 void set_intra_variant(int v);
 // set_intra_tiles: column tiles per block (0: intra_tiles_per_block's plan; 1: A rebuilt for every tile, as before).
 // intra_tiles_per_block: that plan, for ntile column tiles, other_blocks blocks per column tile (chunks x B x H) and
@@ -87,7 +88,8 @@ void launch_dv(const Dims& d, const __nv_bfloat16* q, const __nv_bfloat16* k, co
 
 // gla_dqk.cu: per (chunk, dk tile) blocks: dq, dk and dg.
 // set_dqk_variant: tuning override (0: default; 1: 32-column dv slices, 2 blocks per SM; 2: 16-column slices,
-// 3 blocks per SM). For tests and the benchmark.
+// 3 blocks per SM; 3: as 2 with the state slices in 16-byte quads and one barrier per slice). For tests and the
+// benchmark.
 void set_dqk_variant(int v);
 void launch_dqk(const Dims& d, const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                 const __nv_bfloat16* d_o, const float* gc, const float* hs, const float* dhs, __nv_bfloat16* dq,

@@ -32,8 +32,8 @@ constexpr int MODE_OUT = 0, MODE_DV = 1;
 constexpr int IAS = 68;        // fp32 stride of A in shared memory (MODE_DV): reads at rows 2t, 2t+1 -> banks 8t + g
 constexpr int kIntraThreads = 128;
 // 1: 32-feature slices, 2 blocks per SM (v2); 2: 16-feature slices, 3 blocks per SM (registers <= 168);
-// 3: as 2, with one barrier per slice (EARLY, see intra_kernel).
-constexpr int kIntraDefaultVariant = 3;
+// 3: as 2, with one barrier per slice (EARLY, see intra_kernel); 4: as 3, the state slice in quads (QUADS).
+constexpr int kIntraDefaultVariant = 4;
 
 // IKS: features per slice (32, or 16: half the shared memory, so that 3 blocks fit an SM); MINB: blocks per SM the
 // register allocation is bounded for (2: up to 255 registers, 3: up to 168).
@@ -54,6 +54,55 @@ struct IntraLayout {
   static_assert(!MULTI || total - af_off >= size_t(kC) * kC * 4, "MULTI: A^T (64 x 64 fp32) passes through Af");
   static_assert(stage % 16 == 0 && size_t(kC) * IAS * 4 <= 2 * stage, "layout");  // A (MODE_DV) spans both stages
 };
+
+// QUADS: the state slice (16 rows x BV columns) as 16-byte units, unit (j, n) holding rows 2j, 2j+1, 2j+8, 2j+9 of
+// column n: with the k-permutation of the fragments (slot t <-> row 2t, t+4 <-> 2t+1) that is b0, b1 of k-step 0 and
+// b0, b1 of k-step 1 for lane (g, t) at column n = 8 nt + g, j = t: one 16-byte load per two mmas instead of four
+// 4-byte loads. Unit (j, n) sits at j * BV + (n ^ 2j): the 8 lanes of a quarter-warp (g = 0, 1; t = 0..3) meet the
+// 8 distinct 16-byte bank groups.
+template <int BV>
+__device__ __forceinline__ int quad_unit(int j, int n) {
+  return j * BV + (n ^ (2 * j));
+}
+// Thread -> (row group j, 4-column chunk c): it copies rows 2j, 2j+1, 2j+8, 2j+9 of columns 4c .. 4c+3 (the slice's
+// rows from `g`, row stride gstride; rows >= rmax and columns >= cmax as zeros) into the four units (j, 4c + i) as
+// they come, row i of the four in unit i; quads_finish, after its own cp.async wait, turns them into columns. A
+// thread touches only its own four units, so no barrier is needed in between.
+template <int BV, int NTH>
+__device__ __forceinline__ void load_state_quads(float* s, const float* g, long gstride, int rmax, int cmax, bool vec) {
+  constexpr int NCH = BV / 4;
+  for (int idx = threadIdx.x; idx < 4 * NCH; idx += NTH) {
+    const int j = idx / NCH, c = idx % NCH;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int r = 2 * j + (i & 1) + (i >> 1) * 8, c0 = 4 * c;
+      float* d = s + 4 * quad_unit<BV>(j, c0 + i);
+      const float* src = g + r * gstride + c0;
+      if (vec && r < rmax && c0 + 4 <= cmax) {
+        cp_async16(d, src);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) d[e] = (r < rmax && c0 + e < cmax) ? src[e] : 0.f;
+      }
+    }
+  }
+}
+// The 4 x 4 transposition of each thread's units (load_state_quads), rounded to tf32 on the way.
+template <int BV, int NTH>
+__device__ __forceinline__ void quads_finish(float* s) {
+  constexpr int NCH = BV / 4;
+  float4* s4 = reinterpret_cast<float4*>(s);
+  for (int idx = threadIdx.x; idx < 4 * NCH; idx += NTH) {
+    const int j = idx / NCH, c0 = 4 * (idx % NCH);
+    float4 r[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) r[i] = s4[quad_unit<BV>(j, c0 + i)];
+    s4[quad_unit<BV>(j, c0 + 0)] = make_float4(tf32_round(r[0].x), tf32_round(r[1].x), tf32_round(r[2].x), tf32_round(r[3].x));
+    s4[quad_unit<BV>(j, c0 + 1)] = make_float4(tf32_round(r[0].y), tf32_round(r[1].y), tf32_round(r[2].y), tf32_round(r[3].y));
+    s4[quad_unit<BV>(j, c0 + 2)] = make_float4(tf32_round(r[0].z), tf32_round(r[1].z), tf32_round(r[2].z), tf32_round(r[3].z));
+    s4[quad_unit<BV>(j, c0 + 3)] = make_float4(tf32_round(r[0].w), tf32_round(r[1].w), tf32_round(r[2].w), tf32_round(r[3].w));
+  }
+}
 
 struct IntraParams {
   const bf16* q;
@@ -94,9 +143,13 @@ __device__ __noinline__ float exact_score(const bf16* q, const bf16* k, const fl
 // the 168-register cap spilled 240-530 bytes. All the passes' slices form one pipeline (the next pass's first slice
 // is loaded during the last slice of a pass); MODE_DV's A^T goes through Af (swizzled fp32, asx) instead of the
 // stage buffers, which then hold that slice.
-template <int MODE, int BV, int IKS, int MINB, bool EARLY, bool MULTI>
+//
+// QUADS (with EARLY): the state slice in quads (quad_unit): each lane's B fragments of both k-steps of a slice in
+// one 16-byte load. The products and their order are those of the row layout, so the outputs are the same bits.
+template <int MODE, int BV, int IKS, int MINB, bool EARLY, bool MULTI, bool QUADS>
 __global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraParams p) {
   static_assert(EARLY || !MULTI, "MULTI is written for the one-barrier pipeline");
+  static_assert(!QUADS || (EARLY && IKS == 16), "QUADS: 16-feature slices (two k-steps), rounded before the barrier");
   using L = IntraLayout<BV, IKS, MULTI>;
   constexpr int IQS = L::IQS, IGS = L::IGS;
   constexpr int NTV = BV / 8;  // n-tiles of the output tile
@@ -137,9 +190,10 @@ __global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraP
                                              len, p.dk - f0, p.vg);
     if (inter) {
       const int j0 = (tile0 + tile_of(pass)) * BV;
-      load_tile<float, IKS, BV, kIntraThreads>(reinterpret_cast<float*>(base + L::s_off), L::HS,
-                                               p.state + sbase + long(f0) * p.dv + j0, p.dv, p.dk - f0, p.dv - j0,
-                                               p.vs);
+      float* sdst = reinterpret_cast<float*>(base + L::s_off);
+      const float* ssrc = p.state + sbase + long(f0) * p.dv + j0;
+      if (QUADS) load_state_quads<BV, kIntraThreads>(sdst, ssrc, p.dv, p.dk - f0, p.dv - j0, p.vs);
+      else load_tile<float, IKS, BV, kIntraThreads>(sdst, L::HS, ssrc, p.dv, p.dk - f0, p.dv - j0, p.vs);
     }
   };
   // V (or dO) tile first, then feature slice 0: one cp.async group (EARLY: slice 0, then W, two groups; MULTI: W
@@ -181,7 +235,9 @@ __global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraP
         if (prefetch) load_slice(s + 1 < nsl ? pass : pass + 1, s + 1 < nsl ? s + 1 : 0, st ^ 1);
         cp_async_commit();
       }
-      if (INTER) {  // round the state slice to tf32 once, in place (not at every fragment load of every warp)
+      if (INTER && QUADS) {
+        quads_finish<BV, kIntraThreads>(reinterpret_cast<float*>(smem + st * L::stage + L::s_off));
+      } else if (INTER) {  // round the state slice to tf32 once, in place (not at every fragment load of every warp)
         float4* sp = reinterpret_cast<float4*>(smem + st * L::stage + L::s_off);
 #pragma unroll
         for (int e = 0; e < IKS * BV / 4 / kIntraThreads; ++e) {
@@ -204,6 +260,7 @@ __global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraP
       const float* S = reinterpret_cast<const float*>(base + L::s_off);
       if (BUILD && lane < IKS && s * IKS + lane < p.dk)
         big |= G[16 * w * IGS + lane] - G[wlast * IGS + lane] > kMaxSubchunkDecay;
+      uint32_t ea[IKS / 8][4];  // the inter-chunk operand of each k-step (QUADS: used after the last)
 #pragma unroll
       for (int kk = 0; kk < IKS / 8; ++kk) {
         const int c = kk * 8 + 2 * t;
@@ -221,7 +278,7 @@ __global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraP
         }
         if (INTER) {
           // The inter-chunk operand: q * exp(b) (MODE_OUT) or k * exp(B - b) (MODE_DV), rows past the end zeros.
-          uint32_t ea0, ea1, ea2, ea3;
+          uint32_t &ea0 = ea[kk][0], &ea1 = ea[kk][1], &ea2 = ea[kk][2], &ea3 = ea[kk][3];
           if (MODE == MODE_OUT) {
             const uint32_t q0 = ld32(Q + r0 * IQS + c), q1 = ld32(Q + r1 * IQS + c);
             ea0 = tf32_bits(bf_lo(q0) * __expf(g0.x));
@@ -236,8 +293,16 @@ __global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraP
             ea1 = tf32_bits(bf_lo(k1w) * __expf(gB.x - g1.x));
             ea3 = tf32_bits(bf_hi(k1w) * __expf(gB.y - g1.y));
           }
+          if (QUADS && kk + 1 == IKS / 8) {  // both k-steps, each acc[nt] in k-step order as below
 #pragma unroll
-          for (int nt = 0; nt < NTV; ++nt) {
+            for (int nt = 0; nt < NTV; ++nt) {
+              const float4 bq = reinterpret_cast<const float4*>(S)[quad_unit<BV>(t, nt * 8 + g)];
+              mma_tf32(acc[nt], ea[0][0], ea[0][1], ea[0][2], ea[0][3], __float_as_uint(bq.x), __float_as_uint(bq.y));
+              mma_tf32(acc[nt], ea[1][0], ea[1][1], ea[1][2], ea[1][3], __float_as_uint(bq.z), __float_as_uint(bq.w));
+            }
+          }
+#pragma unroll
+          for (int nt = 0; nt < (QUADS ? 0 : NTV); ++nt) {
             const uint32_t b0 = __float_as_uint(S[(kk * 8 + 2 * t) * L::HS + nt * 8 + g]);
             const uint32_t b1 = __float_as_uint(S[(kk * 8 + 2 * t + 1) * L::HS + nt * 8 + g]);
             mma_tf32(acc[nt], ea0, ea1, ea2, ea3, b0, b1);
@@ -414,26 +479,26 @@ __global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraP
   }
 }
 
-template <int MODE, int BV, int IKS, int MINB, bool EARLY, bool MULTI>
+template <int MODE, int BV, int IKS, int MINB, bool EARLY, bool MULTI, bool QUADS>
 void launch_intra_t(const IntraParams& p, cudaStream_t stream) {
   using L = IntraLayout<BV, IKS, MULTI>;
   static const bool attr = [] {
-    SPB_CUDA(cudaFuncSetAttribute(intra_kernel<MODE, BV, IKS, MINB, EARLY, MULTI>,
+    SPB_CUDA(cudaFuncSetAttribute(intra_kernel<MODE, BV, IKS, MINB, EARLY, MULTI, QUADS>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::total)));
     return true;
   }();
   (void)attr;
   const int ntile = (p.dv + BV - 1) / BV;
   const dim3 grid((ntile + p.tiles - 1) / p.tiles, p.NT, p.B * p.H);
-  intra_kernel<MODE, BV, IKS, MINB, EARLY, MULTI><<<grid, kIntraThreads, L::total, stream>>>(p);
+  intra_kernel<MODE, BV, IKS, MINB, EARLY, MULTI, QUADS><<<grid, kIntraThreads, L::total, stream>>>(p);
   SPB_CUDA_LAUNCH();
 }
 
 int g_intra_variant = 0;  // tuning override (0: the default below)
 int g_intra_tiles = 0;    // tuning override of the column tiles per block (0: intra_tiles_per_block)
 
-// Variants 1 and 2 rebuild A for every column tile (one tile per block); variant 3 walks several where the plan
-// (or set_intra_tiles) says so.
+// Variants 1 and 2 rebuild A for every column tile (one tile per block); variants 3 and 4 walk several where the
+// plan (or set_intra_tiles) says so.
 template <int MODE, int BV>
 void launch_intra_v(IntraParams p, cudaStream_t stream) {
   constexpr int MINB = 3;  // blocks per SM of the 16-feature-slice variants (2, 3): the plan's wave is MINB x SMs
@@ -442,10 +507,12 @@ void launch_intra_v(IntraParams p, cudaStream_t stream) {
   p.tiles = v < 3 ? 1 : std::min(ntile, g_intra_tiles ? g_intra_tiles
                                                       : intra_tiles_per_block(ntile, long(p.NT) * p.B * p.H,
                                                                               MINB * sm_count()));
-  if (v == 1) launch_intra_t<MODE, BV, 32, 2, false, false>(p, stream);
-  else if (v == 2) launch_intra_t<MODE, BV, 16, MINB, false, false>(p, stream);
-  else if (p.tiles == 1) launch_intra_t<MODE, BV, 16, MINB, true, false>(p, stream);
-  else launch_intra_t<MODE, BV, 16, MINB, true, true>(p, stream);
+  if (v == 1) launch_intra_t<MODE, BV, 32, 2, false, false, false>(p, stream);
+  else if (v == 2) launch_intra_t<MODE, BV, 16, MINB, false, false, false>(p, stream);
+  else if (v == 3 && p.tiles == 1) launch_intra_t<MODE, BV, 16, MINB, true, false, false>(p, stream);
+  else if (v == 3) launch_intra_t<MODE, BV, 16, MINB, true, true, false>(p, stream);
+  else if (p.tiles == 1) launch_intra_t<MODE, BV, 16, MINB, true, false, true>(p, stream);
+  else launch_intra_t<MODE, BV, 16, MINB, true, true, true>(p, stream);
 }
 
 template <int MODE>

@@ -246,10 +246,10 @@ void states_spans(int B, int T, int H, int dk, int dv, int span, GateKind gates 
   std::printf("\n");
 }
 
-// chunk_output and the dv stage with several column tiles per block (intra_kernel MULTI: A built once per block):
-// o and dv must equal, bit for bit, those of one tile per block (A rebuilt per tile), since each output column sees
-// the same operations in the same order; at 64- and 128-column tiles, and with gates strong enough for the exact
-// diagonal blocks.
+// chunk_output and the dv stage with several column tiles per block (intra_kernel MULTI: A built once per block) and
+// the state slice in quads (QUADS, variant 4): o and dv must equal, bit for bit, those of variant 3 at one tile per
+// block (A rebuilt per tile, the slice in rows), since each output column sees the same operations in the same
+// order; at 64- and 128-column tiles, and with gates strong enough for the exact diagonal blocks.
 void intra_tiles(int T, int dk, int dv, int gates) {
   GlaShape s;
   s.B = 1, s.T = T, s.H = 1, s.dk = dk, s.dv = dv;
@@ -264,25 +264,28 @@ void intra_tiles(int T, int dk, int dv, int gates) {
   kern->chunk_states_fwd(s, k.data(), v.data(), gc.data(), x.h0.data(), hs.data(), fin.data(), {});
   kern->chunk_states_bwd(s, q.data(), d_o.data(), gc.data(), x.dht.data(), dhs.data(), fin.data(), {});
   const gla_cuda::Dims d{1, T, 1, dk, dv, s.chunks(), 1.0f / std::sqrt(float(dk))};
-  auto run = [&](int bv, int tiles, std::vector<__nv_bfloat16>& o, std::vector<__nv_bfloat16>& dvv) {
+  auto run = [&](int bv, int tiles, std::vector<__nv_bfloat16>& o, std::vector<__nv_bfloat16>& dvv, int variant) {
     o.assign(s.v_elems(), __float2bfloat16(0.f)), dvv.assign(s.v_elems(), __float2bfloat16(0.f));
     poison(o), poison(dvv);
+    gla_cuda::set_intra_variant(variant);
     gla_cuda::set_intra_tiles(tiles);
     gla_cuda::launch_output(d, q.data(), k.data(), v.data(), gc.data(), hs.data(), o.data(), {}, bv);
     gla_cuda::launch_dv(d, q.data(), k.data(), d_o.data(), gc.data(), dhs.data(), dvv.data(), {}, bv);
     gla_cuda::set_intra_tiles(0);
+    gla_cuda::set_intra_variant(0);
   };
   std::vector<__nv_bfloat16> o1, dv1, o2, dv2;
-  run(128, 1, o1, dv1);
+  run(128, 1, o1, dv1, 3);
   std::printf("intra tiles T%d dk%d dv%d gates%d:", T, dk, dv, gates);
-  for (int bv : {128, 64})
-    for (int tiles : {0, 2, 3, 8}) {
-      run(bv, tiles, o2, dv2);
-      const bool same = std::memcmp(o1.data(), o2.data(), o1.size() * 2) == 0 &&
-                        std::memcmp(dv1.data(), dv2.data(), dv1.size() * 2) == 0;
-      std::printf(" bv %d tiles %d %s;", bv, tiles, same ? "same" : "DIFFERENT");
-      if (!same) ++failures;
-    }
+  for (int variant : {3, 4})
+    for (int bv : {128, 64})
+      for (int tiles : variant == 3 ? std::vector<int>{2} : std::vector<int>{1, 2, 3, 8}) {
+        run(bv, tiles, o2, dv2, variant);
+        const bool same = std::memcmp(o1.data(), o2.data(), o1.size() * 2) == 0 &&
+                          std::memcmp(dv1.data(), dv2.data(), dv1.size() * 2) == 0;
+        std::printf(" v%d bv %d tiles %d %s;", variant, bv, tiles, same ? "same" : "DIFFERENT");
+        if (!same) ++failures;
+      }
   std::printf("\n");
 }
 
