@@ -88,8 +88,7 @@ void launch_dv(const Dims& d, const __nv_bfloat16* q, const __nv_bfloat16* k, co
 
 // gla_dqk.cu: per (chunk, dk tile) blocks: dq, dk and dg.
 // set_dqk_variant: tuning override (0: default; 1: 32-column dv slices, 2 blocks per SM; 2: 16-column slices,
-// 3 blocks per SM; 3: as 2 with the state slices in 16-byte quads and one barrier per slice). For tests and the
-// benchmark.
+// 3 blocks per SM). For tests and the benchmark.
 void set_dqk_variant(int v);
 void launch_dqk(const Dims& d, const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                 const __nv_bfloat16* d_o, const float* gc, const float* hs, const float* dhs, __nv_bfloat16* dq,

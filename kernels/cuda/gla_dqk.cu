@@ -31,18 +31,14 @@ constexpr int DRS = 72;          // bf16 stride of resident q, k: 16-bit reads a
 constexpr int DGR = 68;          // fp32 stride of resident gc: reads at rows 2t, 2t+1 -> banks 8t + g
 constexpr int DAS = 68;          // fp32 stride of dA in shared memory
 constexpr int kDqkThreads = 128;
-// 1: 32-column dv slices, 2 blocks per SM (v2); 2: 16-column slices, 3 blocks per SM (registers <= 168);
-// 3: as 2, the state slices in quads, one barrier per slice (QUADS, see dqk_kernel).
-constexpr int kDqkDefaultVariant = 3;
+// 1: 32-column dv slices, 2 blocks per SM (v2); 2: 16-column slices, 3 blocks per SM (registers <= 168).
+constexpr int kDqkDefaultVariant = 2;
 // DJS: the dv slice (32, or 16: 75 KB of shared memory, so that 3 blocks fit an SM); MINB: blocks per SM the
 // register allocation is bounded for (2: up to 255 registers, 3: up to 168).
-template <int DJS, bool QUADS>
+template <int DJS>
 struct DqkLayout {
-  static constexpr int DSS = DJS + 8;  // stride of the bf16 slices (dO, V): 32-bit reads at (row g, col 2t) conflict-free
-  // Stride of the fp32 slices (H0, dH): float2 reads at (row g, col 2t) conflict-free; QUADS: 16-byte reads at
-  // (row g, unit t), conflict-free unpadded.
-  static constexpr int HSS = QUADS ? DJS : DJS + 8;
-  static constexpr size_t stage = size_t(kC) * (DSS * (2 + 2) + HSS * (4 + 4));  // dO, V, H0, dH
+  static constexpr int DSS = DJS + 8;  // stride of the slice buffers (bf16 and fp32): pair / float2 reads conflict-free
+  static constexpr size_t stage = size_t(kC) * DSS * (2 + 2 + 4 + 4);  // dO, V, H0, dH
   static constexpr size_t res = 2 * stage;
   static constexpr size_t q = res, k = q + size_t(kC) * DRS * 2, g = k + size_t(kC) * DRS * 2;
   static constexpr size_t misc = g + size_t(kC) * DGR * 4;
@@ -81,61 +77,10 @@ __device__ __noinline__ float exact_dk_diag(const float* dAs, const bf16* Qr, co
   return x;
 }
 
-// QUADS (variant 3): each 16-column row of the H0 / dH slices is stored as 4 units of 16 bytes, unit t holding
-// columns 2t, 2t+1, 8+2t, 9+2t: with the k-permutation of the fragments that is b0, b1 of k-step 0 and of k-step 1
-// for lane (g, t), one 16-byte load per two mmas instead of two 8-byte loads. Thread (row tid / 2, half tid % 2)
-// copies 16-byte chunks h and h + 2 of its row into units 2h and 2h + 1 as they come (load_row_quads), then, after
-// its own cp.async wait, rounds and rearranges them in place and adds their rowsum (quads_row_finish): the barrier
-// that follows publishes the finished slice, so a slice needs one barrier instead of two. The products and their
-// order are those of variant 2; rowsum(dH * H0) adds the same terms in another order.
-// Copies rows 0..63 (of 16 fp32 columns) of a state slice from g (row stride gstride; rows >= rmax, columns >= cmax
-// as zeros) into QUADS' raw order.
-__device__ __forceinline__ void load_row_quads(float* s, const float* g, long gstride, int rmax, int cmax, bool vec) {
-  const int r = threadIdx.x >> 1, h = threadIdx.x & 1;
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int c0 = 4 * (h + 2 * i);
-    float* d = s + r * 16 + 4 * (2 * h + i);
-    const float* src = g + r * gstride + c0;
-    if (vec && r < rmax && c0 + 4 <= cmax) {
-      cp_async16(d, src);
-    } else {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) d[e] = (r < rmax && c0 + e < cmax) ? src[e] : 0.f;
-    }
-  }
-}
-// This thread's two units of H0 and dH (load_row_quads): returns their part of rowsum(dH * H0), from the raw values,
-// and leaves them tf32-rounded in QUADS order.
-__device__ __forceinline__ float quads_row_finish(float* H0, float* DH) {
-  const int r = threadIdx.x >> 1, h = threadIdx.x & 1;
-  float4* hp = reinterpret_cast<float4*>(H0 + r * 16 + 8 * h);
-  float4* dp = reinterpret_cast<float4*>(DH + r * 16 + 8 * h);
-  // Two at a time (registers: the accumulators of phase 1 are live around this): rowsum, H0, dH.
-  float rs;
-  {
-    const float4 x = hp[0], dx = dp[0];
-    rs = x.x * dx.x + x.y * dx.y + x.z * dx.z + x.w * dx.w;
-  }
-  {
-    const float4 y = hp[1], dy = dp[1];
-    rs += y.x * dy.x + y.y * dy.y + y.z * dy.z + y.w * dy.w;
-  }
-  auto finish = [](float4* u) {  // columns 4h..4h+3 and 8+4h..8+4h+3 -> QUADS order, tf32-rounded
-    const float4 x = u[0], y = u[1];
-    u[0] = make_float4(tf32_round(x.x), tf32_round(x.y), tf32_round(y.x), tf32_round(y.y));
-    u[1] = make_float4(tf32_round(x.z), tf32_round(x.w), tf32_round(y.z), tf32_round(y.w));
-  };
-  finish(hp);
-  finish(dp);
-  return rs;
-}
-
-template <int DJS, int MINB, bool QUADS>
+template <int DJS, int MINB>
 __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams p) {
-  static_assert(!QUADS || (DJS == 16 && kDqkThreads == 2 * DIT && DIT == kC), "QUADS: 16-column slices, a thread per half row");
-  using L = DqkLayout<DJS, QUADS>;
-  constexpr int DSS = L::DSS, HSS = L::HSS;
+  using L = DqkLayout<DJS>;
+  constexpr int DSS = L::DSS;
   extern __shared__ __align__(16) unsigned char smem[];
   bf16* Qr = reinterpret_cast<bf16*>(smem + L::q);
   bf16* Kr = reinterpret_cast<bf16*>(smem + L::k);
@@ -163,7 +108,7 @@ __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams 
     DO = reinterpret_cast<bf16*>(base);
     V = DO + kC * DSS;
     H0 = reinterpret_cast<float*>(V + kC * DSS);
-    DH = H0 + kC * HSS;
+    DH = H0 + kC * DSS;
   };
   auto load_slice = [&](int s, int st) {
     const int js = s * DJS;
@@ -172,15 +117,9 @@ __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams 
     stage_ptrs(st, DO, V, H0, DH);
     load_tile<bf16, kC, DJS, kDqkThreads>(DO, DSS, p.d_o + vbase + js, vrow, len, DV - js, p.vdo);
     load_tile<bf16, kC, DJS, kDqkThreads>(V, DSS, p.v + vbase + js, vrow, len, DV - js, p.vv);
-    const float* hsrc = p.hs + sbase + long(i0) * DV + js;
-    const float* dsrc = p.dhs + sbase + long(i0) * DV + js;
-    if (QUADS) {
-      load_row_quads(H0, hsrc, DV, DK - i0, DV - js, p.vh);
-      load_row_quads(DH, dsrc, DV, DK - i0, DV - js, p.vh);
-    } else {
-      load_tile<float, DIT, DJS, kDqkThreads>(H0, HSS, hsrc, DV, DK - i0, DV - js, p.vh);
-      load_tile<float, DIT, DJS, kDqkThreads>(DH, HSS, dsrc, DV, DK - i0, DV - js, p.vh);
-    }
+    load_tile<float, DIT, DJS, kDqkThreads>(H0, DSS, p.hs + sbase + long(i0) * DV + js, DV, DK - i0, DV - js, p.vh);
+    load_tile<float, DIT, DJS, kDqkThreads>(DH, DSS, p.dhs + sbase + long(i0) * DV + js, DV, DK - i0, DV - js,
+                                            p.vh);
   };
   load_slice(0, 0);
   cp_async_commit();
@@ -201,34 +140,31 @@ __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams 
   const int nsl = (DV + DJS - 1) / DJS;
   for (int s = 0; s < nsl; ++s) {
     cp_async_wait<0>();
+    __syncthreads();
+    if (s + 1 < nsl) load_slice(s + 1, (s + 1) & 1);
+    cp_async_commit();
     bf16 *DO, *V;
     float *H0, *DH;
     stage_ptrs(s & 1, DO, V, H0, DH);
-    if (QUADS) {
-      rs += quads_row_finish(H0, DH);
-      __syncthreads();  // slice s visible (finished); every warp is done with slice s - 1
-      if (s + 1 < nsl) load_slice(s + 1, (s + 1) & 1);
-      cp_async_commit();
-    } else {
-      __syncthreads();
-      if (s + 1 < nsl) load_slice(s + 1, (s + 1) & 1);
-      cp_async_commit();
-    }
     // Round the state slices to tf32 once, in place (instead of at every fragment load in every warp).
 #pragma unroll
-    for (int q4 = 0; q4 < (QUADS ? 0 : DJS / 8); ++q4) {
-      float4* hp = reinterpret_cast<float4*>(H0 + rs_row * HSS + rs_half * (DJS / 2) + 4 * q4);
-      float4* dp = reinterpret_cast<float4*>(DH + rs_row * HSS + rs_half * (DJS / 2) + 4 * q4);
+    for (int q4 = 0; q4 < DJS / 8; ++q4) {
+      float4* hp = reinterpret_cast<float4*>(H0 + rs_row * DSS + rs_half * (DJS / 2) + 4 * q4);
+      float4* dp = reinterpret_cast<float4*>(DH + rs_row * DSS + rs_half * (DJS / 2) + 4 * q4);
       const float4 hv = *hp, dv4 = *dp;
       rs += hv.x * dv4.x + hv.y * dv4.y + hv.z * dv4.z + hv.w * dv4.w;
       *hp = make_float4(tf32_round(hv.x), tf32_round(hv.y), tf32_round(hv.z), tf32_round(hv.w));
       *dp = make_float4(tf32_round(dv4.x), tf32_round(dv4.y), tf32_round(dv4.z), tf32_round(dv4.w));
     }
-    if (!QUADS) __syncthreads();
+    __syncthreads();
     if (active) {
-      // dA = dO V^T over this slice's two k-steps.
-      auto add_dA = [&](int kk, uint32_t oa0, uint32_t oa1, uint32_t oa2, uint32_t oa3) {
+#pragma unroll
+      for (int kk = 0; kk < DJS / 8; ++kk) {
         const int c = kk * 8 + 2 * t;
+        const uint32_t o0 = ld32(DO + r0 * DSS + c), o1 = ld32(DO + r1 * DSS + c);
+        const uint32_t v0 = ld32(V + r0 * DSS + c), v1 = ld32(V + r1 * DSS + c);
+        const uint32_t oa0 = bits_lo(o0), oa2 = bits_hi(o0), oa1 = bits_lo(o1), oa3 = bits_hi(o1);
+        const uint32_t va0 = bits_lo(v0), va2 = bits_hi(v0), va1 = bits_lo(v1), va3 = bits_hi(v1);
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt) {
           if (nt <= 2 * w + 1) {
@@ -236,44 +172,9 @@ __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams 
             mma_tf32(dA[nt], oa0, oa1, oa2, oa3, bits_lo(vk), bits_hi(vk));
           }
         }
-      };
-      if (QUADS) {  // dq with both k-steps' dO fragments, then dk with V's: 8 fragment registers live, as below
-        uint32_t xw[2][2];  // the dO (then V) words of rows r0, r1 of k-steps 0 and 1
-#pragma unroll
-        for (int kk = 0; kk < 2; ++kk) {
-          const int c = kk * 8 + 2 * t;
-          xw[kk][0] = ld32(DO + r0 * DSS + c), xw[kk][1] = ld32(DO + r1 * DSS + c);
-          add_dA(kk, bits_lo(xw[kk][0]), bits_lo(xw[kk][1]), bits_hi(xw[kk][0]), bits_hi(xw[kk][1]));
-        }
-        auto add_quads = [&](float (&acc)[8][4], const float* S) {  // acc += X S^T, each in k-step order
-#pragma unroll
-          for (int nt = 0; nt < 8; ++nt) {
-            const float4 b4 = *reinterpret_cast<const float4*>(S + (nt * 8 + g) * HSS + 4 * t);
-            mma_tf32(acc[nt], bits_lo(xw[0][0]), bits_lo(xw[0][1]), bits_hi(xw[0][0]), bits_hi(xw[0][1]),
-                     __float_as_uint(b4.x), __float_as_uint(b4.y));
-            mma_tf32(acc[nt], bits_lo(xw[1][0]), bits_lo(xw[1][1]), bits_hi(xw[1][0]), bits_hi(xw[1][1]),
-                     __float_as_uint(b4.z), __float_as_uint(b4.w));
-          }
-        };
-        add_quads(dq, H0);
-#pragma unroll
-        for (int kk = 0; kk < 2; ++kk) {
-          const int c = kk * 8 + 2 * t;
-          xw[kk][0] = ld32(V + r0 * DSS + c), xw[kk][1] = ld32(V + r1 * DSS + c);
-        }
-        add_quads(dk, DH);
-      }
-#pragma unroll
-      for (int kk = 0; kk < (QUADS ? 0 : DJS / 8); ++kk) {
-        const int c = kk * 8 + 2 * t;
-        const uint32_t o0 = ld32(DO + r0 * DSS + c), o1 = ld32(DO + r1 * DSS + c);
-        const uint32_t v0 = ld32(V + r0 * DSS + c), v1 = ld32(V + r1 * DSS + c);
-        const uint32_t oa0 = bits_lo(o0), oa2 = bits_hi(o0), oa1 = bits_lo(o1), oa3 = bits_hi(o1);
-        const uint32_t va0 = bits_lo(v0), va2 = bits_hi(v0), va1 = bits_lo(v1), va3 = bits_hi(v1);
-        add_dA(kk, oa0, oa1, oa2, oa3);
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt) {
-          const float2 h2 = ldf2(H0 + (nt * 8 + g) * HSS + c), d2 = ldf2(DH + (nt * 8 + g) * HSS + c);
+          const float2 h2 = ldf2(H0 + (nt * 8 + g) * DSS + c), d2 = ldf2(DH + (nt * 8 + g) * DSS + c);
           mma_tf32(dq[nt], oa0, oa1, oa2, oa3, __float_as_uint(h2.x), __float_as_uint(h2.y));
           mma_tf32(dk[nt], va0, va1, va2, va3, __float_as_uint(d2.x), __float_as_uint(d2.y));
         }
@@ -456,17 +357,17 @@ __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams 
   }
 }
 
-template <int DJS, int MINB, bool QUADS>
+template <int DJS, int MINB>
 void launch_dqk_t(const Dims& d, const DqkParams& p, cudaStream_t stream) {
-  using L = DqkLayout<DJS, QUADS>;
+  using L = DqkLayout<DJS>;
   static const bool attr = [] {
-    SPB_CUDA(cudaFuncSetAttribute(dqk_kernel<DJS, MINB, QUADS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    SPB_CUDA(cudaFuncSetAttribute(dqk_kernel<DJS, MINB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   int(L::total)));
     return true;
   }();
   (void)attr;
   const dim3 grid((d.dk + DIT - 1) / DIT, d.NT, d.B * d.H);
-  dqk_kernel<DJS, MINB, QUADS><<<grid, kDqkThreads, L::total, stream>>>(p);
+  dqk_kernel<DJS, MINB><<<grid, kDqkThreads, L::total, stream>>>(p);
   SPB_CUDA_LAUNCH();
 }
 
@@ -483,9 +384,8 @@ void launch_dqk(const Dims& d, const bf16* q, const bf16* k, const bf16* v, cons
                     aligned16(d_o) && d.dv % 8 == 0, aligned16(gc) && d.dk % 4 == 0,
                     aligned16(hs) && aligned16(dhs) && d.dv % 4 == 0};
   const int var = g_dqk_variant ? g_dqk_variant : kDqkDefaultVariant;
-  if (var == 1) launch_dqk_t<32, 2, false>(d, p, stream);
-  else if (var == 2) launch_dqk_t<16, 3, false>(d, p, stream);
-  else launch_dqk_t<16, 3, true>(d, p, stream);
+  if (var == 1) launch_dqk_t<32, 2>(d, p, stream);
+  else launch_dqk_t<16, 3>(d, p, stream);
 }
 
 }  // namespace gla_cuda

@@ -58,13 +58,16 @@ struct IntraLayout {
 // QUADS: the state slice (16 rows x BV columns) as 16-byte units, unit (j, n) holding rows 2j, 2j+1, 2j+8, 2j+9 of
 // column n: with the k-permutation of the fragments (slot t <-> row 2t, t+4 <-> 2t+1) that is b0, b1 of k-step 0 and
 // b0, b1 of k-step 1 for lane (g, t) at column n = 8 nt + g, j = t: one 16-byte load per two mmas instead of four
-// 4-byte loads. Unit (j, n) sits at j * BV + (n ^ 2j): the 8 lanes of a quarter-warp (g = 0, 1; t = 0..3) meet the
-// 8 distinct 16-byte bank groups.
+// 4-byte loads. Unit (j, n) sits at j * BV + (n ^ x_j), x = 0, 3, 5, 6: a quarter-warp's 8 lanes meet the 8 distinct
+// 16-byte bank groups both in the fragment loads (g = 0, 1; t = 0..3: x_t / 2 distinct) and in the copies of
+// load_state_quads / quads_finish (j = 0..3, c even and odd: x_j % 4 distinct). A plain n ^ 2j (session 8's first
+// try) left the copies 4-way conflicted, and the kernel 18 % slower than the row layout.
 template <int BV>
 __device__ __forceinline__ int quad_unit(int j, int n) {
-  return j * BV + (n ^ (2 * j));
+  return j * BV + (n ^ (2 * j + ((j ^ (j >> 1)) & 1)));
 }
-// Thread -> (row group j, 4-column chunk c): it copies rows 2j, 2j+1, 2j+8, 2j+9 of columns 4c .. 4c+3 (the slice's
+// Thread idx -> (row group j = idx % 4, 4-column chunk c = idx / 4): it copies rows 2j, 2j+1, 2j+8, 2j+9 of columns
+// 4c .. 4c+3 (the slice's
 // rows from `g`, row stride gstride; rows >= rmax and columns >= cmax as zeros) into the four units (j, 4c + i) as
 // they come, row i of the four in unit i; quads_finish, after its own cp.async wait, turns them into columns. A
 // thread touches only its own four units, so no barrier is needed in between.
@@ -72,7 +75,7 @@ template <int BV, int NTH>
 __device__ __forceinline__ void load_state_quads(float* s, const float* g, long gstride, int rmax, int cmax, bool vec) {
   constexpr int NCH = BV / 4;
   for (int idx = threadIdx.x; idx < 4 * NCH; idx += NTH) {
-    const int j = idx / NCH, c = idx % NCH;
+    const int j = idx & 3, c = idx >> 2;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int r = 2 * j + (i & 1) + (i >> 1) * 8, c0 = 4 * c;
@@ -93,7 +96,7 @@ __device__ __forceinline__ void quads_finish(float* s) {
   constexpr int NCH = BV / 4;
   float4* s4 = reinterpret_cast<float4*>(s);
   for (int idx = threadIdx.x; idx < 4 * NCH; idx += NTH) {
-    const int j = idx / NCH, c0 = 4 * (idx % NCH);
+    const int j = idx & 3, c0 = 4 * (idx >> 2);
     float4 r[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) r[i] = s4[quad_unit<BV>(j, c0 + i)];

@@ -208,7 +208,7 @@ std::vector<Case> cases() {
   v.push_back({1, 129, 2, 64, 64, Gates::strong, true, true, false, 16});
   // the other variants of the A-matrix and dq/dk/dg kernels (1: 32-wide slices, 2: 16-wide slices, 3 blocks per SM;
   // the A-matrix kernels' 3 is 2 with one barrier per slice, their default 4 is 3 with the state slice in quads;
-  // dq/dk/dg's default, 3, is 2 with the state slices in quads and one barrier per slice)
+  // dq/dk/dg's default is 2, which its variant 3 falls back to)
   for (int var : {1, 2, 3}) {
     v.push_back({1, 91, 2, 13, 7, Gates::strong, true, true, false, 0, var});
     v.push_back({1, 200, 1, 256, 512, Gates::model, true, true, false, 0, var});
