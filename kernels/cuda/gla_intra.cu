@@ -62,48 +62,69 @@ struct IntraLayout {
 // 16-byte bank groups both in the fragment loads (g = 0, 1; t = 0..3: x_t / 2 distinct) and in the copies of
 // load_state_quads / quads_finish (j = 0..3, c even and odd: x_j % 4 distinct). A plain n ^ 2j (session 8's first
 // try) left the copies 4-way conflicted, and the kernel 18 % slower than the row layout.
-template <int BV>
-__device__ __forceinline__ int quad_unit(int j, int n) {
-  return j * BV + (n ^ (2 * j + ((j ^ (j >> 1)) & 1)));
-}
+__device__ __forceinline__ int quad_x(int j) { return 2 * j + ((j ^ (j >> 1)) & 1); }
 // Thread idx -> (row group j = idx % 4, 4-column chunk c = idx / 4): it copies rows 2j, 2j+1, 2j+8, 2j+9 of columns
-// 4c .. 4c+3 (the slice's
-// rows from `g`, row stride gstride; rows >= rmax and columns >= cmax as zeros) into the four units (j, 4c + i) as
-// they come, row i of the four in unit i; quads_finish, after its own cp.async wait, turns them into columns. A
-// thread touches only its own four units, so no barrier is needed in between.
+// 4c .. 4c+3 of the slice (from `g`, row stride gstride; rows >= rmax and columns >= cmax as zeros) into its four
+// units (j, 4c + i), row i of the four in unit i, as they come; quads_finish, after the thread's own cp.async wait,
+// turns them into columns. A thread touches only its own four units, so no barrier is needed in between.
+// (4c + i) ^ x = (4c ^ (x & 4)) + (i ^ (x & 3)): one base per thread.
+template <int BV>
+__device__ __forceinline__ int quad_base(int idx) {
+  const int j = idx & 3, x = quad_x(j);
+  return j * BV + ((4 * (idx >> 2)) ^ (x & 4));
+}
 template <int BV, int NTH>
-__device__ __forceinline__ void load_state_quads(float* s, const float* g, long gstride, int rmax, int cmax, bool vec) {
-  constexpr int NCH = BV / 4;
-  for (int idx = threadIdx.x; idx < 4 * NCH; idx += NTH) {
-    const int j = idx & 3, c = idx >> 2;
-#pragma unroll
+__device__ __noinline__ void load_state_quads_edge(float* s, const float* g, long gstride, int rmax, int cmax,
+                                                   bool vec) {
+  for (int idx = threadIdx.x; idx < BV; idx += NTH) {
+    const int j = idx & 3, c0 = 4 * (idx >> 2), base = quad_base<BV>(idx), xl = quad_x(j) & 3;
     for (int i = 0; i < 4; ++i) {
-      const int r = 2 * j + (i & 1) + (i >> 1) * 8, c0 = 4 * c;
-      float* d = s + 4 * quad_unit<BV>(j, c0 + i);
+      const int r = 2 * j + (i & 1) + (i >> 1) * 8;
+      float* d = s + 4 * (base + (i ^ xl));
       const float* src = g + r * gstride + c0;
       if (vec && r < rmax && c0 + 4 <= cmax) {
         cp_async16(d, src);
       } else {
-#pragma unroll
         for (int e = 0; e < 4; ++e) d[e] = (r < rmax && c0 + e < cmax) ? src[e] : 0.f;
       }
     }
   }
 }
+// The common case (whole slice in range, 16-byte aligned) inline and straight-line, as load_tile.
+template <int BV, int NTH>
+__device__ __forceinline__ void load_state_quads(float* s, const float* g, long gstride, int rmax, int cmax, bool vec) {
+  if (vec && rmax >= 16 && cmax >= BV) {
+#pragma unroll
+    for (int k = 0; k < (BV + NTH - 1) / NTH; ++k) {
+      const int idx = threadIdx.x + k * NTH;
+      if (BV % NTH == 0 || idx < BV) {
+        const int j = idx & 3, c0 = 4 * (idx >> 2), base = quad_base<BV>(idx), xl = quad_x(j) & 3;
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          cp_async16(s + 4 * (base + (i ^ xl)), g + (2 * j + (i & 1) + (i >> 1) * 8) * gstride + c0);
+      }
+    }
+  } else {
+    load_state_quads_edge<BV, NTH>(s, g, gstride, rmax, cmax, vec);
+  }
+}
 // The 4 x 4 transposition of each thread's units (load_state_quads), rounded to tf32 on the way.
 template <int BV, int NTH>
 __device__ __forceinline__ void quads_finish(float* s) {
-  constexpr int NCH = BV / 4;
   float4* s4 = reinterpret_cast<float4*>(s);
-  for (int idx = threadIdx.x; idx < 4 * NCH; idx += NTH) {
-    const int j = idx & 3, c0 = 4 * (idx >> 2);
-    float4 r[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) r[i] = s4[quad_unit<BV>(j, c0 + i)];
-    s4[quad_unit<BV>(j, c0 + 0)] = make_float4(tf32_round(r[0].x), tf32_round(r[1].x), tf32_round(r[2].x), tf32_round(r[3].x));
-    s4[quad_unit<BV>(j, c0 + 1)] = make_float4(tf32_round(r[0].y), tf32_round(r[1].y), tf32_round(r[2].y), tf32_round(r[3].y));
-    s4[quad_unit<BV>(j, c0 + 2)] = make_float4(tf32_round(r[0].z), tf32_round(r[1].z), tf32_round(r[2].z), tf32_round(r[3].z));
-    s4[quad_unit<BV>(j, c0 + 3)] = make_float4(tf32_round(r[0].w), tf32_round(r[1].w), tf32_round(r[2].w), tf32_round(r[3].w));
+  for (int k = 0; k < (BV + NTH - 1) / NTH; ++k) {
+    const int idx = threadIdx.x + k * NTH;
+    if (BV % NTH == 0 || idx < BV) {
+      const int base = quad_base<BV>(idx), xl = quad_x(idx & 3) & 3;
+      float4 r[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) r[i] = s4[base + (i ^ xl)];
+      s4[base + (0 ^ xl)] = make_float4(tf32_round(r[0].x), tf32_round(r[1].x), tf32_round(r[2].x), tf32_round(r[3].x));
+      s4[base + (1 ^ xl)] = make_float4(tf32_round(r[0].y), tf32_round(r[1].y), tf32_round(r[2].y), tf32_round(r[3].y));
+      s4[base + (2 ^ xl)] = make_float4(tf32_round(r[0].z), tf32_round(r[1].z), tf32_round(r[2].z), tf32_round(r[3].z));
+      s4[base + (3 ^ xl)] = make_float4(tf32_round(r[0].w), tf32_round(r[1].w), tf32_round(r[2].w), tf32_round(r[3].w));
+    }
   }
 }
 
@@ -147,7 +168,7 @@ __device__ __noinline__ float exact_score(const bf16* q, const bf16* k, const fl
 // is loaded during the last slice of a pass); MODE_DV's A^T goes through Af (swizzled fp32, asx) instead of the
 // stage buffers, which then hold that slice.
 //
-// QUADS (with EARLY): the state slice in quads (quad_unit): each lane's B fragments of both k-steps of a slice in
+// QUADS (with EARLY): the state slice in quads (unit (j, n) at j * BV + (n ^ x_j), see quad_x): each lane's B fragments of both k-steps of a slice in
 // one 16-byte load. The products and their order are those of the row layout, so the outputs are the same bits.
 template <int MODE, int BV, int IKS, int MINB, bool EARLY, bool MULTI, bool QUADS>
 __global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraParams p) {
@@ -304,9 +325,12 @@ __global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraP
             constexpr int QG = MULTI ? 4 : 1;
 #pragma unroll
             for (int n0 = 0; n0 < NTV; n0 += QG) {
+              // This lane's unit of n-tile 0; n-tile nt's is 8 nt further (unit (t, 8 nt + g), as g ^ x_t < 8), so
+              // the loads take immediate offsets.
+              const int qlane = t * BV + (g ^ quad_x(t));
               float4 bq[QG];
 #pragma unroll
-              for (int i = 0; i < QG; ++i) bq[i] = reinterpret_cast<const float4*>(S)[quad_unit<BV>(t, (n0 + i) * 8 + g)];
+              for (int i = 0; i < QG; ++i) bq[i] = reinterpret_cast<const float4*>(S)[qlane + (n0 + i) * 8];
 #pragma unroll
               for (int i = 0; i < QG; ++i)
                 mma_tf32(acc[n0 + i], ea[0][0], ea[0][1], ea[0][2], ea[0][3], __float_as_uint(bq[i].x),
