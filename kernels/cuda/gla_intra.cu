@@ -168,8 +168,11 @@ __device__ __noinline__ float exact_score(const bf16* q, const bf16* k, const fl
 // is loaded during the last slice of a pass); MODE_DV's A^T goes through Af (swizzled fp32, asx) instead of the
 // stage buffers, which then hold that slice.
 //
-// QUADS (with EARLY): the state slice in quads (unit (j, n) at j * BV + (n ^ x_j), see quad_x): each lane's B fragments of both k-steps of a slice in
-// one 16-byte load. The products and their order are those of the row layout, so the outputs are the same bits.
+// QUADS (with EARLY): the state slice in quads (unit (j, n) at j * BV + (n ^ x_j), see quad_x): each lane's B
+// fragments of both k-steps of a slice in one 16-byte load. The products and their order are those of the row
+// layout, so the outputs are the same bits. Measured (session 8): 9-10 % faster than rows at one tile per block; with
+// MULTI 11 % slower (0.535 against 0.482 ms at GLA-1B, with fewer instructions executed; not understood yet), so
+// launch_intra_v pairs QUADS with one tile per block only.
 template <int MODE, int BV, int IKS, int MINB, bool EARLY, bool MULTI, bool QUADS>
 __global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraParams p) {
   static_assert(EARLY || !MULTI, "MULTI is written for the one-barrier pipeline");
@@ -317,28 +320,15 @@ __global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraP
             ea1 = tf32_bits(bf_lo(k1w) * __expf(gB.x - g1.x));
             ea3 = tf32_bits(bf_hi(k1w) * __expf(gB.y - g1.y));
           }
-          if (QUADS && kk + 1 == IKS / 8) {
-            // Both k-steps, each acc[nt] in k-step order as below, QG n-tiles at a time, so that an mma's successor
-            // on the same accumulator comes QG mmas later. MULTI's tile passes: 4 (back to back, QG = 1, they
-            // measured 13 % slower than the row layout). One tile per block, where A's registers are live too: 1
-            // (QG = 2 spilled 48-66 bytes; at QG = 1 this pass measured 4-6 % faster than the row layout).
-            constexpr int QG = MULTI ? 4 : 1;
+          if (QUADS && kk + 1 == IKS / 8) {  // both k-steps, each acc[nt] in k-step order as below
+            // This lane's unit of n-tile 0; n-tile nt's is 8 nt further (unit (t, 8 nt + g), as g ^ x_t < 8), so the
+            // loads take immediate offsets.
+            const float4* Sq = reinterpret_cast<const float4*>(S) + t * BV + (g ^ quad_x(t));
 #pragma unroll
-            for (int n0 = 0; n0 < NTV; n0 += QG) {
-              // This lane's unit of n-tile 0; n-tile nt's is 8 nt further (unit (t, 8 nt + g), as g ^ x_t < 8), so
-              // the loads take immediate offsets.
-              const int qlane = t * BV + (g ^ quad_x(t));
-              float4 bq[QG];
-#pragma unroll
-              for (int i = 0; i < QG; ++i) bq[i] = reinterpret_cast<const float4*>(S)[qlane + (n0 + i) * 8];
-#pragma unroll
-              for (int i = 0; i < QG; ++i)
-                mma_tf32(acc[n0 + i], ea[0][0], ea[0][1], ea[0][2], ea[0][3], __float_as_uint(bq[i].x),
-                         __float_as_uint(bq[i].y));
-#pragma unroll
-              for (int i = 0; i < QG; ++i)
-                mma_tf32(acc[n0 + i], ea[1][0], ea[1][1], ea[1][2], ea[1][3], __float_as_uint(bq[i].z),
-                         __float_as_uint(bq[i].w));
+            for (int nt = 0; nt < NTV; ++nt) {
+              const float4 bq = Sq[nt * 8];
+              mma_tf32(acc[nt], ea[0][0], ea[0][1], ea[0][2], ea[0][3], __float_as_uint(bq.x), __float_as_uint(bq.y));
+              mma_tf32(acc[nt], ea[1][0], ea[1][1], ea[1][2], ea[1][3], __float_as_uint(bq.z), __float_as_uint(bq.w));
             }
           }
 #pragma unroll
@@ -538,7 +528,7 @@ int g_intra_variant = 0;  // tuning override (0: the default below)
 int g_intra_tiles = 0;    // tuning override of the column tiles per block (0: intra_tiles_per_block)
 
 // Variants 1 and 2 rebuild A for every column tile (one tile per block); variants 3 and 4 walk several where the
-// plan (or set_intra_tiles) says so.
+// plan (or set_intra_tiles) says so, both with the state slice in rows there (variant 4 has quads at one tile).
 template <int MODE, int BV>
 void launch_intra_v(IntraParams p, cudaStream_t stream) {
   constexpr int MINB = 3;  // blocks per SM of the 16-feature-slice variants (2, 3): the plan's wave is MINB x SMs
@@ -552,7 +542,7 @@ void launch_intra_v(IntraParams p, cudaStream_t stream) {
   else if (v == 3 && p.tiles == 1) launch_intra_t<MODE, BV, 16, MINB, true, false, false>(p, stream);
   else if (v == 3) launch_intra_t<MODE, BV, 16, MINB, true, true, false>(p, stream);
   else if (p.tiles == 1) launch_intra_t<MODE, BV, 16, MINB, true, false, true>(p, stream);
-  else launch_intra_t<MODE, BV, 16, MINB, true, true, true>(p, stream);
+  else launch_intra_t<MODE, BV, 16, MINB, true, true, false>(p, stream);  // quads measured slower here: see QUADS
 }
 
 template <int MODE>
