@@ -5,12 +5,12 @@ set xlabel "time since the iteration started (ms)" noenhanced
 set ylabel "" noenhanced
 set key outside right top noenhanced
 set grid
-set ytics ("rank 0 pass" 0, "rank 0 compute" 1, "rank 0 comm" 2, "rank 1 pass" 3.5, "rank 1 compute" 4.5, "rank 1 comm" 5.5, "rank 2 pass" 7, "rank 2 compute" 8, "rank 2 comm" 9)
-set yrange [9.7:-0.8]
+set ytics ("rank 0 pass" 0, "rank 0 compute" 1, "rank 0 comm" 2, "rank 1 pass" 3.5, "rank 1 compute" 4.5, "rank 1 comm" 5.5, "rank 2 pass" 7, "rank 2 compute" 8, "rank 2 comm" 9, "rank 3 pass" 10.5, "rank 3 compute" 11.5, "rank 3 comm" 12.5)
+set yrange [13.2:-0.8]
 set grid x
 unset grid
 set grid xtics
-set terminal pngcairo size 1000,390 font "sans,10" noenhanced
+set terminal pngcairo size 1000,480 font "sans,10" noenhanced
 set output "timeline_zeco.png"
 plot "timeline_zeco.dat" index 0 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#1f77b4" title "allscan (comm stream)", \
      "timeline_zeco.dat" index 1 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#d62728" title "allscan_reverse (comm stream)", \
@@ -21,7 +21,7 @@ plot "timeline_zeco.dat" index 0 using 1:2:3:4 with boxxyerror fs solid 0.7 nobo
      "timeline_zeco.dat" index 6 using 1:2:3:4 with boxxyerror fs solid 0.2 border lc rgb "#e377c2" lc rgb "#e377c2" title "forward (pass)", \
      "timeline_zeco.dat" index 7 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#17becf" title "grads (compute stream)", \
      "timeline_zeco.dat" index 8 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#7f7f7f" title "output (compute stream)"
-set terminal svg size 1000,390 font "sans,10" noenhanced
+set terminal svg size 1000,480 font "sans,10" noenhanced
 set output "timeline_zeco.svg"
 replot
 unset output
