@@ -385,9 +385,8 @@ void print_breakdown(Problem& p) {
        [&] { gla_cuda::launch_boundary(d, false, k, v, ws.gc.f32(), p.ht.f32(), bscratch.f32(), cs); }},
       {"boundary bwd", 6 * TD + 2 * TE,
        [&] { gla_cuda::launch_boundary(d, true, q, d_o, ws.gc.f32(), p.dh0.f32(), bscratch.f32(), cs); }},
-      // variants, for the notes: cumsum with 4 features per thread and without lambda, both state tiles (the
-      // (32-wide slices, 2 blocks per SM; v2) and 2 (16-wide, 3 blocks per SM) of the A-matrix and dq/dk/dg kernels,
-      // the other column tile of the A-matrix kernels
+      // variants, for the notes: cumsum with 4 features per thread and without lambda; below: both state tiles, the
+      // earlier variants of the A-matrix and dq/dk/dg kernels, the other column tile of the A-matrix kernels
       {"cumsum, vec=4", 6 * TD,
        with_override(gla_cuda::set_cumsum_vec, 4,
                      [&] { g_kern->chunk_cumsum(s, p.g.get(), ws.gc.f32(), ws.lambda.f32(), st); }, 2)},

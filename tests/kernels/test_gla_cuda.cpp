@@ -462,7 +462,7 @@ TEST(CudaStatesBySpans, EqualTheSequentialWalk) {
 }
 
 // chunk_output and the dv stage with several column tiles per block (A built once per block) and with the state
-// slice in quads (variant 4, the default) against variant 3, one tile per block (A rebuilt for each, the state slice
+// slice in quads (variant 4, the default, at one tile per block) against variant 3, one tile per block (A rebuilt for each, the state slice
 // in rows): the same operations in the same order for every output column, so the same bits, at the plan's choice
 // and at forced ones, 128- and 64-column tiles, extreme gates (the exact diagonal blocks).
 TEST(CudaIntraTiles, EqualOneTilePerBlockBitForBit) {

@@ -247,7 +247,7 @@ void states_spans(int B, int T, int H, int dk, int dv, int span, GateKind gates 
 }
 
 // chunk_output and the dv stage with several column tiles per block (intra_kernel MULTI: A built once per block) and
-// the state slice in quads (QUADS, variant 4): o and dv must equal, bit for bit, those of variant 3 at one tile per
+// the state slice in quads (QUADS: variant 4 at one tile per block): o and dv must equal, bit for bit, those of variant 3 at one tile per
 // block (A rebuilt per tile, the slice in rows), since each output column sees the same operations in the same
 // order; at 64- and 128-column tiles, and with gates strong enough for the exact diagonal blocks.
 void intra_tiles(int T, int dk, int dv, int gates) {
