@@ -512,10 +512,11 @@ TEST(CudaIntraTiles, EqualOneTilePerBlockBitForBit) {
     const std::vector<unsigned char> O1 = bytes(o1), DV1 = bytes(dv1);
     EXPECT_TRUE(all_finite(fetch(*dev, o1, DType::bf16, V))) << "o: NaN or unwritten element";
     EXPECT_TRUE(all_finite(fetch(*dev, dv1, DType::bf16, V))) << "dv: NaN or unwritten element";
+    // Variant 3 at one tile only: with several tiles per block variant 4 runs the same kernel (rows).
     for (int variant : {3, 4})
       for (int bv : {128, 64})
-        for (int tiles : {0, 1, 2, 3, 8}) {
-          if (variant == 3 && bv == 128 && tiles == 1) continue;  // the reference itself
+        for (int tiles : variant == 3 ? std::vector<int>{1} : std::vector<int>{0, 1, 2, 3, 8}) {
+          if (variant == 3 && bv == 128) continue;  // the reference itself
           run(bv, tiles, o2, dv2, variant);
           const std::string at = "variant " + std::to_string(variant) + ", " + std::to_string(bv) +
                                  "-column tiles, " + std::to_string(tiles) + " per block";

@@ -277,9 +277,11 @@ void intra_tiles(int T, int dk, int dv, int gates) {
   std::vector<__nv_bfloat16> o1, dv1, o2, dv2;
   run(128, 1, o1, dv1, 3);
   std::printf("intra tiles T%d dk%d dv%d gates%d:", T, dk, dv, gates);
+  // Variant 3 at one tile only: with several tiles per block variant 4 runs the same kernel (rows).
   for (int variant : {3, 4})
     for (int bv : {128, 64})
-      for (int tiles : variant == 3 ? std::vector<int>{2} : std::vector<int>{1, 2, 3, 8}) {
+      for (int tiles : variant == 3 ? std::vector<int>{1} : std::vector<int>{1, 2, 3, 8}) {
+        if (variant == 3 && bv == 128) continue;  // the reference itself
         run(bv, tiles, o2, dv2, variant);
         const bool same = std::memcmp(o1.data(), o2.data(), o1.size() * 2) == 0 &&
                           std::memcmp(dv1.data(), dv2.data(), dv1.size() * 2) == 0;
