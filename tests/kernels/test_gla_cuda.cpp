@@ -527,3 +527,60 @@ TEST(CudaIntraTiles, EqualOneTilePerBlockBitForBit) {
 }
 }  // namespace
 }  // namespace spb
+
+namespace spb {
+namespace {
+
+// dq, dk and dg with dA built once per chunk by its own kernel (variant 3, the default) against dA built in every
+// feature tile's block (variant 2): the same mmas in the same order, so the same bits; the GLA-1B layer shape (4
+// feature tiles, 32 dv slices), partial chunks with a part-filled feature tile, extreme gates (the exact diagonal
+// blocks), dv not a multiple of 8 (element copies).
+TEST(CudaDqkVariants, DAOncePerChunkEqualsDAPerTileBitForBit) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const StateShape shapes[] = {{1, 16384, 4, 256, 512}, {2, 333, 2, 40, 300}, {1, 70, 1, 16, 16}, {1, 64, 1, 64, 20}};
+  auto dev = make_cuda_device(0);
+  auto kern = make_cuda_kernels();
+  for (const StateShape& sh : shapes) {
+    const GlaShape s = gla_shape(sh);
+    SCOPED_TRACE(shape_label(s));
+    HostTensors x = generate_inputs(s, 4048 + s.T, GateKind::strong, true, true);
+    if (s.dk == 16)
+      for (float& v : x.g) v *= 6.f;  // extreme gates
+    const size_t QK = s.qk_elems(), S = s.state_elems(), HS = s.chunk_state_elems();
+    DeviceInputs in(*dev, s, x);
+    Buffer gc(*dev, QK * 4), fin(*dev, S * 4), hs(*dev, HS * 4), dhs(*dev, HS * 4);
+    const Stream st = dev->compute_stream();
+    kern->chunk_cumsum(s, in.g.get(), gc.f32(), nullptr, st);
+    kern->chunk_states_fwd(s, in.k.get(), in.v.get(), gc.f32(), in.h0.f32(), hs.f32(), fin.f32(), st);
+    kern->chunk_states_bwd(s, in.q.get(), in.d_o.get(), gc.f32(), in.dht.f32(), dhs.f32(), fin.f32(), st);
+    dev->synchronize();
+    const gla_cuda::Dims d{s.B, s.T, s.H, s.dk, s.dv, s.chunks(), s.scale()};
+    Buffer scratch(*dev, gla_cuda::dqk_scratch_elems(d) * 4);
+    using bf16 = __nv_bfloat16;
+    auto run = [&](int variant) {
+      std::vector<Buffer> out;
+      for (int i = 0; i < 3; ++i) out.emplace_back(*dev, QK * 2), poison(out.back());
+      poison(scratch);
+      gla_cuda::set_dqk_variant(variant);
+      gla_cuda::launch_dqk(d, static_cast<const bf16*>(in.q.get()), static_cast<const bf16*>(in.k.get()),
+                           static_cast<const bf16*>(in.v.get()), static_cast<const bf16*>(in.d_o.get()), gc.f32(),
+                           hs.f32(), dhs.f32(), static_cast<bf16*>(out[0].get()), static_cast<bf16*>(out[1].get()),
+                           static_cast<bf16*>(out[2].get()), scratch.f32(), nullptr);
+      gla_cuda::set_dqk_variant(0);
+      SPB_CUDA(cudaDeviceSynchronize());
+      std::vector<std::vector<unsigned char>> h(3, std::vector<unsigned char>(QK * 2));
+      for (int i = 0; i < 3; ++i) {
+        EXPECT_TRUE(all_finite(fetch(*dev, out[i], DType::bf16, QK))) << "variant " << variant << " output " << i;
+        dev->download(h[i].data(), out[i].get(), QK * 2);
+      }
+      return h;
+    };
+    const auto v2 = run(2), v3 = run(3);
+    EXPECT_TRUE(v3[0] == v2[0]) << "dq differs";
+    EXPECT_TRUE(v3[1] == v2[1]) << "dk differs";
+    EXPECT_TRUE(v3[2] == v2[2]) << "dg differs";
+  }
+}
+
+}  // namespace
+}  // namespace spb
