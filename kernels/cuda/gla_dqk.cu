@@ -261,6 +261,10 @@ __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams 
 
   // ---- phase 2 ----
   float* dAs = reinterpret_cast<float*>(smem + (PRE ? (nsl & 1) * L::stage : 0));  // [64][DAS]
+  // The exact diagonal terms (only when big) go through 32 slots per thread in the other stage buffer, filled by a
+  // runtime loop: one call site each for dq and dk instead of 32 in the unrolled epilogues (smaller code).
+  float* xslot = reinterpret_cast<float*>(smem + (PRE ? ((nsl + 1) & 1) : 1) * L::stage) + tid;
+  static_assert(32 * kDqkThreads * 4 <= L::stage, "the slots fit a stage buffer");
   if (!PRE) {
     // dA: scale and causal mask; shared copy for dA^T.
 #pragma unroll
@@ -336,13 +340,20 @@ __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams 
         mma_tf32(x2[nt], a0, a1, a2, a3, b0, b1);
       }
     }
+    if (big) {
+#pragma unroll 1
+      for (int i = 0; i < 32; ++i) {
+        const int nt = i >> 2, e = i & 3, r = e < 2 ? r0 : r1, fl = nt * 8 + 2 * t + (e & 1);
+        xslot[i * kDqkThreads] = r < len ? exact_dq_diag(dAs, Kr, Gr, r, fl, 16 * w) : 0.f;
+      }
+    }
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int r = e < 2 ? r0 : r1, fl = nt * 8 + 2 * t + (e & 1);
         float x = r < len ? x2[nt][e] * __expf(Gr[r * DGR + fl] - Gr[16 * w * DGR + fl]) : 0.f;
-        if (big && r < len) x += exact_dq_diag(dAs, Kr, Gr, r, fl, 16 * w);
+        if (big && r < len) x += xslot[(nt * 4 + e) * kDqkThreads];
         dq[nt][e] += x;
       }
     }
@@ -363,13 +374,20 @@ __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams 
         mma_tf32(x2[nt], a0, a1, a2, a3, b0, b1);
       }
     }
+    if (big) {
+#pragma unroll 1
+      for (int i = 0; i < 32; ++i) {
+        const int nt = i >> 2, e = i & 3, r = e < 2 ? r0 : r1, fl = nt * 8 + 2 * t + (e & 1);
+        xslot[i * kDqkThreads] = r < len ? exact_dk_diag(dAs, Qr, Gr, r, fl, wlast) : 0.f;
+      }
+    }
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int r = e < 2 ? r0 : r1, fl = nt * 8 + 2 * t + (e & 1);
         float x = r < len ? x2[nt][e] * __expf(Gr[wlast * DGR + fl] - Gr[r * DGR + fl]) : 0.f;
-        if (big && r < len) x += exact_dk_diag(dAs, Qr, Gr, r, fl, wlast);
+        if (big && r < len) x += xslot[(nt * 4 + e) * kDqkThreads];
         dk[nt][e] += x;
       }
     }
