@@ -361,10 +361,9 @@ void print_breakdown(Problem& p) {
   auto run_dv = [&] {
     gla_cuda::launch_dv(d, q, k, d_o, ws.gc.f32(), ws.dhs.f32(), static_cast<bf16*>(p.dv.get()), cs);
   };
-  Buffer dA_scratch(*g_dev, gla_cuda::dqk_scratch_elems(d) * 4);
   auto run_dqk = [&] {
     gla_cuda::launch_dqk(d, q, k, v, d_o, ws.gc.f32(), ws.hs.f32(), ws.dhs.f32(), static_cast<bf16*>(p.dq.get()),
-                         static_cast<bf16*>(p.dk.get()), static_cast<bf16*>(p.dg.get()), dA_scratch.f32(), cs);
+                         static_cast<bf16*>(p.dk.get()), static_cast<bf16*>(p.dg.get()), cs);
   };
   struct Stage {
     std::string name;
@@ -380,9 +379,6 @@ void print_breakdown(Problem& p) {
        [&] { g_kern->chunk_states_bwd(s, q, d_o, ws.gc.f32(), nullptr, ws.dhs.f32(), p.dh0.f32(), st); }},
       {"grads: dq dk dg", 14 * TD + 4 * TE + 2 * HS, run_dqk},
       {"grads: dv", 8 * TD + 4 * TE + HS, run_dv},
-      // dq/dk/dg's first kernel alone (variant 3: dA of every chunk, read dO and V, write dA)
-      {"grads: dA alone", 4 * TE + 4.0 * d.B * d.H * d.NT * 64 * 64,
-       [&] { gla_cuda::launch_dA(d, v, d_o, dA_scratch.f32(), cs); }},
       // The boundary states alone (launch_boundary: ht / dh0 from a zero start, no chunk states), against the bytes
       // read (x and y bf16, gc fp32); ht / dh0 are overwritten, which every stage here may do.
       {"boundary fwd", 6 * TD + 2 * TE,
@@ -411,7 +407,7 @@ void print_breakdown(Problem& p) {
                           g_kern->chunk_states_bwd(s, q, d_o, ws.gc.f32(), nullptr, ws.dhs.f32(), p.dh0.f32(), st);
                         })});
   }
-  // Each earlier variant of the A-matrix (default 4) and dq/dk/dg (default 3) kernels, run alone.
+  // Each earlier variant of the A-matrix (default 4) and dq/dk/dg (default 2) kernels, run alone.
   for (int variant : {1, 2, 3}) {
     const std::string tag = ", variant " + std::to_string(variant);
     stages.push_back(
@@ -527,7 +523,7 @@ int main(int argc, char** argv) {
   g_dev = dev.get();
   g_kern = kern.get();
   std::printf("device: %s\n", dev->name().c_str());
-  if (profile >= 0) {  // for ncu: fwd_bwd passes of one shape, two per dq/dk/dg variant 3 (default) and 2, nothing else
+  if (profile >= 0) {  // for ncu: two fwd_bwd passes of one shape, nothing else
     BenchShape bs = kShapes[profile];
     auto p = std::make_unique<Problem>();
     p->s.B = bs.B, p->s.T = bs.T, p->s.H = bs.H, p->s.dk = bs.dk, p->s.dv = bs.dv;
@@ -540,11 +536,7 @@ int main(int argc, char** argv) {
     p->ws = std::make_unique<GlaWorkspace>(*g_dev, s);
     fill(p->q.get(), s.qk_elems(), 1, 0), fill(p->k.get(), s.qk_elems(), 2, 0), fill(p->v.get(), s.v_elems(), 3, 0);
     fill(p->g.get(), s.qk_elems(), 4, 1), fill(p->d_o.get(), s.v_elems(), 5, 0);
-    for (int variant : {3, 2}) {
-      gla_cuda::set_dqk_variant(variant);
-      for (int i = 0; i < 2; ++i) run_pass(*p, true, g_dev->compute_stream());
-    }
-    gla_cuda::set_dqk_variant(0);
+    for (int i = 0; i < 2; ++i) run_pass(*p, true, g_dev->compute_stream());
     g_dev->synchronize();
     return 0;
   }

@@ -417,8 +417,12 @@ class CudaKernels final : public GlaKernels {
     const auto* vb = static_cast<const bf16*>(v);
     const auto* ob = static_cast<const bf16*>(d_o);
     launch_dqk(d, qb, kb, vb, ob, gc, hs, dhs, static_cast<bf16*>(dq), static_cast<bf16*>(dk), static_cast<bf16*>(dg),
-               dA_scratch_.get(dqk_scratch_elems(d)), stream_of(st));
+               stream_of(st));
     launch_dv(d, qb, kb, ob, gc, dhs, static_cast<bf16*>(dv), stream_of(st));
+  }
+
+  ~CudaKernels() override {
+    cudaFree(scratch_);
   }
 
   void state_fold(size_t rows, size_t cols, const float* decay, const float* x, const float* y, float* out,
@@ -489,22 +493,16 @@ class CudaKernels final : public GlaKernels {
   }
 
   // Grow-only device scratch (allocation synchronises; later calls reuse it). Calls on one stream at a time share it.
-  struct Scratch {
-    float* get(size_t elems) {
-      if (n < elems) {
-        if (p) SPB_CUDA(cudaFree(p));
-        SPB_CUDA(cudaMalloc(&p, elems * 4));
-        n = elems;
-      }
-      return p;
+  float* scratch(size_t elems) {
+    if (scratch_elems_ < elems) {
+      if (scratch_) SPB_CUDA(cudaFree(scratch_));
+      SPB_CUDA(cudaMalloc(&scratch_, elems * 4));
+      scratch_elems_ = elems;
     }
-    ~Scratch() { cudaFree(p); }
-    float* p = nullptr;
-    size_t n = 0;
-  };
-  float* scratch(size_t elems) { return scratch_.get(elems); }  // the boundary reduction's partials
-  Scratch scratch_;
-  Scratch dA_scratch_;  // chunk_grads: dq/dk/dg's dA (its own, so that the partials above survive it)
+    return scratch_;
+  }
+  float* scratch_ = nullptr;
+  size_t scratch_elems_ = 0;
 };
 
 }  // namespace

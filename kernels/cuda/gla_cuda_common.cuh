@@ -155,6 +155,40 @@ __device__ __forceinline__ void load_tile(T* s, int sstride, const T* g, long gs
   }
 }
 
+// The reverse of load_tile: rows < rmax, columns < cmax of a shared-memory tile to global memory, 16 bytes at a time
+// where `vec` (pointer and row stride 16-byte aligned) and the tile is whole; element stores otherwise (out of line).
+template <typename T, int R, int CC, int NTH>
+__device__ __noinline__ void store_tile_edge(T* g, long gstride, const T* s, int sstride, int rmax, int cmax,
+                                             bool vec) {
+  constexpr int E = 16 / int(sizeof(T));
+  constexpr int CV = CC / E;
+  for (int idx = threadIdx.x; idx < R * CV; idx += NTH) {
+    const int r = idx / CV, c = (idx - r * CV) * E;
+    if (r >= rmax || c >= cmax) continue;
+    if (vec && c + E <= cmax) {
+      *reinterpret_cast<uint4*>(g + r * gstride + c) = *reinterpret_cast<const uint4*>(s + r * sstride + c);
+    } else {
+      for (int e = 0; e < E && c + e < cmax; ++e) g[r * gstride + c + e] = s[r * sstride + c + e];
+    }
+  }
+}
+template <typename T, int R, int CC, int NTH>
+__device__ __forceinline__ void store_tile(T* g, long gstride, const T* s, int sstride, int rmax, int cmax, bool vec) {
+  constexpr int E = 16 / int(sizeof(T));
+  static_assert(CC % E == 0 && (R * (CC / E)) % NTH == 0, "whole 16-byte pieces, the same count per thread");
+  constexpr int CV = CC / E;
+  if (vec && rmax >= R && cmax >= CC) {
+#pragma unroll
+    for (int i = 0; i < R * CV / NTH; ++i) {
+      const int idx = threadIdx.x + i * NTH;
+      const int r = idx / CV, c = (idx % CV) * E;
+      *reinterpret_cast<uint4*>(g + r * gstride + c) = *reinterpret_cast<const uint4*>(s + r * sstride + c);
+    }
+  } else {
+    store_tile_edge<T, R, CC, NTH>(g, gstride, s, sstride, rmax, cmax, vec);
+  }
+}
+
 // Stores two adjacent fp32 / bf16 values of row `row` at columns col, col+1 (each only if < ncols); one wide store
 // where the address allows it.
 __device__ __forceinline__ void store2(float* p, int col, int ncols, float v0, float v1) {

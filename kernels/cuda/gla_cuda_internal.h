@@ -88,16 +88,11 @@ void launch_dv(const Dims& d, const __nv_bfloat16* q, const __nv_bfloat16* k, co
 
 // gla_dqk.cu: per (chunk, dk tile) blocks: dq, dk and dg.
 // set_dqk_variant: tuning override (0: default; 1: 32-column dv slices, 2 blocks per SM; 2: 16-column slices,
-// 3 blocks per SM; 3 (the default): as 2 with dA = s tril(dO V^T) built once per chunk by its own kernel into scratch
-// instead of in every feature tile's block; the same bits as 2). For tests and the benchmark.
-// scratch: dqk_scratch_elems(d) floats of device memory, owned by the caller (variants 1 and 2 do not touch it).
+// 3 blocks per SM). For tests and the benchmark.
 void set_dqk_variant(int v);
-size_t dqk_scratch_elems(const Dims& d);
 void launch_dqk(const Dims& d, const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                 const __nv_bfloat16* d_o, const float* gc, const float* hs, const float* dhs, __nv_bfloat16* dq,
-                __nv_bfloat16* dk, __nv_bfloat16* dg, float* scratch, cudaStream_t stream);
-// Variant 3's first kernel alone (dA into scratch), for the benchmark.
-void launch_dA(const Dims& d, const __nv_bfloat16* v, const __nv_bfloat16* d_o, float* scratch, cudaStream_t stream);
+                __nv_bfloat16* dk, __nv_bfloat16* dg, cudaStream_t stream);
 
 }  // namespace gla_cuda
 }  // namespace spb

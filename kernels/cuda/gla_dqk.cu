@@ -18,11 +18,6 @@
 //   operand of the dq product (k-permutation, see gla_cuda_common.cuh); dk needs dA^T, read from shared memory.
 //   The diagonal blocks fall back to exact element-wise sums when the in-sub-chunk decay exceeds kMaxSubchunkDecay.
 // - dg: the reverse cumsum runs on the accumulator fragments (warp shuffles, then the totals of later warps).
-// - Variant 3 (the default): dA depends on the chunk only, not on the feature tile, yet variant 2 builds it in every
-//   tile's block (4 times per chunk at dk = 256, a quarter of phase 1's mmas, and warp 3 with 8 dA n-tiles against
-//   warp 0's 2 paces each slice). dA_kernel builds it once per chunk, with the same mmas in the same order, into a
-//   [b*h][chunk][64][64] scratch; dqk_kernel<.., PRE> skips it in phase 1 and copies the block's dA into the free
-//   stage buffer during the last slice. dq, dk and dg are the same bits as variant 2.
 #include "harness/cuda_check.h"
 #include "kernels/cuda/gla_cuda_common.cuh"
 #include "kernels/cuda/gla_cuda_internal.h"
@@ -36,9 +31,8 @@ constexpr int DRS = 72;          // bf16 stride of resident q, k: 16-bit reads a
 constexpr int DGR = 68;          // fp32 stride of resident gc: reads at rows 2t, 2t+1 -> banks 8t + g
 constexpr int DAS = 68;          // fp32 stride of dA in shared memory
 constexpr int kDqkThreads = 128;
-// 1: 32-column dv slices, 2 blocks per SM (v2); 2: 16-column slices, 3 blocks per SM (registers <= 168);
-// 3: as 2 with dA from dA_kernel.
-constexpr int kDqkDefaultVariant = 3;
+// 1: 32-column dv slices, 2 blocks per SM (v2); 2: 16-column slices, 3 blocks per SM (registers <= 168).
+constexpr int kDqkDefaultVariant = 2;
 // DJS: the dv slice (32, or 16: 75 KB of shared memory, so that 3 blocks fit an SM); MINB: blocks per SM the
 // register allocation is bounded for (2: up to 255 registers, 3: up to 168).
 template <int DJS>
@@ -65,8 +59,7 @@ struct DqkParams {
   bf16* dg;
   int B, T, H, dk_, dv_, NT;
   float scale;
-  bool vq, vk, vv, vdo, vg, vh;
-  float* dA;  // variant 3: [b*h][chunk][64][64], scaled and masked (dA_kernel writes it, dqk_kernel reads it)
+  bool vq, vk, vv, vdo, vg, vh, vout;
 };
 
 // Exact diagonal-block terms (only when the in-sub-chunk decay is past kMaxSubchunkDecay): out of line, so that the
@@ -84,74 +77,9 @@ __device__ __noinline__ float exact_dk_diag(const float* dAs, const bf16* Qr, co
   return x;
 }
 
-// dA = s tril(dO V^T) of one chunk (block = (chunk, b*h), warp w = rows 16w..16w+15), over dv in slices of DAJ
-// columns: the fragments, mmas and their order are those of dqk_kernel's phase 1, so the result is the same bits.
-// Every element is written: zeros above the diagonal and in rows past the sequence's end.
-constexpr int DAJ = 64;         // dv columns per slice
-constexpr int DAJS = DAJ + 8;   // bf16 stride: pair reads at rows g, columns 2t -> banks 4g + t + const
-__global__ void __launch_bounds__(kDqkThreads) dA_kernel(const DqkParams p) {
-  extern __shared__ __align__(16) unsigned char smem[];  // [stage][dO, V][kC * DAJS] bf16, 36 KB
-  auto buf = [&](int st, int which) { return reinterpret_cast<bf16*>(smem) + (2 * st + which) * kC * DAJS; };
-  const int n = blockIdx.x, bh = blockIdx.y;
-  const int b = bh / p.H, h = bh % p.H;
-  const int DV = p.dv_;
-  const int t0 = n * kC, len = min(kC, p.T - t0);
-  const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const long vrow = long(p.H) * DV;
-  const long vbase = ((long(b) * p.T + t0) * p.H + h) * DV;
-  auto load_slice = [&](int s, int st) {
-    const int js = s * DAJ;
-    load_tile<bf16, kC, DAJ, kDqkThreads>(buf(st, 0), DAJS, p.d_o + vbase + js, vrow, len, DV - js, p.vdo);
-    load_tile<bf16, kC, DAJ, kDqkThreads>(buf(st, 1), DAJS, p.v + vbase + js, vrow, len, DV - js, p.vv);
-  };
-  load_slice(0, 0);
-  cp_async_commit();
-  const int r0 = 16 * w + g, r1 = r0 + 8;
-  const bool active = 16 * w < len;
-  float acc[8][4];
-#pragma unroll
-  for (int i = 0; i < 8; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
-  const int nsl = (DV + DAJ - 1) / DAJ;
-  for (int s = 0; s < nsl; ++s) {
-    cp_async_wait<0>();
-    __syncthreads();
-    if (s + 1 < nsl) load_slice(s + 1, (s + 1) & 1);
-    cp_async_commit();
-    const bf16* DO = buf(s & 1, 0);
-    const bf16* V = buf(s & 1, 1);
-    if (active) {
-#pragma unroll
-      for (int kk = 0; kk < DAJ / 8; ++kk) {
-        const int c = kk * 8 + 2 * t;
-        const uint32_t o0 = ld32(DO + r0 * DAJS + c), o1 = ld32(DO + r1 * DAJS + c);
-        const uint32_t oa0 = bits_lo(o0), oa2 = bits_hi(o0), oa1 = bits_lo(o1), oa3 = bits_hi(o1);
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
-          if (nt <= 2 * w + 1) {
-            const uint32_t vk = ld32(V + (nt * 8 + g) * DAJS + c);
-            mma_tf32(acc[nt], oa0, oa1, oa2, oa3, bits_lo(vk), bits_hi(vk));
-          }
-        }
-      }
-    }
-  }
-  float* out = p.dA + (long(bh) * p.NT + n) * kC * kC;
-#pragma unroll
-  for (int nt = 0; nt < 8; ++nt) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int r = e < 2 ? r0 : r1, key = nt * 8 + 2 * t + (e & 1);
-      acc[nt][e] = (nt <= 2 * w + 1 && key <= r && r < len) ? acc[nt][e] * p.scale : 0.f;
-    }
-    *reinterpret_cast<float2*>(out + r0 * kC + nt * 8 + 2 * t) = make_float2(acc[nt][0], acc[nt][1]);
-    *reinterpret_cast<float2*>(out + r1 * kC + nt * 8 + 2 * t) = make_float2(acc[nt][2], acc[nt][3]);
-  }
-}
-
-template <int DJS, int MINB, bool PRE>
+template <int DJS, int MINB>
 __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams p) {
   using L = DqkLayout<DJS>;
-  static_assert(!PRE || size_t(kC) * DAS * 4 <= L::stage, "PRE: dA fits one stage buffer");
   constexpr int DSS = L::DSS;
   extern __shared__ __align__(16) unsigned char smem[];
   bf16* Qr = reinterpret_cast<bf16*>(smem + L::q);
@@ -214,9 +142,6 @@ __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams 
     cp_async_wait<0>();
     __syncthreads();
     if (s + 1 < nsl) load_slice(s + 1, (s + 1) & 1);
-    else if (PRE)  // the last slice: the block's dA into the free stage buffer
-      load_tile<float, kC, kC, kDqkThreads>(reinterpret_cast<float*>(smem + ((s + 1) & 1) * L::stage), DAS,
-                                            p.dA + (long(bh) * p.NT + n) * kC * kC, kC, kC, kC, true);
     cp_async_commit();
     bf16 *DO, *V;
     float *H0, *DH;
@@ -242,7 +167,7 @@ __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams 
         const uint32_t va0 = bits_lo(v0), va2 = bits_hi(v0), va1 = bits_lo(v1), va3 = bits_hi(v1);
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt) {
-          if (!PRE && nt <= 2 * w + 1) {
+          if (nt <= 2 * w + 1) {
             const uint32_t vk = ld32(V + (nt * 8 + g) * DSS + c);
             mma_tf32(dA[nt], oa0, oa1, oa2, oa3, bits_lo(vk), bits_hi(vk));
           }
@@ -256,27 +181,25 @@ __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams 
       }
     }
   }
-  if (PRE) cp_async_wait<0>();  // dA
-  __syncthreads();  // the stage buffers are free from here on (PRE: but the one holding dA)
+  __syncthreads();  // the stage buffers are free from here on
 
   // ---- phase 2 ----
-  float* dAs = reinterpret_cast<float*>(smem + (PRE ? (nsl & 1) * L::stage : 0));  // [64][DAS]
-  // The exact diagonal terms (only when big) go through 32 slots per thread in the other stage buffer, filled by a
-  // runtime loop: one call site each for dq and dk instead of 32 in the unrolled epilogues (smaller code).
-  float* xslot = reinterpret_cast<float*>(smem + (PRE ? ((nsl + 1) & 1) : 1) * L::stage) + tid;
+  float* dAs = reinterpret_cast<float*>(smem);  // [64][DAS], in stage buffer 0
+  // The exact diagonal terms (only when big) go through 32 slots per thread in stage buffer 1, filled by a runtime
+  // loop: one call site each for dq and dk instead of 32 in the unrolled epilogues, where that cold code made the
+  // kernel longer and slower through its instruction fetch (kernels/cuda/NOTES.md, session 9).
+  float* xslot = reinterpret_cast<float*>(smem + L::stage) + tid;
   static_assert(32 * kDqkThreads * 4 <= L::stage, "the slots fit a stage buffer");
-  if (!PRE) {
-    // dA: scale and causal mask; shared copy for dA^T.
+  // dA: scale and causal mask; shared copy for dA^T.
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
+  for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = e < 2 ? r0 : r1, key = nt * 8 + 2 * t + (e & 1);
-        dA[nt][e] = (nt <= 2 * w + 1 && key <= r && r < len) ? dA[nt][e] * p.scale : 0.f;
-      }
-      *reinterpret_cast<float2*>(dAs + r0 * DAS + nt * 8 + 2 * t) = make_float2(dA[nt][0], dA[nt][1]);
-      *reinterpret_cast<float2*>(dAs + r1 * DAS + nt * 8 + 2 * t) = make_float2(dA[nt][2], dA[nt][3]);
+    for (int e = 0; e < 4; ++e) {
+      const int r = e < 2 ? r0 : r1, key = nt * 8 + 2 * t + (e & 1);
+      dA[nt][e] = (nt <= 2 * w + 1 && key <= r && r < len) ? dA[nt][e] * p.scale : 0.f;
     }
+    *reinterpret_cast<float2*>(dAs + r0 * DAS + nt * 8 + 2 * t) = make_float2(dA[nt][0], dA[nt][1]);
+    *reinterpret_cast<float2*>(dAs + r1 * DAS + nt * 8 + 2 * t) = make_float2(dA[nt][2], dA[nt][3]);
   }
   rs += __shfl_xor_sync(0xffffffffu, rs, 1);
   if (rs_half == 0) rsum[rs_row] = rs;
@@ -432,52 +355,42 @@ __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams 
   }
   __syncthreads();
 
-  // Stores: dq, dk, dg (bf16), rows < len, features < dk.
+  // Stores: dq, dk, dg (bf16), rows < len, features < dk: staged in the free stage buffers as bf16 tiles, then
+  // copied out 16 bytes at a time (fewer instructions and wider stores than a pair per thread and row).
+  bf16* Os = reinterpret_cast<bf16*>(smem);  // [dq, dk, dg][64][DRS]
+  static_assert(size_t(3) * kC * DRS * 2 <= 2 * L::stage, "the output tiles fit the stage buffers");
 #pragma unroll
   for (int nt = 0; nt < 8; ++nt) {
-    const int fl0 = nt * 8 + 2 * t, f = i0 + fl0;
+    const int fl0 = nt * 8 + 2 * t;
     float later[2] = {0.f, 0.f};
     for (int ww = w + 1; ww < 4; ++ww) later[0] += wtot[ww * DIT + fl0], later[1] += wtot[ww * DIT + fl0 + 1];
-    if (r0 < len) {
-      const long o = qbase + r0 * qrow + f;
-      store2(p.dq + o, f, DK, dq[nt][0], dq[nt][1]);
-      store2(p.dk + o, f, DK, dk[nt][0], dk[nt][1]);
-      store2(p.dg + o, f, DK, db[nt][0] + later[0], db[nt][1] + later[1]);
-    }
-    if (r1 < len) {
-      const long o = qbase + r1 * qrow + f;
-      store2(p.dq + o, f, DK, dq[nt][2], dq[nt][3]);
-      store2(p.dk + o, f, DK, dk[nt][2], dk[nt][3]);
-      store2(p.dg + o, f, DK, db[nt][2] + later[0], db[nt][3] + later[1]);
-    }
+    uint32_t* o0 = reinterpret_cast<uint32_t*>(Os + r0 * DRS + fl0);
+    uint32_t* o1 = reinterpret_cast<uint32_t*>(Os + r1 * DRS + fl0);
+    constexpr int next = kC * DRS / 2;  // the next output tile, in 32-bit words
+    o0[0] = pack_bf16(dq[nt][0], dq[nt][1]), o1[0] = pack_bf16(dq[nt][2], dq[nt][3]);
+    o0[next] = pack_bf16(dk[nt][0], dk[nt][1]), o1[next] = pack_bf16(dk[nt][2], dk[nt][3]);
+    o0[2 * next] = pack_bf16(db[nt][0] + later[0], db[nt][1] + later[1]);
+    o1[2 * next] = pack_bf16(db[nt][2] + later[0], db[nt][3] + later[1]);
   }
+  __syncthreads();
+  bf16* const outs[3] = {p.dq, p.dk, p.dg};
+#pragma unroll
+  for (int i = 0; i < 3; ++i)
+    store_tile<bf16, kC, DIT, kDqkThreads>(outs[i] + qbase + i0, qrow, Os + i * kC * DRS, DRS, len, DK - i0, p.vout);
 }
 
-template <int DJS, int MINB, bool PRE>
+template <int DJS, int MINB>
 void launch_dqk_t(const Dims& d, const DqkParams& p, cudaStream_t stream) {
   using L = DqkLayout<DJS>;
   static const bool attr = [] {
-    SPB_CUDA(cudaFuncSetAttribute(dqk_kernel<DJS, MINB, PRE>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    SPB_CUDA(cudaFuncSetAttribute(dqk_kernel<DJS, MINB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   int(L::total)));
     return true;
   }();
   (void)attr;
   const dim3 grid((d.dk + DIT - 1) / DIT, d.NT, d.B * d.H);
-  dqk_kernel<DJS, MINB, PRE><<<grid, kDqkThreads, L::total, stream>>>(p);
+  dqk_kernel<DJS, MINB><<<grid, kDqkThreads, L::total, stream>>>(p);
   SPB_CUDA_LAUNCH();
-}
-
-void launch_dA_t(const Dims& d, const DqkParams& p, cudaStream_t stream) {
-  dA_kernel<<<dim3(d.NT, d.B * d.H), kDqkThreads, size_t(4) * kC * DAJS * 2, stream>>>(p);
-  SPB_CUDA_LAUNCH();
-}
-
-DqkParams dqk_params(const Dims& d, const bf16* q, const bf16* k, const bf16* v, const bf16* d_o, const float* gc,
-                     const float* hs, const float* dhs, bf16* dq, bf16* dk, bf16* dg, float* dA) {
-  return DqkParams{q, k, v, d_o, gc, hs, dhs, dq, dk, dg, d.B, d.T, d.H, d.dk, d.dv, d.NT, d.scale,
-                   aligned16(q) && d.dk % 8 == 0, aligned16(k) && d.dk % 8 == 0, aligned16(v) && d.dv % 8 == 0,
-                   aligned16(d_o) && d.dv % 8 == 0, aligned16(gc) && d.dk % 4 == 0,
-                   aligned16(hs) && aligned16(dhs) && d.dv % 4 == 0, dA};
 }
 
 int g_dqk_variant = 0;  // tuning override (0: the default)
@@ -486,26 +399,16 @@ int g_dqk_variant = 0;  // tuning override (0: the default)
 
 void set_dqk_variant(int v) { g_dqk_variant = v; }
 
-size_t dqk_scratch_elems(const Dims& d) { return size_t(d.B) * d.H * d.NT * kC * kC; }
-
 void launch_dqk(const Dims& d, const bf16* q, const bf16* k, const bf16* v, const bf16* d_o, const float* gc,
-                const float* hs, const float* dhs, bf16* dq, bf16* dk, bf16* dg, float* scratch,
-                cudaStream_t stream) {
-  const DqkParams p = dqk_params(d, q, k, v, d_o, gc, hs, dhs, dq, dk, dg, scratch);
+                const float* hs, const float* dhs, bf16* dq, bf16* dk, bf16* dg, cudaStream_t stream) {
+  const DqkParams p{q, k, v, d_o, gc, hs, dhs, dq, dk, dg, d.B, d.T, d.H, d.dk, d.dv, d.NT, d.scale,
+                    aligned16(q) && d.dk % 8 == 0, aligned16(k) && d.dk % 8 == 0, aligned16(v) && d.dv % 8 == 0,
+                    aligned16(d_o) && d.dv % 8 == 0, aligned16(gc) && d.dk % 4 == 0,
+                    aligned16(hs) && aligned16(dhs) && d.dv % 4 == 0,
+                    aligned16(dq) && aligned16(dk) && aligned16(dg) && d.dk % 8 == 0};
   const int var = g_dqk_variant ? g_dqk_variant : kDqkDefaultVariant;
-  if (var == 1) {
-    launch_dqk_t<32, 2, false>(d, p, stream);
-  } else if (var == 2) {
-    launch_dqk_t<16, 3, false>(d, p, stream);
-  } else {
-    launch_dA_t(d, p, stream);
-    launch_dqk_t<16, 3, true>(d, p, stream);
-  }
-}
-
-void launch_dA(const Dims& d, const bf16* v, const bf16* d_o, float* dA, cudaStream_t stream) {
-  launch_dA_t(d, dqk_params(d, nullptr, nullptr, v, d_o, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, dA),
-              stream);
+  if (var == 1) launch_dqk_t<32, 2>(d, p, stream);
+  else launch_dqk_t<16, 3>(d, p, stream);
 }
 
 }  // namespace gla_cuda

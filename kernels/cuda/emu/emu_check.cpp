@@ -291,45 +291,6 @@ void intra_tiles(int T, int dk, int dv, int gates) {
   std::printf("\n");
 }
 
-// dq, dk and dg with dA from its own kernel (variant 3, the default) against dA built in each feature tile's block
-// (variant 2): the same mmas in the same order, so the same bits; partial chunks, several feature tiles, one and
-// several dv slices, dv not a multiple of the slices, extreme gates (the exact diagonal blocks).
-void dqk_variants(int B, int T, int H, int dk, int dv, int gates) {
-  GlaShape s;
-  s.B = B, s.T = T, s.H = H, s.dk = dk, s.dv = dv;
-  HostTensors x = generate_inputs(s, 900 + T + dk + dv, gates == 0 ? GateKind::model : GateKind::strong, true, true);
-  if (gates == 2)
-    for (float& v : x.g) v *= 6.f;
-  auto q = to_bf(rounded(x.q)), k = to_bf(rounded(x.k)), v = to_bf(rounded(x.v)), g = to_bf(rounded(x.g));
-  auto d_o = to_bf(rounded(x.d_o));
-  auto kern = make_cuda_kernels();
-  std::vector<float> gc(s.qk_elems()), hs(s.chunk_state_elems()), dhs(s.chunk_state_elems()), fin(s.state_elems());
-  kern->chunk_cumsum(s, g.data(), gc.data(), nullptr, {});
-  kern->chunk_states_fwd(s, k.data(), v.data(), gc.data(), x.h0.data(), hs.data(), fin.data(), {});
-  kern->chunk_states_bwd(s, q.data(), d_o.data(), gc.data(), x.dht.data(), dhs.data(), fin.data(), {});
-  const gla_cuda::Dims d{B, T, H, dk, dv, s.chunks(), 1.0f / std::sqrt(float(dk))};
-  std::vector<float> scratch(gla_cuda::dqk_scratch_elems(d));
-  auto run = [&](int variant, std::vector<__nv_bfloat16> (&out)[3]) {
-    for (auto& o : out) o.assign(s.qk_elems(), __float2bfloat16(0.f)), poison(o);
-    poison(scratch);
-    gla_cuda::set_dqk_variant(variant);
-    gla_cuda::launch_dqk(d, q.data(), k.data(), v.data(), d_o.data(), gc.data(), hs.data(), dhs.data(),
-                         out[0].data(), out[1].data(), out[2].data(), scratch.data(), {});
-    gla_cuda::set_dqk_variant(0);
-  };
-  std::vector<__nv_bfloat16> a[3], b[3];
-  run(2, a);
-  run(3, b);
-  std::printf("dqk variants B%d T%d H%d dk%d dv%d gates%d:", B, T, H, dk, dv, gates);
-  const char* names[3] = {"dq", "dk", "dg"};
-  for (int i = 0; i < 3; ++i) {
-    const bool same = std::memcmp(a[i].data(), b[i].data(), a[i].size() * 2) == 0;
-    std::printf(" %s %s;", names[i], same ? "same" : "DIFFERENT");
-    if (!same) ++failures;
-  }
-  std::printf("\n");
-}
-
 }  // namespace
 
 // launch_states_spans: 128 x 128 (the boundary from g first), 64 x 64, 128 x 64 and 64 x 128 tiles, 128-column tiles
@@ -356,14 +317,6 @@ void intra_by_tiles() {
   gla_cuda::set_intra_tiles(0);
 }
 
-// dq/dk/dg variant 3 (dA by its own kernel) against variant 2, bit for bit.
-void dqk_by_variants() {
-  dqk_variants(1, 130, 1, 128, 200, 1);  // 2 feature tiles, 13 dv slices of 16 (the last 8) and 4 of 64, partial chunk
-  dqk_variants(2, 150, 2, 40, 72, 0);    // B = H = 2, a part-filled feature tile
-  dqk_variants(1, 70, 1, 16, 16, 2);     // one slice; extreme gates: the exact diagonal blocks
-  dqk_variants(1, 64, 1, 64, 20, 0);     // one whole chunk, dv % 8 != 0: element copies
-}
-
 // launch_boundary_gates: spans, partial chunks and tiles, B and H > 1, 128 x 64 tiles, two dk tiles, element copies.
 void boundary_from_gates() {
   boundary_states(1, 485, 1, 128, 128, 3, GateKind::model, 0, true);   // spans of 3, partial last chunk
@@ -386,11 +339,6 @@ int main(int argc, char** argv) {
     std::printf(failures ? "emu_check: %d FAILURES\n" : "emu_check: all passed\n", failures);
     return failures ? 1 : 0;
   }
-  if (argc > 1 && std::string(argv[1]) == "dqk") {  // only dq/dk/dg's variants
-    dqk_by_variants();
-    std::printf(failures ? "emu_check: %d FAILURES\n" : "emu_check: all passed\n", failures);
-    return failures ? 1 : 0;
-  }
   if (argc > 1 && std::string(argv[1]) == "gates") {  // only the boundary from g (the quickest check of that kernel)
     boundary_from_gates();
     std::printf(failures ? "emu_check: %d FAILURES\n" : "emu_check: all passed\n", failures);
@@ -402,7 +350,7 @@ int main(int argc, char** argv) {
   composite(1, 130, 1, 40, 72, 1, true, true);
   gla_cuda::set_states_bk(0);
   composite(1, 100, 1, 48, 64, 2, true, true);  // extreme gates: the exact diagonal blocks (16-feature slices)
-  for (int var : {1, 2}) {  // the other variants of the A-matrix (default 4) and dq/dk/dg (default 3) kernels
+  for (int var : {1, 2}) {  // the other variants of the A-matrix (default 3) and dq/dk/dg (default 2) kernels
     gla_cuda::set_intra_variant(var);
     gla_cuda::set_dqk_variant(var);
     composite(1, 130, 1, 40, 72, 1, true, true);
@@ -433,7 +381,6 @@ int main(int argc, char** argv) {
   boundary_from_gates();
   states_by_spans();
   intra_by_tiles();
-  dqk_by_variants();
   if (!quick) {
     composite(1, 1, 1, 16, 24, 1, false, false);
     composite(2, 130, 2, 16, 24, 1, true, false);
