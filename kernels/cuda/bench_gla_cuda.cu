@@ -498,17 +498,23 @@ int main(int argc, char** argv) {
   if (const char* env = std::getenv("SPB_CSV")) g_csv = env;
   int w = 1;
   int profile = -1;  // --profile[=N]: shape N (default 0) for ncu, see below
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--csv=", 6) == 0) g_csv = argv[i] + 6;
-    else if (std::strcmp(argv[i], "--profile") == 0) profile = 0;
-    else if (std::strncmp(argv[i], "--profile=", 10) == 0) profile = std::atoi(argv[i] + 10);
-    else argv[w++] = argv[i];
-  }
   const int nshapes = int(sizeof kShapes / sizeof kShapes[0]);
-  if (profile >= nshapes) {
-    std::fprintf(stderr, "bench_gla_cuda: --profile=%d: there are %d shapes (0 .. %d)\n", profile, nshapes,
-                 nshapes - 1);
-    return 2;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--csv=", 6) == 0) {
+      g_csv = argv[i] + 6;
+    } else if (std::strcmp(argv[i], "--profile") == 0) {
+      profile = 0;
+    } else if (std::strncmp(argv[i], "--profile=", 10) == 0) {
+      char* end = nullptr;
+      const long n = std::strtol(argv[i] + 10, &end, 10);
+      if (end == argv[i] + 10 || *end != '\0' || n < 0 || n >= nshapes) {
+        std::fprintf(stderr, "bench_gla_cuda: %s: the shape must be a number from 0 to %d\n", argv[i], nshapes - 1);
+        return 2;
+      }
+      profile = int(n);
+    } else {
+      argv[w++] = argv[i];
+    }
   }
   argc = w;
   benchmark::Initialize(&argc, argv);
