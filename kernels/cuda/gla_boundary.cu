@@ -101,23 +101,6 @@ namespace {
 
 constexpr int kBThreads = 256;
 
-// exp on the SFU without the subnormal fix-up of __expf (ex2.approx.ftz: 2 instructions instead of 5; results agree
-// with __expf except where __expf would return a subnormal, < 1.2e-38, which becomes 0).
-#ifndef SPB_GLA_EMU
-__device__ __forceinline__ float exp_ftz(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.44269504088896341f));
-  return y;
-}
-#else
-inline float exp_ftz(float x) { return std::exp(x); }
-#endif
-// cvt.rna.tf32.f32 by integer arithmetic (2 instructions instead of ~3.5): nearest, ties away from zero, the same
-// bits for every finite x and for infinities (NaN is never rounded here).
-__device__ __forceinline__ float tf32_rna(float x) {
-  return __uint_as_float((__float_as_uint(x) + 0x1000u) & 0xffffe000u);
-}
-
 // 1-D bulk copies global -> shared (the TMA, no tensor map) completing on an mbarrier: the copies of a step are
 // tracked by one transaction count instead of 16-byte requests per thread.
 #ifndef SPB_GLA_EMU
@@ -285,7 +268,7 @@ __device__ __forceinline__ void load_raw(bf16* s, const bf16* g, long gstride, i
 
 // BK x BN: the state tile; WM: warps along dk; TS: tokens per pipeline step (32: half a chunk, 64: a chunk); IL: X~ of
 // step s+1 is built inside the products of step s (a part per 8-token k-step, stored after the products), with
-// exp_ftz / tf32_rna; else (v1) before them with __expf / cvt.rna. BULK (with IL): whole-tile steps are loaded by
+// exp_ftz; else (v1) before them with __expf. BULK (with IL): whole-tile steps are loaded by
 // 1-D bulk copies (one per row, issued by warp 0) completing on the stage's mbarrier; partial tiles by cp.async.
 // RAW (with IL, TS = 64, BK = 128): the kernel reads the raw gates g (bf16) instead of gc (fp32) and scans each chunk
 // itself (raw_prefix .. raw_store below): 25 % fewer bytes, and the caller need not run chunk_cumsum first.
@@ -388,7 +371,7 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundar
   };
   auto x_round = [&](float4 e, bool in) {
     if (IL)
-      return in ? make_float4(tf32_rna(e.x), tf32_rna(e.y), tf32_rna(e.z), tf32_rna(e.w))
+      return in ? make_float4(tf32_round(e.x), tf32_round(e.y), tf32_round(e.z), tf32_round(e.w))
                 : make_float4(0.f, 0.f, 0.f, 0.f);
     return in ? make_float4(tf32_round(e.x), tf32_round(e.y), tf32_round(e.z), tf32_round(e.w))
               : make_float4(0.f, 0.f, 0.f, 0.f);

@@ -505,9 +505,20 @@ class CudaKernels final : public GlaKernels {
   size_t scratch_elems_ = 0;
 };
 
+__global__ void tf32_bits_kernel(const float* in, uint32_t* out, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = tf32_bits(in[i]);
+}
+
 }  // namespace
 
 void set_cumsum_vec(int v) { g_cumsum_vec = v; }
+
+void launch_tf32_bits(const float* in, uint32_t* out, int n, cudaStream_t stream) {
+  if (n <= 0) return;
+  tf32_bits_kernel<<<(n + 255) / 256, 256, 0, stream>>>(in, out, n);
+  SPB_CUDA_LAUNCH();
+}
 
 }  // namespace gla_cuda
 

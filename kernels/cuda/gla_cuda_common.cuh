@@ -5,7 +5,7 @@
 // exactly a bf16 number (q*exp(b), k*exp(B-b), the fp32 states, the fp32 score matrices). Rounding such an operand to
 // bf16 costs ~1.7e-3 relative error per product, and the outputs are themselves rounded to bf16 (another ~1.7e-3), so
 // chaining two or three bf16-rounded products leaves little of the 4e-3 / 5e-3 budget of DESIGN §7. tf32 (10-bit
-// mantissa, rounded to nearest with cvt.rna) costs ~2e-4 per operand. Where the other operand IS exact bf16 (v, do)
+// mantissa, rounded to nearest: tf32_bits) costs ~2e-4 per operand. Where the other operand IS exact bf16 (v, do)
 // and the fp32 one is a score matrix, we use bf16 m16n8k16 on a hi/lo split of the fp32 operand instead (two bf16
 // mmas = 16 mantissa bits, same cost as one tf32 k16 step, and the bf16 operand can come from ldmatrix).
 //
@@ -33,13 +33,32 @@ constexpr int kC = 64;  // chunk length (== spb::kChunk)
 constexpr float kMaxSubchunkDecay = 40.f;
 
 #ifndef SPB_GLA_EMU  // kernels/cuda/emu: a CPU emulation of these instructions, for desk checks without a GPU
+// fp32 -> tf32 (the low 13 bits zero), rounded to nearest. sm_90 converts in one instruction (cvt.rn, ties to even:
+// F2FP.TF32); sm_80 has only cvt.rna (ties away from zero), which ptxas builds from three (a NaN / Inf test, an add
+// and a mask). Both keep NaN and Inf. The choice matters: the kernels convert every state element they multiply.
 __device__ __forceinline__ uint32_t tf32_bits(float x) {
   uint32_t r;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm("cvt.rn.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+#else
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+#endif
   return r;
 }
 #endif
 __device__ __forceinline__ float tf32_round(float x) { return __uint_as_float(tf32_bits(x)); }
+
+// exp on the SFU without the subnormal fix-up of __expf (ex2.approx.ftz: 2 instructions instead of 5; results agree
+// with __expf except where __expf would return a subnormal, < 1.2e-38, which becomes 0).
+#ifndef SPB_GLA_EMU
+__device__ __forceinline__ float exp_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.44269504088896341f));
+  return y;
+}
+#else
+inline float exp_ftz(float x) { return std::exp(x); }
+#endif
 
 // A 32-bit word holding two bf16 (element 0 in the low half): each as fp32 (exact; also exact tf32 bits).
 __device__ __forceinline__ float bf_lo(uint32_t w) { return __uint_as_float(w << 16); }

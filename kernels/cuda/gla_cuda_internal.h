@@ -20,6 +20,9 @@ inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 
 
 // gla_cuda.cu: features per thread of the cumsum kernel (2: default; 4: v2's, for the benchmark's comparison).
 void set_cumsum_vec(int v);
+// gla_cuda.cu: out[i] = tf32_bits(in[i]), the rounding every kernel applies to a tensor-core operand that is not exact
+// bf16; for the tests, which compare it with tf32_model.h.
+void launch_tf32_bits(const float* in, uint32_t* out, int n, cudaStream_t stream);
 
 // gla_states.cu: the sequential chunk recurrence.
 //   forward  (reverse == false): x = k, y = v, hs[n] = state at the start of chunk n, fin = ht, init = h0.

@@ -20,6 +20,7 @@
 #include "kernels/cpu/gla_reference.h"
 #include "kernels/cuda/gla_cuda.h"
 #include "kernels/cuda/gla_cuda_internal.h"
+#include "kernels/cuda/tf32_model.h"
 #include "kernels/gla.h"
 
 namespace spb {
@@ -273,6 +274,38 @@ TEST(CudaHelpers, LateStateCorrectionsMatchCpu) {
       EXPECT_LT(rel_rms_error(e_cpu, fetch(*dev, ed, DType::f32, S), S), 1e-5) << "states_add_initial ht";
     }
   }
+}
+
+// Every tensor-core operand that is not exact bf16 goes through tf32_bits: it must round to nearest (ties to even),
+// keep infinities and NaN, and leave the 13 low bits zero, bit for bit as the arithmetic model says.
+TEST(CudaHelpers, Tf32RoundingIsNearestEven) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const std::vector<float> x = gla_cuda::tf32_probe_values();
+  const int n = int(x.size());
+  float* in = nullptr;
+  uint32_t* out = nullptr;
+  SPB_CUDA(cudaMalloc(&in, n * sizeof(float)));
+  SPB_CUDA(cudaMalloc(&out, n * sizeof(uint32_t)));
+  SPB_CUDA(cudaMemcpy(in, x.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  gla_cuda::launch_tf32_bits(in, out, n, nullptr);
+  std::vector<uint32_t> got(n);
+  SPB_CUDA(cudaMemcpy(got.data(), out, n * sizeof(uint32_t), cudaMemcpyDeviceToHost));
+  SPB_CUDA(cudaFree(in));
+  SPB_CUDA(cudaFree(out));
+  int wrong = 0;
+  for (int i = 0; i < n; ++i) {
+    float y;
+    std::memcpy(&y, &got[i], 4);
+    const float want = gla_cuda::tf32_model(x[i]);
+    uint32_t x_bits, want_bits;
+    std::memcpy(&x_bits, &x[i], 4);
+    std::memcpy(&want_bits, &want, 4);
+    const bool ok = std::isnan(x[i]) ? std::isnan(y) && (got[i] & 0x1fffu) == 0 : got[i] == want_bits;
+    if (!ok && ++wrong <= 5)
+      ADD_FAILURE() << "tf32_bits(" << x[i] << " = 0x" << std::hex << x_bits
+                    << ") = 0x" << got[i] << ", the model says 0x" << want_bits << std::dec;
+  }
+  EXPECT_EQ(wrong, 0) << "of " << n << " values";
 }
 
 TEST(CudaHelpers, StateAlgebraMatchesCpu) {

@@ -197,10 +197,10 @@ inline bool __any_sync(unsigned, bool p) {
 namespace spb {
 namespace gla_cuda {
 
-inline uint32_t tf32_bits(float x) {  // cvt.rna.tf32.f32: nearest, ties away from zero
+inline uint32_t tf32_bits(float x) {  // cvt.rn.tf32.f32 (sm_90): nearest, ties to even; Inf kept, NaN stays NaN
   uint32_t u = __float_as_uint(x);
-  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
-  return u;
+  if ((u & 0x7f800000u) == 0x7f800000u) return (u & 0x007fffffu) ? 0x7fffe000u : u;
+  return (u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u;
 }
 
 // m16n8k8 tf32: lane (g, t) holds A[g][t], A[g+8][t], A[g][t+4], A[g+8][t+4]; B[t][g], B[t+4][g];

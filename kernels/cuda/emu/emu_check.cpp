@@ -16,6 +16,7 @@
 #include "kernels/cpu/gla_reference.h"
 #include "kernels/cuda/gla_cuda.h"
 #include "kernels/cuda/gla_cuda_internal.h"
+#include "kernels/cuda/tf32_model.h"
 #include "kernels/gla.h"
 
 using namespace spb;
@@ -327,8 +328,25 @@ void boundary_from_gates() {
   boundary_states(1, 1, 1, 128, 128, 0, GateKind::model, 0, true);     // one token
 }
 
+// The emulation's tf32_bits (cuda_emu.h) against the arithmetic model, as the GPU test checks the device's: the
+// emulated kernels round their operands as the GPU does.
+void tf32_rounding() {
+  const std::vector<float> x = gla_cuda::tf32_probe_values();
+  const int n = int(x.size());
+  std::vector<uint32_t> got(n);
+  gla_cuda::launch_tf32_bits(x.data(), got.data(), n, nullptr);
+  int wrong = 0;
+  for (int i = 0; i < n; ++i) {
+    float y, want = gla_cuda::tf32_model(x[i]);
+    std::memcpy(&y, &got[i], 4);
+    if (std::isnan(x[i]) ? !std::isnan(y) : std::memcmp(&y, &want, 4) != 0) ++wrong;
+  }
+  expect_lt(wrong, 1, "tf32 rounding: values unlike the model");
+}
+
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::string(argv[1]) == "quick";
+  tf32_rounding();
   if (argc > 1 && std::string(argv[1]) == "states") {  // only the chunk states by spans
     states_by_spans();
     std::printf(failures ? "emu_check: %d FAILURES\n" : "emu_check: all passed\n", failures);
