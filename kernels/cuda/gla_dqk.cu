@@ -10,7 +10,7 @@
 // - One block of 4 warps per (chunk, 64-feature tile, b*h); warp w owns rows 16w..16w+15 of dq, dk and dA.
 // - Phase 1 streams dv in slices of DJS = 16 (32 in variant 1; cp.async, double-buffered): dO, V, and the [64 x DJS]
 //   slices of H0 and dH; 75 KB of shared memory and <= 168 registers let 3 blocks (12 warps) share an SM.
-//   dA += dO V^T (exact bf16 inputs, tf32 mma), dq += dO H0^T, dk += V dH^T, rowsum(dH * H0) on the fly.
+//   dA += dO V^T (bf16 mma: both exact), dq += dO H0^T, dk += V dH^T (tf32), rowsum(dH * H0) on the fly.
 // - Phase 2 (q, k, gc of the tile resident in shared memory): the intra terms as tf32 mma with the sub-chunk
 //   factorisation of gla_intra.cu: dq uses b_ref = first row of the warp's sub-chunk (keys scaled by
 //   exp(b_ref - b_j) <= 1 off the diagonal), dk uses b_ref = last row of the sub-chunk (queries scaled by
@@ -37,6 +37,7 @@ constexpr int kDqkDefaultVariant = 2;
 // register allocation is bounded for (2: up to 255 registers, 3: up to 168).
 template <int DJS>
 struct DqkLayout {
+  static_assert(DJS % 16 == 0, "phase 1 steps 16 columns at a time");
   static constexpr int DSS = DJS + 8;  // stride of the slice buffers (bf16 and fp32): pair / float2 reads conflict-free
   static constexpr size_t stage = size_t(kC) * DSS * (2 + 2 + 4 + 4);  // dO, V, H0, dH
   static constexpr size_t res = 2 * stage;
@@ -66,14 +67,14 @@ struct DqkParams {
 // hot path stays small.
 __device__ __noinline__ float exact_dq_diag(const float* dAs, const bf16* Kr, const float* Gr, int r, int fl, int j0) {
   float x = 0.f;
-  for (int j = j0; j <= r; ++j) x += dAs[r * DAS + j] * bf_at(Kr + j * DRS + fl) * __expf(Gr[r * DGR + fl] - Gr[j * DGR + fl]);
+  for (int j = j0; j <= r; ++j) x += dAs[r * DAS + j] * bf_at(Kr + j * DRS + fl) * exp_ftz(Gr[r * DGR + fl] - Gr[j * DGR + fl]);
   return x;
 }
 __device__ __noinline__ float exact_dk_diag(const float* dAs, const bf16* Qr, const float* Gr, int r, int fl,
                                             int jlast) {
   float x = 0.f;
   for (int j = r; j <= jlast; ++j)
-    x += dAs[j * DAS + r] * bf_at(Qr + j * DRS + fl) * __expf(Gr[j * DGR + fl] - Gr[r * DGR + fl]);
+    x += dAs[j * DAS + r] * bf_at(Qr + j * DRS + fl) * exp_ftz(Gr[j * DGR + fl] - Gr[r * DGR + fl]);
   return x;
 }
 
@@ -159,24 +160,36 @@ __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams 
     __syncthreads();
     if (active) {
 #pragma unroll
-      for (int kk = 0; kk < DJS / 8; ++kk) {
-        const int c = kk * 8 + 2 * t;
-        const uint32_t o0 = ld32(DO + r0 * DSS + c), o1 = ld32(DO + r1 * DSS + c);
-        const uint32_t v0 = ld32(V + r0 * DSS + c), v1 = ld32(V + r1 * DSS + c);
-        const uint32_t oa0 = bits_lo(o0), oa2 = bits_hi(o0), oa1 = bits_lo(o1), oa3 = bits_hi(o1);
-        const uint32_t va0 = bits_lo(v0), va2 = bits_hi(v0), va1 = bits_lo(v1), va3 = bits_hi(v1);
+      for (int k16 = 0; k16 < DJS / 16; ++k16) {
+        // dO and V rows r0, r1 at columns c, c+1 and c+8, c+9: the A fragment of a bf16 m16n8k16 step as they are,
+        // and, split into their halves, the A fragments of the two tf32 k8 steps (k-permutation).
+        const int c = k16 * 16 + 2 * t;
+        const uint32_t o[4] = {ld32(DO + r0 * DSS + c), ld32(DO + r1 * DSS + c), ld32(DO + r0 * DSS + c + 8),
+                               ld32(DO + r1 * DSS + c + 8)};
+        const uint32_t v[4] = {ld32(V + r0 * DSS + c), ld32(V + r1 * DSS + c), ld32(V + r0 * DSS + c + 8),
+                               ld32(V + r1 * DSS + c + 8)};
+        // dA += dO V^T: both operands exact bf16, so a bf16 mma loses nothing to tf32, takes 16 columns at once
+        // and needs no unpacking.
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt) {
           if (nt <= 2 * w + 1) {
-            const uint32_t vk = ld32(V + (nt * 8 + g) * DSS + c);
-            mma_tf32(dA[nt], oa0, oa1, oa2, oa3, bits_lo(vk), bits_hi(vk));
+            const bf16* vr = V + (nt * 8 + g) * DSS + c;
+            mma_bf16(dA[nt], o, ld32(vr), ld32(vr + 8));
           }
         }
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
-          const float2 h2 = ldf2(H0 + (nt * 8 + g) * DSS + c), d2 = ldf2(DH + (nt * 8 + g) * DSS + c);
-          mma_tf32(dq[nt], oa0, oa1, oa2, oa3, __float_as_uint(h2.x), __float_as_uint(h2.y));
-          mma_tf32(dk[nt], va0, va1, va2, va3, __float_as_uint(d2.x), __float_as_uint(d2.y));
+        for (int half = 0; half < 2; ++half) {
+          const int ck = c + 8 * half;
+          const uint32_t oa0 = bits_lo(o[2 * half]), oa2 = bits_hi(o[2 * half]);
+          const uint32_t oa1 = bits_lo(o[2 * half + 1]), oa3 = bits_hi(o[2 * half + 1]);
+          const uint32_t va0 = bits_lo(v[2 * half]), va2 = bits_hi(v[2 * half]);
+          const uint32_t va1 = bits_lo(v[2 * half + 1]), va3 = bits_hi(v[2 * half + 1]);
+#pragma unroll
+          for (int nt = 0; nt < 8; ++nt) {
+            const float2 h2 = ldf2(H0 + (nt * 8 + g) * DSS + ck), d2 = ldf2(DH + (nt * 8 + g) * DSS + ck);
+            mma_tf32(dq[nt], oa0, oa1, oa2, oa3, __float_as_uint(h2.x), __float_as_uint(h2.y));
+            mma_tf32(dk[nt], va0, va1, va2, va3, __float_as_uint(d2.x), __float_as_uint(d2.y));
+          }
         }
       }
     }
@@ -212,8 +225,8 @@ __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams 
       for (int e = 0; e < 4; ++e) {
         const int r = e < 2 ? r0 : r1, fl = nt * 8 + 2 * t + (e & 1);
         const float gv = Gr[r * DGR + fl], Bf = Gr[(len - 1) * DGR + fl];
-        dq[nt][e] = r < len ? dq[nt][e] * p.scale * __expf(gv) : 0.f;
-        dk[nt][e] = r < len ? dk[nt][e] * __expf(Bf - gv) : 0.f;
+        dq[nt][e] = r < len ? dq[nt][e] * p.scale * exp_ftz(gv) : 0.f;
+        dk[nt][e] = r < len ? dk[nt][e] * exp_ftz(Bf - gv) : 0.f;
       }
       const uint32_t k0 = ld32(Kr + r0 * DRS + nt * 8 + 2 * t), k1 = ld32(Kr + r1 * DRS + nt * 8 + 2 * t);
       cs[nt][0] = bf_lo(k0) * dk[nt][0] + bf_lo(k1) * dk[nt][2];
@@ -258,8 +271,8 @@ __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams 
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt) {
         const int f = nt * 8 + g;
-        const uint32_t b0 = tf32_bits(bf_at(Kr + j0 * DRS + f) * __expf(refq[nt] - Gr[j0 * DGR + f]));
-        const uint32_t b1 = tf32_bits(bf_at(Kr + (j0 + 1) * DRS + f) * __expf(refq[nt] - Gr[(j0 + 1) * DGR + f]));
+        const uint32_t b0 = tf32_bits(bf_at(Kr + j0 * DRS + f) * exp_ftz(refq[nt] - Gr[j0 * DGR + f]));
+        const uint32_t b1 = tf32_bits(bf_at(Kr + (j0 + 1) * DRS + f) * exp_ftz(refq[nt] - Gr[(j0 + 1) * DGR + f]));
         mma_tf32(x2[nt], a0, a1, a2, a3, b0, b1);
       }
     }
@@ -275,7 +288,7 @@ __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams 
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int r = e < 2 ? r0 : r1, fl = nt * 8 + 2 * t + (e & 1);
-        float x = r < len ? x2[nt][e] * __expf(Gr[r * DGR + fl] - Gr[16 * w * DGR + fl]) : 0.f;
+        float x = r < len ? x2[nt][e] * exp_ftz(Gr[r * DGR + fl] - Gr[16 * w * DGR + fl]) : 0.f;
         if (big && r < len) x += xslot[(nt * 4 + e) * kDqkThreads];
         dq[nt][e] += x;
       }
@@ -291,9 +304,9 @@ __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams 
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt) {
         const int f = nt * 8 + g;
-        const uint32_t b0 = j0 < len ? tf32_bits(bf_at(Qr + j0 * DRS + f) * __expf(Gr[j0 * DGR + f] - refk[nt])) : 0u;
+        const uint32_t b0 = j0 < len ? tf32_bits(bf_at(Qr + j0 * DRS + f) * exp_ftz(Gr[j0 * DGR + f] - refk[nt])) : 0u;
         const uint32_t b1 =
-            j0 + 1 < len ? tf32_bits(bf_at(Qr + (j0 + 1) * DRS + f) * __expf(Gr[(j0 + 1) * DGR + f] - refk[nt])) : 0u;
+            j0 + 1 < len ? tf32_bits(bf_at(Qr + (j0 + 1) * DRS + f) * exp_ftz(Gr[(j0 + 1) * DGR + f] - refk[nt])) : 0u;
         mma_tf32(x2[nt], a0, a1, a2, a3, b0, b1);
       }
     }
@@ -309,7 +322,7 @@ __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams 
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int r = e < 2 ? r0 : r1, fl = nt * 8 + 2 * t + (e & 1);
-        float x = r < len ? x2[nt][e] * __expf(Gr[wlast * DGR + fl] - Gr[r * DGR + fl]) : 0.f;
+        float x = r < len ? x2[nt][e] * exp_ftz(Gr[wlast * DGR + fl] - Gr[r * DGR + fl]) : 0.f;
         if (big && r < len) x += xslot[(nt * 4 + e) * kDqkThreads];
         dk[nt][e] += x;
       }
@@ -332,7 +345,7 @@ __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams 
       const int r = e < 2 ? r0 : r1, fl = fl0 + (e & 1);
       if (r >= len) db[nt][e] = 0.f;
       if (r == len - 1)
-        db[nt][e] += __expf(Gr[(len - 1) * DGR + fl]) * rsum[fl] + csum[fl] + csum[DIT + fl] + csum[2 * DIT + fl] +
+        db[nt][e] += exp_ftz(Gr[(len - 1) * DGR + fl]) * rsum[fl] + csum[fl] + csum[DIT + fl] + csum[2 * DIT + fl] +
                      csum[3 * DIT + fl];
     }
     // Suffix sums over the warp's 16 rows: lanes 4g + t hold rows g (e = 0, 1) and g + 8 (e = 2, 3).

@@ -298,27 +298,27 @@ __global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraP
           gr = ldf2(G + 16 * w * IGS + c);  // b_ref: first row of this warp's sub-chunk
           const uint32_t q0 = ld32(Q + r0 * IQS + c), q1 = ld32(Q + r1 * IQS + c);
           // Intra queries q * exp(b - b_ref) <= q; rows past the chunk end forced to 0 (their b is 0, not <= b_ref).
-          ia0 = ok0 ? tf32_bits(bf_lo(q0) * __expf(g0.x - gr.x)) : 0u;
-          ia2 = ok0 ? tf32_bits(bf_hi(q0) * __expf(g0.y - gr.y)) : 0u;
-          ia1 = ok1 ? tf32_bits(bf_lo(q1) * __expf(g1.x - gr.x)) : 0u;
-          ia3 = ok1 ? tf32_bits(bf_hi(q1) * __expf(g1.y - gr.y)) : 0u;
+          ia0 = ok0 ? tf32_bits(bf_lo(q0) * exp_ftz(g0.x - gr.x)) : 0u;
+          ia2 = ok0 ? tf32_bits(bf_hi(q0) * exp_ftz(g0.y - gr.y)) : 0u;
+          ia1 = ok1 ? tf32_bits(bf_lo(q1) * exp_ftz(g1.x - gr.x)) : 0u;
+          ia3 = ok1 ? tf32_bits(bf_hi(q1) * exp_ftz(g1.y - gr.y)) : 0u;
         }
         if (INTER) {
           // The inter-chunk operand: q * exp(b) (MODE_OUT) or k * exp(B - b) (MODE_DV), rows past the end zeros.
           uint32_t &ea0 = ea[kk][0], &ea1 = ea[kk][1], &ea2 = ea[kk][2], &ea3 = ea[kk][3];
           if (MODE == MODE_OUT) {
             const uint32_t q0 = ld32(Q + r0 * IQS + c), q1 = ld32(Q + r1 * IQS + c);
-            ea0 = tf32_bits(bf_lo(q0) * __expf(g0.x));
-            ea2 = tf32_bits(bf_hi(q0) * __expf(g0.y));
-            ea1 = tf32_bits(bf_lo(q1) * __expf(g1.x));
-            ea3 = tf32_bits(bf_hi(q1) * __expf(g1.y));
+            ea0 = tf32_bits(bf_lo(q0) * exp_ftz(g0.x));
+            ea2 = tf32_bits(bf_hi(q0) * exp_ftz(g0.y));
+            ea1 = tf32_bits(bf_lo(q1) * exp_ftz(g1.x));
+            ea3 = tf32_bits(bf_hi(q1) * exp_ftz(g1.y));
           } else {
             const float2 gB = ldf2(G + (len - 1) * IGS + c);
             const uint32_t k0w = ld32(K + r0 * IQS + c), k1w = ld32(K + r1 * IQS + c);
-            ea0 = tf32_bits(bf_lo(k0w) * __expf(gB.x - g0.x));
-            ea2 = tf32_bits(bf_hi(k0w) * __expf(gB.y - g0.y));
-            ea1 = tf32_bits(bf_lo(k1w) * __expf(gB.x - g1.x));
-            ea3 = tf32_bits(bf_hi(k1w) * __expf(gB.y - g1.y));
+            ea0 = tf32_bits(bf_lo(k0w) * exp_ftz(gB.x - g0.x));
+            ea2 = tf32_bits(bf_hi(k0w) * exp_ftz(gB.y - g0.y));
+            ea1 = tf32_bits(bf_lo(k1w) * exp_ftz(gB.x - g1.x));
+            ea3 = tf32_bits(bf_hi(k1w) * exp_ftz(gB.y - g1.y));
           }
           if (QUADS && kk + 1 == IKS / 8) {  // both k-steps, each acc[nt] in k-step order as below
             // This lane's unit of n-tile 0; n-tile nt's is 8 nt further (unit (t, 8 nt + g), as g ^ x_t < 8), so the
@@ -345,8 +345,8 @@ __global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraP
               const int key = nt * 8 + g;
               const uint32_t kw = ld32(K + key * IQS + c);
               const float2 gk = ldf2(G + key * IGS + c);
-              const uint32_t b0 = tf32_bits(bf_lo(kw) * __expf(gr.x - gk.x));
-              const uint32_t b1 = tf32_bits(bf_hi(kw) * __expf(gr.y - gk.y));
+              const uint32_t b0 = tf32_bits(bf_lo(kw) * exp_ftz(gr.x - gk.x));
+              const uint32_t b1 = tf32_bits(bf_hi(kw) * exp_ftz(gr.y - gk.y));
               mma_tf32(A[nt], ia0, ia1, ia2, ia3, b0, b1);
             }
           }
