@@ -8,10 +8,12 @@
 //
 // Design:
 // - One block of 4 warps per (chunk, 64-feature tile, b*h); warp w owns rows 16w..16w+15 of dq, dk and dA.
-// - Phase 1 streams dv in slices of DJS = 16 (32 in variant 1; cp.async, double-buffered): dO, V, and the [64 x DJS]
-//   slices of H0 and dH; 75 KB of shared memory and <= 168 registers let 3 blocks (12 warps) share an SM.
-//   dA += dO V^T (bf16 mma: both exact), dq += dO H0^T, dk += V dH^T (tf32), rowsum(dH * H0) on the fly.
-// - Phase 2 (q, k, gc of the tile resident in shared memory): the intra terms as tf32 mma with the sub-chunk
+// - Phase 1 streams dv in slices of DJS = 16 (cp.async through a ring of 4 slots, 3 slices ahead): dO, V, and the
+//   [64 x DJS] slices of H0 and dH; 74 KB of shared memory and <= 168 registers let 3 blocks (12 warps) share an SM.
+//   dA += dO V^T (bf16 mma: both exact), dq += dO H0^T, dk += V dH^T (tf32), rowsum(dH * H0) on the fly. The
+//   slices come from DRAM at the rate the bytes in flight allow: with one slice ahead (variant 1) phase 1 ran at
+//   ~2.3 TB/s at GLA-1B.
+// - Phase 2 (q, k, gc of the tile loaded into the ring behind the last slice): the intra terms as tf32 mma with the sub-chunk
 //   factorisation of gla_intra.cu: dq uses b_ref = first row of the warp's sub-chunk (keys scaled by
 //   exp(b_ref - b_j) <= 1 off the diagonal), dk uses b_ref = last row of the sub-chunk (queries scaled by
 //   exp(b_j - b_ref) <= 1 off the diagonal); the post-factors are <= 1. dA's register fragment is directly the A
@@ -31,20 +33,21 @@ constexpr int DRS = 72;          // bf16 stride of resident q, k: 16-bit reads a
 constexpr int DGR = 68;          // fp32 stride of resident gc: reads at rows 2t, 2t+1 -> banks 8t + g
 constexpr int DAS = 68;          // fp32 stride of dA in shared memory
 constexpr int kDqkThreads = 128;
-// 1: 32-column dv slices, 2 blocks per SM (v2); 2: 16-column slices, 3 blocks per SM (registers <= 168).
-constexpr int kDqkDefaultVariant = 2;
-// DJS: the dv slice (32, or 16: 75 KB of shared memory, so that 3 blocks fit an SM); MINB: blocks per SM the
-// register allocation is bounded for (2: up to 255 registers, 3: up to 168).
-template <int DJS>
+// The variant is the prefetch distance AHEAD: 1 (one slice in flight, as up to session 9), 2, or 3 (the default).
+constexpr int kDqkDefaultVariant = 3;
+constexpr int DJS = 16;  // the dv slice of phase 1
+constexpr int DSS = DJS + 8;  // stride of the slice buffers (bf16 and fp32): pair / float2 reads conflict-free
+// Shared memory: a ring of NS slots, then misc. Phase 1 streams nsl dv slices through the slots, load i in slot
+// i % NS, and after them two more loads: q and k (one slot), gc (the next); so phase 1 has every slot for its slices,
+// and up to 3 of them in flight. Phase 2 puts dA and the exact-term slots in the slots of the last two slices, and
+// the output tiles in slots 0 and 1 once q, k and gc are read. 74 KB: 3 blocks per SM (<= 168 registers).
 struct DqkLayout {
-  static_assert(DJS % 16 == 0, "phase 1 steps 16 columns at a time");
-  static constexpr int DSS = DJS + 8;  // stride of the slice buffers (bf16 and fp32): pair / float2 reads conflict-free
-  static constexpr size_t stage = size_t(kC) * DSS * (2 + 2 + 4 + 4);  // dO, V, H0, dH
-  static constexpr size_t res = 2 * stage;
-  static constexpr size_t q = res, k = q + size_t(kC) * DRS * 2, g = k + size_t(kC) * DRS * 2;
-  static constexpr size_t misc = g + size_t(kC) * DGR * 4;
+  static constexpr int NS = 4;
+  static constexpr size_t slot = size_t(kC) * DSS * (2 + 2 + 4 + 4);  // dO, V, H0, dH of a slice
+  static constexpr size_t misc = NS * slot;
   static constexpr size_t total = misc + size_t(64) * 9 * 4;  // rowsum[64], colsum[4][64], totals[4][64]
-  static_assert(size_t(kC) * DAS * 4 <= res, "dA (phase 2) lives in the stage buffers");
+  static_assert(size_t(2) * kC * DRS * 2 <= slot, "q and k share a slot");
+  static_assert(size_t(kC) * DGR * 4 <= slot && size_t(kC) * DAS * 4 <= slot, "gc, dA: a slot each");
 };
 
 struct DqkParams {
@@ -78,14 +81,24 @@ __device__ __noinline__ float exact_dk_diag(const float* dAs, const bf16* Qr, co
   return x;
 }
 
-template <int DJS, int MINB>
-__global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams p) {
-  using L = DqkLayout<DJS>;
-  constexpr int DSS = L::DSS;
+// Phase 2's tiles into the ring: q and k (which == 0) or gc (1). Out of line: it runs twice per block, and inline
+// the compiler kept its 16 addresses per thread in registers through phase 1 (and spilled).
+__device__ __noinline__ void load_phase2_tile(int which, bf16* Qr, float* Gr, const bf16* q, const bf16* k,
+                                              const float* gc, long qrow, int len, int cmax, bool vq, bool vk,
+                                              bool vg) {
+  if (which == 0) {
+    load_tile<bf16, kC, DIT, kDqkThreads>(Qr, DRS, q, qrow, len, cmax, vq);
+    load_tile<bf16, kC, DIT, kDqkThreads>(Qr + kC * DRS, DRS, k, qrow, len, cmax, vk);
+  } else {
+    load_tile<float, kC, DIT, kDqkThreads>(Gr, DGR, gc, qrow, len, cmax, vg);
+  }
+}
+
+template <int AHEAD>
+__global__ void __launch_bounds__(kDqkThreads, 3) dqk_kernel(const DqkParams p) {
+  static_assert(AHEAD >= 1 && AHEAD < DqkLayout::NS, "a load may only reuse the slot of a slice already consumed");
+  using L = DqkLayout;
   extern __shared__ __align__(16) unsigned char smem[];
-  bf16* Qr = reinterpret_cast<bf16*>(smem + L::q);
-  bf16* Kr = reinterpret_cast<bf16*>(smem + L::k);
-  float* Gr = reinterpret_cast<float*>(smem + L::g);
   float* rsum = reinterpret_cast<float*>(smem + L::misc);  // [64]
   float* csum = rsum + DIT;                                  // [4][64]
   float* wtot = csum + 4 * DIT;                              // [4][64]
@@ -100,30 +113,42 @@ __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams 
   const long vbase = ((long(b) * p.T + t0) * p.H + h) * DV;
   const long sbase = (long(bh) * p.NT + n) * DK * DV;
 
-  // The resident tiles.
-  load_tile<bf16, kC, DIT, kDqkThreads>(Qr, DRS, p.q + qbase + i0, qrow, len, DK - i0, p.vq);
-  load_tile<bf16, kC, DIT, kDqkThreads>(Kr, DRS, p.k + qbase + i0, qrow, len, DK - i0, p.vk);
-  load_tile<float, kC, DIT, kDqkThreads>(Gr, DGR, p.gc + qbase + i0, qrow, len, DK - i0, p.vg);
-  auto stage_ptrs = [&](int st, bf16*& DO, bf16*& V, float*& H0, float*& DH) {
-    unsigned char* base = smem + st * L::stage;
-    DO = reinterpret_cast<bf16*>(base);
+  const int nsl = (DV + DJS - 1) / DJS;  // the dv slices
+  auto slot = [&](int i) { return smem + (i % L::NS) * L::slot; };
+  // Phase 2's tiles, in the slots of loads nsl and nsl + 1.
+  bf16* const Qr = reinterpret_cast<bf16*>(slot(nsl));
+  bf16* const Kr = Qr + kC * DRS;
+  float* const Gr = reinterpret_cast<float*>(slot(nsl + 1));
+  auto slice_ptrs = [&](int s, bf16*& DO, bf16*& V, float*& H0, float*& DH) {
+    DO = reinterpret_cast<bf16*>(slot(s));
     V = DO + kC * DSS;
     H0 = reinterpret_cast<float*>(V + kC * DSS);
     DH = H0 + kC * DSS;
   };
-  auto load_slice = [&](int s, int st) {
-    const int js = s * DJS;
-    bf16 *DO, *V;
-    float *H0, *DH;
-    stage_ptrs(st, DO, V, H0, DH);
-    load_tile<bf16, kC, DJS, kDqkThreads>(DO, DSS, p.d_o + vbase + js, vrow, len, DV - js, p.vdo);
-    load_tile<bf16, kC, DJS, kDqkThreads>(V, DSS, p.v + vbase + js, vrow, len, DV - js, p.vv);
-    load_tile<float, DIT, DJS, kDqkThreads>(H0, DSS, p.hs + sbase + long(i0) * DV + js, DV, DK - i0, DV - js, p.vh);
-    load_tile<float, DIT, DJS, kDqkThreads>(DH, DSS, p.dhs + sbase + long(i0) * DV + js, DV, DK - i0, DV - js,
-                                            p.vh);
+  // Load i of the block: dv slice i (i < nsl), then q and k, then gc; nothing past that.
+  auto issue = [&](int i) {
+    if (i < nsl) {
+      const int js = i * DJS;
+      bf16 *DO, *V;
+      float *H0, *DH;
+      slice_ptrs(i, DO, V, H0, DH);
+      load_tile<bf16, kC, DJS, kDqkThreads>(DO, DSS, p.d_o + vbase + js, vrow, len, DV - js, p.vdo);
+      load_tile<bf16, kC, DJS, kDqkThreads>(V, DSS, p.v + vbase + js, vrow, len, DV - js, p.vv);
+      load_tile<float, DIT, DJS, kDqkThreads>(H0, DSS, p.hs + sbase + long(i0) * DV + js, DV, DK - i0, DV - js,
+                                              p.vh);
+      load_tile<float, DIT, DJS, kDqkThreads>(DH, DSS, p.dhs + sbase + long(i0) * DV + js, DV, DK - i0, DV - js,
+                                              p.vh);
+    } else if (i < nsl + 2) {
+      load_phase2_tile(i - nsl, Qr, Gr, p.q + qbase + i0, p.k + qbase + i0, p.gc + qbase + i0, qrow, len, DK - i0,
+                       p.vq, p.vk, p.vg);
+    }
   };
-  load_slice(0, 0);
-  cp_async_commit();
+  // One commit group per load (empty past the last), so that "load s landed" is always wait_group<AHEAD - 1>.
+#pragma unroll
+  for (int i = 0; i < AHEAD; ++i) {
+    issue(i);
+    cp_async_commit();
+  }
 
   const int r0 = 16 * w + g, r1 = r0 + 8;
   const bool active = 16 * w < len;
@@ -138,15 +163,14 @@ __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams 
   float rs = 0.f;
 
   // ---- phase 1: products over dv ----
-  const int nsl = (DV + DJS - 1) / DJS;
   for (int s = 0; s < nsl; ++s) {
-    cp_async_wait<0>();
-    __syncthreads();
-    if (s + 1 < nsl) load_slice(s + 1, (s + 1) & 1);
+    cp_async_wait<AHEAD - 1>();
+    __syncthreads();  // slice s visible; every warp is done with slice s - 1, whose slot load s + AHEAD may reuse
+    issue(s + AHEAD);
     cp_async_commit();
     bf16 *DO, *V;
     float *H0, *DH;
-    stage_ptrs(s & 1, DO, V, H0, DH);
+    slice_ptrs(s, DO, V, H0, DH);
     // Round the state slices to tf32 once, in place (instead of at every fragment load in every warp).
 #pragma unroll
     for (int q4 = 0; q4 < DJS / 8; ++q4) {
@@ -194,15 +218,18 @@ __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams 
       }
     }
   }
-  __syncthreads();  // the stage buffers are free from here on
+  for (int i = nsl + AHEAD; i < nsl + 2; ++i) issue(i);  // what is left of q, k, gc at a short prefetch distance
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();  // q, k, gc visible; the slots of the last two slices are free from here on
 
   // ---- phase 2 ----
-  float* dAs = reinterpret_cast<float*>(smem);  // [64][DAS], in stage buffer 0
-  // The exact diagonal terms (only when big) go through 32 slots per thread in stage buffer 1, filled by a runtime
-  // loop: one call site each for dq and dk instead of 32 in the unrolled epilogues, where that cold code made the
-  // kernel longer and slower through its instruction fetch (kernels/cuda/NOTES.md, session 9).
-  float* xslot = reinterpret_cast<float*>(smem + L::stage) + tid;
-  static_assert(32 * kDqkThreads * 4 <= L::stage, "the slots fit a stage buffer");
+  float* dAs = reinterpret_cast<float*>(slot(nsl + 2));  // [64][DAS]
+  // The exact diagonal terms (only when big) go through 32 slots per thread in the next ring slot, filled by a
+  // runtime loop: one call site each for dq and dk instead of 32 in the unrolled epilogues, where that cold code made
+  // the kernel longer and slower through its instruction fetch (kernels/cuda/NOTES.md, session 9).
+  float* xslot = reinterpret_cast<float*>(slot(nsl + 3)) + tid;
+  static_assert(32 * kDqkThreads * 4 <= L::slot, "the exact-term slots fit a ring slot");
   // dA: scale and causal mask; shared copy for dA^T.
 #pragma unroll
   for (int nt = 0; nt < 8; ++nt) {
@@ -368,10 +395,11 @@ __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams 
   }
   __syncthreads();
 
-  // Stores: dq, dk, dg (bf16), rows < len, features < dk: staged in the free stage buffers as bf16 tiles, then
-  // copied out 16 bytes at a time (fewer instructions and wider stores than a pair per thread and row).
+  // Stores: dq, dk, dg (bf16), rows < len, features < dk: staged in slots 0 and 1 (q, k, gc, dA are all read by now)
+  // as bf16 tiles, then copied out 16 bytes at a time (fewer instructions and wider stores than a pair per thread and
+  // row).
   bf16* Os = reinterpret_cast<bf16*>(smem);  // [dq, dk, dg][64][DRS]
-  static_assert(size_t(3) * kC * DRS * 2 <= 2 * L::stage, "the output tiles fit the stage buffers");
+  static_assert(size_t(3) * kC * DRS * 2 <= 2 * L::slot, "the output tiles fit two slots");
 #pragma unroll
   for (int nt = 0; nt < 8; ++nt) {
     const int fl0 = nt * 8 + 2 * t;
@@ -392,17 +420,16 @@ __global__ void __launch_bounds__(kDqkThreads, MINB) dqk_kernel(const DqkParams 
     store_tile<bf16, kC, DIT, kDqkThreads>(outs[i] + qbase + i0, qrow, Os + i * kC * DRS, DRS, len, DK - i0, p.vout);
 }
 
-template <int DJS, int MINB>
+template <int AHEAD>
 void launch_dqk_t(const Dims& d, const DqkParams& p, cudaStream_t stream) {
-  using L = DqkLayout<DJS>;
+  using L = DqkLayout;
   static const bool attr = [] {
-    SPB_CUDA(cudaFuncSetAttribute(dqk_kernel<DJS, MINB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  int(L::total)));
+    SPB_CUDA(cudaFuncSetAttribute(dqk_kernel<AHEAD>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::total)));
     return true;
   }();
   (void)attr;
   const dim3 grid((d.dk + DIT - 1) / DIT, d.NT, d.B * d.H);
-  dqk_kernel<DJS, MINB><<<grid, kDqkThreads, L::total, stream>>>(p);
+  dqk_kernel<AHEAD><<<grid, kDqkThreads, L::total, stream>>>(p);
   SPB_CUDA_LAUNCH();
 }
 
@@ -420,8 +447,9 @@ void launch_dqk(const Dims& d, const bf16* q, const bf16* k, const bf16* v, cons
                     aligned16(hs) && aligned16(dhs) && d.dv % 4 == 0,
                     aligned16(dq) && aligned16(dk) && aligned16(dg) && d.dk % 8 == 0};
   const int var = g_dqk_variant ? g_dqk_variant : kDqkDefaultVariant;
-  if (var == 1) launch_dqk_t<32, 2>(d, p, stream);
-  else launch_dqk_t<16, 3>(d, p, stream);
+  if (var == 1) launch_dqk_t<1>(d, p, stream);
+  else if (var == 2) launch_dqk_t<2>(d, p, stream);
+  else launch_dqk_t<3>(d, p, stream);
 }
 
 }  // namespace gla_cuda

@@ -357,6 +357,20 @@ int main(int argc, char** argv) {
     std::printf(failures ? "emu_check: %d FAILURES\n" : "emu_check: all passed\n", failures);
     return failures ? 1 : 0;
   }
+  if (argc > 1 && std::string(argv[1]) == "dqk") {  // only dq/dk/dg, at each prefetch distance: 1 to 5 dv slices
+    for (int var : {1, 2, 0}) {
+      gla_cuda::set_dqk_variant(var);
+      composite(1, 100, 1, 20, 12, 0, false, true);  // one slice: q, k and gc in the 2nd and 3rd slot
+      composite(2, 130, 2, 16, 24, 1, true, false);  // two
+      composite(1, 91, 1, 13, 7, 1, true, true);     // odd sizes: element copies
+      composite(1, 65, 1, 32, 48, 0, true, true);    // three
+      composite(1, 100, 1, 48, 64, 2, true, true);   // four, extreme gates: the exact diagonal terms
+      composite(1, 130, 1, 40, 72, 1, true, true);   // five (a part slice)
+    }
+    gla_cuda::set_dqk_variant(0);
+    std::printf(failures ? "emu_check: %d FAILURES\n" : "emu_check: all passed\n", failures);
+    return failures ? 1 : 0;
+  }
   if (argc > 1 && std::string(argv[1]) == "gates") {  // only the boundary from g (the quickest check of that kernel)
     boundary_from_gates();
     std::printf(failures ? "emu_check: %d FAILURES\n" : "emu_check: all passed\n", failures);
