@@ -14,7 +14,7 @@ class Lasp2 final : public SpMethod {
       : rt_(rt), s_(c.local), overlap_(c.overlap), local_(rt, c.local),
         record_elems_(c.local.state_elems() + c.local.state_rows()),
         mine_(*rt.dev, record_elems_ * 4), all_(*rt.dev, record_elems_ * 4 * rt.world()),
-        ready_(*rt.dev), folded_(*rt.dev) {}
+        ready_(*rt.dev, EventUse::order), folded_(*rt.dev, EventUse::order) {}
 
   void forward(const SpForwardArgs& a) override {
     Device& dev = *rt_.dev;

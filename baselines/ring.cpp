@@ -20,7 +20,8 @@ class Ring final : public SpMethod {
         ring_{Buffer(*rt.dev, pack_bytes_), Buffer(*rt.dev, pack_bytes_)},
         gc_(*rt.dev, c.local.qk_elems() * 4), lambda_(*rt.dev, c.local.state_rows() * 4),
         decay_(*rt.dev, c.local.state_rows() * 4), contrib_(*rt.dev, c.local.state_elems() * 4),
-        packed_(*rt.dev), received_(*rt.dev), joined_(*rt.dev), used_{EventHandle(*rt.dev), EventHandle(*rt.dev)} {}
+        packed_(*rt.dev, EventUse::order), received_(*rt.dev, EventUse::order), joined_(*rt.dev, EventUse::order),
+        used_{EventHandle(*rt.dev, EventUse::order), EventHandle(*rt.dev, EventUse::order)} {}
 
   void forward(const SpForwardArgs& a) override {
     Device& dev = *rt_.dev;

@@ -21,6 +21,7 @@ struct Stream {
 struct Event {
   void* handle = nullptr;
 };
+enum class EventUse { timing, order };
 
 class Device {
  public:
@@ -41,7 +42,9 @@ class Device {
 
   virtual Stream compute_stream() = 0;
   virtual Stream comm_stream() = 0;
-  virtual Event create_event() = 0;
+  // `order` events only order streams (no timestamp: on the GPU a cheaper record and wait); `timing` ones can also
+  // be passed to elapsed_ms.
+  virtual Event create_event(EventUse use = EventUse::timing) = 0;
   virtual void destroy_event(Event e) = 0;
   virtual void record(Event e, Stream s) = 0;
   virtual void wait(Stream s, Event e) = 0;  // s waits for e
@@ -97,7 +100,7 @@ namespace spb {
 // A device event that destroys itself.
 class EventHandle {
  public:
-  explicit EventHandle(Device& dev) : dev_(dev), e_(dev.create_event()) {}
+  explicit EventHandle(Device& dev, EventUse use = EventUse::timing) : dev_(dev), e_(dev.create_event(use)) {}
   ~EventHandle() { dev_.destroy_event(e_); }
   EventHandle(const EventHandle&) = delete;
   EventHandle& operator=(const EventHandle&) = delete;

@@ -76,9 +76,9 @@ class CudaDevice final : public Device {
 
   Stream compute_stream() override { return {compute_}; }
   Stream comm_stream() override { return {comm_}; }
-  Event create_event() override {
+  Event create_event(EventUse use) override {
     cudaEvent_t e;
-    SPB_CUDA(cudaEventCreate(&e));
+    SPB_CUDA(cudaEventCreateWithFlags(&e, use == EventUse::order ? cudaEventDisableTiming : cudaEventDefault));
     return {e};
   }
   void destroy_event(Event e) override { cudaEventDestroy(static_cast<cudaEvent_t>(e.handle)); }

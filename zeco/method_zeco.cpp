@@ -17,7 +17,11 @@ namespace {
 class Zeco final : public SpMethod {
  public:
   Zeco(Runtime& rt, const SpConfig& c)
-      : rt_(rt), cfg_(c), local_(rt, c.local), ready_(*rt.dev), scanned_(*rt.dev) {
+      : rt_(rt),
+        cfg_(c),
+        local_(rt, c.local),
+        ready_(*rt.dev, EventUse::order),
+        scanned_(*rt.dev, EventUse::order) {
     validate_blocks(c.local.state_rows(), c.blocks);
     const std::string backend = resolve_allscan(c.allscan, rt.dev->is_gpu());
     if (is_device_allscan(backend)) {
