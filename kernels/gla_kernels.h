@@ -79,6 +79,12 @@ class GlaKernels {
     chunk_states_fwd(s, k, v, gc, nullptr, nullptr, ht, st);
     return true;
   }
+  // True where chunk_final_state at this shape reads g alone and neither reads nor writes gc: a caller may then run
+  // chunk_cumsum (without lambda) on another stream at the same time.
+  virtual bool final_state_reads_gates(const GlaShape& s) const {
+    (void)s;
+    return false;
+  }
   // g and gc = chunk_cumsum(g) are both given; an implementation reads whichever costs it less.
   virtual void chunk_initial_dstate(const GlaShape& s, const void* q, const void* d_o, const void* g, const float* gc,
                                     float* dh0, Stream st) {

@@ -354,6 +354,7 @@ class CudaKernels final : public GlaKernels {
     last_boundary_ = BoundaryCall{false, k, v, d};
     return !raw;
   }
+  bool final_state_reads_gates(const GlaShape& s) const override { return boundary_reads_gates(dims_of(s)); }
   void chunk_initial_dstate(const GlaShape& s, const void* q, const void* d_o, const void* g, const float* gc,
                             float* dh0, Stream st) override {
     const Dims d = dims_of(s);
