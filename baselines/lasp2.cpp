@@ -14,12 +14,19 @@ class Lasp2 final : public SpMethod {
       : rt_(rt), s_(c.local), overlap_(c.overlap), local_(rt, c.local),
         record_elems_(c.local.state_elems() + c.local.state_rows()),
         mine_(*rt.dev, record_elems_ * 4), all_(*rt.dev, record_elems_ * 4 * rt.world()),
-        ready_(*rt.dev, EventUse::order), folded_(*rt.dev, EventUse::order) {}
+        start_(*rt.dev, EventUse::order), ready_(*rt.dev, EventUse::order), folded_(*rt.dev, EventUse::order) {}
 
   void forward(const SpForwardArgs& a) override {
     Device& dev = *rt_.dev;
-    if (overlap_) local_.forward_local_states(a);
-    else local_.forward_boundary(a);
+    if (overlap_) {
+      local_.forward_local_states(a);
+    } else {
+      // gc beside the boundary kernel on the communication stream (idle until the all-gather), as zeco does.
+      dev.record(start_.get(), dev.compute_stream());
+      dev.wait(dev.comm_stream(), start_.get());
+      local_.forward_gates_beside_boundary(a, dev.comm_stream());
+      local_.forward_boundary(a);
+    }
     gather(local_.local_final());
     // S_in = fold of ranks 0..p-1 over h0.
     const Stream cs = dev.comm_stream();
@@ -32,7 +39,7 @@ class Lasp2 final : public SpMethod {
       dev.wait(dev.compute_stream(), folded_.get());
       local_.forward_apply_initial(a);
     } else {
-      local_.forward_gates(a);  // overlaps the all-gather
+      local_.forward_gates(a);  // overlaps the all-gather (where it did not run beside the boundary kernel)
       dev.wait(dev.compute_stream(), folded_.get());
       local_.forward_output_from_initial(a);
     }
@@ -79,7 +86,7 @@ class Lasp2 final : public SpMethod {
   SpLocalGla local_;
   size_t record_elems_;
   Buffer mine_, all_;
-  EventHandle ready_, folded_;
+  EventHandle start_, ready_, folded_;
 };
 
 }  // namespace
