@@ -16,7 +16,7 @@ plot "timeline_lasp2.dat" index 0 using 1:2:3:4 with boxxyerror fs solid 0.7 nob
      "timeline_lasp2.dat" index 1 using 1:2:3:4 with boxxyerror fs solid 0.2 border lc rgb "#d62728" lc rgb "#d62728" title "backward (pass)", \
      "timeline_lasp2.dat" index 2 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#2ca02c" title "boundary_dstate (compute stream)", \
      "timeline_lasp2.dat" index 3 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#ff7f0e" title "boundary_state (compute stream)", \
-     "timeline_lasp2.dat" index 4 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#9467bd" title "cumsum (compute stream)", \
+     "timeline_lasp2.dat" index 4 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#9467bd" title "cumsum (comm stream)", \
      "timeline_lasp2.dat" index 5 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#8c564b" title "fold (comm stream)", \
      "timeline_lasp2.dat" index 6 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#e377c2" title "fold_reverse (comm stream)", \
      "timeline_lasp2.dat" index 7 using 1:2:3:4 with boxxyerror fs solid 0.2 border lc rgb "#17becf" lc rgb "#17becf" title "forward (pass)", \

@@ -17,7 +17,7 @@ plot "timeline_zeco.dat" index 0 using 1:2:3:4 with boxxyerror fs solid 0.7 nobo
      "timeline_zeco.dat" index 2 using 1:2:3:4 with boxxyerror fs solid 0.2 border lc rgb "#2ca02c" lc rgb "#2ca02c" title "backward (pass)", \
      "timeline_zeco.dat" index 3 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#ff7f0e" title "boundary_dstate (compute stream)", \
      "timeline_zeco.dat" index 4 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#9467bd" title "boundary_state (compute stream)", \
-     "timeline_zeco.dat" index 5 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#8c564b" title "cumsum (compute stream)", \
+     "timeline_zeco.dat" index 5 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#8c564b" title "cumsum (comm stream)", \
      "timeline_zeco.dat" index 6 using 1:2:3:4 with boxxyerror fs solid 0.2 border lc rgb "#e377c2" lc rgb "#e377c2" title "forward (pass)", \
      "timeline_zeco.dat" index 7 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#17becf" title "grads (compute stream)", \
      "timeline_zeco.dat" index 8 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#7f7f7f" title "output (compute stream)"
