@@ -407,7 +407,7 @@ void print_breakdown(Problem& p) {
                           g_kern->chunk_states_bwd(s, q, d_o, ws.gc.f32(), nullptr, ws.dhs.f32(), p.dh0.f32(), st);
                         })});
   }
-  // Each earlier variant of the A-matrix (default 4) and dq/dk/dg (default 2) kernels, run alone.
+  // Each earlier variant of the A-matrix (default 4) and dq/dk/dg (default 3: slices 3 ahead) kernels, run alone.
   for (int variant : {1, 2, 3}) {
     const std::string tag = ", variant " + std::to_string(variant);
     stages.push_back(

@@ -90,8 +90,8 @@ void launch_dv(const Dims& d, const __nv_bfloat16* q, const __nv_bfloat16* k, co
                const float* gc, const float* dhs, __nv_bfloat16* dv, cudaStream_t stream, int bv = 0);
 
 // gla_dqk.cu: per (chunk, dk tile) blocks: dq, dk and dg.
-// set_dqk_variant: tuning override (0: default; 1: 32-column dv slices, 2 blocks per SM; 2: 16-column slices,
-// 3 blocks per SM). For tests and the benchmark.
+// set_dqk_variant: tuning override, how many dv slices phase 1 loads ahead (0: the default, 3; 1, 2; any other value
+// is 3). For tests and the benchmark.
 void set_dqk_variant(int v);
 void launch_dqk(const Dims& d, const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                 const __nv_bfloat16* d_o, const float* gc, const float* hs, const float* dhs, __nv_bfloat16* dq,

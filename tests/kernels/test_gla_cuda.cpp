@@ -207,9 +207,9 @@ std::vector<Case> cases() {
   v.push_back({1, 300, 2, 128, 128, Gates::strong, true, true, false, 32});  // the 32-row state tile
   v.push_back({2, 65, 1, 40, 72, Gates::model, true, true, false, 32});
   v.push_back({1, 129, 2, 64, 64, Gates::strong, true, true, false, 16});
-  // the other variants of the A-matrix and dq/dk/dg kernels (1: 32-wide slices, 2: 16-wide slices, 3 blocks per SM;
-  // the A-matrix kernels' 3 is 2 with one barrier per slice, their default 4 is 3 with the state slice in quads;
-  // dq/dk/dg's default is 2, which its variant 3 falls back to)
+  // the other variants of the A-matrix and dq/dk/dg kernels (A-matrix: 1: 32-wide slices, 2: 16-wide slices, 3 blocks
+  // per SM, 3: 2 with one barrier per slice, their default 4: 3 with the state slice in quads; dq/dk/dg: its dv
+  // slices 1, 2 or 3 (the default) ahead)
   for (int var : {1, 2, 3}) {
     v.push_back({1, 91, 2, 13, 7, Gates::strong, true, true, false, 0, var});
     v.push_back({1, 200, 1, 256, 512, Gates::model, true, true, false, 0, var});

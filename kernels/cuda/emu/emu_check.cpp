@@ -382,7 +382,7 @@ int main(int argc, char** argv) {
   composite(1, 130, 1, 40, 72, 1, true, true);
   gla_cuda::set_states_bk(0);
   composite(1, 100, 1, 48, 64, 2, true, true);  // extreme gates: the exact diagonal blocks (16-feature slices)
-  for (int var : {1, 2}) {  // the other variants of the A-matrix (default 3) and dq/dk/dg (default 2) kernels
+  for (int var : {1, 2}) {  // the other variants of the A-matrix (default 4) and dq/dk/dg (default 3) kernels
     gla_cuda::set_intra_variant(var);
     gla_cuda::set_dqk_variant(var);
     composite(1, 130, 1, 40, 72, 1, true, true);
