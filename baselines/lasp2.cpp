@@ -14,19 +14,13 @@ class Lasp2 final : public SpMethod {
       : rt_(rt), s_(c.local), overlap_(c.overlap), local_(rt, c.local),
         record_elems_(c.local.state_elems() + c.local.state_rows()),
         mine_(*rt.dev, record_elems_ * 4), all_(*rt.dev, record_elems_ * 4 * rt.world()),
-        start_(*rt.dev, EventUse::order), ready_(*rt.dev, EventUse::order), folded_(*rt.dev, EventUse::order) {}
+        ready_(*rt.dev, EventUse::order), folded_(*rt.dev, EventUse::order) {}
 
   void forward(const SpForwardArgs& a) override {
     Device& dev = *rt_.dev;
-    if (overlap_) {
-      local_.forward_local_states(a);
-    } else {
-      // gc beside the boundary kernel on the communication stream (idle until the all-gather), as zeco does.
-      dev.record(start_.get(), dev.compute_stream());
-      dev.wait(dev.comm_stream(), start_.get());
-      local_.forward_gates_beside_boundary(a, dev.comm_stream());
-      local_.forward_boundary(a);
-    }
+    // In order, gc on the communication stream (idle until the all-gather) beside the boundary kernel, as in zeco.
+    if (overlap_) local_.forward_local_states(a);
+    else local_.forward_boundary(a, /*gates_on_comm=*/true);
     gather(local_.local_final());
     // S_in = fold of ranks 0..p-1 over h0.
     const Stream cs = dev.comm_stream();
@@ -86,7 +80,7 @@ class Lasp2 final : public SpMethod {
   SpLocalGla local_;
   size_t record_elems_;
   Buffer mine_, all_;
-  EventHandle start_, ready_, folded_;
+  EventHandle ready_, folded_;
 };
 
 }  // namespace

@@ -12,25 +12,25 @@ SpLocalGla::SpLocalGla(Runtime& rt, const GlaShape& s)
       local_dh_in_(*rt.dev, s.state_elems() * 4),
       S_in_(*rt.dev, s.state_elems() * 4),
       dS_out_(*rt.dev, s.state_elems() * 4),
-      spare_(*rt.dev, s.state_elems() * 4) {}
+      spare_(*rt.dev, s.state_elems() * 4),
+      start_(*rt.dev, EventUse::order) {}
 
-bool SpLocalGla::forward_gates_beside_boundary(const SpForwardArgs& a, Stream st) {
-  if (!rt_.kern->final_state_reads_gates(ws_.shape)) return false;
-  TimelineSpan span(rt_, "cumsum", true);
-  // lambda comes from the boundary kernel, which sends it with M_p: gc only.
-  rt_.kern->chunk_cumsum(ws_.shape, a.g, ws_.gc.f32(), nullptr, st);
-  gc_beside_ = true;
-  return true;
-}
-
-void SpLocalGla::forward_boundary(const SpForwardArgs& a) {
+void SpLocalGla::forward_boundary(const SpForwardArgs& a, bool gates_on_comm) {
+  Device& dev = *rt_.dev;
+  const bool beside = gates_on_comm && rt_.kern->final_state_reads_gates(ws_.shape);
+  if (beside) {
+    dev.record(start_.get(), dev.compute_stream());  // the previous backward may still read gc
+    dev.wait(dev.comm_stream(), start_.get());
+    TimelineSpan span(rt_, "cumsum", true);
+    // lambda comes from the boundary kernel, which sends it with M_p: gc only.
+    rt_.kern->chunk_cumsum(ws_.shape, a.g, ws_.gc.f32(), nullptr, dev.comm_stream());
+  }
   TimelineSpan span(rt_, "boundary_state", false);
   states_true_ = false;
   const bool own_gc = rt_.kern->chunk_final_state(ws_.shape, a.k, a.v, a.g, ws_.gc.f32(), local_final_.f32(),
-                                                  ws_.lambda.f32(), rt_.dev->compute_stream());
-  SPB_CHECK(!(own_gc && gc_beside_), "SpLocalGla: the boundary wrote gc while chunk_cumsum ran beside it");
-  gc_ready_ = own_gc || gc_beside_;
-  gc_beside_ = false;
+                                                  ws_.lambda.f32(), dev.compute_stream());
+  SPB_CHECK(!(own_gc && beside), "SpLocalGla: the boundary wrote gc while chunk_cumsum ran beside it");
+  gc_ready_ = own_gc || beside;
 }
 
 void SpLocalGla::forward_gates(const SpForwardArgs& a) {

@@ -1,9 +1,10 @@
 // What every scan-based SP method does on its own rank (DESIGN §2), so that zeco, lasp2 and ring differ only in how
 // they obtain S_in and dS_out:
 //  forward, in order (the default): Lambda_p and M_p alone (forward_boundary: a chunk-parallel reduction from the raw
-//            gates, no chunk state stored), sent at once; gc beside that reduction on another stream
-//            (forward_gates_beside_boundary) or while they travel (forward_gates, where the boundary did not leave it); once S_in is known, the chunk states from it (the ordinary recurrence with
-//            h0 = S_in, so they are true as they are written) and o (forward_output_from_initial). Compared with
+//            gates, no chunk state stored), sent at once; gc beside that reduction on the communication stream
+//            (forward_boundary's gates_on_comm) or while they travel (forward_gates, where the boundary did not leave
+//            it); once S_in is known, the chunk states from it (the ordinary recurrence with h0 = S_in, so they are
+//            true as they are written) and o (forward_output_from_initial). Compared with
 //            computing the zero-start states first and correcting them, this trades one pass over the chunk states
 //            (read + write, ~175 us at 16K tokens on an H200) for a reduction that only reads k, v and gc; on the
 //            GPU the chunk states reuse that reduction (chunk_states_fwd_after_boundary), so it costs nothing extra.
@@ -13,7 +14,7 @@
 //  backward: D_p alone (backward_boundary, the same reduction over q, do and gc), sent at once; once dS_out is known,
 //            the state gradients from it (the recurrence with dht = dS_out, reusing the reduction likewise) and every
 //            gradient (backward_finish).
-// All work goes on the device's compute stream but forward_gates_beside_boundary's.
+// All work goes on the device's compute stream, but forward_boundary's chunk_cumsum where gates_on_comm.
 #pragma once
 
 #include "harness/method.h"
@@ -25,11 +26,11 @@ class SpLocalGla {
  public:
   SpLocalGla(Runtime& rt, const GlaShape& s);
 
-  void forward_boundary(const SpForwardArgs& a);            // -> lambda, local_final (M_p)
-  // gc on stream st beside forward_boundary, which must come next (st must wait for the compute stream's earlier
-  // work first, and the compute stream for st before it reads gc). Only where the boundary reads the raw gates alone
-  // (GlaKernels::final_state_reads_gates); false, and nothing done, elsewhere.
-  bool forward_gates_beside_boundary(const SpForwardArgs& a, Stream st);
+  // -> lambda, local_final (M_p). gates_on_comm: where the boundary kernel reads the raw gates alone
+  // (GlaKernels::final_state_reads_gates), gc too, by chunk_cumsum on the communication stream at the same time
+  // (after the compute stream's earlier work): the caller makes the compute stream wait for the communication
+  // stream before anything reads gc.
+  void forward_boundary(const SpForwardArgs& a, bool gates_on_comm = false);
   void forward_gates(const SpForwardArgs& a);               // -> gc (no-op where forward_boundary left it)
   void forward_output_from_initial(const SpForwardArgs& a);  // reads S_in()
   void forward_local_states(const SpForwardArgs& a);         // -> lambda, local_final and the zero-start states
@@ -60,7 +61,7 @@ class SpLocalGla {
   Buffer local_final_, local_dh_in_, S_in_, dS_out_, spare_;
   bool states_true_ = false;  // hs and ht in the workspace already include S_in
   bool gc_ready_ = false;     // gc in the workspace is chunk_cumsum(g) of the current forward
-  bool gc_beside_ = false;    // forward_gates_beside_boundary ran for the coming forward_boundary
+  EventHandle start_;        // forward_boundary's chunk_cumsum on the communication stream waits for it
 };
 
 // A buffer of `bytes` filled with `src` (nullable: zeros), on stream st.

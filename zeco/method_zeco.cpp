@@ -20,7 +20,6 @@ class Zeco final : public SpMethod {
       : rt_(rt),
         cfg_(c),
         local_(rt, c.local),
-        start_(*rt.dev, EventUse::order),
         ready_(*rt.dev, EventUse::order),
         scanned_(*rt.dev, EventUse::order) {
     validate_blocks(c.local.state_rows(), c.blocks);
@@ -45,16 +44,10 @@ class Zeco final : public SpMethod {
 
   void forward(const SpForwardArgs& a) override {
     Device& dev = *rt_.dev;
-    if (cfg_.overlap) {
-      local_.forward_local_states(a);
-    } else {
-      // gc on the communication stream, idle until the scan, beside the boundary kernel where that reads the raw
-      // gates: the scan then has nothing of the compute stream's critical path beside it, and gc is ready after it.
-      dev.record(start_.get(), dev.compute_stream());
-      dev.wait(dev.comm_stream(), start_.get());
-      local_.forward_gates_beside_boundary(a, dev.comm_stream());
-      local_.forward_boundary(a);
-    }
+    // In order, gc on the communication stream (idle until the scan) beside the boundary kernel where that reads the
+    // raw gates: the scan then has nothing of the compute stream's critical path beside it.
+    if (cfg_.overlap) local_.forward_local_states(a);
+    else local_.forward_boundary(a, /*gates_on_comm=*/true);
     dev.record(ready_.get(), dev.compute_stream());
     dev.wait(dev.comm_stream(), ready_.get());
     scan(ScanDirection::forward, local_.local_final(), a.h0, local_.S_in(), a.h_out);
@@ -109,7 +102,7 @@ class Zeco final : public SpMethod {
   SpConfig cfg_;
   std::string notice_;
   SpLocalGla local_;
-  EventHandle start_, ready_, scanned_;
+  EventHandle ready_, scanned_;
 #ifdef SPB_HAVE_CUDA
   std::unique_ptr<DeviceAllScan> device_scan_;
 #else

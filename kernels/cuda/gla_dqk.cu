@@ -13,8 +13,8 @@
 //   dA += dO V^T (bf16 mma: both exact), dq += dO H0^T, dk += V dH^T (tf32), rowsum(dH * H0) on the fly. The
 //   slices come from DRAM at the rate the bytes in flight allow: with one slice ahead (variant 1) phase 1 ran at
 //   ~2.3 TB/s at GLA-1B.
-// - Phase 2 (q, k, gc of the tile loaded into the ring behind the last slice): the intra terms as tf32 mma with the sub-chunk
-//   factorisation of gla_intra.cu: dq uses b_ref = first row of the warp's sub-chunk (keys scaled by
+// - Phase 2 (q, k, gc of the tile loaded into the ring behind the last slice): the intra terms as tf32 mma with the
+//   sub-chunk factorisation of gla_intra.cu: dq uses b_ref = first row of the warp's sub-chunk (keys scaled by
 //   exp(b_ref - b_j) <= 1 off the diagonal), dk uses b_ref = last row of the sub-chunk (queries scaled by
 //   exp(b_j - b_ref) <= 1 off the diagonal); the post-factors are <= 1. dA's register fragment is directly the A
 //   operand of the dq product (k-permutation, see gla_cuda_common.cuh); dk needs dA^T, read from shared memory.
@@ -70,7 +70,8 @@ struct DqkParams {
 // hot path stays small.
 __device__ __noinline__ float exact_dq_diag(const float* dAs, const bf16* Kr, const float* Gr, int r, int fl, int j0) {
   float x = 0.f;
-  for (int j = j0; j <= r; ++j) x += dAs[r * DAS + j] * bf_at(Kr + j * DRS + fl) * exp_ftz(Gr[r * DGR + fl] - Gr[j * DGR + fl]);
+  for (int j = j0; j <= r; ++j)
+    x += dAs[r * DAS + j] * bf_at(Kr + j * DRS + fl) * exp_ftz(Gr[r * DGR + fl] - Gr[j * DGR + fl]);
   return x;
 }
 __device__ __noinline__ float exact_dk_diag(const float* dAs, const bf16* Qr, const float* Gr, int r, int fl,
