@@ -807,10 +807,13 @@ std::vector<Figure> plot_scaling(Context& c, bool cpu, bool weak) {
   return figs;
 }
 
-// The overlap timeline of one iteration: every rank's compute and communication streams.
-std::vector<Figure> plot_timelines(Context& c) {
-  std::vector<Figure> figs;
-  if (c.res.timeline.empty()) return figs;
+// The timeline iterations the report shows: one per method and order ("zeco", "zeco_overlap", ...) at one setting
+// (GPUs first, then the largest world size, then the newest), each the newest at that setting; with its key: method,
+// backend, world_size, tokens_per_rank, heads, dk, dv, gpu, git_sha, date, overlap.
+using TimelineIteration = std::pair<std::vector<std::string>, std::vector<const Row*>>;
+std::map<std::string, TimelineIteration> timeline_iterations(const Context& c) {
+  std::map<std::string, TimelineIteration> out;
+  if (c.res.timeline.empty()) return out;
   // Iterations: rows sharing these columns. Prefer GPUs, then the largest world size, then the newest.
   const std::vector<std::string> id_cols = {"method", "backend", "world_size", "tokens_per_rank", "heads", "dk", "dv",
                                             "gpu", "git_sha", "date"};
@@ -851,8 +854,15 @@ std::vector<Figure> plot_timelines(Context& c) {
     auto& slot = per_method[k[0] + (k[10] == "1" ? "_overlap" : "")];
     if (!slot || (*slot)[9] <= k[9]) slot = &k;
   }
-  for (auto& [method, kp] : per_method) {
-    const auto& rows = iters[*kp];
+  for (auto& [method, kp] : per_method) out[method] = {*kp, iters[*kp]};
+  return out;
+}
+
+// The overlap timeline of one iteration: every rank's compute and communication streams.
+std::vector<Figure> plot_timelines(Context& c) {
+  std::vector<Figure> figs;
+  for (auto& [method, it] : timeline_iterations(c)) {
+    const auto& rows = it.second;
     int ranks = 0;
     std::set<std::string> names;
     for (auto* r : rows) ranks = std::max(ranks, inum(*r, "rank") + 1), names.insert(col(*r, "span"));
@@ -885,7 +895,7 @@ std::vector<Figure> plot_timelines(Context& c) {
     }
     PlotSpec p;
     p.name = "timeline_" + method;
-    const auto& k = *kp;
+    const auto& k = it.first;
     const std::string order = k[10] == "1" ? " (--overlap 1)" : "";
     p.title = "One iteration of " + k[0] + order + " on " + k[2] + " " + (k[1] == "cpu" ? "CPU ranks" : k[7] + " GPUs") + " (" +
               k[3] + " tokens per rank, H=" + k[4] + ", dk=" + k[5] + ", dv=" + k[6] + ", " + k[9].substr(0, 10) + ")";
@@ -910,6 +920,47 @@ std::vector<Figure> plot_timelines(Context& c) {
                         ""));
   }
   return figs;
+}
+
+// What the timelines say of each method's communication: its iteration against dp's at the same setting, beside the
+// time of its communication spans. The excess over dp is what the overlap did not hide (communication, hand-offs,
+// extra kernels); one iteration each, so it moves by some microseconds from run to run (Tables 3 and 4 have the means).
+std::string section_exposed(const Context& c) {
+  const auto its = timeline_iterations(c);
+  const auto dp = its.find("dp");
+  if (dp == its.end() || its.size() < 2) return "";
+  // Per rank: the forward and backward passes, or the communication stream's spans but the passes and chunk_cumsum
+  // (local compute that zeco and lasp2 put there only to overlap it with the boundary kernel); the slowest rank.
+  auto slowest = [](const std::vector<const Row*>& rows, bool comm) {
+    std::map<int, double> per_rank;
+    for (auto* r : rows) {
+      const std::string span = col(*r, "span"), stream = col(*r, "stream");
+      const bool pass = span == "forward" || span == "backward";
+      if (comm ? (stream == "comm" && !pass && span != "cumsum") : pass)
+        per_rank[inum(*r, "rank")] += num(*r, "end_us") - num(*r, "start_us");
+    }
+    double m = 0;
+    for (auto& [rank, us] : per_rank) m = std::max(m, us);
+    return m;
+  };
+  const double dp_us = slowest(dp->second.second, false);
+  const auto& k = dp->second.first;
+  std::ostringstream s;
+  s << "#### Exposed communication (from the timelines above)\n\n"
+    << "One iteration of each method on " << k[2] << " " << (k[1] == "cpu" ? "CPU ranks" : k[7] + " GPUs") << ", "
+    << k[3] << " tokens per rank: forward + backward of the slowest rank, its excess over dp's (" << fmt("%.1f", dp_us)
+    << " us), and the communication spans of the rank where they took longest (waiting for peers included; chunk_cumsum, "
+       "which zeco and lasp2 run on the communication stream beside the boundary kernel, is not one). The excess is "
+       "the communication, stream hand-offs and extra kernels that the overlap did not hide.\n\n"
+    << "| method | forward + backward (us) | over dp (us) | communication spans (us) | over dp ÷ communication |\n"
+    << "|---|---|---|---|---|\n";
+  for (auto& [method, it] : its) {
+    if (method == "dp") continue;
+    const double t = slowest(it.second, false), busy = slowest(it.second, true);
+    s << "| " << method << " | " << fmt("%.1f", t) << " | " << fmt("%.1f", t - dp_us) << " | " << fmt("%.1f", busy)
+      << " | " << (busy > 0 ? fmt("%.0f %%", 100 * (t - dp_us) / busy) : "—") << " |\n";
+  }
+  return s.str() + "\n";
 }
 
 std::string figure_md(const Figure& f) {
@@ -1283,6 +1334,7 @@ int run_report(const ReportOptions& o) {
     md << "Not drawn: no timeline CSV in results/ (`results/*timeline*.csv` with columns rank, stream, span, "
           "start_us, end_us; `spbench operator --timeline FILE` writes one).\n\n";
   for (auto& f : timeline_figs) md << figure_md(f);
+  md << section_exposed(c);
   md << section_cpu(c, cpu_figs);
 
   // No trailing blanks on a line, one newline at the end.

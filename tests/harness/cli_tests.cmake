@@ -120,6 +120,18 @@ report --no-plots --results ${CMAKE_CURRENT_BINARY_DIR}/report_empty/results \
 --paper ${CMAKE_SOURCE_DIR}/../shared/paper/paper_tables.csv --out ${CMAKE_CURRENT_BINARY_DIR}/report_empty/out && \
 grep -q 'No result CSVs' ${CMAKE_CURRENT_BINARY_DIR}/report_empty/out/README.md && echo REPORT_EMPTY_OK")
 set_tests_properties(cli.report.empty_results PROPERTIES PASS_REGULAR_EXPRESSION "REPORT_EMPTY_OK" TIMEOUT 60)
+# The exposed-communication table from a hand-made timeline (tests/harness/data/timeline_fixture.csv: dp and zeco on
+# 2 ranks): zeco's slowest rank takes 1080 us against dp's 1000, and its longest communication spans 45 us (the
+# chunk_cumsum span on the communication stream is not counted), so 80 us over dp, 178 %.
+add_test(NAME cli.report.exposed_communication
+         COMMAND sh -c "rm -rf ${CMAKE_CURRENT_BINARY_DIR}/report_exposed && mkdir -p \
+${CMAKE_CURRENT_BINARY_DIR}/report_exposed/results && cp ${CMAKE_CURRENT_SOURCE_DIR}/harness/data/timeline_fixture.csv \
+${CMAKE_CURRENT_BINARY_DIR}/report_exposed/results/fixture_timeline.csv && ${SPB_MPIRUN_STR} 1 ${SPB_MPI_FLAGS_STR} \
+$<TARGET_FILE:spbench> report --no-plots --results ${CMAKE_CURRENT_BINARY_DIR}/report_exposed/results \
+--paper ${CMAKE_SOURCE_DIR}/../shared/paper/paper_tables.csv --out ${CMAKE_CURRENT_BINARY_DIR}/report_exposed/out && \
+grep -qF '| zeco | 1080.0 | 80.0 | 45.0 | 178 % |' ${CMAKE_CURRENT_BINARY_DIR}/report_exposed/out/README.md && \
+echo REPORT_EXPOSED_OK")
+set_tests_properties(cli.report.exposed_communication PROPERTIES PASS_REGULAR_EXPRESSION "REPORT_EXPOSED_OK" TIMEOUT 60)
 add_test(NAME report.drift COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/check_report.sh $<TARGET_FILE:spbench>)
 set_tests_properties(report.drift PROPERTIES TIMEOUT 300)
 
