@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -21,6 +22,17 @@ inline float tf32_model(float x) {
   const double r = std::nearbyint(double(x) / q) * q;          // exact in double; ties to even (default mode)
   if (std::fabs(r) >= 0x1p128) return std::copysign(std::numeric_limits<float>::infinity(), x);
   return float(r);
+}
+
+// Whether `got`, a conversion's bits for x, is the model's: the same bits, or for NaN any NaN with the 13 low bits
+// zero.
+inline bool tf32_matches_model(float x, uint32_t got) {
+  const float want = tf32_model(x);
+  uint32_t want_bits;
+  std::memcpy(&want_bits, &want, 4);
+  float y;
+  std::memcpy(&y, &got, 4);
+  return std::isnan(x) ? std::isnan(y) && (got & 0x1fffu) == 0 : got == want_bits;
 }
 
 // Edge values (ties that round up and down, the largest finite value, subnormals, zeros, infinities, NaN) and
