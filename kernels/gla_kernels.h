@@ -7,6 +7,7 @@
 //   hs, dhs  [B, H, NT, dk, dv] fp32: state at the start of chunk n / gradient of the state at its end
 //   h0, ht, dht, dh0, S_in, dS_out  [B, H, dk, dv] fp32
 //   lambda   [B, H, dk] fp32: sum of g over all T tokens (the rank's total log-decay)
+// A stage's shape may name a range of (b, h) pairs (GlaShape::pair_range); it then computes those pairs alone.
 // A state [B, H, dk, dv] is, for the scan, a matrix of B*H*dk rows of dv columns whose row r decays by
 // exp(lambda[r]): rows are independent, which is why All-Scan may split a state into blocks of whole rows.
 // Every exponent the stages take is a difference "later minus earlier" of a cumsum of g <= 0, so it never overflows.
@@ -24,6 +25,14 @@ constexpr int kChunk = 64;
 
 struct GlaShape {
   int B = 1, T = 1, H = 1, dk = 1, dv = 1;
+  // The (b, h) pairs a stage computes, as flat indices b * H + h: [pair_begin, pair_begin + pairs()); pair_count 0
+  // means all B * H. Pointers always address the whole tensors; a stage reads and writes only its pairs' parts (their
+  // state rows are [pair_begin * dk, (pair_begin + pairs()) * dk)), so stages of disjoint ranges may be interleaved
+  // (zeco pipelines its scans over head groups this way). The sizes below are always the whole tensors'.
+  int pair_begin = 0, pair_count = 0;
+  int pairs() const { return pair_count ? pair_count : B * H; }
+  bool all_pairs() const { return pair_begin == 0 && pairs() == B * H; }
+  GlaShape pair_range(int begin, int count) const;  // this shape restricted to pairs [begin, begin + count)
   int chunks() const { return (T + kChunk - 1) / kChunk; }
   size_t qk_elems() const { return size_t(B) * T * H * dk; }
   size_t v_elems() const { return size_t(B) * T * H * dv; }

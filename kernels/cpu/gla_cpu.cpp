@@ -12,6 +12,15 @@ namespace spb {
 
 float GlaShape::scale() const { return 1.0f / std::sqrt(float(dk)); }
 
+GlaShape GlaShape::pair_range(int begin, int count) const {
+  SPB_CHECK(begin >= 0 && count >= 1 && long(begin) + count <= long(B) * H,
+            "GlaShape::pair_range: pairs [" + std::to_string(begin) + ", " + std::to_string(long(begin) + count) +
+                ") outside the " + std::to_string(long(B) * H) + " (b, h) pairs");
+  GlaShape s = *this;
+  s.pair_begin = begin, s.pair_count = count;
+  return s;
+}
+
 namespace {
 
 // Strided views of one (b, h) pair of a [B, T, H, D] tensor and of its [NT, dk, dv] chunk states.
@@ -34,10 +43,12 @@ struct ChunkRange {
   ChunkRange(const GlaShape& s, int n) : t0(n * kChunk), t1(std::min(s.T, (n + 1) * kChunk)) {}
 };
 
+// The shape's (b, h) pairs, in order.
 template <class F>
 void for_each_bh(const GlaShape& s, F&& f) {
-  for (int b = 0; b < s.B; ++b)
-    for (int h = 0; h < s.H; ++h) f(b, h);
+  SPB_CHECK(s.pair_begin >= 0 && s.pair_count >= 0 && long(s.pair_begin) + s.pairs() <= long(s.B) * s.H,
+            "GlaShape: a (b, h) pair range outside the tensor");
+  for (int bh = s.pair_begin; bh < s.pair_begin + s.pairs(); ++bh) f(bh / s.H, bh % s.H);
 }
 
 class CpuKernels final : public GlaKernels {

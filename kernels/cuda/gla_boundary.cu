@@ -219,16 +219,24 @@ struct BoundaryParams {
   const float* gc;  // RAW: unused
   const bf16* g;    // RAW: the raw gates (each chunk scanned in the kernel); else unused
   float* lambda;    // RAW forward, nullable: sum of g over all tokens [B*H, dk] (S == 1: written here, else by the fold)
-  float* out;  // S == 1: fin [B*H, dk, dv]; S > 1: the partial states [B*H, S, dk, dv]
-  float* tau;  // S > 1: the spans' log-decays [B*H, S, dk]
+  float* out;  // S == 1: fin [B*H, dk, dv]; S > 1: scratch, the partial states (part_at)
+  float* tau;  // S > 1: scratch, the spans' log-decays (tau_at)
   int B, T, H, dk, dv, NT;
   int span, S;  // chunks per span, spans per (b, h)
   float scale;
   bool vx, vy, vg;  // 16-byte loads allowed for x, y, and gc (RAW: g)
-  // STORE (launch_states_spans): each span starts from init [B*H, S, dk, dv] (nullable: zero) and stores the state
-  // at the start of every chunk to hs [B*H, NT, dk, dv]; out = fin where S == 1 (nullable), unused otherwise.
+  // STORE (launch_states_spans): each span starts from init (S > 1: scratch at part_at; S == 1: h0 / dht [B*H, dk,
+  // dv]; nullable: zero) and stores the state at the start of every chunk to hs [B*H, NT, dk, dv]; out = fin where
+  // S == 1 (nullable), unused otherwise.
   const float* init = nullptr;
   float* hs = nullptr;
+  int bh0 = 0, nbh = 0;  // the grid's pairs: bh0 + blockIdx.z, blockIdx.z < nbh (GlaShape::pair_range)
+  // The scratch of S spans: span s holds the partial states of all B*H pairs [B*H, dk, dv], then their log-decays
+  // [B*H, dk]. A pair's entries stay where they are whatever the launch's pair range and span count, so launches on
+  // disjoint ranges keep each other's partials. Span 0's partial states are laid out as a state [B*H, dk, dv].
+  __host__ __device__ long span_stride() const { return long(B) * H * (long(dk) * dv + dk); }
+  __host__ __device__ long part_at(int s, long bh) const { return s * span_stride() + bh * dk * dv; }
+  __host__ __device__ long tau_at(int s, long bh) const { return s * span_stride() + long(B) * H * dk * dv + bh * dk; }
 };
 
 // RAW: element (r, c) of a bf16 [rows][BK] tile whose 16-byte chunks are swizzled, chunk c / 8 of row r stored at
@@ -285,7 +293,7 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundar
   extern __shared__ __align__(16) unsigned char smem[];
 
   const int ntn = (p.dv + BN - 1) / BN;
-  const int tile = blockIdx.x, sp = blockIdx.y, bh = blockIdx.z;
+  const int tile = blockIdx.x, sp = blockIdx.y, bh = p.bh0 + blockIdx.z;
   const int i0 = (tile / ntn) * BK, j0 = (tile % ntn) * BN;
   const int b = bh / p.H, h = bh % p.H;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
@@ -524,7 +532,7 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundar
   };
   if constexpr (STORE) {  // the span's initial state (elements outside the state stay 0)
     if (p.init) {
-      const float* src = p.init + (long(bh) * p.S + sp) * p.dk * p.dv;
+      const float* src = p.init + p.part_at(sp, bh);  // (S == 1: bh's state)
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -655,27 +663,29 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundar
     return;
   }
   // The span's result: fin itself when there is one span, else the partial state and (dv tile 0) the log-decay.
-  store_acc(p.S == 1 ? p.out + long(bh) * p.dk * p.dv : p.out + (long(bh) * p.S + sp) * p.dk * p.dv);
-  if (p.S > 1 && tile % ntn == 0 && tid < BK && i0 + tid < p.dk) p.tau[(long(bh) * p.S + sp) * p.dk + i0 + tid] = tau;
+  store_acc(p.S == 1 ? p.out + long(bh) * p.dk * p.dv : p.out + p.part_at(sp, bh));
+  if (p.S > 1 && tile % ntn == 0 && tid < BK && i0 + tid < p.dk) p.tau[p.tau_at(sp, bh) + i0 + tid] = tau;
   if (RAW && p.S == 1 && p.lambda && tile % ntn == 0 && tid < BK && i0 + tid < p.dk)
     p.lambda[long(bh) * p.dk + i0 + tid] = tau;
 }
 
-// fin[bh][r][c] = fold over the spans of the partial states, acc = exp(tau_s[r]) acc + P_s[r][c]; VEC: 4 columns per
-// thread (dv % 4 == 0, 16-byte aligned fin, scratch and init0), else one.
+// fin[bh][r][c] = fold over the spans of the partial states, acc = exp(tau_s[r]) acc + P_s[r][c], for the pairs
+// bh of sc's range (sc: the launch's BoundaryParams, for its scratch layout); VEC: 4 columns per thread (dv % 4 == 0,
+// 16-byte aligned fin, scratch and init0), else one.
 // lambda (nullable, forward): the sum of the spans' tau_s, in span order, by the thread of column 0.
 // excl (launch_states_spans): acc starts at init0 (nullable: 0) and each P_s is replaced, in place, by acc before it
 // (the span's true initial state); fin is then nullable.
 template <bool VEC>
-__global__ void __launch_bounds__(256) boundary_fold_kernel(float* part, const float* tau, float* fin, float* lambda,
-                                                            const float* init0, bool excl, int BH, int S, int dk,
-                                                            int dv, bool rev) {
+__global__ void __launch_bounds__(256) boundary_fold_kernel(float* scratch, float* fin, float* lambda,
+                                                            const float* init0, bool excl, int nbh,
+                                                            const BoundaryParams sc, bool rev) {
   constexpr int E = VEC ? 4 : 1;
+  const int dk = sc.dk, dv = sc.dv, S = sc.S;
   const int cg = dv / E;
-  const long n = long(BH) * dk * cg;
+  const long n = long(nbh) * dk * cg;
   for (long i = blockIdx.x * long(blockDim.x) + threadIdx.x; i < n; i += long(gridDim.x) * blockDim.x) {
     const int c = int(i % cg) * E;
-    const long row = i / cg;  // bh * dk + r
+    const long row = long(sc.bh0) * dk + i / cg;  // bh * dk + r
     const int r = int(row % dk);
     const long bh = row / dk;
     float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -687,9 +697,9 @@ __global__ void __launch_bounds__(256) boundary_fold_kernel(float* part, const f
 #pragma unroll 4
     for (int k = 0; k < S; ++k) {
       const long s = rev ? S - 1 - k : k;
-      const float ts = tau[(bh * S + s) * dk + r], d = __expf(ts);
+      const float ts = scratch[sc.tau_at(int(s), bh) + r], d = __expf(ts);
       lam += ts;
-      float* P = part + ((bh * S + s) * dk + r) * dv + c;
+      float* P = scratch + sc.part_at(int(s), bh) + long(r) * dv + c;
       if constexpr (VEC) {
         const float4 v = *reinterpret_cast<const float4*>(P);
         if (excl) *reinterpret_cast<float4*>(P) = a;
@@ -743,7 +753,7 @@ Plan plan_of(const Dims& d) {
 // pl.span and pl.S: `span` chunks per span if > 0, else the span that fills pl's grid best.
 void set_spans(const Dims& d, Plan& pl, int span) {
   const int bps = layout_bps(pl.bk, pl.bn, pl.wm, pl.ts);
-  const long units = long(d.B) * d.H * ((d.dk + pl.bk - 1) / pl.bk) * ((d.dv + pl.bn - 1) / pl.bn);
+  const long units = long(d.pairs()) * ((d.dk + pl.bk - 1) / pl.bk) * ((d.dv + pl.bn - 1) / pl.bn);
   const long slots = long(bps) * sm_count();
   if (span <= 0) {
     // Blocks of one wave run together and a block's time is ~ its chunks plus a fixed cost (pipeline fill, partial
@@ -784,7 +794,7 @@ void launch_t(const BoundaryParams& p, cudaStream_t stream) {
     return true;
   }();
   (void)attr;
-  const dim3 grid(((p.dk + BK - 1) / BK) * ((p.dv + BN - 1) / BN), p.S, p.B * p.H);
+  const dim3 grid(((p.dk + BK - 1) / BK) * ((p.dv + BN - 1) / BN), p.S, p.nbh);
   boundary_kernel<REV, BK, BN, WM, TS, IL, BULK, RAW, STORE><<<grid, kBThreads, smem, stream>>>(p);
   SPB_CUDA_LAUNCH();
 }
@@ -844,7 +854,7 @@ void set_boundary_variant(int v) { g_boundary_variant = v; }
 int boundary_variants() { return kBoundaryVariants; }
 
 size_t boundary_scratch_elems(const Dims& d) {
-  const size_t bh = size_t(d.B) * d.H;
+  const size_t bh = size_t(d.B) * d.H;  // every pair has its place (BoundaryParams::part_at), whatever d's range
   size_t n = 0;
   for (const Plan& pl : {plan_of(d), states_plan_of(d)})
     if (pl.S > 1) n = std::max(n, bh * pl.S * d.dk * d.dv + bh * pl.S * d.dk);
@@ -854,36 +864,33 @@ size_t boundary_scratch_elems(const Dims& d) {
 namespace {
 BoundaryParams params_of(const Dims& d, const Plan& pl, const bf16* x, const bf16* y, const float* gc, const bf16* g) {
   const bool vg = pl.raw ? aligned16(g) && d.dk % 8 == 0 : aligned16(gc) && d.dk % 4 == 0;
-  return BoundaryParams{x,    y,    gc,   g,    nullptr, nullptr, nullptr, d.B,     d.T,
-                        d.H,  d.dk, d.dv, d.NT, pl.span, pl.S,    d.scale, aligned16(x) && d.dk % 8 == 0,
-                        aligned16(y) && d.dv % 8 == 0,    vg};
+  BoundaryParams p{x,    y,    gc,   g,    nullptr, nullptr, nullptr, d.B,     d.T,
+                   d.H,  d.dk, d.dv, d.NT, pl.span, pl.S,    d.scale, aligned16(x) && d.dk % 8 == 0,
+                   aligned16(y) && d.dv % 8 == 0,    vg};
+  p.bh0 = d.bh0, p.nbh = d.pairs();
+  return p;
 }
 // The fold of the spans' partials in scratch: fin (nullable where excl) and lambda (nullable); excl: the partials
 // become the spans' initial states, from init0 (nullable: 0).
 void launch_fold(const Dims& d, const Plan& pl, bool reverse, float* scratch, float* fin, float* lambda,
                  const float* init0, bool excl, cudaStream_t stream) {
-  const size_t bh = size_t(d.B) * d.H;
-  float* part = scratch;  // [B*H, S, dk, dv]
-  const float* tau = scratch + bh * pl.S * d.dk * d.dv;
+  const BoundaryParams sc = params_of(d, pl, nullptr, nullptr, nullptr, nullptr);  // (the scratch layout)
   const bool vec = d.dv % 4 == 0 && (!fin || aligned16(fin)) && (!init0 || aligned16(init0)) && aligned16(scratch);
-  const long n = long(bh) * d.dk * (vec ? d.dv / 4 : d.dv);
+  const long n = long(d.pairs()) * d.dk * (vec ? d.dv / 4 : d.dv);
   const int blocks = int(std::min<long>((n + 255) / 256, 16L * sm_count()));
   if (vec)
-    boundary_fold_kernel<true><<<blocks, 256, 0, stream>>>(part, tau, fin, lambda, init0, excl, int(bh), pl.S, d.dk,
-                                                           d.dv, reverse);
+    boundary_fold_kernel<true><<<blocks, 256, 0, stream>>>(scratch, fin, lambda, init0, excl, d.pairs(), sc, reverse);
   else
-    boundary_fold_kernel<false><<<blocks, 256, 0, stream>>>(part, tau, fin, lambda, init0, excl, int(bh), pl.S, d.dk,
-                                                            d.dv, reverse);
+    boundary_fold_kernel<false><<<blocks, 256, 0, stream>>>(scratch, fin, lambda, init0, excl, d.pairs(), sc, reverse);
   SPB_CUDA_LAUNCH();
 }
 // Stage 1 by plan pl: fin where S == 1, else the partials and decays in scratch. g / lambda only where pl.raw.
 void launch_stage1(const Dims& d, const Plan& pl, bool reverse, const bf16* x, const bf16* y, const float* gc,
                    const bf16* g, float* fin, float* lambda, float* scratch, cudaStream_t stream) {
-  const size_t bh = size_t(d.B) * d.H;
   BoundaryParams p = params_of(d, pl, x, y, gc, g);
   p.lambda = lambda;
   p.out = pl.S == 1 ? fin : scratch;
-  p.tau = pl.S == 1 ? nullptr : scratch + bh * pl.S * d.dk * d.dv;
+  p.tau = pl.S == 1 ? nullptr : scratch;  // (tau_at places the decays)
   if (reverse) launch_r<true>(p, pl, stream);
   else launch_r<false>(p, pl, stream);
 }

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "harness/cuda_check.h"
 #include "harness/error.h"
@@ -24,7 +25,9 @@ cudaStream_t stream_of(Stream st) { return static_cast<cudaStream_t>(st.handle);
 Dims dims_of(const GlaShape& s) {
   SPB_CHECK(s.B >= 1 && s.T >= 1 && s.H >= 1 && s.dk >= 1 && s.dv >= 1, "GlaShape must be positive");
   SPB_CHECK(s.chunks() <= 65535 && long(s.B) * s.H <= 65535, "grid too large for this shape");
-  return Dims{s.B, s.T, s.H, s.dk, s.dv, s.chunks(), 1.0f / std::sqrt(float(s.dk))};
+  SPB_CHECK(s.pair_begin >= 0 && s.pair_count >= 0 && long(s.pair_begin) + s.pairs() <= long(s.B) * s.H,
+            "GlaShape: a (b, h) pair range outside the tensor");
+  return Dims{s.B, s.T, s.H, s.dk, s.dv, s.chunks(), 1.0f / std::sqrt(float(s.dk)), s.pair_begin, s.pairs()};
 }
 
 int grid_for(long n, int threads) { return int(std::min<long>((n + threads - 1) / threads, 132L * 16)); }
@@ -33,23 +36,22 @@ int grid_for(long n, int threads) { return int(std::min<long>((n + threads - 1) 
 __device__ __forceinline__ int last_row(int n, int T) { return min(T, (n + 1) * kC) - 1; }
 
 // ---- chunk_cumsum ---------------------------------------------------------------------------------------------------
-// One thread per (b, chunk, h, group of VEC features): a sequential inclusive sum down the chunk's rows. Loads of
+// One thread per (chunk, pair bh0 + i, group of VEC features): a sequential inclusive sum down the chunk's rows. Loads of
 // later rows do not depend on the running sum, so the unrolled loop keeps several in flight. Memory-bound: reads g
 // once, writes gc once. VEC = 2 (4-byte loads, 8-byte stores) rather than 4: at B=1, T=16K, H=16, dk=128 VEC = 4
 // gave 131K threads, half of what the SMs hold (ncu: 45 % occupancy). Measured: the same time there (DRAM stays at
 // 67 %), 20 % less at T=16K, H=4, dk=256 (NOTES.md, v3).
 template <int VEC>
-__global__ void cumsum_kernel(const bf16* __restrict__ g, float* __restrict__ gc, int T, int H, int dk, int NT,
-                              long total) {
+__global__ void cumsum_kernel(const bf16* __restrict__ g, float* __restrict__ gc, int T, int H, int dk, int bh0,
+                              int nbh, long total) {
   const int ncg = dk / VEC;
   for (long idx = blockIdx.x * long(blockDim.x) + threadIdx.x; idx < total; idx += long(gridDim.x) * blockDim.x) {
     long r = idx;
     const int cg = int(r % ncg);
     r /= ncg;
-    const int h = int(r % H);
-    r /= H;
-    const int n = int(r % NT);
-    const int b = int(r / NT);
+    const int bh = bh0 + int(r % nbh);
+    const int n = int(r / nbh);
+    const int b = bh / H, h = bh % H;
     const int t0 = n * kC, len = min(kC, T - t0);
     const long stride = long(H) * dk;
     const long base = ((long(b) * T + t0) * H + h) * dk + long(cg) * VEC;
@@ -81,11 +83,11 @@ __global__ void cumsum_kernel(const bf16* __restrict__ g, float* __restrict__ gc
 constexpr int kLambdaWarps = 32;
 int g_cumsum_vec = 2;  // features per cumsum thread: 2, or 4 (v2; kept for the benchmark's comparison)
 __global__ void __launch_bounds__(kLambdaWarps * 32)
-    lambda_kernel(const float* __restrict__ gc, float* __restrict__ lambda, int T, int H, int dk, int NT) {
+    lambda_kernel(const float* __restrict__ gc, float* __restrict__ lambda, int T, int H, int dk, int NT, int bh0) {
   extern __shared__ float part_[];  // [kLambdaWarps][32]
   float(*part)[32] = reinterpret_cast<float(*)[32]>(part_);
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-  const int f = blockIdx.x * 32 + lane, bh = blockIdx.y, b = bh / H, h = bh % H;
+  const int f = blockIdx.x * 32 + lane, bh = bh0 + blockIdx.y, b = bh / H, h = bh % H;
   const int per = (NT + kLambdaWarps - 1) / kLambdaWarps, n0 = w * per, n1 = min(NT, n0 + per);
   float acc = 0.f;
   if (f < dk) {
@@ -135,7 +137,7 @@ __global__ void __launch_bounds__(128) output_add_initial_kernel(const bf16* q, 
   float* Gs = reinterpret_cast<float*>(smem + size_t(kC) * OA_QS * 2);
   float* Ss = Gs + kC * OA_GS;
   float* pre = Ss + 32 * OA_SS;  // [nsl * 32]
-  const int j0 = blockIdx.x * 64, bh = blockIdx.z, b = bh / d.H, h = bh % d.H;
+  const int j0 = blockIdx.x * 64, bh = d.bh0 + blockIdx.z, b = bh / d.H, h = bh % d.H;
   const int nb = blockIdx.y * kGroup, ne = min(d.NT, nb + kGroup);
   const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int nsl = (d.dk + 31) / 32;
@@ -227,7 +229,7 @@ __global__ void __launch_bounds__(256) add_state_kernel(const float* gc, const f
   extern __shared__ float sh[];  // run[dk], ex[dk]
   float* run = sh;
   float* ex = sh + d.dk;
-  const int bh = blockIdx.y, b = bh / d.H, h = bh % d.H, tid = threadIdx.x;
+  const int bh = d.bh0 + blockIdx.y, b = bh / d.H, h = bh % d.H, tid = threadIdx.x;
   const int sb = blockIdx.x * kGroup, se = min(d.NT + 1, sb + kGroup);
   auto chunk_total = [&](int n, int f) { return gc[((long(b) * d.T + last_row(n, d.T)) * d.H + h) * d.dk + f]; };
   for (int f = tid; f < d.dk; f += blockDim.x)
@@ -308,16 +310,16 @@ class CudaKernels final : public GlaKernels {
     int vec = 1;
     if (g_cumsum_vec == 4 && s.dk % 4 == 0 && (addr(g) & 7) == 0 && aligned16(gc)) vec = 4;
     else if (s.dk % 2 == 0 && (addr(g) & 3) == 0 && (addr(gc) & 7) == 0) vec = 2;
-    const long total = long(s.B) * d.NT * s.H * (s.dk / vec);
+    const long total = long(d.NT) * d.pairs() * (s.dk / vec);
     const int grid = grid_for(total, 256);
     cudaStream_t cs = stream_of(st);
-    if (vec == 4) cumsum_kernel<4><<<grid, 256, 0, cs>>>(gb, gc, s.T, s.H, s.dk, d.NT, total);
-    else if (vec == 2) cumsum_kernel<2><<<grid, 256, 0, cs>>>(gb, gc, s.T, s.H, s.dk, d.NT, total);
-    else cumsum_kernel<1><<<grid, 256, 0, cs>>>(gb, gc, s.T, s.H, s.dk, d.NT, total);
+    if (vec == 4) cumsum_kernel<4><<<grid, 256, 0, cs>>>(gb, gc, s.T, s.H, s.dk, d.bh0, d.pairs(), total);
+    else if (vec == 2) cumsum_kernel<2><<<grid, 256, 0, cs>>>(gb, gc, s.T, s.H, s.dk, d.bh0, d.pairs(), total);
+    else cumsum_kernel<1><<<grid, 256, 0, cs>>>(gb, gc, s.T, s.H, s.dk, d.bh0, d.pairs(), total);
     SPB_CUDA_LAUNCH();
     if (lambda) {
-      const dim3 lgrid((s.dk + 31) / 32, s.B * s.H);
-      lambda_kernel<<<lgrid, kLambdaWarps * 32, kLambdaWarps * 32 * 4, cs>>>(gc, lambda, s.T, s.H, s.dk, d.NT);
+      const dim3 lgrid((s.dk + 31) / 32, d.pairs());
+      lambda_kernel<<<lgrid, kLambdaWarps * 32, kLambdaWarps * 32 * 4, cs>>>(gc, lambda, s.T, s.H, s.dk, d.NT, d.bh0);
       SPB_CUDA_LAUNCH();
     }
   }
@@ -331,7 +333,7 @@ class CudaKernels final : public GlaKernels {
   }
   void chunk_states_fwd_after_boundary(const GlaShape& s, const void* k, const void* v, const float* gc,
                                        const float* h0, float* hs, float* ht, Stream st) override {
-    states(s, false, k, v, gc, h0, hs, ht, last_boundary_ == BoundaryCall{false, k, v, dims_of(s)}, st);
+    states(s, false, k, v, gc, h0, hs, ht, true, st);
   }
 
   // The boundary states by the chunk-parallel reduction of gla_boundary.cu (scratch: its per-span partials). The
@@ -351,7 +353,7 @@ class CudaKernels final : public GlaKernels {
       chunk_cumsum(s, g, gc, lambda, st);
       launch_boundary(d, false, kb, vb, gc, ht, part, stream_of(st));
     }
-    last_boundary_ = BoundaryCall{false, k, v, d};
+    remember_partials(BoundaryCall{false, k, v, d});
     return !raw;
   }
   bool final_state_reads_gates(const GlaShape& s) const override { return boundary_reads_gates(dims_of(s)); }
@@ -365,7 +367,7 @@ class CudaKernels final : public GlaKernels {
       launch_boundary_gates(d, true, qb, ob, static_cast<const bf16*>(g), dh0, nullptr, part, stream_of(st));
     else
       launch_boundary(d, true, qb, ob, gc, dh0, part, stream_of(st));
-    last_boundary_ = BoundaryCall{true, q, d_o, d};
+    remember_partials(BoundaryCall{true, q, d_o, d});
   }
 
   void chunk_output(const GlaShape& s, const void* q, const void* k, const void* v, const float* gc, const float* hs,
@@ -384,7 +386,7 @@ class CudaKernels final : public GlaKernels {
       return true;
     }();
     (void)attr;
-    const dim3 grid((s.dv + 63) / 64, (d.NT + kGroup - 1) / kGroup, s.B * s.H);
+    const dim3 grid((s.dv + 63) / 64, (d.NT + kGroup - 1) / kGroup, d.pairs());
     output_add_initial_kernel<<<grid, 128, smem, stream_of(st)>>>(
         static_cast<const bf16*>(q), gc, S_in, static_cast<bf16*>(o), d, aligned16(q) && s.dk % 8 == 0,
         aligned16(gc) && s.dk % 4 == 0, aligned16(S_in) && s.dv % 4 == 0);
@@ -394,7 +396,7 @@ class CudaKernels final : public GlaKernels {
   void states_add_initial(const GlaShape& s, const float* gc, const float* S_in, float* hs, float* ht,
                           Stream st) override {
     const Dims d = dims_of(s);
-    const dim3 grid((d.NT + 1 + kGroup - 1) / kGroup, s.B * s.H);
+    const dim3 grid((d.NT + 1 + kGroup - 1) / kGroup, d.pairs());
     add_state_kernel<<<grid, 256, size_t(2) * s.dk * 4, stream_of(st)>>>(gc, S_in, hs, ht, d);
     SPB_CUDA_LAUNCH();
   }
@@ -405,7 +407,7 @@ class CudaKernels final : public GlaKernels {
   }
   void chunk_states_bwd_after_boundary(const GlaShape& s, const void* q, const void* d_o, const float* gc,
                                        const float* dht, float* dhs, float* dh0, Stream st) override {
-    states(s, true, q, d_o, gc, dht, dhs, dh0, last_boundary_ == BoundaryCall{true, q, d_o, dims_of(s)}, st);
+    states(s, true, q, d_o, gc, dht, dhs, dh0, true, st);
   }
 
   void chunk_grads(const GlaShape& s, const void* q, const void* k, const void* v, const float* gc, const float* hs,
@@ -463,23 +465,38 @@ class CudaKernels final : public GlaKernels {
   }
 
  private:
-  // The last boundary call (chunk_final_state / chunk_initial_dstate): its partials are in scratch until the next
-  // call that uses scratch, which resets this.
+  // The boundary calls (chunk_final_state / chunk_initial_dstate) whose per-span partials are still in scratch.
+  // A pair's partials have their own place there (gla_boundary.cu), so calls on disjoint pair ranges keep theirs;
+  // a call that rewrites a pair's partials drops the entry that covered it, and a new scratch drops them all.
   struct BoundaryCall {
     bool reverse = false;
     const void* x = nullptr;
     const void* y = nullptr;
     Dims d{};
     bool operator==(const BoundaryCall& o) const {
-      return x && reverse == o.reverse && x == o.x && y == o.y && d.B == o.d.B && d.T == o.d.T && d.H == o.d.H &&
-             d.dk == o.d.dk && d.dv == o.d.dv;
+      return reverse == o.reverse && x == o.x && y == o.y && d.B == o.d.B && d.T == o.d.T && d.H == o.d.H &&
+             d.dk == o.d.dk && d.dv == o.d.dv && d.bh0 == o.d.bh0 && d.pairs() == o.d.pairs();
     }
   };
-  BoundaryCall last_boundary_;
+  std::vector<BoundaryCall> partials_;
+  void forget_partials(const Dims& d) {
+    partials_.erase(std::remove_if(partials_.begin(), partials_.end(),
+                                   [&](const BoundaryCall& c) {
+                                     return c.d.bh0 < d.bh0 + d.pairs() && d.bh0 < c.d.bh0 + c.d.pairs();
+                                   }),
+                    partials_.end());
+  }
+  void remember_partials(const BoundaryCall& c) {
+    forget_partials(c.d);
+    partials_.push_back(c);
+  }
+  bool has_partials(const BoundaryCall& c) const {
+    return std::find(partials_.begin(), partials_.end(), c) != partials_.end();
+  }
 
-  // chunk_states_fwd / _bwd; reuse: the last boundary call was this one's reduction (the partials are in scratch).
+  // chunk_states_fwd / _bwd; after_boundary: reuse the partials of this range's boundary call if they are in scratch.
   void states(const GlaShape& s, bool reverse, const void* x, const void* y, const float* gc, const float* init,
-              float* hs, float* fin, bool reuse, Stream st) {
+              float* hs, float* fin, bool after_boundary, Stream st) {
     const Dims d = dims_of(s);
     const auto* xb = static_cast<const bf16*>(x);
     const auto* yb = static_cast<const bf16*>(y);
@@ -488,9 +505,9 @@ class CudaKernels final : public GlaKernels {
       return;
     }
     float* part = scratch(boundary_scratch_elems(d));
-    launch_states_spans(d, reverse, xb, yb, gc, init, hs, fin, part, reuse && states_reuse_boundary(d),
-                        stream_of(st));
-    last_boundary_ = BoundaryCall{};  // the fold rewrote the partials
+    const bool reuse = after_boundary && has_partials(BoundaryCall{reverse, x, y, d}) && states_reuse_boundary(d);
+    launch_states_spans(d, reverse, xb, yb, gc, init, hs, fin, part, reuse, stream_of(st));
+    forget_partials(d);  // the fold rewrote them
   }
 
   // Grow-only device scratch (allocation synchronises; later calls reuse it). Calls on one stream at a time share it.
@@ -499,6 +516,7 @@ class CudaKernels final : public GlaKernels {
       if (scratch_) SPB_CUDA(cudaFree(scratch_));
       SPB_CUDA(cudaMalloc(&scratch_, elems * 4));
       scratch_elems_ = elems;
+      partials_.clear();
     }
     return scratch_;
   }

@@ -14,6 +14,10 @@ namespace gla_cuda {
 struct Dims {
   int B, T, H, dk, dv, NT;
   float scale;  // dk^-1/2
+  // The (b, h) pairs a launch computes (GlaShape::pair_range): [bh0, bh0 + pairs()); nbh 0 means all B * H. Every
+  // kernel takes its pair as bh0 + its grid index and addresses the whole tensors with it.
+  int bh0 = 0, nbh = 0;
+  int pairs() const { return nbh ? nbh : B * H; }
 };
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }

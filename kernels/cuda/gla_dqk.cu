@@ -64,6 +64,7 @@ struct DqkParams {
   int B, T, H, dk_, dv_, NT;
   float scale;
   bool vq, vk, vv, vdo, vg, vh, vout;
+  int bh0 = 0;  // the grid's pairs are bh0 + blockIdx.z (GlaShape::pair_range)
 };
 
 // Exact diagonal-block terms (only when the in-sub-chunk decay is past kMaxSubchunkDecay): out of line, so that the
@@ -104,7 +105,7 @@ __global__ void __launch_bounds__(kDqkThreads, 3) dqk_kernel(const DqkParams p) 
   float* csum = rsum + DIT;                                  // [4][64]
   float* wtot = csum + 4 * DIT;                              // [4][64]
 
-  const int i0 = blockIdx.x * DIT, n = blockIdx.y, bh = blockIdx.z;
+  const int i0 = blockIdx.x * DIT, n = blockIdx.y, bh = p.bh0 + blockIdx.z;
   const int b = bh / p.H, h = bh % p.H;
   const int DK = p.dk_, DV = p.dv_;
   const int t0 = n * kC, len = min(kC, p.T - t0);
@@ -429,7 +430,7 @@ void launch_dqk_t(const Dims& d, const DqkParams& p, cudaStream_t stream) {
     return true;
   }();
   (void)attr;
-  const dim3 grid((d.dk + DIT - 1) / DIT, d.NT, d.B * d.H);
+  const dim3 grid((d.dk + DIT - 1) / DIT, d.NT, d.pairs());
   dqk_kernel<AHEAD><<<grid, kDqkThreads, L::total, stream>>>(p);
   SPB_CUDA_LAUNCH();
 }
@@ -446,7 +447,7 @@ void launch_dqk(const Dims& d, const bf16* q, const bf16* k, const bf16* v, cons
                     aligned16(q) && d.dk % 8 == 0, aligned16(k) && d.dk % 8 == 0, aligned16(v) && d.dv % 8 == 0,
                     aligned16(d_o) && d.dv % 8 == 0, aligned16(gc) && d.dk % 4 == 0,
                     aligned16(hs) && aligned16(dhs) && d.dv % 4 == 0,
-                    aligned16(dq) && aligned16(dk) && aligned16(dg) && d.dk % 8 == 0};
+                    aligned16(dq) && aligned16(dk) && aligned16(dg) && d.dk % 8 == 0, d.bh0};
   const int var = g_dqk_variant ? g_dqk_variant : kDqkDefaultVariant;
   if (var == 1) launch_dqk_t<1>(d, p, stream);
   else if (var == 2) launch_dqk_t<2>(d, p, stream);

@@ -139,6 +139,7 @@ struct IntraParams {
   float scale;
   bool vq, vk, vg, vs, vw;
   int tiles;  // column tiles per block (launch_intra)
+  int bh0 = 0, nbh = 0;  // the grid's pairs: bh0 + blockIdx.z, blockIdx.z < nbh (GlaShape::pair_range)
 };
 
 // A_rj (unscaled) summed element by element with exact exponents, from global memory: the fallback for diagonal
@@ -183,7 +184,7 @@ __global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraP
   extern __shared__ __align__(16) unsigned char smem[];
   bf16* Ws = reinterpret_cast<bf16*>(smem + L::w_off);
 
-  const int n = blockIdx.y, bh = blockIdx.z;
+  const int n = blockIdx.y, bh = p.bh0 + blockIdx.z;
   const int tile0 = MULTI ? blockIdx.x * p.tiles : blockIdx.x;
   const int ntile = MULTI ? min(p.tiles, (p.dv + BV - 1) / BV - tile0) : 1;
   const int b = bh / p.H, h = bh % p.H;
@@ -519,7 +520,7 @@ void launch_intra_t(const IntraParams& p, cudaStream_t stream) {
   }();
   (void)attr;
   const int ntile = (p.dv + BV - 1) / BV;
-  const dim3 grid((ntile + p.tiles - 1) / p.tiles, p.NT, p.B * p.H);
+  const dim3 grid((ntile + p.tiles - 1) / p.tiles, p.NT, p.nbh);
   intra_kernel<MODE, BV, IKS, MINB, EARLY, MULTI, QUADS><<<grid, kIntraThreads, L::total, stream>>>(p);
   SPB_CUDA_LAUNCH();
 }
@@ -535,7 +536,7 @@ void launch_intra_v(IntraParams p, cudaStream_t stream) {
   const int v = g_intra_variant ? g_intra_variant : kIntraDefaultVariant;
   const int ntile = (p.dv + BV - 1) / BV;
   p.tiles = v < 3 ? 1 : std::min(ntile, g_intra_tiles ? g_intra_tiles
-                                                      : intra_tiles_per_block(ntile, long(p.NT) * p.B * p.H,
+                                                      : intra_tiles_per_block(ntile, long(p.NT) * p.nbh,
                                                                               MINB * sm_count()));
   if (v == 1) launch_intra_t<MODE, BV, 32, 2, false, false, false>(p, stream);
   else if (v == 2) launch_intra_t<MODE, BV, 16, MINB, false, false, false>(p, stream);
@@ -551,7 +552,7 @@ void launch_intra(const Dims& d, const bf16* q, const bf16* k, const float* gc, 
   const IntraParams p{q,    k,    gc,   state, w,    out,     d.B,
                       d.T,  d.H,  d.dk, d.dv,  d.NT, d.scale, aligned16(q) && d.dk % 8 == 0,
                       aligned16(k) && d.dk % 8 == 0, aligned16(gc) && d.dk % 4 == 0,
-                      aligned16(state) && d.dv % 4 == 0, aligned16(w) && d.dv % 8 == 0, 1};
+                      aligned16(state) && d.dv % 4 == 0, aligned16(w) && d.dv % 8 == 0, 1, d.bh0, d.pairs()};
   // 128 columns per block where dv allows, 64 for small dv.
   if (bv == 0) bv = d.dv > 64 ? 128 : 64;
   if (bv == 128) launch_intra_v<MODE, 128>(p, stream);

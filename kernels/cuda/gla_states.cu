@@ -54,6 +54,7 @@ struct StatesParams {
   int B, T, H, dk, dv, NT;
   float scale;
   bool vx, vy, vg;
+  int bh0 = 0, nbh = 0;  // the grid's pairs: bh0 + blockIdx.z, blockIdx.z < nbh (GlaShape::pair_range)
 };
 
 template <bool REV, int BK>
@@ -62,7 +63,7 @@ __global__ void __launch_bounds__(kStatesThreads) states_kernel(const StatesPara
   extern __shared__ __align__(16) unsigned char smem[];
   float* Ts = reinterpret_cast<float*>(smem + L::t_off);  // [2][BK][STT]
 
-  const int j0 = blockIdx.x * SBV, i0 = blockIdx.y * BK, bh = blockIdx.z;
+  const int j0 = blockIdx.x * SBV, i0 = blockIdx.y * BK, bh = p.bh0 + blockIdx.z;
   const int b = bh / p.H, h = bh % p.H;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int wm = warp % L::WM, wn = warp / L::WM;  // this warp's piece: rows wm*16, columns wn*8*NTW
@@ -196,7 +197,7 @@ void launch_states_t(const StatesParams& p, cudaStream_t stream) {
     return true;
   }();
   (void)attr;
-  const dim3 grid((p.dv + SBV - 1) / SBV, (p.dk + BK - 1) / BK, p.B * p.H);
+  const dim3 grid((p.dv + SBV - 1) / SBV, (p.dk + BK - 1) / BK, p.nbh);
   states_kernel<REV, BK><<<grid, kStatesThreads, L::total, stream>>>(p);
   SPB_CUDA_LAUNCH();
 }
@@ -220,12 +221,13 @@ int states_variant() { return g_states_variant; }
 void launch_states(const Dims& d, bool reverse, const bf16* x, const bf16* y, const float* gc, const float* init,
                    float* hs, float* fin, cudaStream_t stream) {
   StatesParams p{x, y, gc, init, hs, fin, d.B, d.T, d.H, d.dk, d.dv, d.NT, d.scale,
-                 aligned16(x) && d.dk % 8 == 0, aligned16(y) && d.dv % 8 == 0, aligned16(gc) && d.dk % 4 == 0};
+                 aligned16(x) && d.dk % 8 == 0, aligned16(y) && d.dv % 8 == 0, aligned16(gc) && d.dk % 4 == 0,
+                 d.bh0, d.pairs()};
   // 16 rows per block where the grid of 16-row tiles still fits one wave (two blocks per SM): twice the warps to hide
   // latency; 32 rows otherwise (fewer blocks, each doing more per step).
   int bk = g_states_bk;
   if (bk == 0) {
-    const long blocks16 = long(d.B) * d.H * ((d.dk + 15) / 16) * ((d.dv + SBV - 1) / SBV);
+    const long blocks16 = long(d.pairs()) * ((d.dk + 15) / 16) * ((d.dv + SBV - 1) / SBV);
     bk = blocks16 <= 2L * sm_count() ? 16 : 32;
   }
   if (reverse) launch_states_r<true>(p, bk, stream);

@@ -2,6 +2,7 @@
 // the SP methods rely on: a zero-start pass plus the late-state corrections equals the pass from that state.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <tuple>
 
 #include "harness/inputs.h"
@@ -137,6 +138,73 @@ TEST(SavedBackward, EqualsTheRecomputingBackward) {
                      g2.dq.data(), g2.dk.data(), g2.dv.data(), g2.dg.data(), dh2.data(), {});
   g1.expect_equal(g2);
   EXPECT_EQ(dh1, dh2);
+}
+
+// Every stage on ranges of (b, h) pairs (GlaShape::pair_range, as zeco's head groups run them): the whole shape's
+// results for those pairs, bit for bit, and nothing written outside them. B = 2, H = 3: 6 pairs in the ranges
+// [4, 6), [1, 4) (across the batch boundary) and [0, 1), in that order.
+struct StageOutputs {
+  std::vector<float> gc, lambda, fin, hs, ht, o, dfin, dhs, dh0, dq, dk, dv, dg;
+  explicit StageOutputs(const GlaShape& s) {
+    const float nan = std::nanf("");
+    for (auto* t : {&gc, &dq, &dk, &dg}) t->assign(s.qk_elems(), nan);
+    for (auto* t : {&o, &dv}) t->assign(s.v_elems(), nan);
+    for (auto* t : {&fin, &ht, &dfin, &dh0}) t->assign(s.state_elems(), nan);
+    for (auto* t : {&hs, &dhs}) t->assign(s.chunk_state_elems(), nan);
+    lambda.assign(s.state_rows(), nan);
+  }
+  // name, tensor, elements per (b, h) pair and token (0: the pair's elements are one contiguous block)
+  std::vector<std::tuple<const char*, const std::vector<float>*, int>> all(const GlaShape& s) const {
+    return {{"gc", &gc, s.dk},   {"lambda", &lambda, 0}, {"fin", &fin, 0}, {"hs", &hs, 0}, {"ht", &ht, 0},
+            {"o", &o, s.dv},     {"dfin", &dfin, 0},     {"dhs", &dhs, 0}, {"dh0", &dh0, 0}, {"dq", &dq, s.dk},
+            {"dk", &dk, s.dk},   {"dv", &dv, s.dv},      {"dg", &dg, s.dk}};
+  }
+};
+
+void run_stages(GlaKernels& kern, const std::vector<GlaShape>& parts, const HostTensors& x, StageOutputs& r) {
+  for (const GlaShape& p : parts) {
+    kern.chunk_cumsum(p, x.g.data(), r.gc.data(), r.lambda.data(), {});
+    std::vector<float> gc2 = r.gc;  // chunk_final_state may use its gc as scratch
+    kern.chunk_final_state(p, x.k.data(), x.v.data(), x.g.data(), gc2.data(), r.fin.data(), nullptr, {});
+    kern.chunk_states_fwd(p, x.k.data(), x.v.data(), r.gc.data(), nullptr, r.hs.data(), r.ht.data(), {});
+    kern.chunk_output(p, x.q.data(), x.k.data(), x.v.data(), r.gc.data(), r.hs.data(), r.o.data(), {});
+    kern.output_add_initial(p, x.q.data(), r.gc.data(), x.h0.data(), r.o.data(), {});
+    kern.states_add_initial(p, r.gc.data(), x.h0.data(), r.hs.data(), r.ht.data(), {});
+    kern.chunk_initial_dstate(p, x.q.data(), x.d_o.data(), x.g.data(), r.gc.data(), r.dfin.data(), {});
+    kern.chunk_states_bwd(p, x.q.data(), x.d_o.data(), r.gc.data(), x.dht.data(), r.dhs.data(), r.dh0.data(), {});
+    kern.chunk_grads(p, x.q.data(), x.k.data(), x.v.data(), r.gc.data(), r.hs.data(), r.ht.data(), r.dhs.data(),
+                     x.d_o.data(), r.dq.data(), r.dk.data(), r.dv.data(), r.dg.data(), {});
+  }
+}
+
+TEST(PairRanges, EqualTheWholeShapePairByPair) {
+  GlaShape s;
+  s.B = 2, s.T = 150, s.H = 3, s.dk = 8, s.dv = 6;
+  const HostTensors x = generate_inputs(s, 11, GateKind::strong, true, true);
+  auto kern = make_cpu_kernels();
+  StageOutputs whole(s), parts(s), middle(s);
+  run_stages(*kern, {s}, x, whole);
+  run_stages(*kern, {s.pair_range(4, 2), s.pair_range(1, 3), s.pair_range(0, 1)}, x, parts);
+  run_stages(*kern, {s.pair_range(1, 3)}, x, middle);
+  const auto w = whole.all(s), p = parts.all(s), m = middle.all(s);
+  for (size_t i = 0; i < w.size(); ++i) {
+    const auto& [name, wt, per_token] = w[i];
+    SCOPED_TRACE(name);
+    EXPECT_EQ(*wt, *std::get<1>(p[i]));
+    // pair of element e: [B, T, H, D] tensors by (b, h); the others are [B*H, ...] blocks of equal size
+    const size_t n = wt->size(), block = n / size_t(s.B * s.H);
+    auto pair_of = [&](size_t e) {
+      if (per_token == 0) return int(e / block);
+      return int(e / (size_t(s.T) * s.H * per_token)) * s.H + int(e / per_token % s.H);
+    };
+    size_t wrong = 0;
+    for (size_t e = 0; e < n; ++e) {
+      const float got = (*std::get<1>(m[i]))[e];
+      const bool mine = pair_of(e) >= 1 && pair_of(e) < 4;
+      wrong += mine ? !(got == (*wt)[e]) : !std::isnan(got);
+    }
+    EXPECT_EQ(wrong, 0u) << "elements wrong for pairs [1, 4) alone, or written outside them";
+  }
 }
 }  // namespace
 }  // namespace spb

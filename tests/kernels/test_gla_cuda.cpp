@@ -488,6 +488,96 @@ TEST(CudaStatesBySpans, EqualTheSequentialWalk) {
   }
 }
 
+// The stages on ranges of (b, h) pairs, interleaved as zeco's head groups run them (each group's boundary call, then
+// each group's states after it and the outputs; the backward in reverse group order), against the whole shape: the
+// same results up to the order of fp32 sums (the span plan follows the pairs per launch), every output poisoned first.
+// Then the reuse across groups: both groups' boundary calls on zero keys, the keys changed under the same pointer,
+// must leave group 0's states wrong wherever states_reuse_boundary says its partials are reused, i.e. group 1's call
+// kept them.
+TEST(CudaPairRanges, InterleavedGroupsEqualTheWholeShape) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const StateShape shapes[] = {{2, 1000, 3, 64, 64}, {1, 4160, 4, 128, 128}, {1, 2048, 3, 256, 512},
+                               {1, 8192, 16, 128, 128}, {1, 333, 2, 100, 60}};
+  auto dev = make_cuda_device(0);
+  auto kern = make_cuda_kernels();
+  for (const StateShape& sh : shapes) {
+    const GlaShape s = gla_shape(sh);
+    SCOPED_TRACE(shape_label(s));
+    const int n0 = s.B * s.H / 2;
+    const std::vector<GlaShape> groups = {s.pair_range(0, n0), s.pair_range(n0, s.B * s.H - n0)};
+    HostTensors x = generate_inputs(s, 2977 + s.T, GateKind::model, true, true);
+    const size_t QK = s.qk_elems(), V = s.v_elems(), S = s.state_elems(), HS = s.chunk_state_elems();
+    DeviceInputs in(*dev, s, x);
+    Buffer &q = in.q, &k = in.k, &v = in.v, &g = in.g, &d_o = in.d_o, &h0 = in.h0, &dht = in.dht;
+    const Stream st = dev->compute_stream();
+    struct Out {
+      Buffer gc, lambda, fin, hs, ht, o, dfin, dhs, dh0, dq, dk, dv, dg;
+      Out(Device& d, const GlaShape& s)
+          : gc(d, s.qk_elems() * 4), lambda(d, s.state_rows() * 4), fin(d, s.state_elems() * 4),
+            hs(d, s.chunk_state_elems() * 4), ht(d, s.state_elems() * 4), o(d, s.v_elems() * 2),
+            dfin(d, s.state_elems() * 4), dhs(d, s.chunk_state_elems() * 4), dh0(d, s.state_elems() * 4),
+            dq(d, s.qk_elems() * 2), dk(d, s.qk_elems() * 2), dv(d, s.v_elems() * 2), dg(d, s.qk_elems() * 2) {
+        for (Buffer* b : {&gc, &lambda, &fin, &hs, &ht, &o, &dfin, &dhs, &dh0, &dq, &dk, &dv, &dg}) poison(*b);
+      }
+    };
+    Out whole(*dev, s), parts(*dev, s);
+    Buffer gc2(*dev, QK * 4), kz(*dev, QK * 2), hs_stale(*dev, HS * 4), ht_stale(*dev, S * 4);
+    dev->synchronize();
+    for (Out* r : {&whole, &parts}) {
+      const std::vector<GlaShape> run = r == &whole ? std::vector<GlaShape>{s} : groups;
+      kern->chunk_cumsum(s, g.get(), r->gc.f32(), nullptr, st);
+      for (const GlaShape& p : run)
+        kern->chunk_final_state(p, k.get(), v.get(), g.get(), gc2.f32(), r->fin.f32(), r->lambda.f32(), st);
+      for (const GlaShape& p : run) {
+        kern->chunk_states_fwd_after_boundary(p, k.get(), v.get(), r->gc.f32(), h0.f32(), r->hs.f32(), r->ht.f32(),
+                                              st);
+        kern->chunk_output(p, q.get(), k.get(), v.get(), r->gc.f32(), r->hs.f32(), r->o.get(), st);
+      }
+      for (auto p = run.rbegin(); p != run.rend(); ++p)
+        kern->chunk_initial_dstate(*p, q.get(), d_o.get(), g.get(), r->gc.f32(), r->dfin.f32(), st);
+      for (auto p = run.rbegin(); p != run.rend(); ++p) {
+        kern->chunk_states_bwd_after_boundary(*p, q.get(), d_o.get(), r->gc.f32(), dht.f32(), r->dhs.f32(),
+                                              r->dh0.f32(), st);
+        kern->chunk_grads(*p, q.get(), k.get(), v.get(), r->gc.f32(), r->hs.f32(), r->ht.f32(), r->dhs.f32(),
+                          d_o.get(), r->dq.get(), r->dk.get(), r->dv.get(), r->dg.get(), st);
+      }
+    }
+    dev->fill_zero(kz.get(), QK * 2, st);
+    for (const GlaShape& p : groups)
+      kern->chunk_final_state(p, kz.get(), v.get(), g.get(), gc2.f32(), ht_stale.f32(), nullptr, st);
+    dev->copy(kz.get(), k.get(), QK * 2, st);
+    kern->chunk_states_fwd_after_boundary(groups[0], kz.get(), v.get(), whole.gc.f32(), h0.f32(), hs_stale.f32(),
+                                          ht_stale.f32(), st);
+    dev->synchronize();
+    const struct {
+      const char* name;
+      Buffer Out::*b;
+      DType t;
+      size_t n;
+      double bar;
+    } outs[] = {{"gc", &Out::gc, DType::f32, QK, 0},          {"lambda", &Out::lambda, DType::f32, s.state_rows(), 1e-6},
+                {"fin", &Out::fin, DType::f32, S, 1e-5},       {"hs", &Out::hs, DType::f32, HS, 1e-5},
+                {"ht", &Out::ht, DType::f32, S, 1e-5},         {"o", &Out::o, DType::bf16, V, 1e-4},
+                {"dfin", &Out::dfin, DType::f32, S, 1e-5},     {"dhs", &Out::dhs, DType::f32, HS, 1e-5},
+                {"dh0", &Out::dh0, DType::f32, S, 1e-5},       {"dq", &Out::dq, DType::bf16, QK, 1e-4},
+                {"dk", &Out::dk, DType::bf16, QK, 1e-4},       {"dv", &Out::dv, DType::bf16, V, 1e-4},
+                {"dg", &Out::dg, DType::bf16, QK, 1e-4}};
+    for (const auto& t : outs) {
+      const std::vector<float> W = fetch(*dev, whole.*t.b, t.t, t.n), P = fetch(*dev, parts.*t.b, t.t, t.n);
+      EXPECT_TRUE(all_finite(P)) << t.name << ": NaN or unwritten element";
+      const double e = rel_rms_error(W, P, t.n);
+      if (t.bar == 0) EXPECT_EQ(W, P) << t.name;
+      else EXPECT_LT(e, t.bar) << t.name;
+    }
+    const size_t hs0 = size_t(n0) * s.chunks() * s.dk * s.dv;  // group 0's chunk states: the first pairs
+    const std::vector<float> HSW = fetch(*dev, whole.hs, DType::f32, hs0), HSS = fetch(*dev, hs_stale, DType::f32, hs0);
+    const double e_stale = rel_rms_error(HSW, HSS, hs0);
+    const gla_cuda::Dims d0{s.B, s.T, s.H, s.dk, s.dv, s.chunks(), s.scale(), 0, n0};
+    if (gla_cuda::states_reuse_boundary(d0)) EXPECT_GT(e_stale, 1e-3) << "group 0's reduction was not reused";
+    else EXPECT_LT(e_stale, 1e-5) << "no reuse at this shape, yet hs changed";
+  }
+}
+
 // chunk_output and the dv stage with several column tiles per block (A built once per block) and with the state
 // slice in quads (variant 4, the default, at one tile per block) against variant 3, one tile per block (A rebuilt for each, the state slice
 // in rows): the same operations in the same order for every output column, so the same bits, at the plan's choice
