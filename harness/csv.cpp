@@ -29,7 +29,7 @@ const std::vector<std::string>& config_columns() {
   // rows timed with an event per call from those timed per group of calls.
   static const std::vector<std::string> cols = {"level", "method", "backend", "world_size", "batch", "heads", "dk",
                                                 "dv", "tokens_per_rank", "block_elems", "bytes", "dtype", "pass",
-                                                "overlap", "timing", "gpu", "git_sha"};
+                                                "overlap", "head_groups", "timing", "gpu", "git_sha"};
   return cols;
 }
 

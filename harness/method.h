@@ -22,6 +22,9 @@ struct SpConfig {
   // zeco, lasp2: compute the output from local states during the communication and correct it after (true), or fold
   // the incoming state into the chunk states first (false; see harness/sp_local.h for when each is cheaper).
   bool overlap = false;
+  // zeco, in order: the heads split into this many groups, each scanned on its own so that one group's scan overlaps
+  // another group's compute (0: the method's default; zeco/method_zeco.cpp).
+  int head_groups = 0;
 };
 
 // This rank's tensors (device pointers, layouts of gla_kernels.h). h0 is the initial state of the whole sequence and
@@ -58,6 +61,8 @@ class SpMethod {
   virtual std::string notice() const { return ""; }
   // dp computes each rank's tokens as a sequence of their own; every other method, the whole sequence.
   virtual bool independent_sequences() const { return false; }
+  // How many head groups the method pipelines its communication over (SpConfig::head_groups); 1: none.
+  virtual int head_groups() const { return 1; }
 };
 
 using MethodFactory = std::function<std::unique_ptr<SpMethod>(Runtime&, const SpConfig&)>;

@@ -16,6 +16,7 @@
 #include "harness/npy.h"
 #include "harness/provenance.h"
 #include "harness/runtime.h"
+#include "harness/sp_local.h"
 #include "harness/sp_run.h"
 #include "harness/stats.h"
 #include "harness/timeline.h"
@@ -43,6 +44,10 @@ void add_operator_command(CLI::App& app, OperatorOptions& o) {
                  "zeco, lasp2: 1 = output from local states during the communication, corrected after; 0 = fold the "
                  "incoming state into the chunk states first (default)")
       ->check(CLI::Range(0, 1));
+  app.add_option("--head-groups", o.head_groups,
+                 "zeco, in order: split the heads into this many groups, each scanned while another group computes "
+                 "(0 = the default, 2; 1 = one scan of the whole state)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--warmup,-w", o.warmup, "untimed iterations")->check(CLI::NonNegativeNumber);
   app.add_option("--iters,-n", o.iters, "timed iterations")->check(CLI::PositiveNumber);
   app.add_option("--seed", o.seed, "seed of the random inputs");
@@ -62,6 +67,16 @@ void add_operator_command(CLI::App& app, OperatorOptions& o) {
 }
 
 namespace {
+
+// The head groups `method` runs with (the `head_groups` column): zeco's in-order schedule splits the heads
+// (SpLocalGla::head_groups_for, as zeco/method_zeco.cpp asks for them); every other schedule has one group.
+int head_groups_of(const std::string& method, const OperatorOptions& o, const GlaShape& local) {
+  if (method != "zeco" || o.overlap) {
+    SPB_USAGE(method != "zeco" || o.head_groups <= 1, "zeco: --overlap 1 has no head groups (--head-groups 0 or 1)");
+    return 1;
+  }
+  return SpLocalGla::head_groups_for(local, o.head_groups, o.blocks);
+}
 
 // The shape of the whole sequence, validated the same way on every rank.
 GlaShape whole_shape(const OperatorOptions& o, int P) {
@@ -87,6 +102,9 @@ void validate(const GlaShape& s, const OperatorOptions& o, int P) {
                               std::to_string(P) + " (every rank holds T/P tokens)");
   positive(o.blocks, "--blocks/-K");
   require_method(o.method);
+  GlaShape local = s;
+  local.T = s.T / P;
+  (void)head_groups_of(o.method, o, local);  // a bad --head-groups is a usage error on every rank
 }
 
 // One more iteration with every span recorded; rank 0 appends every rank's spans to `path`.
@@ -200,7 +218,7 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
   const bool gpu = rt->dev->is_gpu();
   const DType act = rt->kern->act_dtype();
   const double tol = o.tolerance > 0 ? o.tolerance : gpu ? 5e-3 : 1e-5;
-  const SpConfig cfg{local, o.blocks, o.allscan, o.overlap != 0};
+  const SpConfig cfg{local, o.blocks, o.allscan, o.overlap != 0, o.head_groups};
   std::string scan_backend;  // what zeco's options ask for
   agree_on_usage_errors(boot, [&] { scan_backend = resolve_allscan(o.allscan, gpu); });
 
@@ -217,6 +235,7 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
     r.set("tokens_per_rank", local.T).set("chunk", kChunk).set("dtype", std::string(dtype_name(act)));
     r.set("blocks", uses_scan ? o.blocks : 0);
     r.set("overlap", method == "zeco" || method == "lasp2" ? o.overlap : 0);
+    r.set("head_groups", ran ? ran->head_groups() : head_groups_of(method, o, local));
     r.set("block_elems", uses_scan ? (long long)(local.state_rows() / o.blocks * local.dv) : 0LL);
     r.set("pass", std::string(pass)).set("comm", rt->comm->name()).set("warmup", o.warmup).set("iters", o.iters);
     add_provenance(r, *rt->dev);
@@ -229,7 +248,7 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
     std::vector<int> skip(methods.size(), 0);
     agree_on_usage_errors(boot, [&] {
       if (p != 0) return;
-      csv = std::make_unique<CsvAppender>(o.csv);
+      csv = std::make_unique<CsvAppender>(o.csv, std::vector<std::string>{"head_groups"});
       for (size_t i = 0; i < methods.size(); ++i)
         skip[i] = o.resume && csv->contains(row_for(methods[i], "fwd")) && csv->contains(row_for(methods[i], "fwd_bwd"));
     });

@@ -1,13 +1,47 @@
 #include "harness/sp_local.h"
 
+#include <algorithm>
+#include <string>
+
 #include "harness/error.h"
 #include "harness/timeline.h"
 
 namespace spb {
 
-SpLocalGla::SpLocalGla(Runtime& rt, const GlaShape& s)
+namespace {
+// n ranges of whole pairs of s, as even as they come (the first ones one pair larger).
+std::vector<GlaShape> split_pairs(const GlaShape& s, int n) {
+  SPB_CHECK(s.all_pairs() && n >= 1 && n <= s.pairs(), "SpLocalGla: " + std::to_string(n) + " head groups of " +
+                                                            std::to_string(s.pairs()) + " (b, h) pairs");
+  std::vector<GlaShape> out;
+  for (int i = 0, begin = 0; i < n; ++i) {
+    const int count = s.pairs() / n + (i < s.pairs() % n);
+    out.push_back(s.pair_range(begin, count));
+    begin += count;
+  }
+  return out;
+}
+}  // namespace
+
+int SpLocalGla::head_groups_for(const GlaShape& s, int groups, int blocks) {
+  SPB_USAGE(groups >= 0, "--head-groups must be >= 0 (0: the default)");
+  SPB_USAGE(groups <= s.pairs(), "--head-groups " + std::to_string(groups) + ": more groups than the " +
+                                     std::to_string(s.pairs()) + " (batch, head) pairs");
+  const int n = groups ? groups : std::min(2, s.pairs());
+  for (const GlaShape& g : split_pairs(s, n)) {
+    if (size_t(g.pairs()) * g.dk % size_t(blocks) == 0) continue;
+    SPB_USAGE(groups == 0, "--head-groups " + std::to_string(groups) + ": a group of " + std::to_string(g.pairs()) +
+                               " heads has " + std::to_string(size_t(g.pairs()) * g.dk) +
+                               " state rows, which K = " + std::to_string(blocks) + " blocks do not divide");
+    return 1;
+  }
+  return n;
+}
+
+SpLocalGla::SpLocalGla(Runtime& rt, const GlaShape& s, int groups)
     : rt_(rt),
       ws_(*rt.dev, s),
+      groups_(split_pairs(s, groups)),
       local_final_(*rt.dev, s.state_elems() * 4),
       local_dh_in_(*rt.dev, s.state_elems() * 4),
       S_in_(*rt.dev, s.state_elems() * 4),
@@ -15,10 +49,12 @@ SpLocalGla::SpLocalGla(Runtime& rt, const GlaShape& s)
       spare_(*rt.dev, s.state_elems() * 4),
       start_(*rt.dev, EventUse::order) {}
 
-void SpLocalGla::forward_boundary(const SpForwardArgs& a, bool gates_on_comm) {
+void SpLocalGla::forward_boundary(const SpForwardArgs& a, bool gates_on_comm, int group) {
   Device& dev = *rt_.dev;
-  const bool beside = gates_on_comm && rt_.kern->final_state_reads_gates(ws_.shape);
-  if (beside) {
+  const GlaShape& part = groups_.at(size_t(group));
+  const bool beside = gates_on_comm && rt_.kern->final_state_reads_gates(part);
+  if (group == 0) gc_ready_ = false;
+  if (beside && group == 0) {
     dev.record(start_.get(), dev.compute_stream());  // the previous backward may still read gc
     dev.wait(dev.comm_stream(), start_.get());
     TimelineSpan span(rt_, "cumsum", true);
@@ -27,10 +63,13 @@ void SpLocalGla::forward_boundary(const SpForwardArgs& a, bool gates_on_comm) {
   }
   TimelineSpan span(rt_, "boundary_state", false);
   states_true_ = false;
-  const bool own_gc = rt_.kern->chunk_final_state(ws_.shape, a.k, a.v, a.g, ws_.gc.f32(), local_final_.f32(),
+  const bool own_gc = rt_.kern->chunk_final_state(part, a.k, a.v, a.g, ws_.gc.f32(), local_final_.f32(),
                                                   ws_.lambda.f32(), dev.compute_stream());
   SPB_CHECK(!(own_gc && beside), "SpLocalGla: the boundary wrote gc while chunk_cumsum ran beside it");
-  gc_ready_ = own_gc || beside;
+  // gc of every pair: beside group 0's boundary, or written by every group's boundary (or by neither, for
+  // forward_gates).
+  if (group == 0) gc_ready_ = own_gc || beside;
+  else gc_ready_ = gc_ready_ && (own_gc || beside);
 }
 
 void SpLocalGla::forward_gates(const SpForwardArgs& a) {
@@ -41,18 +80,20 @@ void SpLocalGla::forward_gates(const SpForwardArgs& a) {
   gc_ready_ = true;
 }
 
-void SpLocalGla::forward_output_from_initial(const SpForwardArgs& a) {
+void SpLocalGla::forward_output_from_initial(const SpForwardArgs& a, int group) {
   forward_gates(a);
   TimelineSpan span(rt_, "output", false);
   const Stream st = rt_.dev->compute_stream();
+  const GlaShape& part = groups_.at(size_t(group));
   // (after forward_boundary: the GPU reuses that reduction)
-  rt_.kern->chunk_states_fwd_after_boundary(ws_.shape, a.k, a.v, ws_.gc.f32(), S_in_.f32(), ws_.hs.f32(),
-                                            ws_.ht.f32(), st);
-  rt_.kern->chunk_output(ws_.shape, a.q, a.k, a.v, ws_.gc.f32(), ws_.hs.f32(), a.o, st);
-  states_true_ = true;
+  rt_.kern->chunk_states_fwd_after_boundary(part, a.k, a.v, ws_.gc.f32(), S_in_.f32(), ws_.hs.f32(), ws_.ht.f32(),
+                                            st);
+  rt_.kern->chunk_output(part, a.q, a.k, a.v, ws_.gc.f32(), ws_.hs.f32(), a.o, st);
+  states_true_ = group == groups() - 1;  // (every group, in order)
 }
 
 void SpLocalGla::forward_local_states(const SpForwardArgs& a) {
+  SPB_CHECK(groups() == 1, "SpLocalGla: the overlapped order has no head groups");
   TimelineSpan span(rt_, "local_states", false);
   states_true_ = false;
   const Stream st = rt_.dev->compute_stream();
@@ -71,10 +112,10 @@ void SpLocalGla::forward_apply_initial(const SpForwardArgs& a) {
   rt_.kern->output_add_initial(ws_.shape, a.q, ws_.gc.f32(), S_in_.f32(), a.o, rt_.dev->compute_stream());
 }
 
-void SpLocalGla::backward_boundary(const SpForwardArgs& f, const SpBackwardArgs& a) {
+void SpLocalGla::backward_boundary(const SpForwardArgs& f, const SpBackwardArgs& a, int group) {
   TimelineSpan span(rt_, "boundary_dstate", false);
   SPB_CHECK(gc_ready_, "SpLocalGla: backward_boundary before the forward computed gc");
-  rt_.kern->chunk_initial_dstate(ws_.shape, f.q, a.d_o, f.g, ws_.gc.f32(), local_dh_in_.f32(),
+  rt_.kern->chunk_initial_dstate(groups_.at(size_t(group)), f.q, a.d_o, f.g, ws_.gc.f32(), local_dh_in_.f32(),
                                  rt_.dev->compute_stream());
 }
 
@@ -88,15 +129,17 @@ void SpLocalGla::backward_true_states() {
   states_true_ = true;
 }
 
-void SpLocalGla::backward_finish(const SpForwardArgs& f, const SpBackwardArgs& a) {
+void SpLocalGla::backward_finish(const SpForwardArgs& f, const SpBackwardArgs& a, int group) {
   TimelineSpan span(rt_, "grads", false);
   SPB_CHECK(states_true_, "SpLocalGla: backward_finish before the states were made true");
   const Stream st = rt_.dev->compute_stream();
-  // (after backward_boundary: the GPU reuses that reduction where no other boundary call came between, as in ring)
-  rt_.kern->chunk_states_bwd_after_boundary(ws_.shape, f.q, a.d_o, ws_.gc.f32(), dS_out_.f32(), ws_.dhs.f32(),
-                                            nullptr, st);
-  rt_.kern->chunk_grads(ws_.shape, f.q, f.k, f.v, ws_.gc.f32(), ws_.hs.f32(), ws_.ht.f32(), ws_.dhs.f32(), a.d_o,
-                        a.dq, a.dk, a.dv, a.dg, st);
+  const GlaShape& part = groups_.at(size_t(group));
+  // (after backward_boundary: the GPU reuses that reduction where no other boundary call on these pairs came
+  // between, as in ring)
+  rt_.kern->chunk_states_bwd_after_boundary(part, f.q, a.d_o, ws_.gc.f32(), dS_out_.f32(), ws_.dhs.f32(), nullptr,
+                                            st);
+  rt_.kern->chunk_grads(part, f.q, f.k, f.v, ws_.gc.f32(), ws_.hs.f32(), ws_.ht.f32(), ws_.dhs.f32(), a.d_o, a.dq,
+                        a.dk, a.dv, a.dg, st);
 }
 
 void SpLocalGla::fold_forward(const float* in, float* out, Stream st) {

@@ -14,8 +14,14 @@
 //  backward: D_p alone (backward_boundary, the same reduction over q, do and gc), sent at once; once dS_out is known,
 //            the state gradients from it (the recurrence with dht = dS_out, reusing the reduction likewise) and every
 //            gradient (backward_finish).
+// Head groups (the in-order schedule only): the (b, h) pairs split into `groups` ranges (group(i)), and the in-order
+// stages take the group they compute, so that a method can send one group's boundary state while the next group's
+// boundary kernel runs, and compute one group's outputs while the next group's state travels (zeco). Each group's
+// stages are the whole shape's restricted to its pairs (GlaShape::pair_range): the same functions, one launch each.
 // All work goes on the device's compute stream, but forward_boundary's chunk_cumsum where gates_on_comm.
 #pragma once
+
+#include <vector>
 
 #include "harness/method.h"
 #include "kernels/gla.h"
@@ -24,21 +30,28 @@ namespace spb {
 
 class SpLocalGla {
  public:
-  SpLocalGla(Runtime& rt, const GlaShape& s);
+  SpLocalGla(Runtime& rt, const GlaShape& s, int groups = 1);
 
-  // -> lambda, local_final (M_p). gates_on_comm: where the boundary kernel reads the raw gates alone
-  // (GlaKernels::final_state_reads_gates), gc too, by chunk_cumsum on the communication stream at the same time
-  // (after the compute stream's earlier work): the caller makes the compute stream wait for the communication
-  // stream before anything reads gc.
-  void forward_boundary(const SpForwardArgs& a, bool gates_on_comm = false);
-  void forward_gates(const SpForwardArgs& a);               // -> gc (no-op where forward_boundary left it)
-  void forward_output_from_initial(const SpForwardArgs& a);  // reads S_in()
+  // -> lambda, local_final (M_p) of the group's pairs. gates_on_comm: where the boundary kernel reads the raw gates
+  // alone (GlaKernels::final_state_reads_gates), gc of every pair too, by chunk_cumsum on the communication stream
+  // beside group 0's boundary (after the compute stream's earlier work): the caller makes the compute stream wait
+  // for the communication stream before anything reads gc.
+  void forward_boundary(const SpForwardArgs& a, bool gates_on_comm = false, int group = 0);
+  void forward_gates(const SpForwardArgs& a);  // -> gc (no-op where the boundary calls left it)
+  void forward_output_from_initial(const SpForwardArgs& a, int group = 0);  // reads S_in() of the group's pairs
   void forward_local_states(const SpForwardArgs& a);         // -> lambda, local_final and the zero-start states
   void forward_local_output(const SpForwardArgs& a);
   void forward_apply_initial(const SpForwardArgs& a);        // reads S_in()
-  void backward_boundary(const SpForwardArgs& f, const SpBackwardArgs& a);  // -> local_dh_in (D_p)
+  void backward_boundary(const SpForwardArgs& f, const SpBackwardArgs& a, int group = 0);  // -> local_dh_in (D_p)
   void backward_true_states();                                             // reads S_in(); no-op if already true
-  void backward_finish(const SpForwardArgs& f, const SpBackwardArgs& a);  // reads dS_out()
+  void backward_finish(const SpForwardArgs& f, const SpBackwardArgs& a, int group = 0);  // reads dS_out()
+
+  int groups() const { return int(groups_.size()); }
+  const GlaShape& group(int i) const { return groups_.at(size_t(i)); }
+  // The head groups a schedule can use for `groups` requested (0: the default, 2 where there are at least two pairs)
+  // at shape s: at most one per pair. A K-block scan needs K to divide each group's state rows: where it does not,
+  // the default takes one group and an explicit request throws UsageError.
+  static int head_groups_for(const GlaShape& s, int groups, int blocks);
 
   // out = diag(exp Lambda_p) in + M_p: the state after this rank, given the state before it.
   void fold_forward(const float* in, float* out, Stream st);
@@ -58,6 +71,7 @@ class SpLocalGla {
 
   Runtime& rt_;
   GlaWorkspace ws_;
+  std::vector<GlaShape> groups_;
   Buffer local_final_, local_dh_in_, S_in_, dS_out_, spare_;
   bool states_true_ = false;  // hs and ht in the workspace already include S_in
   bool gc_ready_ = false;     // gc in the workspace is chunk_cumsum(g) of the current forward

@@ -2,6 +2,13 @@
 // stream. In order (the default), a rank computes only its boundary state before the scan and everything else from
 // the true incoming state after it; with --overlap 1 the output from zero-start states overlaps the forward scan and
 // is corrected after it (SpLocalGla says what each order costs).
+// In order, the heads are split into groups (--head-groups, default 2), each scanned on its own: group i's scan runs
+// while group i+1's boundary kernel runs, and the last group's while the first group's outputs (or gradients) are
+// computed, so that neither direction's scan leaves the compute stream idle. Rows decay independently, so a group's
+// scan is the All-Scan of its rows of the state.
+#include <memory>
+#include <vector>
+
 #include "harness/error.h"
 #include "harness/method.h"
 #include "harness/sp_local.h"
@@ -19,10 +26,13 @@ class Zeco final : public SpMethod {
   Zeco(Runtime& rt, const SpConfig& c)
       : rt_(rt),
         cfg_(c),
-        local_(rt, c.local),
-        ready_(*rt.dev, EventUse::order),
-        scanned_(*rt.dev, EventUse::order) {
+        local_(rt, c.local, c.overlap ? 1 : SpLocalGla::head_groups_for(c.local, c.head_groups, c.blocks)) {
     validate_blocks(c.local.state_rows(), c.blocks);
+    SPB_USAGE(!c.overlap || c.head_groups <= 1, "zeco: --overlap 1 has no head groups (--head-groups 0 or 1)");
+    for (int i = 0; i < local_.groups(); ++i) {
+      ready_.push_back(std::make_unique<EventHandle>(*rt.dev, EventUse::order));
+      scanned_.push_back(std::make_unique<EventHandle>(*rt.dev, EventUse::order));
+    }
     const std::string backend = resolve_allscan(c.allscan, rt.dev->is_gpu());
     if (is_device_allscan(backend)) {
 #ifdef SPB_HAVE_CUDA
@@ -40,26 +50,29 @@ class Zeco final : public SpMethod {
   }
 
   std::string comm_backend() const override { return device_scan_ ? device_scan_->backend() : ""; }
+  int head_groups() const override { return local_.groups(); }
   std::string notice() const override { return notice_; }
 
   void forward(const SpForwardArgs& a) override {
     Device& dev = *rt_.dev;
-    // In order, gc on the communication stream (idle until the scan) beside the boundary kernel where that reads the
-    // raw gates: the scan then has nothing of the compute stream's critical path beside it.
-    if (cfg_.overlap) local_.forward_local_states(a);
-    else local_.forward_boundary(a, /*gates_on_comm=*/true);
-    dev.record(ready_.get(), dev.compute_stream());
-    dev.wait(dev.comm_stream(), ready_.get());
-    scan(ScanDirection::forward, local_.local_final(), a.h0, local_.S_in(), a.h_out);
-    dev.record(scanned_.get(), dev.comm_stream());
     if (cfg_.overlap) {
+      local_.forward_local_states(a);
+      start_scan(ScanDirection::forward, 0, local_.local_final(), a.h0, local_.S_in(), a.h_out);
       local_.forward_local_output(a);  // overlaps the All-Scan
-      dev.wait(dev.compute_stream(), scanned_.get());
+      dev.wait(dev.compute_stream(), scanned_[0]->get());
       local_.forward_apply_initial(a);
-    } else {
-      local_.forward_gates(a);  // overlaps the All-Scan (where it did not run beside the boundary kernel)
-      dev.wait(dev.compute_stream(), scanned_.get());
-      local_.forward_output_from_initial(a);
+      return;
+    }
+    // gc on the communication stream (idle until the first scan) beside the first boundary kernel where that reads
+    // the raw gates.
+    for (int i = 0; i < local_.groups(); ++i) {
+      local_.forward_boundary(a, /*gates_on_comm=*/true, i);
+      start_scan(ScanDirection::forward, i, local_.local_final(), a.h0, local_.S_in(), a.h_out);
+    }
+    local_.forward_gates(a);  // overlaps the All-Scan (where the boundary calls did not leave gc)
+    for (int i = 0; i < local_.groups(); ++i) {
+      dev.wait(dev.compute_stream(), scanned_[i]->get());
+      local_.forward_output_from_initial(a, i);
     }
   }
 
@@ -71,38 +84,50 @@ class Zeco final : public SpMethod {
 
   void backward(const SpForwardArgs& f, const SpBackwardArgs& a) override {
     Device& dev = *rt_.dev;
-    local_.backward_boundary(f, a);
-    dev.record(ready_.get(), dev.compute_stream());
-    dev.wait(dev.comm_stream(), ready_.get());
-    scan(ScanDirection::reverse, local_.local_dh_in(), a.dht, local_.dS_out(), a.dh_in);
-    dev.record(scanned_.get(), dev.comm_stream());
+    for (int i = 0; i < local_.groups(); ++i) {
+      local_.backward_boundary(f, a, i);
+      start_scan(ScanDirection::reverse, i, local_.local_dh_in(), a.dht, local_.dS_out(), a.dh_in);
+    }
     local_.backward_true_states();  // overlaps the reverse All-Scan (only the overlapped forward leaves work here)
-    dev.wait(dev.compute_stream(), scanned_.get());
-    local_.backward_finish(f, a);
+    for (int i = 0; i < local_.groups(); ++i) {
+      dev.wait(dev.compute_stream(), scanned_[i]->get());
+      local_.backward_finish(f, a, i);
+    }
   }
 
  private:
-  void scan(ScanDirection dir, const float* local, const float* first, float* carry_in, float* carry_out) {
-    TimelineSpan span(rt_, dir == ScanDirection::forward ? "allscan" : "allscan_reverse", true);
-    AllScanArgs s;
-    s.direction = dir;
-    s.rows = cfg_.local.state_rows();
-    s.cols = cfg_.local.dv;
-    s.blocks = cfg_.blocks;
-    s.decay = local_.lambda();
-    s.local = local;
-    s.first = first;
-    s.carry_in = carry_in;
-    s.carry_out = carry_out ? carry_out : local_.spare_state();
-    if (device_scan_) device_scan_->run(s, rt_.dev->comm_stream());
-    else all_scan_host(rt_, s, rt_.dev->comm_stream());
+  // The All-Scan of head group i's rows of the states (whole states: pointers to row 0), on the communication stream
+  // once the compute stream's work so far is done; scanned_[i] marks its end.
+  void start_scan(ScanDirection dir, int i, const float* local, const float* first, float* carry_in,
+                  float* carry_out) {
+    Device& dev = *rt_.dev;
+    dev.record(ready_[i]->get(), dev.compute_stream());
+    dev.wait(dev.comm_stream(), ready_[i]->get());
+    {
+      TimelineSpan span(rt_, dir == ScanDirection::forward ? "allscan" : "allscan_reverse", true);
+      const GlaShape& g = local_.group(i);
+      const size_t row0 = size_t(g.pair_begin) * g.dk, at = row0 * g.dv;
+      AllScanArgs s;
+      s.direction = dir;
+      s.rows = size_t(g.pairs()) * g.dk;
+      s.cols = g.dv;
+      s.blocks = cfg_.blocks;
+      s.decay = local_.lambda() + row0;
+      s.local = local + at;
+      s.first = first ? first + at : nullptr;
+      s.carry_in = carry_in + at;
+      s.carry_out = (carry_out ? carry_out : local_.spare_state()) + at;
+      if (device_scan_) device_scan_->run(s, dev.comm_stream());
+      else all_scan_host(rt_, s, dev.comm_stream());
+    }
+    dev.record(scanned_[i]->get(), dev.comm_stream());
   }
 
   Runtime& rt_;
   SpConfig cfg_;
   std::string notice_;
   SpLocalGla local_;
-  EventHandle ready_, scanned_;
+  std::vector<std::unique_ptr<EventHandle>> ready_, scanned_;  // per head group
 #ifdef SPB_HAVE_CUDA
   std::unique_ptr<DeviceAllScan> device_scan_;
 #else

@@ -1,5 +1,6 @@
 // Every registered SP method on this world of ranks against the single-device run of the whole sequence (DESIGN §7),
-// including local lengths shorter than one chunk; zeco for K in {1, 2, dk, every row}. dp is checked against each
+// including local lengths shorter than one chunk; zeco for K in {1, 2, dk, every row} and for head groups from one to
+// one per (batch, head) pair. dp is checked against each
 // rank's tokens run alone. SPB_TEST_BACKEND=cpu (default: fp32, error < 1e-5) or gpu (bf16, error < 5e-3, one GPU per
 // rank; skipped where there are fewer GPUs than ranks on the node).
 #include <cstdlib>
@@ -28,7 +29,7 @@ bool gpu() { return backend() == "gpu"; }
 bool have_devices() { return !gpu() || test::gpus_for_every_local_rank(*test::boot()); }
 
 void run_case(const std::string& method, const Case& c, int blocks, const std::string& allscan = "host",
-              bool overlap = false) {
+              bool overlap = false, int head_groups = 0) {
   Bootstrap& boot = *test::boot();
   auto rt = make_runtime(boot, backend());
   const int p = boot.rank(), P = boot.size();
@@ -39,7 +40,8 @@ void run_case(const std::string& method, const Case& c, int blocks, const std::s
   const HostTensors in = generate_inputs(whole, 31 + c.tokens_per_rank, c.gates, c.h0, c.dht);
   const HostTensors mine = local_slice(in, whole, p * local.T, (p + 1) * local.T);
 
-  auto m = find_method(method)->make(*rt, SpConfig{local, blocks, allscan, overlap});
+  auto m = find_method(method)->make(*rt, SpConfig{local, blocks, allscan, overlap, head_groups});
+  if (head_groups) EXPECT_EQ(m->head_groups(), head_groups) << method;
   DeviceTensors d(*rt->dev, local, rt->kern->act_dtype());
   upload_inputs(*rt->dev, rt->kern->act_dtype(), d, mine);
   poison_outputs(*rt->dev, d);
@@ -56,7 +58,8 @@ void run_case(const std::string& method, const Case& c, int blocks, const std::s
   const Errors e = compare(boot, ref, got, indep);
   const std::string what = method + " P=" + std::to_string(P) + " L=" + std::to_string(c.tokens_per_rank) +
                            " K=" + std::to_string(blocks) + (c.h0 ? " h0" : "") + (c.dht ? " dht" : "") +
-                           (c.gates == GateKind::strong ? " strong" : "") + " " + backend() + " " + allscan + (overlap ? " overlap" : "");
+                           (c.gates == GateKind::strong ? " strong" : "") + " " + backend() + " " + allscan + (overlap ? " overlap" : "") +
+                           " groups=" + std::to_string(m->head_groups());
   const double tol = gpu() ? 5e-3 : 1e-5;
   EXPECT_LT(e.o, tol) << what;
   EXPECT_LT(e.ht, tol) << what;
@@ -98,6 +101,33 @@ TEST(Zeco, EveryBlockCount) {
   if (!have_devices()) GTEST_SKIP() << "fewer GPUs than ranks on this node";
   for (const Case& c : cases())
     for (int K : {1, 2, c.dk, c.B * c.H * c.dk /* every row its own block */}) run_case("zeco", c, K);
+}
+
+// Head groups: one scan of the whole state, the default two, uneven groups (CPU: 24 pairs in 5 = 5, 5, 5, 5, 4) and
+// one group per (batch, head) pair, with K blocks per group's scan (the device All-Scan on GPUs).
+TEST(Zeco, HeadGroups) {
+  if (!have_devices()) GTEST_SKIP() << "fewer GPUs than ranks on this node";
+  for (const Case& c : cases())
+    for (int G : {1, 2, 5, c.B * c.H})
+      if (G <= c.B * c.H) run_case("zeco", c, G == 5 ? 1 : 2, gpu() ? "device" : "host", false, G);
+}
+
+TEST(Zeco, BadHeadGroupsAreUsageErrors) {
+  Bootstrap& boot = *test::boot();
+  if (!have_devices()) GTEST_SKIP() << "fewer GPUs than ranks on this node";
+  auto rt = make_runtime(boot, backend());
+  GlaShape local;
+  local.B = 1, local.H = 3, local.dk = 4, local.dv = 4, local.T = 8;
+  auto make = [&](int blocks, bool overlap, int groups) {
+    return find_method("zeco")->make(*rt, SpConfig{local, blocks, "host", overlap, groups});
+  };
+  EXPECT_THROW(make(1, false, 4), UsageError);  // more groups than pairs
+  EXPECT_THROW(make(1, false, -1), UsageError);
+  EXPECT_THROW(make(1, true, 2), UsageError);   // the overlapped order has one group
+  EXPECT_THROW(make(12, false, 2), UsageError);  // groups of 8 and 4 rows: K = 12 divides neither
+  EXPECT_EQ(make(12, false, 0)->head_groups(), 1);  // the default then scans the whole state at once
+  EXPECT_EQ(make(4, false, 0)->head_groups(), 2);
+  EXPECT_EQ(make(1, false, 3)->head_groups(), 3);
 }
 
 TEST(ZecoAndLasp2, OverlappedOrder) {
