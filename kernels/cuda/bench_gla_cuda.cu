@@ -425,6 +425,56 @@ void print_breakdown(Problem& p) {
         {"output" + tag, 8 * TD + 4 * TE + HS, with_override(gla_cuda::set_intra_tiles, tiles, run_output)});
     stages.push_back({"dv" + tag, 8 * TD + 4 * TE + HS, with_override(gla_cuda::set_intra_tiles, tiles, run_dv)});
   }
+  // zeco's local schedule (harness/sp_local.cpp, in order, without chunk_cumsum) over the whole shape and over head
+  // groups (GlaShape::pair_range): each group's boundary call, then each group's states after it and its output
+  // (forward) or gradients (backward); and single stages split into the same groups.
+  for (int G : {1, 2, 4}) {
+    if (G > s.B * s.H) break;
+    auto parts = std::make_shared<std::vector<GlaShape>>();
+    for (int i = 0, b = 0; i < G; ++i) {
+      const int n = s.B * s.H / G + (i < s.B * s.H % G);
+      parts->push_back(s.pair_range(b, n));
+      b += n;
+    }
+    const std::string tag = ", " + std::to_string(G) + " head group" + (G > 1 ? "s" : "");
+    stages.push_back({"sp fwd: boundary, states, output" + tag, 14 * TD + 6 * TE + 2 * HS, [&, parts] {
+                        for (const GlaShape& g : *parts)
+                          g_kern->chunk_final_state(g, k, v, p.g.get(), ws.gc.f32(), p.ht.f32(), ws.lambda.f32(), st);
+                        for (const GlaShape& g : *parts) {
+                          g_kern->chunk_states_fwd_after_boundary(g, k, v, ws.gc.f32(), nullptr, ws.hs.f32(),
+                                                                  ws.ht.f32(), st);
+                          g_kern->chunk_output(g, q, k, v, ws.gc.f32(), ws.hs.f32(), p.o.get(), st);
+                        }
+                      }});
+    stages.push_back({"sp bwd: boundary, states, grads" + tag, 34 * TD + 14 * TE + 4 * HS, [&, parts] {
+                        for (const GlaShape& g : *parts)
+                          g_kern->chunk_initial_dstate(g, q, d_o, p.g.get(), ws.gc.f32(), p.dh0.f32(), st);
+                        for (const GlaShape& g : *parts) {
+                          g_kern->chunk_states_bwd_after_boundary(g, q, d_o, ws.gc.f32(), nullptr, ws.dhs.f32(),
+                                                                  nullptr, st);
+                          g_kern->chunk_grads(g, q, k, v, ws.gc.f32(), ws.hs.f32(), ws.ht.f32(), ws.dhs.f32(), d_o,
+                                              p.dq.get(), p.dk.get(), p.dv.get(), p.dg.get(), st);
+                        }
+                      }});
+    if (G == 1) continue;
+    stages.push_back({"chunk_output" + tag, 8 * TD + 4 * TE + HS, [&, parts] {
+                        for (const GlaShape& g : *parts)
+                          g_kern->chunk_output(g, q, k, v, ws.gc.f32(), ws.hs.f32(), p.o.get(), st);
+                      }});
+    stages.push_back({"chunk_states_fwd" + tag, 6 * TD + 2 * TE + HS, [&, parts] {
+                        for (const GlaShape& g : *parts)
+                          g_kern->chunk_states_fwd(g, k, v, ws.gc.f32(), nullptr, ws.hs.f32(), ws.ht.f32(), st);
+                      }});
+    stages.push_back({"grads" + tag, 22 * TD + 8 * TE + 3 * HS, [&, parts] {
+                        for (const GlaShape& g : *parts)
+                          g_kern->chunk_grads(g, q, k, v, ws.gc.f32(), ws.hs.f32(), ws.ht.f32(), ws.dhs.f32(), d_o,
+                                              p.dq.get(), p.dk.get(), p.dv.get(), p.dg.get(), st);
+                      }});
+  }
+  stages.push_back({"grads", 22 * TD + 8 * TE + 3 * HS, [&] {
+                      g_kern->chunk_grads(s, q, k, v, ws.gc.f32(), ws.hs.f32(), ws.ht.f32(), ws.dhs.f32(), d_o,
+                                          p.dq.get(), p.dk.get(), p.dv.get(), p.dg.get(), st);
+                    }});
   // The boundary from the raw gates (what the SP methods run where the shape allows): reads g bf16, not gc fp32.
   auto g_raw = static_cast<const bf16*>(p.g.get());
   const bool from_g = gla_cuda::boundary_reads_gates(d);
