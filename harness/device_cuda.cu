@@ -3,8 +3,6 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include <cstdlib>
-#include <string>
 #include <vector>
 
 #include "harness/cuda_check.h"
@@ -30,13 +28,7 @@ class CudaDevice final : public Device {
     SPB_CUDA(cudaGetDeviceProperties(&prop, ordinal));
     name_ = prop.name;
     SPB_CUDA(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
-    // SPB_COMM_PRIORITY=high (experiment): the communication stream at the device's greatest priority, so that its
-    // kernels' blocks are dispatched before the compute stream's pending ones.
-    int lowest = 0, greatest = 0;
-    SPB_CUDA(cudaDeviceGetStreamPriorityRange(&lowest, &greatest));
-    const char* prio = std::getenv("SPB_COMM_PRIORITY");
-    const bool high = prio && std::string(prio) == "high";
-    SPB_CUDA(cudaStreamCreateWithPriority(&comm_, cudaStreamNonBlocking, high ? greatest : lowest));
+    SPB_CUDA(cudaStreamCreateWithFlags(&comm_, cudaStreamNonBlocking));
   }
   ~CudaDevice() override {
     cudaStreamDestroy(compute_);
