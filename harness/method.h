@@ -23,7 +23,7 @@ struct SpConfig {
   // the incoming state into the chunk states first (false; see harness/sp_local.h for when each is cheaper).
   bool overlap = false;
   // zeco, in order: the heads split into this many groups, each scanned on its own so that one group's scan overlaps
-  // another group's compute (0: the method's default; zeco/method_zeco.cpp).
+  // another group's compute (0: the method's default, one group; zeco/method_zeco.cpp).
   int head_groups = 0;
 };
 

@@ -46,7 +46,7 @@ void add_operator_command(CLI::App& app, OperatorOptions& o) {
       ->check(CLI::Range(0, 1));
   app.add_option("--head-groups", o.head_groups,
                  "zeco, in order: split the heads into this many groups, each scanned while another group computes "
-                 "(0 = the default, 2; 1 = one scan of the whole state)")
+                 "(0 = the default: 1, one scan of the whole state)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--warmup,-w", o.warmup, "untimed iterations")->check(CLI::NonNegativeNumber);
   app.add_option("--iters,-n", o.iters, "timed iterations")->check(CLI::PositiveNumber);

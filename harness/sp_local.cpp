@@ -27,14 +27,14 @@ int SpLocalGla::head_groups_for(const GlaShape& s, int groups, int blocks) {
   SPB_USAGE(groups >= 0, "--head-groups must be >= 0 (0: the default)");
   SPB_USAGE(groups <= s.pairs(), "--head-groups " + std::to_string(groups) + ": more groups than the " +
                                      std::to_string(s.pairs()) + " (batch, head) pairs");
-  const int n = groups ? groups : std::min(2, s.pairs());
-  for (const GlaShape& g : split_pairs(s, n)) {
-    if (size_t(g.pairs()) * g.dk % size_t(blocks) == 0) continue;
-    SPB_USAGE(groups == 0, "--head-groups " + std::to_string(groups) + ": a group of " + std::to_string(g.pairs()) +
-                               " heads has " + std::to_string(size_t(g.pairs()) * g.dk) +
-                               " state rows, which K = " + std::to_string(blocks) + " blocks do not divide");
-    return 1;
-  }
+  // One group by default: on one H200 every extra group costs more than the scan it hides (zeco/NOTES.md, session 11).
+  const int n = groups ? groups : 1;
+  if (n == 1) return 1;  // (K against the whole state: validate_blocks)
+  for (const GlaShape& g : split_pairs(s, n))
+    SPB_USAGE(size_t(g.pairs()) * g.dk % size_t(blocks) == 0,
+              "--head-groups " + std::to_string(groups) + ": a group of " + std::to_string(g.pairs()) + " heads has " +
+                  std::to_string(size_t(g.pairs()) * g.dk) + " state rows, which K = " + std::to_string(blocks) +
+                  " blocks do not divide");
   return n;
 }
 

@@ -48,9 +48,8 @@ class SpLocalGla {
 
   int groups() const { return int(groups_.size()); }
   const GlaShape& group(int i) const { return groups_.at(size_t(i)); }
-  // The head groups a schedule can use for `groups` requested (0: the default, 2 where there are at least two pairs)
-  // at shape s: at most one per pair. A K-block scan needs K to divide each group's state rows: where it does not,
-  // the default takes one group and an explicit request throws UsageError.
+  // The head groups for `groups` requested (0: the default, one group) at shape s: at most one per pair, and K
+  // (a K-block scan) must divide each group's state rows; UsageError otherwise.
   static int head_groups_for(const GlaShape& s, int groups, int blocks);
 
   // out = diag(exp Lambda_p) in + M_p: the state after this rank, given the state before it.

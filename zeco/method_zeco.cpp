@@ -2,10 +2,12 @@
 // stream. In order (the default), a rank computes only its boundary state before the scan and everything else from
 // the true incoming state after it; with --overlap 1 the output from zero-start states overlaps the forward scan and
 // is corrected after it (SpLocalGla says what each order costs).
-// In order, the heads are split into groups (--head-groups, default 2), each scanned on its own: group i's scan runs
-// while group i+1's boundary kernel runs, and the last group's while the first group's outputs (or gradients) are
-// computed, so that neither direction's scan leaves the compute stream idle. Rows decay independently, so a group's
-// scan is the All-Scan of its rows of the state.
+// In order, the heads may be split into groups (--head-groups N; default 1), each scanned on its own: group i's scan
+// runs while group i+1's boundary kernel runs, and the last group's while the first group's outputs (or gradients)
+// are computed, so that neither direction's scan leaves the compute stream idle. Rows decay independently, so a
+// group's scan is the All-Scan of its rows of the state. Not the default: each extra group adds a launch of every
+// stage, and on an H200 each launch's last wave costs more than the ~15-30 us scan it hides (zeco/NOTES.md,
+// session 11); where the scan is slower than that (across nodes), it may pay.
 #include <memory>
 #include <vector>
 

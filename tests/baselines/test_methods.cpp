@@ -125,8 +125,8 @@ TEST(Zeco, BadHeadGroupsAreUsageErrors) {
   EXPECT_THROW(make(1, false, -1), UsageError);
   EXPECT_THROW(make(1, true, 2), UsageError);   // the overlapped order has one group
   EXPECT_THROW(make(12, false, 2), UsageError);  // groups of 8 and 4 rows: K = 12 divides neither
-  EXPECT_EQ(make(12, false, 0)->head_groups(), 1);  // the default then scans the whole state at once
-  EXPECT_EQ(make(4, false, 0)->head_groups(), 2);
+  EXPECT_EQ(make(12, false, 0)->head_groups(), 1);  // the default: one scan of the whole state
+  EXPECT_EQ(make(4, false, 2)->head_groups(), 2);
   EXPECT_EQ(make(1, false, 3)->head_groups(), 3);
 }
 
