@@ -68,14 +68,11 @@ void add_operator_command(CLI::App& app, OperatorOptions& o) {
 
 namespace {
 
-// The head groups `method` runs with (the `head_groups` column): zeco's in-order schedule splits the heads
-// (SpLocalGla::head_groups_for, as zeco/method_zeco.cpp asks for them); every other schedule has one group.
+// The head groups `method` runs with (the `head_groups` column): zeco's (SpLocalGla::head_groups_for, as
+// zeco/method_zeco.cpp asks for them); every other method has one group.
 int head_groups_of(const std::string& method, const OperatorOptions& o, const GlaShape& local) {
-  if (method != "zeco" || o.overlap) {
-    SPB_USAGE(method != "zeco" || o.head_groups <= 1, "zeco: --overlap 1 has no head groups (--head-groups 0 or 1)");
-    return 1;
-  }
-  return SpLocalGla::head_groups_for(local, o.head_groups, o.blocks);
+  if (method != "zeco") return 1;
+  return SpLocalGla::head_groups_for(SpConfig{local, o.blocks, o.allscan, o.overlap != 0, o.head_groups});
 }
 
 // The shape of the whole sequence, validated the same way on every rank.

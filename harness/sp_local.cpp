@@ -8,32 +8,20 @@
 
 namespace spb {
 
-namespace {
-// n ranges of whole pairs of s, as even as they come (the first ones one pair larger).
-std::vector<GlaShape> split_pairs(const GlaShape& s, int n) {
-  SPB_CHECK(s.all_pairs() && n >= 1 && n <= s.pairs(), "SpLocalGla: " + std::to_string(n) + " head groups of " +
-                                                            std::to_string(s.pairs()) + " (b, h) pairs");
-  std::vector<GlaShape> out;
-  for (int i = 0, begin = 0; i < n; ++i) {
-    const int count = s.pairs() / n + (i < s.pairs() % n);
-    out.push_back(s.pair_range(begin, count));
-    begin += count;
-  }
-  return out;
-}
-}  // namespace
-
-int SpLocalGla::head_groups_for(const GlaShape& s, int groups, int blocks) {
+int SpLocalGla::head_groups_for(const SpConfig& c) {
+  const int groups = c.head_groups;
+  const GlaShape& s = c.local;
   SPB_USAGE(groups >= 0, "--head-groups must be >= 0 (0: the default)");
+  SPB_USAGE(!c.overlap || groups <= 1, "--overlap 1 has no head groups (--head-groups 0 or 1)");
   SPB_USAGE(groups <= s.pairs(), "--head-groups " + std::to_string(groups) + ": more groups than the " +
                                      std::to_string(s.pairs()) + " (batch, head) pairs");
   // One group by default: on one H200 every extra group costs more than the scan it hides (zeco/NOTES.md, session 11).
   const int n = groups ? groups : 1;
   if (n == 1) return 1;  // (K against the whole state: validate_blocks)
-  for (const GlaShape& g : split_pairs(s, n))
-    SPB_USAGE(size_t(g.pairs()) * g.dk % size_t(blocks) == 0,
+  for (const GlaShape& g : s.split_pairs(n))
+    SPB_USAGE(size_t(g.pairs()) * g.dk % size_t(c.blocks) == 0,
               "--head-groups " + std::to_string(groups) + ": a group of " + std::to_string(g.pairs()) + " heads has " +
-                  std::to_string(size_t(g.pairs()) * g.dk) + " state rows, which K = " + std::to_string(blocks) +
+                  std::to_string(size_t(g.pairs()) * g.dk) + " state rows, which K = " + std::to_string(c.blocks) +
                   " blocks do not divide");
   return n;
 }
@@ -41,7 +29,7 @@ int SpLocalGla::head_groups_for(const GlaShape& s, int groups, int blocks) {
 SpLocalGla::SpLocalGla(Runtime& rt, const GlaShape& s, int groups)
     : rt_(rt),
       ws_(*rt.dev, s),
-      groups_(split_pairs(s, groups)),
+      groups_(s.split_pairs(groups)),
       local_final_(*rt.dev, s.state_elems() * 4),
       local_dh_in_(*rt.dev, s.state_elems() * 4),
       S_in_(*rt.dev, s.state_elems() * 4),

@@ -48,9 +48,9 @@ class SpLocalGla {
 
   int groups() const { return int(groups_.size()); }
   const GlaShape& group(int i) const { return groups_.at(size_t(i)); }
-  // The head groups for `groups` requested (0: the default, one group) at shape s: at most one per pair, and K
-  // (a K-block scan) must divide each group's state rows; UsageError otherwise.
-  static int head_groups_for(const GlaShape& s, int groups, int blocks);
+  // The head groups for c.head_groups requested (0: the default, one group) at c.local: at most one per pair, one in
+  // the overlapped order (c.overlap), and K (c.blocks) must divide each group's state rows; UsageError otherwise.
+  static int head_groups_for(const SpConfig& c);
 
   // out = diag(exp Lambda_p) in + M_p: the state after this rank, given the state before it.
   void fold_forward(const float* in, float* out, Stream st);

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "harness/device.h"
 
@@ -32,7 +33,12 @@ struct GlaShape {
   int pair_begin = 0, pair_count = 0;
   int pairs() const { return pair_count ? pair_count : B * H; }
   bool all_pairs() const { return pair_begin == 0 && pairs() == B * H; }
+  bool pairs_in_range() const {
+    return pair_begin >= 0 && pair_count >= 0 && long(pair_begin) + pairs() <= long(B) * H;
+  }
   GlaShape pair_range(int begin, int count) const;  // this shape restricted to pairs [begin, begin + count)
+  // This shape's pairs in n consecutive ranges, as even as they come (the first ones one pair larger).
+  std::vector<GlaShape> split_pairs(int n) const;
   int chunks() const { return (T + kChunk - 1) / kChunk; }
   size_t qk_elems() const { return size_t(B) * T * H * dk; }
   size_t v_elems() const { return size_t(B) * T * H * dv; }

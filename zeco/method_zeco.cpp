@@ -28,9 +28,8 @@ class Zeco final : public SpMethod {
   Zeco(Runtime& rt, const SpConfig& c)
       : rt_(rt),
         cfg_(c),
-        local_(rt, c.local, c.overlap ? 1 : SpLocalGla::head_groups_for(c.local, c.head_groups, c.blocks)) {
+        local_(rt, c.local, SpLocalGla::head_groups_for(c)) {
     validate_blocks(c.local.state_rows(), c.blocks);
-    SPB_USAGE(!c.overlap || c.head_groups <= 1, "zeco: --overlap 1 has no head groups (--head-groups 0 or 1)");
     for (int i = 0; i < local_.groups(); ++i) {
       ready_.push_back(std::make_unique<EventHandle>(*rt.dev, EventUse::order));
       scanned_.push_back(std::make_unique<EventHandle>(*rt.dev, EventUse::order));

@@ -21,6 +21,18 @@ GlaShape GlaShape::pair_range(int begin, int count) const {
   return s;
 }
 
+std::vector<GlaShape> GlaShape::split_pairs(int n) const {
+  SPB_CHECK(n >= 1 && n <= pairs(),
+            "GlaShape::split_pairs: " + std::to_string(n) + " ranges of " + std::to_string(pairs()) + " pairs");
+  std::vector<GlaShape> out;
+  for (int i = 0, begin = pair_begin; i < n; ++i) {
+    const int count = pairs() / n + (i < pairs() % n);
+    out.push_back(pair_range(begin, count));
+    begin += count;
+  }
+  return out;
+}
+
 namespace {
 
 // Strided views of one (b, h) pair of a [B, T, H, D] tensor and of its [NT, dk, dv] chunk states.
@@ -46,8 +58,7 @@ struct ChunkRange {
 // The shape's (b, h) pairs, in order.
 template <class F>
 void for_each_bh(const GlaShape& s, F&& f) {
-  SPB_CHECK(s.pair_begin >= 0 && s.pair_count >= 0 && long(s.pair_begin) + s.pairs() <= long(s.B) * s.H,
-            "GlaShape: a (b, h) pair range outside the tensor");
+  SPB_CHECK(s.pairs_in_range(), "GlaShape: a (b, h) pair range outside the tensor");
   for (int bh = s.pair_begin; bh < s.pair_begin + s.pairs(); ++bh) f(bh / s.H, bh % s.H);
 }
 

@@ -430,12 +430,7 @@ void print_breakdown(Problem& p) {
   // (forward) or gradients (backward); and single stages split into the same groups.
   for (int G : {1, 2, 4}) {
     if (G > s.B * s.H) break;
-    auto parts = std::make_shared<std::vector<GlaShape>>();
-    for (int i = 0, b = 0; i < G; ++i) {
-      const int n = s.B * s.H / G + (i < s.B * s.H % G);
-      parts->push_back(s.pair_range(b, n));
-      b += n;
-    }
+    auto parts = std::make_shared<std::vector<GlaShape>>(s.split_pairs(G));
     const std::string tag = ", " + std::to_string(G) + " head group" + (G > 1 ? "s" : "");
     stages.push_back({"sp fwd: boundary, states, output" + tag, 14 * TD + 6 * TE + 2 * HS, [&, parts] {
                         for (const GlaShape& g : *parts)

@@ -378,9 +378,6 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundar
                        x3 * __expf(Bf.w - gv.w));
   };
   auto x_round = [&](float4 e, bool in) {
-    if (IL)
-      return in ? make_float4(tf32_round(e.x), tf32_round(e.y), tf32_round(e.z), tf32_round(e.w))
-                : make_float4(0.f, 0.f, 0.f, 0.f);
     return in ? make_float4(tf32_round(e.x), tf32_round(e.y), tf32_round(e.z), tf32_round(e.w))
               : make_float4(0.f, 0.f, 0.f, 0.f);
   };

@@ -25,8 +25,7 @@ cudaStream_t stream_of(Stream st) { return static_cast<cudaStream_t>(st.handle);
 Dims dims_of(const GlaShape& s) {
   SPB_CHECK(s.B >= 1 && s.T >= 1 && s.H >= 1 && s.dk >= 1 && s.dv >= 1, "GlaShape must be positive");
   SPB_CHECK(s.chunks() <= 65535 && long(s.B) * s.H <= 65535, "grid too large for this shape");
-  SPB_CHECK(s.pair_begin >= 0 && s.pair_count >= 0 && long(s.pair_begin) + s.pairs() <= long(s.B) * s.H,
-            "GlaShape: a (b, h) pair range outside the tensor");
+  SPB_CHECK(s.pairs_in_range(), "GlaShape: a (b, h) pair range outside the tensor");
   return Dims{s.B, s.T, s.H, s.dk, s.dv, s.chunks(), 1.0f / std::sqrt(float(s.dk)), s.pair_begin, s.pairs()};
 }
 
