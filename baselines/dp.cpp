@@ -12,11 +12,11 @@ class DataParallel final : public SpMethod {
   DataParallel(Runtime& rt, const SpConfig& c) : rt_(rt), ws_(*rt.dev, c.local) {}
 
   void forward(const SpForwardArgs& a) override {
-    TimelineSpan span(rt_, "gla_forward", false);
+    TimelineSpan span(rt_, "gla_forward", Lane::compute);
     gla_forward(*rt_.kern, ws_, a.q, a.k, a.v, a.g, a.h0, a.o, final_state(a), rt_.dev->compute_stream());
   }
   void backward(const SpForwardArgs& f, const SpBackwardArgs& a) override {
-    TimelineSpan span(rt_, "gla_backward", false);
+    TimelineSpan span(rt_, "gla_backward", Lane::compute);
     gla_backward_saved(*rt_.kern, ws_, f.q, f.k, f.v, final_state(f), a.d_o, a.dht, a.dq, a.dk, a.dv, a.dg, a.dh_in,
                        rt_.dev->compute_stream());
   }

@@ -23,16 +23,16 @@ class Lasp1 final : public SpMethod {
     if (p == 0) {
       copy_or_zero(*rt_.dev, S_in_.f32(), a.h0, ws_.shape.state_elems(), st);
     } else {
-      TimelineSpan span(rt_, "recv", false);
+      TimelineSpan span(rt_, "recv", Lane::compute);
       rt_.comm->recv(S_in_.get(), bytes, p - 1, st);
     }
     float* h_out = a.h_out ? a.h_out : ht_.f32();
     {
-      TimelineSpan span(rt_, "gla_forward", false);
+      TimelineSpan span(rt_, "gla_forward", Lane::compute);
       gla_forward(*rt_.kern, ws_, a.q, a.k, a.v, a.g, S_in_.f32(), a.o, h_out, st);
     }
     if (p + 1 < P) {
-      TimelineSpan span(rt_, "send", false);
+      TimelineSpan span(rt_, "send", Lane::compute);
       rt_.comm->send(h_out, bytes, p + 1, st);
     }
   }
@@ -44,17 +44,17 @@ class Lasp1 final : public SpMethod {
     if (p == P - 1) {
       copy_or_zero(*rt_.dev, dS_out_.f32(), a.dht, ws_.shape.state_elems(), st);
     } else {
-      TimelineSpan span(rt_, "recv", false);
+      TimelineSpan span(rt_, "recv", Lane::compute);
       rt_.comm->recv(dS_out_.get(), bytes, p + 1, st);
     }
     float* dh_in = a.dh_in ? a.dh_in : dh_.f32();
     {
-      TimelineSpan span(rt_, "gla_backward", false);
+      TimelineSpan span(rt_, "gla_backward", Lane::compute);
       gla_backward_saved(*rt_.kern, ws_, f.q, f.k, f.v, f.h_out ? f.h_out : ht_.f32(), a.d_o, dS_out_.f32(), a.dq,
                          a.dk, a.dv, a.dg, dh_in, st);
     }
     if (p > 0) {
-      TimelineSpan span(rt_, "send", false);
+      TimelineSpan span(rt_, "send", Lane::compute);
       rt_.comm->send(dh_in, bytes, p - 1, st);
     }
   }

@@ -24,7 +24,7 @@ class Lasp2 final : public SpMethod {
     gather(local_.local_final());
     // S_in = fold of ranks 0..p-1 over h0.
     const Stream cs = dev.comm_stream();
-    TimelineSpan span(rt_, "fold", true);
+    TimelineSpan span(rt_, "fold", Lane::comm);
     copy_or_zero(dev, local_.S_in(), a.h0, s_.state_elems(), cs);
     for (int j = 0; j < rt_.rank(); ++j) fold_rank(j, local_.S_in());
     dev.record(folded_.get(), cs);
@@ -46,7 +46,7 @@ class Lasp2 final : public SpMethod {
     gather(local_.local_dh_in());
     // dS_out = fold of ranks P-1..p+1 over dht.
     const Stream cs = dev.comm_stream();
-    TimelineSpan span(rt_, "fold_reverse", true);
+    TimelineSpan span(rt_, "fold_reverse", Lane::comm);
     copy_or_zero(dev, local_.dS_out(), a.dht, s_.state_elems(), cs);
     for (int j = rt_.world() - 1; j > rt_.rank(); --j) fold_rank(j, local_.dS_out());
     dev.record(folded_.get(), cs);
@@ -65,7 +65,7 @@ class Lasp2 final : public SpMethod {
     dev.copy(mine_.f32() + s_.state_elems(), local_.lambda(), s_.state_rows() * 4, st);
     dev.record(ready_.get(), st);
     dev.wait(cs, ready_.get());
-    TimelineSpan span(rt_, "allgather", true);
+    TimelineSpan span(rt_, "allgather", Lane::comm);
     rt_.comm->all_gather(mine_.get(), all_.get(), record_elems_ * 4, cs);
   }
   // carry = diag(exp Lambda_j) carry + state_j

@@ -94,14 +94,14 @@ class Ring final : public SpMethod {
     for (int step = 1; step < P; ++step) {
       const int cur = (step - 1) % 2, nxt = step % 2;
       dev.wait(cs, used_[nxt].get());  // the compute stream is done with what this buffer held two steps ago
-      TimelineSpan transfer(rt_, "ring_step", true);
+      TimelineSpan transfer(rt_, "ring_step", Lane::comm);
       rt_.comm->group_start();
       rt_.comm->send(ring_[cur].get(), pack_bytes_, to, cs);
       rt_.comm->recv(ring_[nxt].get(), pack_bytes_, from, cs);
       rt_.comm->group_end();
       dev.record(received_.get(), cs);
       dev.wait(st, received_.get());
-      TimelineSpan compute(rt_, "ring_fold", false);
+      TimelineSpan compute(rt_, "ring_fold", Lane::compute);
       if (use(static_cast<const char*>(ring_[nxt].get()), p - dir * step)) dev.record(used_[nxt].get(), st);
     }
     dev.record(joined_.get(), cs);

@@ -42,7 +42,7 @@ class Ulysses final : public SpMethod {
     to_heads(a.g, g_.get(), L_.dk);
     const float* h0 = a.h0 ? my_heads(a.h0, h0_.f32()) : nullptr;
     {
-      TimelineSpan span(rt_, "gla_forward", false);
+      TimelineSpan span(rt_, "gla_forward", Lane::compute);
       gla_forward(*rt_.kern, ws_, q_.get(), k_.get(), v_.get(), g_.get(), h0, x_.get(), ht_.f32(), stream());
     }
     to_sequence(x_.get(), a.o, L_.dv);
@@ -54,7 +54,7 @@ class Ulysses final : public SpMethod {
     const float* h0 = f.h0 ? my_heads(f.h0, h0_.f32()) : nullptr;
     const float* dht = a.dht ? my_heads(a.dht, dht_.f32()) : nullptr;
     {
-      TimelineSpan span(rt_, "gla_backward", false);
+      TimelineSpan span(rt_, "gla_backward", Lane::compute);
       gla_backward_saved(*rt_.kern, ws_, q_.get(), k_.get(), v_.get(), ht_.f32(), y_.get(), dht, dq_.get(), dk_.get(),
                          x_.get(), dg_.get(), mine_.f32(), stream());
     }
@@ -85,13 +85,13 @@ class Ulysses final : public SpMethod {
   size_t slab_bytes(int D) const { return size_t(L_.B) * L_.T * (L_.H / rt_.world()) * D * act_; }
 
   void to_heads(const void* local, void* full, int D) {
-    TimelineSpan span(rt_, "all_to_all", false);
+    TimelineSpan span(rt_, "all_to_all", Lane::compute);
     local_wire(local, send_.get(), D, true);
     rt_.comm->all_to_all(send_.get(), recv_.get(), slab_bytes(D), stream());
     wire_full(recv_.get(), full, D, true);
   }
   void to_sequence(const void* full, void* local, int D) {
-    TimelineSpan span(rt_, "all_to_all", false);
+    TimelineSpan span(rt_, "all_to_all", Lane::compute);
     wire_full(full, send_.get(), D, false);
     rt_.comm->all_to_all(send_.get(), recv_.get(), slab_bytes(D), stream());
     local_wire(recv_.get(), local, D, false);

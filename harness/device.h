@@ -42,6 +42,8 @@ class Device {
 
   virtual Stream compute_stream() = 0;
   virtual Stream comm_stream() = 0;
+  // A second compute stream, for work that may run beside the compute stream's (zeco's head groups).
+  virtual Stream second_compute_stream() = 0;
   // `order` events only order streams (no timestamp: on the GPU a cheaper record and wait); `timing` ones can also
   // be passed to elapsed_ms.
   virtual Event create_event(EventUse use = EventUse::timing) = 0;
@@ -91,7 +93,7 @@ std::unique_ptr<Device> make_cpu_device();
 
 namespace spb {
 #ifdef SPB_HAVE_CUDA
-// One GPU (by CUDA ordinal), with a compute stream and a communication stream (harness/device_cuda.cu).
+// One GPU (by CUDA ordinal), with two compute streams and a communication stream (harness/device_cuda.cu).
 std::unique_ptr<Device> make_cuda_device(int ordinal);
 #endif
 }  // namespace spb

@@ -1,5 +1,5 @@
-// One GPU: cudaMalloc memory, a compute stream and a communication stream (both non-blocking, so that NCCL and the
-// kernels overlap), CUDA events for ordering and timing, bf16 activations.
+// One GPU: cudaMalloc memory, a compute stream, a second compute stream and a communication stream (all
+// non-blocking, so that NCCL and the kernels overlap), CUDA events for ordering and timing, bf16 activations.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -28,10 +28,12 @@ class CudaDevice final : public Device {
     SPB_CUDA(cudaGetDeviceProperties(&prop, ordinal));
     name_ = prop.name;
     SPB_CUDA(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
+    SPB_CUDA(cudaStreamCreateWithFlags(&compute2_, cudaStreamNonBlocking));
     SPB_CUDA(cudaStreamCreateWithFlags(&comm_, cudaStreamNonBlocking));
   }
   ~CudaDevice() override {
     cudaStreamDestroy(compute_);
+    cudaStreamDestroy(compute2_);
     cudaStreamDestroy(comm_);
   }
   std::string name() const override { return name_; }
@@ -76,6 +78,7 @@ class CudaDevice final : public Device {
 
   Stream compute_stream() override { return {compute_}; }
   Stream comm_stream() override { return {comm_}; }
+  Stream second_compute_stream() override { return {compute2_}; }
   Event create_event(EventUse use) override {
     cudaEvent_t e;
     SPB_CUDA(cudaEventCreateWithFlags(&e, use == EventUse::order ? cudaEventDisableTiming : cudaEventDefault));
@@ -98,7 +101,7 @@ class CudaDevice final : public Device {
   cudaStream_t stream(Stream s) const { return s.handle ? static_cast<cudaStream_t>(s.handle) : compute_; }
   int ordinal_;
   std::string name_;
-  cudaStream_t compute_ = nullptr, comm_ = nullptr;
+  cudaStream_t compute_ = nullptr, compute2_ = nullptr, comm_ = nullptr;
 };
 
 }  // namespace

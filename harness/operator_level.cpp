@@ -116,11 +116,11 @@ void write_timeline(Runtime& rt, SpMethod& m, const SpForwardArgs& fa, const SpB
     rt.timeline = &tl;
     tl.start();
     {
-      TimelineSpan whole(rt, "forward", false);
+      TimelineSpan whole(rt, "forward", Lane::compute);
       m.forward(fa);
     }
     {
-      TimelineSpan whole(rt, "backward", false);
+      TimelineSpan whole(rt, "backward", Lane::compute);
       m.backward(fa, ba);
     }
     rt.timeline = nullptr;

@@ -881,10 +881,14 @@ std::vector<Figure> plot_timelines(Context& c) {
     for (auto& n : names) colour_of[n] = colour++;
     for (auto* r : rows) {
       const int rank = inum(*r, "rank");
-      const bool pass = outer(r), comm = col(*r, "stream") == "comm";
-      const double lane = rank * 3.5 + (pass ? 0 : comm ? 2 : 1);
+      const std::string stream = col(*r, "stream");
+      const bool pass = outer(r), comm = stream == "comm", second = stream == "compute2";
+      const double lane = rank * 4.5 + (pass ? 0 : comm ? 3 : second ? 2 : 1);
       const double a = num(*r, "start_us") / 1e3, b = num(*r, "end_us") / 1e3;
-      const std::string title = col(*r, "span") + (pass ? " (pass)" : comm ? " (comm stream)" : " (compute stream)");
+      const std::string title = col(*r, "span") + (pass     ? " (pass)"
+                                                   : comm   ? " (comm stream)"
+                                                   : second ? " (second compute stream)"
+                                                            : " (compute stream)");
       PlotSeries& s = series[title];
       s.title = title;
       s.using_ = "1:2:3:4";
@@ -902,14 +906,15 @@ std::vector<Figure> plot_timelines(Context& c) {
     p.xlabel = "time since the iteration started (ms)";
     p.ylabel = "";
     p.key = "outside right top";
-    p.height = std::max(360, 120 + ranks * 90);
+    p.height = std::max(360, 120 + ranks * 110);
     std::string tics;
     for (int r = 0; r < ranks; ++r) {
-      tics += (r ? ", " : "") + std::string("\"rank ") + std::to_string(r) + " pass\" " + fmt("%g", r * 3.5) +
-              ", \"rank " + std::to_string(r) + " compute\" " + fmt("%g", r * 3.5 + 1) + ", \"rank " +
-              std::to_string(r) + " comm\" " + fmt("%g", r * 3.5 + 2);
+      const std::string rank = "\"rank " + std::to_string(r);
+      tics += (r ? ", " : "") + rank + " pass\" " + fmt("%g", r * 4.5) + ", " + rank + " compute\" " +
+              fmt("%g", r * 4.5 + 1) + ", " + rank + " compute 2\" " + fmt("%g", r * 4.5 + 2) + ", " + rank +
+              " comm\" " + fmt("%g", r * 4.5 + 3);
     }
-    p.extra = "set ytics (" + tics + ")\nset yrange [" + fmt("%g", ranks * 3.5 - 0.8) + ":-0.8]\nset grid x\nunset grid\nset grid xtics\n";
+    p.extra = "set ytics (" + tics + ")\nset yrange [" + fmt("%g", ranks * 4.5 - 0.8) + ":-0.8]\nset grid x\nunset grid\nset grid xtics\n";
     for (auto& [t, s] : series) p.series.push_back(s);
     figs.push_back(draw(c, p,
                         "The overlap timeline of one " + k[0] + order + " iteration on " + k[2] + " " +

@@ -35,7 +35,21 @@ SpLocalGla::SpLocalGla(Runtime& rt, const GlaShape& s, int groups)
       S_in_(*rt.dev, s.state_elems() * 4),
       dS_out_(*rt.dev, s.state_elems() * 4),
       spare_(*rt.dev, s.state_elems() * 4),
-      start_(*rt.dev, EventUse::order) {}
+      start_(*rt.dev, EventUse::order),
+      forked_(*rt.dev, EventUse::order),
+      joined_(*rt.dev, EventUse::order) {}
+
+void SpLocalGla::fork() {
+  Device& dev = *rt_.dev;
+  dev.record(forked_.get(), dev.compute_stream());
+  dev.wait(dev.second_compute_stream(), forked_.get());
+}
+
+void SpLocalGla::join() {
+  Device& dev = *rt_.dev;
+  dev.record(joined_.get(), dev.second_compute_stream());
+  dev.wait(dev.compute_stream(), joined_.get());
+}
 
 void SpLocalGla::forward_boundary(const SpForwardArgs& a, bool gates_on_comm, int group) {
   Device& dev = *rt_.dev;
@@ -45,14 +59,14 @@ void SpLocalGla::forward_boundary(const SpForwardArgs& a, bool gates_on_comm, in
   if (beside && group == 0) {
     dev.record(start_.get(), dev.compute_stream());  // the previous backward may still read gc
     dev.wait(dev.comm_stream(), start_.get());
-    TimelineSpan span(rt_, "cumsum", true);
+    TimelineSpan span(rt_, "cumsum", Lane::comm);
     // lambda comes from the boundary kernel, which sends it with M_p: gc only.
     rt_.kern->chunk_cumsum(ws_.shape, a.g, ws_.gc.f32(), nullptr, dev.comm_stream());
   }
-  TimelineSpan span(rt_, "boundary_state", false);
+  TimelineSpan span(rt_, "boundary_state", lane(group));
   states_true_ = false;
   const bool own_gc = rt_.kern->chunk_final_state(part, a.k, a.v, a.g, ws_.gc.f32(), local_final_.f32(),
-                                                  ws_.lambda.f32(), dev.compute_stream());
+                                                  ws_.lambda.f32(), stream(group));
   SPB_CHECK(!(own_gc && beside), "SpLocalGla: the boundary wrote gc while chunk_cumsum ran beside it");
   // gc of every pair: beside group 0's boundary, or written by every group's boundary (or by neither, for
   // forward_gates).
@@ -60,18 +74,20 @@ void SpLocalGla::forward_boundary(const SpForwardArgs& a, bool gates_on_comm, in
   else gc_ready_ = gc_ready_ && (own_gc || beside);
 }
 
-void SpLocalGla::forward_gates(const SpForwardArgs& a) {
-  if (gc_ready_) return;
-  TimelineSpan span(rt_, "cumsum", false);
+bool SpLocalGla::forward_gates(const SpForwardArgs& a) {
+  if (gc_ready_) return false;
+  TimelineSpan span(rt_, "cumsum", Lane::compute);
   // lambda came with M_p, and the communication may be reading it now: gc only.
   rt_.kern->chunk_cumsum(ws_.shape, a.g, ws_.gc.f32(), nullptr, rt_.dev->compute_stream());
   gc_ready_ = true;
+  return true;
 }
 
 void SpLocalGla::forward_output_from_initial(const SpForwardArgs& a, int group) {
+  SPB_CHECK(gc_ready_ || group == 0, "SpLocalGla: forward_output_from_initial of a later group before gc");
   forward_gates(a);
-  TimelineSpan span(rt_, "output", false);
-  const Stream st = rt_.dev->compute_stream();
+  TimelineSpan span(rt_, "output", lane(group));
+  const Stream st = stream(group);
   const GlaShape& part = groups_.at(size_t(group));
   // (after forward_boundary: the GPU reuses that reduction)
   rt_.kern->chunk_states_fwd_after_boundary(part, a.k, a.v, ws_.gc.f32(), S_in_.f32(), ws_.hs.f32(), ws_.ht.f32(),
@@ -82,7 +98,7 @@ void SpLocalGla::forward_output_from_initial(const SpForwardArgs& a, int group) 
 
 void SpLocalGla::forward_local_states(const SpForwardArgs& a) {
   SPB_CHECK(groups() == 1, "SpLocalGla: the overlapped order has no head groups");
-  TimelineSpan span(rt_, "local_states", false);
+  TimelineSpan span(rt_, "local_states", Lane::compute);
   states_true_ = false;
   const Stream st = rt_.dev->compute_stream();
   rt_.kern->chunk_cumsum(ws_.shape, a.g, ws_.gc.f32(), ws_.lambda.f32(), st);
@@ -91,25 +107,25 @@ void SpLocalGla::forward_local_states(const SpForwardArgs& a) {
 }
 
 void SpLocalGla::forward_local_output(const SpForwardArgs& a) {
-  TimelineSpan span(rt_, "local_output", false);
+  TimelineSpan span(rt_, "local_output", Lane::compute);
   rt_.kern->chunk_output(ws_.shape, a.q, a.k, a.v, ws_.gc.f32(), ws_.hs.f32(), a.o, rt_.dev->compute_stream());
 }
 
 void SpLocalGla::forward_apply_initial(const SpForwardArgs& a) {
-  TimelineSpan span(rt_, "apply_initial", false);
+  TimelineSpan span(rt_, "apply_initial", Lane::compute);
   rt_.kern->output_add_initial(ws_.shape, a.q, ws_.gc.f32(), S_in_.f32(), a.o, rt_.dev->compute_stream());
 }
 
 void SpLocalGla::backward_boundary(const SpForwardArgs& f, const SpBackwardArgs& a, int group) {
-  TimelineSpan span(rt_, "boundary_dstate", false);
+  TimelineSpan span(rt_, "boundary_dstate", lane(group));
   SPB_CHECK(gc_ready_, "SpLocalGla: backward_boundary before the forward computed gc");
   rt_.kern->chunk_initial_dstate(groups_.at(size_t(group)), f.q, a.d_o, f.g, ws_.gc.f32(), local_dh_in_.f32(),
-                                 rt_.dev->compute_stream());
+                                 stream(group));
 }
 
 void SpLocalGla::backward_true_states() {
   if (states_true_) return;
-  TimelineSpan span(rt_, "true_states", false);
+  TimelineSpan span(rt_, "true_states", Lane::compute);
   // The overlapped forward left gc, lambda and the zero-start states in the workspace; S_in makes them true.
   const Stream st = rt_.dev->compute_stream();
   rt_.dev->copy(ws_.ht.f32(), local_final_.f32(), ws_.shape.state_elems() * 4, st);
@@ -118,9 +134,9 @@ void SpLocalGla::backward_true_states() {
 }
 
 void SpLocalGla::backward_finish(const SpForwardArgs& f, const SpBackwardArgs& a, int group) {
-  TimelineSpan span(rt_, "grads", false);
+  TimelineSpan span(rt_, "grads", lane(group));
   SPB_CHECK(states_true_, "SpLocalGla: backward_finish before the states were made true");
-  const Stream st = rt_.dev->compute_stream();
+  const Stream st = stream(group);
   const GlaShape& part = groups_.at(size_t(group));
   // (after backward_boundary: the GPU reuses that reduction where no other boundary call on these pairs came
   // between, as in ring)

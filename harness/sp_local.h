@@ -18,12 +18,15 @@
 // stages take the group they compute, so that a method can send one group's boundary state while the next group's
 // boundary kernel runs, and compute one group's outputs while the next group's state travels (zeco). Each group's
 // stages are the whole shape's restricted to its pairs (GlaShape::pair_range): the same functions, one launch each.
-// All work goes on the device's compute stream, but forward_boundary's chunk_cumsum where gates_on_comm.
+// Group i's stages go on stream(i): the compute stream for even i, the second compute stream for odd i, so that the
+// blocks of one group's launches fill the last wave of the other's (fork / join order the two); all other work goes
+// on the compute stream, but forward_boundary's chunk_cumsum where gates_on_comm.
 #pragma once
 
 #include <vector>
 
 #include "harness/method.h"
+#include "harness/timeline.h"
 #include "kernels/gla.h"
 
 namespace spb {
@@ -37,7 +40,8 @@ class SpLocalGla {
   // beside group 0's boundary (after the compute stream's earlier work): the caller makes the compute stream wait
   // for the communication stream before anything reads gc.
   void forward_boundary(const SpForwardArgs& a, bool gates_on_comm = false, int group = 0);
-  void forward_gates(const SpForwardArgs& a);  // -> gc (no-op where the boundary calls left it)
+  // -> gc on the compute stream; false (nothing enqueued) where the boundary calls left it.
+  bool forward_gates(const SpForwardArgs& a);
   void forward_output_from_initial(const SpForwardArgs& a, int group = 0);  // reads S_in() of the group's pairs
   void forward_local_states(const SpForwardArgs& a);         // -> lambda, local_final and the zero-start states
   void forward_local_output(const SpForwardArgs& a);
@@ -48,6 +52,12 @@ class SpLocalGla {
 
   int groups() const { return int(groups_.size()); }
   const GlaShape& group(int i) const { return groups_.at(size_t(i)); }
+  // The stream of group i's stages, and its timeline lane.
+  Lane lane(int group) const { return group % 2 ? Lane::compute2 : Lane::compute; }
+  Stream stream(int group) const { return lane_stream(*rt_.dev, lane(group)); }
+  // fork: the second compute stream waits for the compute stream's work so far; join: the other way round.
+  void fork();
+  void join();
   // The head groups for c.head_groups requested (0: the default, one group) at c.local: at most one per pair, one in
   // the overlapped order (c.overlap), and K (c.blocks) must divide each group's state rows; UsageError otherwise.
   static int head_groups_for(const SpConfig& c);
@@ -75,6 +85,7 @@ class SpLocalGla {
   bool states_true_ = false;  // hs and ht in the workspace already include S_in
   bool gc_ready_ = false;     // gc in the workspace is chunk_cumsum(g) of the current forward
   EventHandle start_;        // forward_boundary's chunk_cumsum on the communication stream waits for it
+  EventHandle forked_, joined_;
 };
 
 // A buffer of `bytes` filled with `src` (nullable: zeros), on stream st.

@@ -4,10 +4,10 @@
 // is corrected after it (SpLocalGla says what each order costs).
 // In order, the heads may be split into groups (--head-groups N; default 1), each scanned on its own: group i's scan
 // runs while group i+1's boundary kernel runs, and the last group's while the first group's outputs (or gradients)
-// are computed, so that neither direction's scan leaves the compute stream idle. Rows decay independently, so a
-// group's scan is the All-Scan of its rows of the state. Not the default: each extra group adds a launch of every
-// stage, and on an H200 each launch's last wave costs more than the ~15-30 us scan it hides (zeco/NOTES.md,
-// session 11); where the scan is slower than that (across nodes), it may pay.
+// are computed, so that neither direction's scan leaves the GPU idle. Rows decay independently, so a group's scan is
+// the All-Scan of its rows of the state. Groups alternate between the two compute streams (SpLocalGla::stream), and
+// group i's boundary kernel starts once group i - 1's has finished: one after another (session 11) each extra
+// group's launches ended in a partial wave that cost more than the ~15-30 us scan they hid (zeco/NOTES.md).
 #include <memory>
 #include <vector>
 
@@ -66,15 +66,20 @@ class Zeco final : public SpMethod {
     }
     // gc on the communication stream (idle until the first scan) beside the first boundary kernel where that reads
     // the raw gates.
+    const bool two = local_.groups() > 1;
+    if (two) local_.fork();
     for (int i = 0; i < local_.groups(); ++i) {
+      after_previous_boundary(i);
       local_.forward_boundary(a, /*gates_on_comm=*/true, i);
       start_scan(ScanDirection::forward, i, local_.local_final(), a.h0, local_.S_in(), a.h_out);
     }
-    local_.forward_gates(a);  // overlaps the All-Scan (where the boundary calls did not leave gc)
+    // Overlaps the All-Scan (where the boundary calls did not leave gc); the second stream's outputs read it too.
+    if (local_.forward_gates(a) && two) local_.fork();
     for (int i = 0; i < local_.groups(); ++i) {
-      dev.wait(dev.compute_stream(), scanned_[i]->get());
+      dev.wait(local_.stream(i), scanned_[i]->get());
       local_.forward_output_from_initial(a, i);
     }
+    if (two) local_.join();
   }
 
   void finish() override {
@@ -85,27 +90,38 @@ class Zeco final : public SpMethod {
 
   void backward(const SpForwardArgs& f, const SpBackwardArgs& a) override {
     Device& dev = *rt_.dev;
+    const bool two = local_.groups() > 1;
+    if (two) local_.fork();  // the second stream after do (and the forward)
     for (int i = 0; i < local_.groups(); ++i) {
+      after_previous_boundary(i);
       local_.backward_boundary(f, a, i);
       start_scan(ScanDirection::reverse, i, local_.local_dh_in(), a.dht, local_.dS_out(), a.dh_in);
     }
     local_.backward_true_states();  // overlaps the reverse All-Scan (only the overlapped forward leaves work here)
     for (int i = 0; i < local_.groups(); ++i) {
-      dev.wait(dev.compute_stream(), scanned_[i]->get());
+      dev.wait(local_.stream(i), scanned_[i]->get());
       local_.backward_finish(f, a, i);
     }
+    if (two) local_.join();
   }
 
  private:
+  // Group i's boundary kernel starts once group i - 1's has finished (on the other stream), so that one group's
+  // scan and later stages run beside the next group's boundary kernel instead of all boundary kernels sharing the
+  // GPU and all scans starting together.
+  void after_previous_boundary(int i) {
+    if (i > 0 && local_.lane(i) != local_.lane(i - 1)) rt_.dev->wait(local_.stream(i), ready_[i - 1]->get());
+  }
+
   // The All-Scan of head group i's rows of the states (whole states: pointers to row 0), on the communication stream
-  // once the compute stream's work so far is done; scanned_[i] marks its end.
+  // once the group's stream's work so far is done (ready_[i]); scanned_[i] marks its end.
   void start_scan(ScanDirection dir, int i, const float* local, const float* first, float* carry_in,
                   float* carry_out) {
     Device& dev = *rt_.dev;
-    dev.record(ready_[i]->get(), dev.compute_stream());
+    dev.record(ready_[i]->get(), local_.stream(i));
     dev.wait(dev.comm_stream(), ready_[i]->get());
     {
-      TimelineSpan span(rt_, dir == ScanDirection::forward ? "allscan" : "allscan_reverse", true);
+      TimelineSpan span(rt_, dir == ScanDirection::forward ? "allscan" : "allscan_reverse", Lane::comm);
       const GlaShape& g = local_.group(i);
       const size_t row0 = size_t(g.pair_begin) * g.dk, at = row0 * g.dv;
       AllScanArgs s;

@@ -103,13 +103,15 @@ TEST(Zeco, EveryBlockCount) {
     for (int K : {1, 2, c.dk, c.B * c.H * c.dk /* every row its own block */}) run_case("zeco", c, K);
 }
 
-// Head groups: one scan of the whole state, the default two, uneven groups (CPU: 24 pairs in 5 = 5, 5, 5, 5, 4) and
-// one group per (batch, head) pair, with K blocks per group's scan (the device All-Scan on GPUs).
+// Head groups: one scan of the whole state, two, uneven groups (CPU: 24 pairs in 5 = 5, 5, 5, 5, 4) and one group
+// per (batch, head) pair, with K blocks per group's scan (the device All-Scan on GPUs). Odd groups run on the second
+// compute stream: on the GPU, two groups at the paper's shape too, where the two streams' kernels overlap longest.
 TEST(Zeco, HeadGroups) {
   if (!have_devices()) GTEST_SKIP() << "fewer GPUs than ranks on this node";
   for (const Case& c : cases())
     for (int G : {1, 2, 5, c.B * c.H})
       if (G <= c.B * c.H) run_case("zeco", c, G == 5 ? 1 : 2, gpu() ? "device" : "host", false, G);
+  if (gpu()) run_case("zeco", kPaperShape, 16, "device", false, 2);
 }
 
 TEST(Zeco, BadHeadGroupsAreUsageErrors) {
