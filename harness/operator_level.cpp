@@ -63,7 +63,10 @@ void add_operator_command(CLI::App& app, OperatorOptions& o) {
       ->check(CLI::Range(0, 1));
   app.add_option("--tolerance", o.tolerance, "largest relative RMS error that passes (default 1e-5 cpu, 5e-3 gpu)");
   app.add_flag("!--no-resume", o.resume, "rerun configurations already in the CSV");
-  app.add_option("--timeline", o.timeline, "append one more iteration's compute/comm spans of every rank to this CSV");
+  app.add_option("--timeline", o.timeline,
+                 "append the compute/comm spans of every rank in --timeline-iters more iterations to this CSV");
+  app.add_option("--timeline-iters", o.timeline_iters, "iterations --timeline records (default 5)")
+      ->check(CLI::Range(1, 1000));
 }
 
 namespace {
@@ -104,13 +107,21 @@ void validate(const GlaShape& s, const OperatorOptions& o, int P) {
   (void)head_groups_of(o.method, o, local);  // a bad --head-groups is a usage error on every rank
 }
 
-// One more iteration with every span recorded; rank 0 appends every rank's spans to `path`.
+// The timeline CSV's columns: the row's identity (the prefix write_timeline is given), then one span.
+constexpr const char* kTimelineHeader =
+    "method,backend,world_size,tokens_per_rank,heads,dk,dv,gpu,git_sha,date,overlap,iteration,rank,stream,span,start_us,"
+    "end_us";
+
+// `iters` more iterations with every span recorded, each started like a timed one (synchronised, after a barrier);
+// rank 0 appends every rank's spans to `path`.
 void write_timeline(Runtime& rt, SpMethod& m, const SpForwardArgs& fa, const SpBackwardArgs& ba, const std::string& path,
-                    const std::string& prefix) {
+                    const std::string& prefix, int iters) {
   Timeline tl(*rt.dev);
-  // Twice, keeping the second: the first creates the timeline's events, which would otherwise stall the host inside
-  // the recorded iteration (a GPU run showed 0.2-0.4 ms scan spans there against ~65 us per scan in the timed loop).
-  for (int pass = 0; pass < 2; ++pass) {
+  std::string lines;
+  char buf[256];
+  // One more first, not kept: it creates the timeline's events, which would otherwise stall the host inside the
+  // recorded iteration (a GPU run showed 0.2-0.4 ms scan spans there against ~65 us per scan in the timed loop).
+  for (int it = -1; it < iters; ++it) {
     rt.dev->synchronize();
     rt.boot.barrier();
     rt.timeline = &tl;
@@ -124,13 +135,12 @@ void write_timeline(Runtime& rt, SpMethod& m, const SpForwardArgs& fa, const SpB
       m.backward(fa, ba);
     }
     rt.timeline = nullptr;
-  }
-  std::string lines;
-  char buf[256];
-  for (const auto& s : tl.read()) {
-    std::snprintf(buf, sizeof buf, "%s,%d,%s,%s,%.3f,%.3f\n", prefix.c_str(), rt.rank(), s.stream.c_str(),
-                  s.name.c_str(), s.start_us, s.end_us);
-    lines += buf;
+    if (it < 0) continue;
+    for (const auto& s : tl.read()) {
+      std::snprintf(buf, sizeof buf, "%s,%d,%d,%s,%s,%.3f,%.3f\n", prefix.c_str(), it, rt.rank(), s.stream.c_str(),
+                    s.name.c_str(), s.start_us, s.end_us);
+      lines += buf;
+    }
   }
   const size_t len = size_t(rt.boot.max(double(lines.size())));
   lines.resize(len, '\0');
@@ -139,9 +149,17 @@ void write_timeline(Runtime& rt, SpMethod& m, const SpForwardArgs& fa, const SpB
   FILE* f = std::fopen(path.c_str(), "a+");
   SPB_USAGE(f, "--timeline " + path + ": cannot open");
   std::fseek(f, 0, SEEK_END);
-  if (std::ftell(f) == 0)
-    std::fputs("method,backend,world_size,tokens_per_rank,heads,dk,dv,gpu,git_sha,date,overlap,rank,stream,span,start_us,"
-               "end_us\n", f);
+  if (std::ftell(f) == 0) {
+    std::fprintf(f, "%s\n", kTimelineHeader);
+  } else {  // rows of another layout would not parse: say so instead of appending to them
+    std::rewind(f);
+    char head[512] = "";
+    const bool same = std::fgets(head, sizeof head, f) && std::string(head) == std::string(kTimelineHeader) + "\n";
+    if (!same) std::fclose(f);
+    SPB_USAGE(same, "--timeline " + path + ": its header is not this spbench's (" + kTimelineHeader +
+                        "); give a new file");
+    std::fseek(f, 0, SEEK_END);
+  }
   for (size_t r = 0; r < all.size(); r += len) std::fputs(std::string(all.data() + r, strnlen(all.data() + r, len)).c_str(), f);
   std::fclose(f);
 }
@@ -341,7 +359,7 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
       for (const char* c :
            {"method", "backend", "world_size", "tokens_per_rank", "heads", "dk", "dv", "gpu", "git_sha", "date", "overlap"})
         prefix += (prefix.empty() ? "" : ",") + r.get(c);
-      write_timeline(*rt, *method, fa, ba, o.timeline, prefix);
+      write_timeline(*rt, *method, fa, ba, o.timeline, prefix, o.timeline_iters);
     }
     if (!o.outputs.empty()) write_outputs(boot, o.outputs, whole, local, download_result(dev, act, local, d), in);
 

@@ -807,62 +807,101 @@ std::vector<Figure> plot_scaling(Context& c, bool cpu, bool weak) {
   return figs;
 }
 
-// The timeline iterations the report shows: one per method and order ("zeco", "zeco_overlap", ...) at one setting
-// (GPUs first, then the largest world size, then the newest), each the newest at that setting; with its key: method,
-// backend, world_size, tokens_per_rank, heads, dk, dv, gpu, git_sha, date, overlap.
-using TimelineIteration = std::pair<std::vector<std::string>, std::vector<const Row*>>;
-std::map<std::string, TimelineIteration> timeline_iterations(const Context& c) {
-  std::map<std::string, TimelineIteration> out;
+// Per rank: the forward and backward passes' time, or (comm) the communication stream's spans but the passes and
+// chunk_cumsum (local compute that zeco and lasp2 put there only to overlap it with the boundary kernel); the rank
+// where it is largest.
+double slowest_rank_us(const std::vector<const Row*>& rows, bool comm) {
+  std::map<int, double> per_rank;
+  for (auto* r : rows) {
+    const std::string span = col(*r, "span"), stream = col(*r, "stream");
+    const bool pass = span == "forward" || span == "backward";
+    if (comm ? (stream == "comm" && !pass && span != "cumsum") : pass)
+      per_rank[inum(*r, "rank")] += num(*r, "end_us") - num(*r, "start_us");
+  }
+  double m = 0;
+  for (auto& [rank, us] : per_rank) m = std::max(m, us);
+  return m;
+}
+
+// The timeline runs the report shows: one per method and order ("zeco", "zeco_overlap", ...) at one setting (GPUs
+// first, then the largest world size, then the newest), each the newest at that setting, with its iterations (the
+// `iteration` column; files written before it have one) and its key: method, backend, world_size, tokens_per_rank,
+// heads, dk, dv, gpu, git_sha, date, overlap.
+struct TimelineRun {
+  std::vector<std::string> key;
+  std::vector<std::vector<const Row*>> iterations;
+  // The iteration whose forward + backward (slowest rank) is the median one: the one a plot shows.
+  const std::vector<const Row*>& typical() const {
+    std::vector<std::pair<double, size_t>> t;
+    for (size_t i = 0; i < iterations.size(); ++i) t.push_back({slowest_rank_us(iterations[i], false), i});
+    std::sort(t.begin(), t.end());
+    return iterations[t[(t.size() - 1) / 2].second];
+  }
+  // The median over the iterations of slowest_rank_us.
+  double median_us(bool comm) const {
+    std::vector<double> t;
+    for (auto& rows : iterations) t.push_back(slowest_rank_us(rows, comm));
+    std::sort(t.begin(), t.end());
+    return t.size() % 2 ? t[t.size() / 2] : (t[t.size() / 2 - 1] + t[t.size() / 2]) / 2;
+  }
+};
+std::map<std::string, TimelineRun> timeline_runs(const Context& c) {
+  std::map<std::string, TimelineRun> out;
   if (c.res.timeline.empty()) return out;
-  // Iterations: rows sharing these columns. Prefer GPUs, then the largest world size, then the newest.
+  // Runs: rows sharing these columns, then their iterations. Prefer GPUs, then the largest world size, the newest.
   const std::vector<std::string> id_cols = {"method", "backend", "world_size", "tokens_per_rank", "heads", "dk", "dv",
                                             "gpu", "git_sha", "date"};
-  std::map<std::vector<std::string>, std::vector<const Row*>> iters;
+  std::map<std::vector<std::string>, std::map<long, std::vector<const Row*>>> runs;
   for (auto& r : c.res.timeline) {
     std::vector<std::string> k;
     for (auto& cname : id_cols) k.push_back(col(r, cname));
-    iters[k].push_back(&r);
+    runs[k][std::atol(col(r, "iteration").c_str())].push_back(&r);
   }
   // Which order zeco and lasp2 ran in (k[10]): the `overlap` column, or for rows written before it existed, whether
-  // the iteration corrected its output after the communication (only the overlapped order has apply_initial).
-  std::map<std::vector<std::string>, std::vector<const Row*>> keyed;
-  for (auto& [k, rows] : iters) {
-    std::string overlap = col(*rows.front(), "overlap");
+  // the run corrected its output after the communication (only the overlapped order has apply_initial).
+  std::map<std::vector<std::string>, std::map<long, std::vector<const Row*>>> keyed;
+  for (auto& [k, its] : runs) {
+    const auto& first = its.begin()->second;
+    std::string overlap = col(*first.front(), "overlap");
     if (overlap.empty()) {
       overlap = "0";
-      for (auto* r : rows)
+      for (auto* r : first)
         if (col(*r, "span") == "apply_initial" && (k[0] == "zeco" || k[0] == "lasp2")) overlap = "1";
     }
     auto k2 = k;
     k2.push_back(overlap);
-    keyed[k2] = rows;
+    keyed[k2] = its;
   }
-  iters.swap(keyed);
+  runs.swap(keyed);
   auto rank_of = [&](const std::vector<std::string>& k) {
     return std::make_tuple(k[1] != "cpu", std::atoi(k[2].c_str()), std::atoll(k[3].c_str()), k[9]);
   };
   const std::vector<std::string>* best = nullptr;
-  for (auto& [k, rows] : iters)
+  for (auto& [k, its] : runs)
     if (!best || rank_of(*best) <= rank_of(k)) best = &k;
-  // One plot per method and order at the chosen setting (its newest iteration); the backend may differ by method
-  // (zeco's device All-Scan), CPU against GPU may not.
+  // One per method and order at the chosen setting (its newest run); the backend may differ by method (zeco's device
+  // All-Scan), CPU against GPU may not.
   std::map<std::string, const std::vector<std::string>*> per_method;
-  for (auto& [k, rows] : iters) {
+  for (auto& [k, its] : runs) {
     bool same = (k[1] == "cpu") == ((*best)[1] == "cpu");
     for (size_t i : {2, 3, 4, 5, 6, 7}) same &= k[i] == (*best)[i];
     if (!same) continue;
     auto& slot = per_method[k[0] + (k[10] == "1" ? "_overlap" : "")];
     if (!slot || (*slot)[9] <= k[9]) slot = &k;
   }
-  for (auto& [method, kp] : per_method) out[method] = {*kp, iters[*kp]};
+  for (auto& [method, kp] : per_method) {
+    TimelineRun& run = out[method];
+    run.key = *kp;
+    for (auto& [it, rows] : runs[*kp]) run.iterations.push_back(rows);
+  }
   return out;
 }
 
 // The overlap timeline of one iteration: every rank's compute and communication streams.
 std::vector<Figure> plot_timelines(Context& c) {
   std::vector<Figure> figs;
-  for (auto& [method, it] : timeline_iterations(c)) {
-    const auto& rows = it.second;
+  for (auto& [method, run] : timeline_runs(c)) {
+    const auto& rows = run.typical();
     int ranks = 0;
     std::set<std::string> names;
     for (auto* r : rows) ranks = std::max(ranks, inum(*r, "rank") + 1), names.insert(col(*r, "span"));
@@ -899,7 +938,7 @@ std::vector<Figure> plot_timelines(Context& c) {
     }
     PlotSpec p;
     p.name = "timeline_" + method;
-    const auto& k = it.first;
+    const auto& k = run.key;
     const std::string order = k[10] == "1" ? " (--overlap 1)" : "";
     p.title = "One iteration of " + k[0] + order + " on " + k[2] + " " + (k[1] == "cpu" ? "CPU ranks" : k[7] + " GPUs") + " (" +
               k[3] + " tokens per rank, H=" + k[4] + ", dk=" + k[5] + ", dv=" + k[6] + ", " + k[9].substr(0, 10) + ")";
@@ -921,49 +960,42 @@ std::vector<Figure> plot_timelines(Context& c) {
                             (k[1] == "cpu" ? "CPU ranks (their streams run one after the other: this shows the "
                                              "pipeline, not GPU overlap)"
                                            : k[7] + " GPUs") +
+                            (run.iterations.size() > 1
+                                 ? " (the median of " + std::to_string(run.iterations.size()) + " recorded)"
+                                 : std::string()) +
                             ": the spans of every rank's compute and communication streams (results/*timeline*.csv).",
                         ""));
   }
   return figs;
 }
 
-// What the timelines say of each method's communication: its iteration against dp's at the same setting, beside the
+// What the timelines say of each method's communication: its iterations against dp's at the same setting, beside the
 // time of its communication spans. The excess over dp is what the overlap did not hide (communication, hand-offs,
-// extra kernels); one iteration each, so it moves by some microseconds from run to run (Tables 3 and 4 have the means).
+// extra kernels). Medians over each run's iterations (one in files written before the `iteration` column), since a
+// single iteration moves by some microseconds (a late host launch on one rank shows in it).
 std::string section_exposed(const Context& c) {
-  const auto its = timeline_iterations(c);
-  const auto dp = its.find("dp");
-  if (dp == its.end() || its.size() < 2) return "";
-  // Per rank: the forward and backward passes, or the communication stream's spans but the passes and chunk_cumsum
-  // (local compute that zeco and lasp2 put there only to overlap it with the boundary kernel); the slowest rank.
-  auto slowest = [](const std::vector<const Row*>& rows, bool comm) {
-    std::map<int, double> per_rank;
-    for (auto* r : rows) {
-      const std::string span = col(*r, "span"), stream = col(*r, "stream");
-      const bool pass = span == "forward" || span == "backward";
-      if (comm ? (stream == "comm" && !pass && span != "cumsum") : pass)
-        per_rank[inum(*r, "rank")] += num(*r, "end_us") - num(*r, "start_us");
-    }
-    double m = 0;
-    for (auto& [rank, us] : per_rank) m = std::max(m, us);
-    return m;
-  };
-  const double dp_us = slowest(dp->second.second, false);
-  const auto& k = dp->second.first;
+  const auto runs = timeline_runs(c);
+  const auto dp = runs.find("dp");
+  if (dp == runs.end() || runs.size() < 2) return "";
+  const double dp_us = dp->second.median_us(false);
+  const auto& k = dp->second.key;
   std::ostringstream s;
   s << "#### Exposed communication (from the timelines above)\n\n"
-    << "One iteration of each method on " << k[2] << " " << (k[1] == "cpu" ? "CPU ranks" : k[7] + " GPUs") << ", "
-    << k[3] << " tokens per rank: forward + backward of the slowest rank, its excess over dp's (" << fmt("%.1f", dp_us)
-    << " us), and the communication spans of the rank where they took longest (waiting for peers included; "
-       "chunk_cumsum, which zeco and lasp2 run on the communication stream beside the boundary kernel, is not one). "
-       "The excess is the communication, stream hand-offs and extra kernels that the overlap did not hide.\n\n"
-    << "| method | forward + backward (us) | over dp (us) | communication spans (us) | over dp ÷ communication |\n"
-    << "|---|---|---|---|---|\n";
-  for (auto& [method, it] : its) {
+    << "Each method's recorded iterations on " << k[2] << " " << (k[1] == "cpu" ? "CPU ranks" : k[7] + " GPUs")
+    << ", " << k[3] << " tokens per rank: the median over its iterations of the forward + backward of the slowest rank, "
+    << "its excess over dp's median (" << fmt("%.1f", dp_us) << " us, " << dp->second.iterations.size()
+    << " iterations), and the median of the communication spans of the rank where they took longest (waiting for peers "
+       "included; chunk_cumsum, which zeco and lasp2 run on the communication stream beside the boundary kernel, is not "
+       "one). The excess is the communication, stream hand-offs and extra kernels that the overlap did not hide.\n\n"
+    << "| method | iterations | forward + backward (us) | over dp (us) | communication spans (us) | over dp ÷ "
+       "communication |\n"
+    << "|---|---|---|---|---|---|\n";
+  for (auto& [method, run] : runs) {
     if (method == "dp") continue;
-    const double t = slowest(it.second, false), comm_us = slowest(it.second, true);
-    s << "| " << method << " | " << fmt("%.1f", t) << " | " << fmt("%.1f", t - dp_us) << " | " << fmt("%.1f", comm_us)
-      << " | " << (comm_us > 0 ? fmt("%.0f %%", 100 * (t - dp_us) / comm_us) : "—") << " |\n";
+    const double t = run.median_us(false), comm_us = run.median_us(true);
+    s << "| " << method << " | " << run.iterations.size() << " | " << fmt("%.1f", t) << " | " << fmt("%.1f", t - dp_us)
+      << " | " << fmt("%.1f", comm_us) << " | " << (comm_us > 0 ? fmt("%.0f %%", 100 * (t - dp_us) / comm_us) : "—")
+      << " |\n";
   }
   return s.str() + "\n";
 }
