@@ -904,7 +904,11 @@ std::vector<Figure> plot_timelines(Context& c) {
     const auto& rows = run.typical();
     int ranks = 0;
     std::set<std::string> names;
-    for (auto* r : rows) ranks = std::max(ranks, inum(*r, "rank") + 1), names.insert(col(*r, "span"));
+    bool second = false;  // a lane for the second compute stream where a span is on it (zeco's head groups)
+    for (auto* r : rows)
+      ranks = std::max(ranks, inum(*r, "rank") + 1), names.insert(col(*r, "span")),
+      second |= col(*r, "stream") == "compute2";
+    const double per_rank = second ? 4.5 : 3.5, comm_lane = second ? 3 : 2;
     // A span that contains another span of its rank and stream is a whole pass: drawn on its own thin lane.
     auto outer = [&](const Row* a) {
       for (auto* b : rows)
@@ -921,12 +925,12 @@ std::vector<Figure> plot_timelines(Context& c) {
     for (auto* r : rows) {
       const int rank = inum(*r, "rank");
       const std::string stream = col(*r, "stream");
-      const bool pass = outer(r), comm = stream == "comm", second = stream == "compute2";
-      const double lane = rank * 4.5 + (pass ? 0 : comm ? 3 : second ? 2 : 1);
+      const bool pass = outer(r), comm = stream == "comm", on_second = stream == "compute2";
+      const double lane = rank * per_rank + (pass ? 0 : comm ? comm_lane : on_second ? 2 : 1);
       const double a = num(*r, "start_us") / 1e3, b = num(*r, "end_us") / 1e3;
       const std::string title = col(*r, "span") + (pass     ? " (pass)"
                                                    : comm   ? " (comm stream)"
-                                                   : second ? " (second compute stream)"
+                                                   : on_second ? " (second compute stream)"
                                                             : " (compute stream)");
       PlotSeries& s = series[title];
       s.title = title;
@@ -945,15 +949,16 @@ std::vector<Figure> plot_timelines(Context& c) {
     p.xlabel = "time since the iteration started (ms)";
     p.ylabel = "";
     p.key = "outside right top";
-    p.height = std::max(360, 120 + ranks * 110);
+    p.height = std::max(360, 120 + ranks * (second ? 110 : 90));
     std::string tics;
     for (int r = 0; r < ranks; ++r) {
       const std::string rank = "\"rank " + std::to_string(r);
-      tics += (r ? ", " : "") + rank + " pass\" " + fmt("%g", r * 4.5) + ", " + rank + " compute\" " +
-              fmt("%g", r * 4.5 + 1) + ", " + rank + " compute 2\" " + fmt("%g", r * 4.5 + 2) + ", " + rank +
-              " comm\" " + fmt("%g", r * 4.5 + 3);
+      tics += (r ? ", " : "") + rank + " pass\" " + fmt("%g", r * per_rank) + ", " + rank + " compute\" " +
+              fmt("%g", r * per_rank + 1) + ", " + rank + " comm\" " + fmt("%g", r * per_rank + comm_lane);
+      if (second) tics += ", " + rank + " compute 2\" " + fmt("%g", r * per_rank + 2);
     }
-    p.extra = "set ytics (" + tics + ")\nset yrange [" + fmt("%g", ranks * 4.5 - 0.8) + ":-0.8]\nset grid x\nunset grid\nset grid xtics\n";
+    p.extra = "set ytics (" + tics + ")\nset yrange [" + fmt("%g", ranks * per_rank - 0.8) +
+              ":-0.8]\nset grid x\nunset grid\nset grid xtics\n";
     for (auto& [t, s] : series) p.series.push_back(s);
     figs.push_back(draw(c, p,
                         "The overlap timeline of one " + k[0] + order + " iteration on " + k[2] + " " +
@@ -984,7 +989,7 @@ std::string section_exposed(const Context& c) {
     << "Each method's recorded iterations on " << k[2] << " " << (k[1] == "cpu" ? "CPU ranks" : k[7] + " GPUs")
     << ", " << k[3] << " tokens per rank: the median over its iterations of the forward + backward of the slowest rank, "
     << "its excess over dp's median (" << fmt("%.1f", dp_us) << " us, " << dp->second.iterations.size()
-    << " iterations), and the median of the communication spans of the rank where they took longest (waiting for peers "
+    << (dp->second.iterations.size() == 1 ? " iteration" : " iterations") << "), and the median of the communication spans of the rank where they took longest (waiting for peers "
        "included; chunk_cumsum, which zeco and lasp2 run on the communication stream beside the boundary kernel, is not "
        "one). The excess is the communication, stream hand-offs and extra kernels that the overlap did not hide.\n\n"
     << "| method | iterations | forward + backward (us) | over dp (us) | communication spans (us) | over dp ÷ "
