@@ -6,8 +6,10 @@
 // runs while group i+1's boundary kernel runs, and the last group's while the first group's outputs (or gradients)
 // are computed, so that neither direction's scan leaves the GPU idle. Rows decay independently, so a group's scan is
 // the All-Scan of its rows of the state. Groups alternate between the two compute streams (SpLocalGla::stream), and
-// group i's boundary kernel starts once group i - 1's has finished: one after another (session 11) each extra
-// group's launches ended in a partial wave that cost more than the ~15-30 us scan they hid (zeco/NOTES.md).
+// group i's boundary kernel starts once group i - 1's has finished. Not the default: on an H200 the split costs more
+// than the ~10-30 us of scan it hides (one stream, session 11: each launch's last wave; two streams, session 12: a
+// group's boundary kernel costs ~3/4 of the whole one; zeco/NOTES.md); where the scan is slower (across nodes), it
+// may pay.
 #include <memory>
 #include <vector>
 
