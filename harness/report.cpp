@@ -905,9 +905,11 @@ std::vector<Figure> plot_timelines(Context& c) {
     int ranks = 0;
     std::set<std::string> names;
     bool second = false;  // a lane for the second compute stream where a span is on it (zeco's head groups)
-    for (auto* r : rows)
-      ranks = std::max(ranks, inum(*r, "rank") + 1), names.insert(col(*r, "span")),
+    for (auto* r : rows) {
+      ranks = std::max(ranks, inum(*r, "rank") + 1);
+      names.insert(col(*r, "span"));
       second |= col(*r, "stream") == "compute2";
+    }
     const double per_rank = second ? 4.5 : 3.5, comm_lane = second ? 3 : 2;
     // A span that contains another span of its rank and stream is a whole pass: drawn on its own thin lane.
     auto outer = [&](const Row* a) {
