@@ -121,6 +121,38 @@ class GlaKernels {
     chunk_states_bwd(s, q, d_o, gc, dht, dhs, dh0, st);
   }
 
+  // --- the chunk states beside the scan that brings their initial state ----------------------------------------
+  // The same results as chunk_states_*_after_boundary with h0 = init.state (forward) / dht = init.state (backward),
+  // but init may still be travelling when the stage is enqueued: it is complete once the word init.ready holds
+  // init.epoch or more, which another stream sets with signal_ready after the scan. An implementation may start at
+  // once from a zero state and add init's share (diag(exp of the decay since init) init) to each state when it sees
+  // the word; chunk_states_settle, enqueued on st after the scan (the caller orders st after it), then completes
+  // whatever was stored before the word was seen. The defaults serve a device where work completes in call order
+  // (the CPU: the scan is done when the call comes), so they read init at once and settle nothing.
+  struct ArrivingState {
+    const float* state = nullptr;     // [B, H, dk, dv] fp32
+    const uint32_t* ready = nullptr;  // set to epoch (or more) once state is complete
+    uint32_t epoch = 0;
+  };
+  virtual void chunk_states_fwd_arriving(const GlaShape& s, const void* k, const void* v, const float* gc,
+                                         const ArrivingState& h0, float* hs, float* ht, Stream st) {
+    chunk_states_fwd_after_boundary(s, k, v, gc, h0.state, hs, ht, st);
+  }
+  virtual void chunk_states_bwd_arriving(const GlaShape& s, const void* q, const void* d_o, const float* gc,
+                                         const ArrivingState& dht, float* dhs, float* dh0, Stream st) {
+    chunk_states_bwd_after_boundary(s, q, d_o, gc, dht.state, dhs, dh0, st);
+  }
+  // After chunk_states_*_arriving (the same shape, direction, init and outputs) and after init's producer.
+  virtual void chunk_states_settle(const GlaShape& s, bool reverse, const float* gc, const ArrivingState& init,
+                                   float* hs, float* fin, Stream st) {
+    (void)s, (void)reverse, (void)gc, (void)init, (void)hs, (void)fin, (void)st;
+  }
+  // *ready = epoch, on st after its earlier work (a release: what that work wrote is visible to whoever sees it).
+  virtual void signal_ready(uint32_t* ready, uint32_t epoch, Stream st) {
+    (void)st;
+    *ready = epoch;
+  }
+
   // --- state algebra for the SP methods ------------------------------------------------------------------------
   // out = diag(exp decay) x + y over `rows` rows of `cols` (out may alias x or y); the All-Scan combine.
   virtual void state_fold(size_t rows, size_t cols, const float* decay, const float* x, const float* y, float* out,

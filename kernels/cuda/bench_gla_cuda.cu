@@ -466,6 +466,30 @@ void print_breakdown(Problem& p) {
                                               p.dq.get(), p.dk.get(), p.dv.get(), p.dg.get(), st);
                       }});
   }
+  // zeco's local schedule with the chunk states beside the scan (--overlap 2): the state's word set before the states
+  // (each block adds the state at its first chunk; against the in-order line above, the cost of polling the word and
+  // of the settle launch), and never set (the settle adds it to every state after the kernel: the cost where the
+  // scan outlasts the chunk states). The state is dh0's buffer (its values do not matter to the time).
+  Buffer words(*g_dev, 2 * sizeof(uint32_t));
+  gla_cuda::launch_signal_after(static_cast<uint32_t*>(words.get()), 1, 0, cs);  // word 0: set; word 1: never
+  gla_cuda::launch_signal_after(static_cast<uint32_t*>(words.get()) + 1, 0, 0, cs);
+  for (int w : {0, 1}) {
+    const std::string tag = w ? ", state after the states" : ", state before the states";
+    const GlaKernels::ArrivingState a{p.dh0.f32(), static_cast<const uint32_t*>(words.get()) + w, 1};
+    stages.push_back({"sp fwd: boundary, states arriving, settle, output" + tag, 14 * TD + 6 * TE + 2 * HS, [&, a] {
+                        g_kern->chunk_final_state(s, k, v, p.g.get(), ws.gc.f32(), p.ht.f32(), ws.lambda.f32(), st);
+                        g_kern->chunk_states_fwd_arriving(s, k, v, ws.gc.f32(), a, ws.hs.f32(), ws.ht.f32(), st);
+                        g_kern->chunk_states_settle(s, false, ws.gc.f32(), a, ws.hs.f32(), ws.ht.f32(), st);
+                        g_kern->chunk_output(s, q, k, v, ws.gc.f32(), ws.hs.f32(), p.o.get(), st);
+                      }});
+    stages.push_back({"sp bwd: boundary, states arriving, settle, grads" + tag, 34 * TD + 14 * TE + 4 * HS, [&, a] {
+                        g_kern->chunk_initial_dstate(s, q, d_o, p.g.get(), ws.gc.f32(), p.dh0.f32(), st);
+                        g_kern->chunk_states_bwd_arriving(s, q, d_o, ws.gc.f32(), a, ws.dhs.f32(), nullptr, st);
+                        g_kern->chunk_states_settle(s, true, ws.gc.f32(), a, ws.dhs.f32(), nullptr, st);
+                        g_kern->chunk_grads(s, q, k, v, ws.gc.f32(), ws.hs.f32(), ws.ht.f32(), ws.dhs.f32(), d_o,
+                                            p.dq.get(), p.dk.get(), p.dv.get(), p.dg.get(), st);
+                      }});
+  }
   stages.push_back({"grads", 22 * TD + 8 * TE + 3 * HS, [&] {
                       g_kern->chunk_grads(s, q, k, v, ws.gc.f32(), ws.hs.f32(), ws.ht.f32(), ws.dhs.f32(), d_o,
                                           p.dq.get(), p.dk.get(), p.dv.get(), p.dg.get(), st);

@@ -231,12 +231,23 @@ struct BoundaryParams {
   const float* init = nullptr;
   float* hs = nullptr;
   int bh0 = 0, nbh = 0;  // the grid's pairs: bh0 + blockIdx.z, blockIdx.z < nbh (GlaShape::pair_range)
+  // STORE with a late initial state (launch_states_spans' `late`): init is the zero-start one, and the block adds
+  // late's share, diag(exp(decay since the rank's edge)) late, once it sees *ready reach epoch at the start of a
+  // chunk; it then adds that share to the states it stored before, and writes pending[block] = 0. A block that never
+  // sees it writes 1 and leaves its states to launch_states_settle. The decay to the span's edge is excl_at's (S > 1).
+  const float* late = nullptr;  // [B*H, dk, dv]
+  const uint32_t* ready = nullptr;
+  uint32_t epoch = 0;
+  int* pending = nullptr;  // [B*H][S][tiles]
   // The scratch of S spans: span s holds the partial states of all B*H pairs [B*H, dk, dv], then their log-decays
   // [B*H, dk]. A pair's entries stay where they are whatever the launch's pair range and span count, so launches on
   // disjoint ranges keep each other's partials. Span 0's partial states are laid out as a state [B*H, dk, dv].
+  // After them, [S][B*H, dk]: the fold's (excl) log-decay from the rank's edge to each span's edge (the sum of the
+  // spans' tau before it, after it in the backward), for a late initial state.
   __host__ __device__ long span_stride() const { return long(B) * H * (long(dk) * dv + dk); }
   __host__ __device__ long part_at(int s, long bh) const { return s * span_stride() + bh * dk * dv; }
   __host__ __device__ long tau_at(int s, long bh) const { return s * span_stride() + long(B) * H * dk * dv + bh * dk; }
+  __host__ __device__ long excl_at(int s, long bh) const { return S * span_stride() + (long(s) * B * H + bh) * dk; }
 };
 
 // RAW: element (r, c) of a bf16 [rows][BK] tile whose 16-byte chunks are swizzled, chunk c / 8 of row r stored at
@@ -274,6 +285,46 @@ __device__ __forceinline__ void load_raw(bf16* s, const bf16* g, long gstride, i
   }
 }
 
+// STORE with a late initial state, once a block sees it after `steps` chunks of its walk: adds late's share to the
+// states it stored at those chunks (walk order), this thread's accumulator elements only (rows r0 + 16 mt and the next,
+// columns col0 + 8 nt and the next), and leaves in run the log-decay from the rank's edge to the state it stores next.
+// run starts at the decay to the span's edge (excl: that row's, nullptr: 0) and grows by each chunk's B_n as the
+// walk's decay does. Called once per block at most: out of line, to spare the walk's
+// registers.
+template <bool REV, int MT, int NT8>
+__device__ __forceinline__ void late_patch(float* hs_pair, const float* late_pair, const float* excl, const float* gc,
+                                        long xbase, long xrow, int T, int dk, int dv, int c0, int c1, int steps, int r0,
+                                        int col0, float (&run)[MT][2]) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = r0 + mt * 16 + h;
+      run[mt][h] = excl && r < dk ? excl[r] : 0.f;
+    }
+  for (int w = 0; w < steps; ++w) {
+    const int n = REV ? c1 - 1 - w : c0 + w;
+    float* dst = hs_pair + long(n) * dk * dv;
+    const long tl = min(n * kC + kC - 1, T - 1);  // the chunk's last token: B_n = gc there
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = r0 + mt * 16 + h;
+        if (r >= dk) continue;
+        const float e = __expf(run[mt][h]);
+        float* drow = opaque(dst + long(r) * dv + col0);
+        const float* lrow = opaque(late_pair + long(r) * dv + col0);
+#pragma unroll
+        for (int nt = 0; nt < NT8; ++nt)
+#pragma unroll
+          for (int j = 0; j < 2; ++j)
+            if (col0 + nt * 8 + j < dv) drow[nt * 8 + j] += e * ld_cg(lrow + nt * 8 + j);
+        run[mt][h] += gc[xbase + tl * xrow + r];
+      }
+  }
+}
+
 // BK x BN: the state tile; WM: warps along dk; TS: tokens per pipeline step (32: half a chunk, 64: a chunk); IL: X~ of
 // step s+1 is built inside the products of step s (a part per 8-token k-step, stored after the products), with
 // exp_ftz; else (v1) before them with __expf. BULK (with IL): whole-tile steps are loaded by
@@ -281,7 +332,8 @@ __device__ __forceinline__ void load_raw(bf16* s, const bf16* g, long gstride, i
 // RAW (with IL, TS = 64, BK = 128): the kernel reads the raw gates g (bf16) instead of gc (fp32) and scans each chunk
 // itself (raw_prefix .. raw_store below): 25 % fewer bytes, and the caller need not run chunk_cumsum first.
 // STORE (with IL, TS = 64, neither RAW nor BULK): the chunk states themselves, span by span (launch_states_spans):
-// the span starts from its true initial state and stores the accumulators at the first step of every chunk.
+// the span starts from its true initial state and stores the accumulators at the first step of every chunk; with a
+// late initial state (p.late), from its zero-start one, adding late's share when it arrives (BoundaryParams).
 template <bool REV, int BK, int BN, int WM, int TS, bool IL, bool BULK, bool RAW = false, bool STORE = false>
 __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundary_kernel(const BoundaryParams p) {
   using L = BoundaryLayout<BK, BN, WM, TS, RAW>;
@@ -527,6 +579,29 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundar
       }
     }
   };
+  // STORE with p.late: whether late was added (uniform in the block); *ready seen at the top of step s (thread 0
+  // writes slot s & 1 before the step's barrier, everyone reads it after: the slot is rewritten two barriers later).
+  bool applied = !STORE || p.late == nullptr;
+  uint32_t* late_seen = reinterpret_cast<uint32_t*>(smem + L::total);
+  // acc += diag(exp run) late, this thread's elements (rows ra, rb = ra + 1; columns c0 + 8 nt and the next)
+  auto late_add = [&](const float(&run)[MT][2]) {
+    const int c0 = col_of(0);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      const int ra = i0 + frow + mt * 16, rb = ra + 1;
+      const float ea = __expf(run[mt][0]), eb = __expf(run[mt][1]);
+      const float* La = opaque(p.late + (long(bh) * p.dk + ra) * p.dv + c0);
+      const float* Lb = La + p.dv;
+#pragma unroll
+      for (int nt = 0; nt < NT8; ++nt) {
+        const int c = c0 + nt * 8;
+        if (ra < p.dk && c < p.dv) acc[mt][nt][0] += ea * ld_cg(La + nt * 8);
+        if (ra < p.dk && c + 1 < p.dv) acc[mt][nt][1] += ea * ld_cg(La + nt * 8 + 1);
+        if (rb < p.dk && c < p.dv) acc[mt][nt][2] += eb * ld_cg(Lb + nt * 8);
+        if (rb < p.dk && c + 1 < p.dv) acc[mt][nt][3] += eb * ld_cg(Lb + nt * 8 + 1);
+      }
+    }
+  };
   if constexpr (STORE) {  // the span's initial state (elements outside the state stay 0)
     if (p.init) {
       const float* src = p.init + p.part_at(sp, bh);  // (S == 1: bh's state)
@@ -547,6 +622,9 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundar
   static_assert(!RAW || kUnroll, "RAW builds X~ inside the unrolled products");
   constexpr int SUB = TS / 8;  // k-steps per step
   for (int s = 0; s < nsteps; ++s) {
+    if constexpr (STORE) {
+      if (!applied && tid == 0) late_seen[s & 1] = epoch_seen(ld_acquire_gpu(p.ready), p.epoch);
+    }
     cp_async_wait<NS - 3>();  // step s+1 has landed (steps s+2 .. s+NS-2 may still be in flight)
     if constexpr (BULK) {
       if (s + 1 < nsteps) mbar_wait(bar_of((s + 1) % NS), ((s + 1) / NS) & 1);
@@ -558,7 +636,17 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundar
 
     const int st = s % NS;
     if ((s & (SPC - 1)) == 0) {  // the first step of a chunk: acc = diag(exp B_n) acc
-      if constexpr (STORE) store_acc(p.hs + (long(bh) * p.NT + chunk_of(s)) * p.dk * p.dv);  // the state before it
+      if constexpr (STORE) {  // the state before it
+        if (!applied && late_seen[s & 1]) {
+          float run[MT][2];
+          late_patch<REV, MT, NT8>(p.hs + long(bh) * p.NT * p.dk * p.dv, p.late + long(bh) * p.dk * p.dv,
+                                   p.S > 1 ? p.tau + p.excl_at(sp, bh) : nullptr, p.gc, xbase, xrow, p.T, p.dk, p.dv,
+                                   c0, c1, s >> SPC_LOG, i0 + frow, col_of(0), run);
+          late_add(run);
+          applied = true;
+        }
+        store_acc(p.hs + (long(bh) * p.NT + chunk_of(s)) * p.dk * p.dv);
+      }
       const float* Bv = RAW ? BR_of(s) : B_of(st);
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
@@ -655,8 +743,9 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundar
     if constexpr (BULK) fence_proxy_async();  // this step's generic writes (X~, edge loads) before bulk copies
   }
 
-  if constexpr (STORE) {  // fin where one span covers the sequence (else the fold wrote it)
-    if (p.S == 1 && p.out) store_acc(p.out + long(bh) * p.dk * p.dv);
+  if constexpr (STORE) {  // fin from the walk's last span (where the fold did not write it: one span, or late)
+    if (p.out && sp == (REV ? 0 : p.S - 1)) store_acc(p.out + long(bh) * p.dk * p.dv);
+    if (p.late && tid == 0) p.pending[(long(bh) * p.S + sp) * gridDim.x + tile] = applied ? 0 : 1;
     return;
   }
   // The span's result: fin itself when there is one span, else the partial state and (dv tile 0) the log-decay.
@@ -671,7 +760,7 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundar
 // 16-byte aligned fin, scratch and init0), else one.
 // lambda (nullable, forward): the sum of the spans' tau_s, in span order, by the thread of column 0.
 // excl (launch_states_spans): acc starts at init0 (nullable: 0) and each P_s is replaced, in place, by acc before it
-// (the span's true initial state); fin is then nullable.
+// (the span's true initial state); fin is then nullable; the sum of the tau before each span goes to excl_at.
 template <bool VEC>
 __global__ void __launch_bounds__(256) boundary_fold_kernel(float* scratch, float* fin, float* lambda,
                                                             const float* init0, bool excl, int nbh,
@@ -695,6 +784,7 @@ __global__ void __launch_bounds__(256) boundary_fold_kernel(float* scratch, floa
     for (int k = 0; k < S; ++k) {
       const long s = rev ? S - 1 - k : k;
       const float ts = scratch[sc.tau_at(int(s), bh) + r], d = __expf(ts);
+      if (excl && c == 0) scratch[sc.excl_at(int(s), bh) + r] = lam;
       lam += ts;
       float* P = scratch + sc.part_at(int(s), bh) + long(r) * dv + c;
       if constexpr (VEC) {
@@ -713,6 +803,41 @@ __global__ void __launch_bounds__(256) boundary_fold_kernel(float* scratch, floa
     }
     if (lambda && c == 0) lambda[row] = lam;
   }
+}
+
+// launch_states_settle: the blocks of the STORE kernel that never saw their late initial state (pending), on the
+// STORE kernel's grid: late's share added to each state the block stored, run (per row of the tile) from the decay
+// to the span's edge growing by B_n in the walk's order, and to fin where the block's span is the walk's last (as the
+// STORE block would have: its fin is then the zero-start one). 256 threads over the tile's elements.
+template <bool REV>
+__global__ void __launch_bounds__(256) settle_kernel(const BoundaryParams p, int BK, int BN) {
+  const int tile = blockIdx.x, sp = blockIdx.y, bh = p.bh0 + blockIdx.z;
+  if (p.pending[(long(bh) * p.S + sp) * gridDim.x + tile] == 0) return;  // (the whole block)
+  extern __shared__ float run[];  // [BK]
+  const int ntn = (p.dv + BN - 1) / BN, i0 = (tile / ntn) * BK, j0 = (tile % ntn) * BN;
+  const int b = bh / p.H, h = bh % p.H;
+  const long xrow = long(p.H) * p.dk, xbase = (long(b) * p.T * p.H + h) * p.dk;
+  const int c0 = sp * p.span, c1 = min(p.NT, c0 + p.span);
+  for (int r = threadIdx.x; r < BK; r += blockDim.x)
+    run[r] = p.S > 1 && i0 + r < p.dk ? p.tau[p.excl_at(sp, bh) + i0 + r] : 0.f;
+  __syncthreads();
+  const float* Lp = p.late + long(bh) * p.dk * p.dv;
+  auto add = [&](float* dst) {  // dst += diag(exp run) late over the tile
+    for (int e = threadIdx.x; e < BK * BN; e += blockDim.x) {
+      const int r = i0 + e / BN, c = j0 + e % BN;
+      if (r < p.dk && c < p.dv) dst[long(r) * p.dv + c] += __expf(run[r - i0]) * ld_cg(Lp + long(r) * p.dv + c);
+    }
+  };
+  for (int w = 0; w < c1 - c0; ++w) {
+    const int n = REV ? c1 - 1 - w : c0 + w;
+    add(p.hs + (long(bh) * p.NT + n) * p.dk * p.dv);
+    __syncthreads();  // everyone is done with run before it grows
+    const long tl = min(n * kC + kC - 1, p.T - 1);
+    for (int r = threadIdx.x; r < BK; r += blockDim.x)
+      if (i0 + r < p.dk) run[r] += p.gc[xbase + tl * xrow + i0 + r];
+    __syncthreads();
+  }
+  if (p.out && sp == (REV ? 0 : p.S - 1)) add(p.out + long(bh) * p.dk * p.dv);
 }
 
 int g_boundary_span = 0;     // tuning / test override of the chunks per span (0: the variant's choice)
@@ -784,7 +909,8 @@ Plan states_plan_of(const Dims& d) {
 
 template <bool REV, int BK, int BN, int WM, int TS, bool IL, bool BULK, bool RAW = false, bool STORE = false>
 void launch_t(const BoundaryParams& p, cudaStream_t stream) {
-  constexpr size_t smem = BoundaryLayout<BK, BN, WM, TS, RAW>::total + (BULK ? 64 : 0);  // (the mbarriers)
+  // (+ the mbarriers; STORE: the late state's two words)
+  constexpr size_t smem = BoundaryLayout<BK, BN, WM, TS, RAW>::total + (BULK ? 64 : 0) + (STORE ? 16 : 0);
   static const bool attr = [] {
     SPB_CUDA(cudaFuncSetAttribute(boundary_kernel<REV, BK, BN, WM, TS, IL, BULK, RAW, STORE>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
@@ -854,7 +980,7 @@ size_t boundary_scratch_elems(const Dims& d) {
   const size_t bh = size_t(d.B) * d.H;  // every pair has its place (BoundaryParams::part_at), whatever d's range
   size_t n = 0;
   for (const Plan& pl : {plan_of(d), states_plan_of(d)})
-    if (pl.S > 1) n = std::max(n, bh * pl.S * d.dk * d.dv + bh * pl.S * d.dk);
+    if (pl.S > 1) n = std::max(n, bh * pl.S * d.dk * d.dv + 2 * bh * pl.S * d.dk);  // (+ excl_at's)
   return n;
 }
 
@@ -904,24 +1030,48 @@ bool states_reuse_boundary(const Dims& d) {
   return red.S > 1 && red.S == st.S && red.span == st.span;
 }
 
+size_t states_pending_count(const Dims& d) {
+  const Plan pl = states_plan_of(d);
+  return size_t(d.B) * d.H * pl.S * ((d.dk + pl.bk - 1) / pl.bk) * ((d.dv + pl.bn - 1) / pl.bn);
+}
+
 void launch_states_spans(const Dims& d, bool reverse, const bf16* x, const bf16* y, const float* gc,
-                         const float* init, float* hs, float* fin, float* scratch, bool reuse, cudaStream_t stream) {
+                         const float* init, float* hs, float* fin, float* scratch, bool reuse, cudaStream_t stream,
+                         const LateInit* late) {
   SPB_CHECK(!reuse || states_reuse_boundary(d), "launch_states_spans: no boundary reduction to reuse at this shape");
+  SPB_CHECK(!late || (!init && late->state && late->ready && late->pending),
+            "launch_states_spans: a late initial state needs state, ready and pending, and no init");
   const Plan pl = states_plan_of(d);
   BoundaryParams p = params_of(d, pl, x, y, gc, nullptr);
   p.hs = hs;
+  if (late) p.late = late->state, p.ready = late->ready, p.epoch = late->epoch, p.pending = late->pending;
   if (pl.S > 1) {
     // The reduction in the STORE kernel's own configuration and grid (without the stores): at 128 x 256 tiles
     // (dv > 128) plan_of's would fill only half the SMs with the states' spans.
     if (!reuse) launch_stage1(d, pl, reverse, x, y, gc, nullptr, nullptr, nullptr, scratch, stream);
-    launch_fold(d, pl, reverse, scratch, fin, nullptr, init, true, stream);
+    // With a late initial state the fold starts from zero and fin comes from the last span's walk.
+    launch_fold(d, pl, reverse, scratch, late ? nullptr : fin, nullptr, init, true, stream);
     p.init = scratch;
+    p.tau = scratch;  // (excl_at)
+    if (late) p.out = fin;
   } else {
     p.init = init;
     p.out = fin;
   }
   if (reverse) launch_store<true>(p, pl, stream);
   else launch_store<false>(p, pl, stream);
+}
+
+void launch_states_settle(const Dims& d, bool reverse, const float* gc, const LateInit& late, float* hs, float* fin,
+                          float* scratch, cudaStream_t stream) {
+  const Plan pl = states_plan_of(d);
+  BoundaryParams p = params_of(d, pl, nullptr, nullptr, gc, nullptr);
+  p.hs = hs, p.out = fin, p.tau = scratch;
+  p.late = late.state, p.ready = late.ready, p.epoch = late.epoch, p.pending = late.pending;
+  const dim3 grid(((d.dk + pl.bk - 1) / pl.bk) * ((d.dv + pl.bn - 1) / pl.bn), pl.S, d.pairs());
+  if (reverse) settle_kernel<true><<<grid, 256, pl.bk * 4, stream>>>(p, pl.bk, pl.bn);
+  else settle_kernel<false><<<grid, 256, pl.bk * 4, stream>>>(p, pl.bk, pl.bn);
+  SPB_CUDA_LAUNCH();
 }
 
 void launch_boundary(const Dims& d, bool reverse, const bf16* x, const bf16* y, const float* gc, float* fin,

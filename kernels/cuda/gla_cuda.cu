@@ -295,6 +295,20 @@ __global__ void copy4d_kernel(char* dst, const char* src, size_t eb, Copy4d c, i
   }
 }
 
+// GlaKernels::signal_ready: the stream's earlier kernels have finished (stream order) and their writes are visible at
+// GPU scope; the release orders this store after them for a reader that acquires the word.
+__global__ void signal_ready_kernel(uint32_t* ready, uint32_t epoch) { st_release_gpu(ready, epoch); }
+
+// launch_signal_after: the same, `ns` nanoseconds (%globaltimer) after the kernel starts.
+__global__ void signal_after_kernel(uint32_t* ready, uint32_t epoch, unsigned long long ns) {
+#ifndef SPB_GLA_EMU
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); while (t - t0 < ns);
+#endif
+  st_release_gpu(ready, epoch);
+}
+
 // Whether chunk_initial_dstate reads g rather than gc where it can (see chunk_final_state).
 constexpr bool kDstateFromGates = false;
 
@@ -409,6 +423,29 @@ class CudaKernels final : public GlaKernels {
     states(s, true, q, d_o, gc, dht, dhs, dh0, true, st);
   }
 
+  // The chunk states beside the scan that brings their initial state (gla_boundary.cu, launch_states_spans' late):
+  // each block adds it when it sees the word, at the start of a chunk; chunk_states_settle completes the blocks that
+  // never did. Only the chunk states by spans take a late state (not set_states_variant(1)'s sequential walk).
+  void chunk_states_fwd_arriving(const GlaShape& s, const void* k, const void* v, const float* gc,
+                                 const ArrivingState& h0, float* hs, float* ht, Stream st) override {
+    states_arriving(s, false, k, v, gc, h0, hs, ht, st);
+  }
+  void chunk_states_bwd_arriving(const GlaShape& s, const void* q, const void* d_o, const float* gc,
+                                 const ArrivingState& dht, float* dhs, float* dh0, Stream st) override {
+    states_arriving(s, true, q, d_o, gc, dht, dhs, dh0, st);
+  }
+  void chunk_states_settle(const GlaShape& s, bool reverse, const float* gc, const ArrivingState& init, float* hs,
+                           float* fin, Stream st) override {
+    const Dims d = dims_of(s);
+    SPB_CHECK(pending_elems_ >= states_pending_count(d), "chunk_states_settle before chunk_states_*_arriving");
+    launch_states_settle(d, reverse, gc, LateInit{init.state, init.ready, init.epoch, pending_}, hs, fin,
+                         scratch(boundary_scratch_elems(d)), stream_of(st));
+  }
+  void signal_ready(uint32_t* ready, uint32_t epoch, Stream st) override {
+    signal_ready_kernel<<<1, 1, 0, stream_of(st)>>>(ready, epoch);
+    SPB_CUDA_LAUNCH();
+  }
+
   void chunk_grads(const GlaShape& s, const void* q, const void* k, const void* v, const float* gc, const float* hs,
                    const float* ht, const float* dhs, const void* d_o, void* dq, void* dk, void* dv, void* dg,
                    Stream st) override {
@@ -425,6 +462,7 @@ class CudaKernels final : public GlaKernels {
 
   ~CudaKernels() override {
     cudaFree(scratch_);
+    cudaFree(pending_);
   }
 
   void state_fold(size_t rows, size_t cols, const float* decay, const float* x, const float* y, float* out,
@@ -509,6 +547,25 @@ class CudaKernels final : public GlaKernels {
     forget_partials(d);  // the fold rewrote them
   }
 
+  void states_arriving(const GlaShape& s, bool reverse, const void* x, const void* y, const float* gc,
+                       const ArrivingState& init, float* hs, float* fin, Stream st) {
+    SPB_CHECK(init.state && init.ready && hs, "chunk_states_*_arriving: the state, its word and hs are required");
+    SPB_CHECK(states_variant() == 0, "chunk_states_*_arriving: the sequential walk takes no late initial state");
+    const Dims d = dims_of(s);
+    float* part = scratch(boundary_scratch_elems(d));
+    const size_t np = states_pending_count(d);
+    if (pending_elems_ < np) {
+      if (pending_) SPB_CUDA(cudaFree(pending_));
+      SPB_CUDA(cudaMalloc(&pending_, np * sizeof(int)));
+      pending_elems_ = np;
+    }
+    const bool reuse = has_partials(BoundaryCall{reverse, x, y, d}) && states_reuse_boundary(d);
+    const LateInit late{init.state, init.ready, init.epoch, pending_};
+    launch_states_spans(d, reverse, static_cast<const bf16*>(x), static_cast<const bf16*>(y), gc, nullptr, hs, fin,
+                        part, reuse, stream_of(st), &late);
+    forget_partials(d);  // the fold rewrote them
+  }
+
   // Grow-only device scratch (allocation synchronises; later calls reuse it). Calls on one stream at a time share it.
   float* scratch(size_t elems) {
     if (scratch_elems_ < elems) {
@@ -521,6 +578,8 @@ class CudaKernels final : public GlaKernels {
   }
   float* scratch_ = nullptr;
   size_t scratch_elems_ = 0;
+  int* pending_ = nullptr;  // states_arriving's blocks that never saw their state, for chunk_states_settle
+  size_t pending_elems_ = 0;
 };
 
 __global__ void tf32_bits_kernel(const float* in, uint32_t* out, int n) {
@@ -531,6 +590,11 @@ __global__ void tf32_bits_kernel(const float* in, uint32_t* out, int n) {
 }  // namespace
 
 void set_cumsum_vec(int v) { g_cumsum_vec = v; }
+
+void launch_signal_after(uint32_t* ready, uint32_t epoch, double us, cudaStream_t stream) {
+  signal_after_kernel<<<1, 1, 0, stream>>>(ready, epoch, static_cast<unsigned long long>(us * 1e3));
+  SPB_CUDA_LAUNCH();
+}
 
 void launch_tf32_bits(const float* in, uint32_t* out, int n, cudaStream_t stream) {
   if (n <= 0) return;

@@ -48,6 +48,41 @@ __device__ __forceinline__ uint32_t tf32_bits(float x) {
 #endif
 __device__ __forceinline__ float tf32_round(float x) { return __uint_as_float(tf32_bits(x)); }
 
+// A word another stream's kernel sets once what it guards is written (GlaKernels::signal_ready): read with acquire
+// semantics at GPU scope, so that loads after it see that data; `seen` compares epochs modulo 2^32.
+#ifndef SPB_GLA_EMU
+__device__ __forceinline__ uint32_t ld_acquire_gpu(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release_gpu(uint32_t* p, uint32_t v) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+// A load that bypasses L1 (which is not coherent with other SMs' writes): data published by another kernel.
+__device__ __forceinline__ float ld_cg(const float* p) { return __ldcg(p); }
+#else
+inline uint32_t ld_acquire_gpu(const uint32_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+inline void st_release_gpu(uint32_t* p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+inline float ld_cg(const float* p) { return *static_cast<const volatile float*>(p); }
+#endif
+__device__ __forceinline__ bool epoch_seen(uint32_t word, uint32_t epoch) { return int32_t(word - epoch) >= 0; }
+// p, hidden from the optimiser: addresses formed from it in a rarely taken branch of a loop are then not hoisted out of
+// the loop and kept in registers for its whole length.
+#ifndef SPB_GLA_EMU
+template <class T>
+__device__ __forceinline__ T* opaque(T* p) {
+  asm volatile("" : "+l"(p));
+  return p;
+}
+#else
+template <class T>
+inline T* opaque(T* p) {
+  asm volatile("" : "+r"(p));
+  return p;
+}
+#endif
+
 // exp on the SFU without the subnormal fix-up of __expf (ex2.approx.ftz: 2 instructions instead of 5; results agree
 // with __expf except where __expf would return a subnormal, < 1.2e-38, which becomes 0).
 #ifndef SPB_GLA_EMU

@@ -24,6 +24,9 @@ inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 
 
 // gla_cuda.cu: features per thread of the cumsum kernel (2: default; 4: v2's, for the benchmark's comparison).
 void set_cumsum_vec(int v);
+// gla_cuda.cu: *ready = epoch (GlaKernels::signal_ready) `us` microseconds after this kernel starts on `stream`; for
+// the tests of a state that arrives while the chunk states run.
+void launch_signal_after(uint32_t* ready, uint32_t epoch, double us, cudaStream_t stream);
 // gla_cuda.cu: out[i] = tf32_bits(in[i]), the rounding every kernel applies to a tensor-core operand that is not exact
 // bf16; for the tests, which compare it with tf32_model.h.
 void launch_tf32_bits(const float* in, uint32_t* out, int n, cudaStream_t stream);
@@ -67,10 +70,23 @@ void launch_boundary_gates(const Dims& d, bool reverse, const __nv_bfloat16* x, 
 // storing hs (the STORE kernel). Same hs / fin as launch_states up to the order of fp32 sums. scratch:
 // boundary_scratch_elems(d) floats. reuse needs states_reuse_boundary(d): the reduction has several spans, the same
 // as the states'.
+// late (nullable) replaces init (then nullptr): the initial state may still be travelling (GlaKernels::ArrivingState);
+// each block of the STORE kernel starts from its zero-start state and adds late's share once it sees *ready reach
+// epoch, and records in pending[states_pending_count(d)] whether it never did; launch_states_settle, enqueued after
+// late's producer, completes those blocks' states (and fin) from the same scratch, gc and pending.
+struct LateInit {
+  const float* state;
+  const uint32_t* ready;
+  uint32_t epoch;
+  int* pending;
+};
 bool states_reuse_boundary(const Dims& d);
+size_t states_pending_count(const Dims& d);
 void launch_states_spans(const Dims& d, bool reverse, const __nv_bfloat16* x, const __nv_bfloat16* y,
                          const float* gc, const float* init, float* hs, float* fin, float* scratch, bool reuse,
-                         cudaStream_t stream);
+                         cudaStream_t stream, const LateInit* late = nullptr);
+void launch_states_settle(const Dims& d, bool reverse, const float* gc, const LateInit& late, float* hs, float* fin,
+                          float* scratch, cudaStream_t stream);
 void set_boundary_span(int chunks);
 void set_boundary_variant(int v);
 int boundary_variants();

@@ -488,6 +488,82 @@ TEST(CudaStatesBySpans, EqualTheSequentialWalk) {
   }
 }
 
+// The chunk states beside the scan (chunk_states_*_arriving, then chunk_states_settle) against the states after the
+// boundary call with the same initial state and final gradient given at once (the same device inputs and reduction;
+// another order of fp32 sums), every output poisoned first. The word that says the state is complete is set before
+// the call (every block adds it at its first chunk), never (it holds the previous pass's epoch, which must not count:
+// the settle does everything), or by a kernel on another stream after a delay, while the chunk states run: at the
+// paper's shape a walk of 32 chunks takes ~270 us after a ~100 us boundary call, so the delays put the arrival
+// before, inside and after the blocks' walks.
+TEST(CudaStatesArriving, EqualTheStatesAfterTheBoundary) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const StateShape shapes[] = {{1, 16384, 16, 128, 128}, {2, 1000, 3, 128, 128}, {1, 4160, 1, 256, 512},
+                               {1, 333, 2, 100, 60},     {1, 1, 1, 128, 128}};
+  auto dev = make_cuda_device(0);
+  auto kern = make_cuda_kernels();
+  Buffer words(*dev, 2 * sizeof(uint32_t));
+  uint32_t epoch = 0;  // grows across the cases, as in an SP method
+  dev->fill_zero(words.get(), words.bytes(), dev->compute_stream());
+  for (const StateShape& sh : shapes) {
+    const GlaShape s = gla_shape(sh);
+    SCOPED_TRACE(shape_label(s));
+    HostTensors x = generate_inputs(s, 2977 + s.T, GateKind::model, true, true);
+    const size_t QK = s.qk_elems(), S = s.state_elems(), HS = s.chunk_state_elems();
+    DeviceInputs in(*dev, s, x);
+    Buffer gc(*dev, QK * 4), gc2(*dev, QK * 4), fin(*dev, S * 4);
+    Buffer hs0(*dev, HS * 4), ht0(*dev, S * 4), dhs0(*dev, HS * 4), dh00(*dev, S * 4);
+    Buffer hs(*dev, HS * 4), ht(*dev, S * 4), dhs(*dev, HS * 4), dh0(*dev, S * 4);
+    const Stream st = dev->compute_stream(), other = dev->comm_stream();
+    kern->chunk_cumsum(s, in.g.get(), gc.f32(), nullptr, st);
+    kern->chunk_final_state(s, in.k.get(), in.v.get(), in.g.get(), gc2.f32(), fin.f32(), nullptr, st);
+    kern->chunk_states_fwd_after_boundary(s, in.k.get(), in.v.get(), gc.f32(), in.h0.f32(), hs0.f32(), ht0.f32(), st);
+    kern->chunk_initial_dstate(s, in.q.get(), in.d_o.get(), in.g.get(), gc.f32(), fin.f32(), st);
+    kern->chunk_states_bwd_after_boundary(s, in.q.get(), in.d_o.get(), gc.f32(), in.dht.f32(), dhs0.f32(), dh00.f32(),
+                                          st);
+    dev->synchronize();
+    const std::vector<float> HS0 = fetch(*dev, hs0, DType::f32, HS), HT0 = fetch(*dev, ht0, DType::f32, S);
+    const std::vector<float> DHS0 = fetch(*dev, dhs0, DType::f32, HS), DH00 = fetch(*dev, dh00, DType::f32, S);
+    // when: -1 before, -2 never, else the delay in microseconds
+    for (double when : {-1.0, -2.0, 20.0, 120.0, 250.0, 400.0, 900.0}) {
+      const std::string w = when == -1 ? "before" : when == -2 ? "never" : "after " + std::to_string(int(when)) + " us";
+      ++epoch;
+      for (Buffer* b : {&hs, &ht, &dhs, &dh0}) poison(*b);
+      auto* word = static_cast<uint32_t*>(words.get());
+      const uint32_t now = when == -1 ? epoch : epoch - 1;  // what the words hold when the states start
+      gla_cuda::launch_signal_after(word, now, 0, static_cast<cudaStream_t>(st.handle));
+      gla_cuda::launch_signal_after(word + 1, now, 0, static_cast<cudaStream_t>(st.handle));
+      dev->synchronize();
+      if (when >= 0) {  // the forward's word after `when`, the backward's after the forward and `when` more
+        gla_cuda::launch_signal_after(word, epoch, when, static_cast<cudaStream_t>(other.handle));
+      }
+      GlaKernels::ArrivingState fwd{in.h0.f32(), word, epoch}, bwd{in.dht.f32(), word + 1, epoch};
+      kern->chunk_final_state(s, in.k.get(), in.v.get(), in.g.get(), gc2.f32(), fin.f32(), nullptr, st);
+      kern->chunk_states_fwd_arriving(s, in.k.get(), in.v.get(), gc.f32(), fwd, hs.f32(), ht.f32(), st);
+      if (when >= 0) {
+        dev->synchronize();  // (the forward's word has been set)
+        gla_cuda::launch_signal_after(word + 1, epoch, when, static_cast<cudaStream_t>(other.handle));
+      }
+      kern->chunk_initial_dstate(s, in.q.get(), in.d_o.get(), in.g.get(), gc.f32(), fin.f32(), st);
+      kern->chunk_states_bwd_arriving(s, in.q.get(), in.d_o.get(), gc.f32(), bwd, dhs.f32(), dh0.f32(), st);
+      dev->synchronize();  // the settle comes after the state's producer
+      kern->chunk_states_settle(s, false, gc.f32(), fwd, hs.f32(), ht.f32(), st);
+      kern->chunk_states_settle(s, true, gc.f32(), bwd, dhs.f32(), dh0.f32(), st);
+      dev->synchronize();
+      const std::vector<float> HSw = fetch(*dev, hs, DType::f32, HS), HTw = fetch(*dev, ht, DType::f32, S);
+      const std::vector<float> DHSw = fetch(*dev, dhs, DType::f32, HS), DH0w = fetch(*dev, dh0, DType::f32, S);
+      for (auto* t : {&HSw, &HTw, &DHSw, &DH0w}) EXPECT_TRUE(all_finite(*t)) << w << ": NaN or unwritten element";
+      const double e[4] = {rel_rms_error(HS0, HSw, HS), rel_rms_error(HT0, HTw, S), rel_rms_error(DHS0, DHSw, HS),
+                           rel_rms_error(DH00, DH0w, S)};
+      EXPECT_LT(e[0], 1e-5) << w << ": hs";
+      EXPECT_LT(e[1], 1e-5) << w << ": ht";
+      EXPECT_LT(e[2], 1e-5) << w << ": dhs";
+      EXPECT_LT(e[3], 1e-5) << w << ": dh0";
+      std::printf("[ errors ] CudaStatesArriving B%d T%d H%d dk%d dv%d %s: hs %.2e ht %.2e dhs %.2e dh0 %.2e\n", s.B,
+                  s.T, s.H, s.dk, s.dv, w.c_str(), e[0], e[1], e[2], e[3]);
+    }
+  }
+}
+
 // The stages on ranges of (b, h) pairs, interleaved as zeco's head groups run them (each group's boundary call, then
 // each group's states after it and the outputs; the backward in reverse group order), against the whole shape: the
 // same results up to the order of fp32 sums (the span plan follows the pairs per launch), every output poisoned first.

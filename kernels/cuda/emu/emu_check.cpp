@@ -5,7 +5,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <cuda_bf16.h>
@@ -247,6 +249,79 @@ void states_spans(int B, int T, int H, int dk, int dv, int span, GateKind gates 
   std::printf("\n");
 }
 
+// The chunk states beside the scan (chunk_states_*_arriving + chunk_states_settle) against the states after the
+// boundary call with the same initial state / final gradient given at once, after the same boundary call (so that
+// the reduction is reused, as in the SP methods): the word set before the call (every block adds the state at its
+// first chunk), never (the settle does everything), set by another thread while the blocks run (blocks add it at
+// their first, a middle or no chunk, and patch the states they stored before), and left at an older epoch (not the
+// state's: nothing may be added). hs / dhs poisoned first.
+void states_arriving(int B, int T, int H, int dk, int dv, int span, GateKind gates = GateKind::model) {
+  GlaShape s;
+  s.B = B, s.T = T, s.H = H, s.dk = dk, s.dv = dv;
+  const HostTensors x = generate_inputs(s, 700 + T + dk + dv, gates, true, true);
+  auto q = to_bf(rounded(x.q)), k = to_bf(rounded(x.k)), v = to_bf(rounded(x.v)), g = to_bf(rounded(x.g));
+  auto d_o = to_bf(rounded(x.d_o));
+  auto kern = make_cuda_kernels();
+  gla_cuda::set_boundary_span(span);
+  std::vector<float> gc(s.qk_elems()), gc2(s.qk_elems()), fin(s.state_elems());
+  kern->chunk_cumsum(s, g.data(), gc.data(), nullptr, {});
+  const size_t HS = s.chunk_state_elems(), S = s.state_elems();
+  std::vector<float> hs0(HS), ht0(S), dhs0(HS), dh00(S);
+  kern->chunk_final_state(s, k.data(), v.data(), g.data(), gc2.data(), fin.data(), nullptr, {});
+  kern->chunk_states_fwd_after_boundary(s, k.data(), v.data(), gc.data(), x.h0.data(), hs0.data(), ht0.data(), {});
+  kern->chunk_initial_dstate(s, q.data(), d_o.data(), g.data(), gc.data(), fin.data(), {});
+  kern->chunk_states_bwd_after_boundary(s, q.data(), d_o.data(), gc.data(), x.dht.data(), dhs0.data(), dh00.data(),
+                                        {});
+  const char* names[] = {"before", "never", "while", "stale"};
+  std::printf("states arriving B%d T%d H%d dk%d dv%d span %d:", B, T, H, dk, dv, span);
+  for (int when = 0; when < 4; ++when) {
+    uint32_t word[2] = {6, 6};  // (a previous pass's epoch)
+    const uint32_t epoch = 7;
+    std::vector<float> hs(HS), ht(S), dhs(HS), dh0(S);
+    poison(hs), poison(ht), poison(dhs), poison(dh0);
+    GlaKernels::ArrivingState fwd{x.h0.data(), &word[0], epoch}, bwd{x.dht.data(), &word[1], epoch};
+    if (when == 0) word[0] = word[1] = epoch;
+    std::thread setter;
+    // while: once the first block has stored its first state (the emulation runs one block at a time), so that
+    // block sees the word in the middle of its walk and the later ones at their first chunk.
+    auto stored = [](const std::vector<float>& h) {
+      for (size_t i = 0; i < h.size(); i += 7)
+        if (!std::isnan(*static_cast<const volatile float*>(&h[i]))) return true;
+      return false;
+    };
+    if (when == 2)
+      setter = std::thread([&] {
+        while (!stored(hs)) std::this_thread::sleep_for(std::chrono::microseconds(50));
+        __atomic_store_n(&word[0], epoch, __ATOMIC_RELEASE);
+        while (!stored(dhs)) std::this_thread::sleep_for(std::chrono::microseconds(50));
+        __atomic_store_n(&word[1], epoch, __ATOMIC_RELEASE);
+      });
+    kern->chunk_final_state(s, k.data(), v.data(), g.data(), gc2.data(), fin.data(), nullptr, {});
+    kern->chunk_states_fwd_arriving(s, k.data(), v.data(), gc.data(), fwd, hs.data(), ht.data(), {});
+    kern->chunk_states_settle(s, false, gc.data(), fwd, hs.data(), ht.data(), {});
+    kern->chunk_initial_dstate(s, q.data(), d_o.data(), g.data(), gc.data(), fin.data(), {});
+    kern->chunk_states_bwd_arriving(s, q.data(), d_o.data(), gc.data(), bwd, dhs.data(), dh0.data(), {});
+    kern->chunk_states_settle(s, true, gc.data(), bwd, dhs.data(), dh0.data(), {});
+    if (setter.joinable()) setter.join();
+    const double e[4] = {rel_rms_error(hs0, hs, HS), rel_rms_error(ht0, ht, S), rel_rms_error(dhs0, dhs, HS),
+                         rel_rms_error(dh00, dh0, S)};
+    std::printf(" %s hs %.1e ht %.1e dhs %.1e dh0 %.1e;", names[when], e[0], e[1], e[2], e[3]);
+    const std::string w = std::string(names[when]) + ": ";
+    expect_lt(e[0], 1e-5, w + "hs"), expect_lt(e[1], 1e-5, w + "ht");
+    expect_lt(e[2], 1e-5, w + "dhs"), expect_lt(e[3], 1e-5, w + "dh0");
+  }
+  std::printf("\n");
+  gla_cuda::set_boundary_span(0);
+}
+
+void states_beside_the_scan() {
+  states_arriving(1, 485, 1, 128, 128, 3);                    // spans of 3, partial last chunk
+  states_arriving(2, 150, 2, 128, 128, 2, GateKind::strong);  // B = H = 2, partial last span and chunk
+  states_arriving(1, 100, 1, 64, 64, 4);                      // one span: no fold, fin from the STORE kernel
+  states_arriving(1, 130, 1, 128, 256, 2);                    // two dv tiles
+  states_arriving(1, 91, 1, 13, 7, 1, GateKind::strong);      // odd sizes, one chunk per span
+}
+
 // chunk_output and the dv stage with several column tiles per block (intra_kernel MULTI: A built once per block) and
 // the state slice in quads (QUADS: variant 4 at one tile per block): o and dv must equal, bit for bit, those of variant 3 at one tile per
 // block (A rebuilt per tile, the slice in rows), since each output column sees the same operations in the same
@@ -348,6 +423,11 @@ int main(int argc, char** argv) {
     std::printf(failures ? "emu_check: %d FAILURES\n" : "emu_check: all passed\n", failures);
     return failures ? 1 : 0;
   }
+  if (argc > 1 && std::string(argv[1]) == "arriving") {  // only the chunk states beside the scan
+    states_beside_the_scan();
+    std::printf(failures ? "emu_check: %d FAILURES\n" : "emu_check: all passed\n", failures);
+    return failures ? 1 : 0;
+  }
   if (argc > 1 && std::string(argv[1]) == "intra") {  // only the column tiles of chunk_output / dv
     intra_by_tiles();
     std::printf(failures ? "emu_check: %d FAILURES\n" : "emu_check: all passed\n", failures);
@@ -408,6 +488,7 @@ int main(int argc, char** argv) {
   }
   boundary_from_gates();
   states_by_spans();
+  states_beside_the_scan();
   intra_by_tiles();
   if (!quick) {
     composite(1, 1, 1, 16, 24, 1, false, false);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the CUDA GLA kernels for the CPU emulation (cuda_emu.h) and runs emu_check: a desk check of the kernels'
-# logic on a machine without a GPU. Usage: kernels/cuda/emu/emu_check.sh [quick|states|intra|gates|dqk] (from the
+# logic on a machine without a GPU. Usage: kernels/cuda/emu/emu_check.sh [quick|states|arriving|intra|gates|dqk] (from the
 # repository root): no argument runs every check, quick all but the slowest composites, a name that part alone.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../../.." && pwd)
