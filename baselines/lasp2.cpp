@@ -1,6 +1,7 @@
 // LASP-2: every rank all-gathers (M_j, Lambda_j) of all ranks and folds the ranks before it (the suffix after it in
 // the backward). The all-gather and the fold run on the communication stream, overlapped with the local compute,
-// as the LASP-2 paper does; the price is P states of traffic per rank instead of one.
+// as the LASP-2 paper does; the price is P states of traffic per rank instead of one. The orders (--overlap) are
+// zeco's: the local schedule is SpLocalGla's for both.
 #include "harness/method.h"
 #include "harness/sp_local.h"
 #include "harness/timeline.h"
@@ -19,7 +20,7 @@ class Lasp2 final : public SpMethod {
   void forward(const SpForwardArgs& a) override {
     Device& dev = *rt_.dev;
     // In order, gc on the communication stream (idle until the all-gather) beside the boundary kernel, as in zeco.
-    if (overlap_) local_.forward_local_states(a);
+    if (overlap_ == SpOverlap::output) local_.forward_local_states(a);
     else local_.forward_boundary(a, /*gates_on_comm=*/true);
     gather(local_.local_final());
     // S_in = fold of ranks 0..p-1 over h0.
@@ -27,8 +28,13 @@ class Lasp2 final : public SpMethod {
     TimelineSpan span(rt_, "fold", Lane::comm);
     copy_or_zero(dev, local_.S_in(), a.h0, s_.state_elems(), cs);
     for (int j = 0; j < rt_.rank(); ++j) fold_rank(j, local_.S_in());
+    if (overlap_ == SpOverlap::states) local_.signal_arrival(true, cs);
     dev.record(folded_.get(), cs);
-    if (overlap_) {
+    if (overlap_ == SpOverlap::states) {
+      local_.forward_states_beside(a);  // beside the all-gather
+      dev.wait(dev.compute_stream(), folded_.get());
+      local_.forward_output_after_arrival(a);
+    } else if (overlap_ == SpOverlap::output) {
       local_.forward_local_output(a);  // overlaps the all-gather
       dev.wait(dev.compute_stream(), folded_.get());
       local_.forward_apply_initial(a);
@@ -49,10 +55,17 @@ class Lasp2 final : public SpMethod {
     TimelineSpan span(rt_, "fold_reverse", Lane::comm);
     copy_or_zero(dev, local_.dS_out(), a.dht, s_.state_elems(), cs);
     for (int j = rt_.world() - 1; j > rt_.rank(); --j) fold_rank(j, local_.dS_out());
+    if (overlap_ == SpOverlap::states) local_.signal_arrival(false, cs);
     dev.record(folded_.get(), cs);
-    local_.backward_true_states();  // overlaps the all-gather
-    dev.wait(dev.compute_stream(), folded_.get());
-    local_.backward_finish(f, a);
+    if (overlap_ == SpOverlap::states) {
+      local_.backward_states_beside(f, a);  // beside the all-gather
+      dev.wait(dev.compute_stream(), folded_.get());
+      local_.backward_finish_after_arrival(f, a);
+    } else {
+      local_.backward_true_states();  // overlaps the all-gather (only the overlapped forward leaves work here)
+      dev.wait(dev.compute_stream(), folded_.get());
+      local_.backward_finish(f, a);
+    }
     local_.fold_backward(local_.dS_out(), a.dh_in ? a.dh_in : local_.spare_state(), dev.compute_stream());
   }
 
@@ -76,7 +89,7 @@ class Lasp2 final : public SpMethod {
 
   Runtime& rt_;
   GlaShape s_;
-  bool overlap_;
+  SpOverlap overlap_;
   SpLocalGla local_;
   size_t record_elems_;
   Buffer mine_, all_;

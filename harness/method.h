@@ -13,15 +13,21 @@
 
 namespace spb {
 
+// What zeco and lasp2 overlap their communication with (--overlap; harness/sp_local.h has the schedules):
+//   none    in order: the boundary state alone, the communication, then the chunk states from the true incoming
+//           state and the outputs;
+//   output  the zero-start chunk states and the output during the communication, the output corrected after;
+//   states  in order, but the chunk states start beside the communication and take the incoming state as it arrives.
+enum class SpOverlap { none = 0, output = 1, states = 2 };
+
 struct SpConfig {
   GlaShape local;                // this rank's tensors: T = tokens per rank
   int blocks = 1;                // All-Scan block count K (zeco): K blocks of whole state rows
   // All-Scan backend (zeco): "host" (over the communicator), "device", or "auto" (device where this rank's GPU peers
   // are reachable over NVLink/P2P, host otherwise; the method says which in comm_backend() and notice()).
   std::string allscan = "host";
-  // zeco, lasp2: compute the output from local states during the communication and correct it after (true), or fold
-  // the incoming state into the chunk states first (false; see harness/sp_local.h for when each is cheaper).
-  bool overlap = false;
+  // zeco, lasp2: what overlaps the communication (SpOverlap; see harness/sp_local.h for what each costs).
+  SpOverlap overlap = SpOverlap::none;
   // zeco, in order: the heads split into this many groups, each scanned on its own so that one group's scan overlaps
   // another group's compute (0: the method's default, one group; zeco/method_zeco.cpp).
   int head_groups = 0;

@@ -41,9 +41,10 @@ void add_operator_command(CLI::App& app, OperatorOptions& o) {
   t->excludes(l);
   app.add_option("--blocks,-K", o.blocks, "All-Scan blocks K (zeco); must divide B*H*dk");
   app.add_option("--overlap", o.overlap,
-                 "zeco, lasp2: 1 = output from local states during the communication, corrected after; 0 = fold the "
-                 "incoming state into the chunk states first (default)")
-      ->check(CLI::Range(0, 1));
+                 "zeco, lasp2: 0 = fold the incoming state into the chunk states after the communication (default); "
+                 "1 = output from local states during the communication, corrected after; 2 = the chunk states "
+                 "beside the communication, taking the incoming state as it arrives")
+      ->check(CLI::Range(0, 2));
   app.add_option("--head-groups", o.head_groups,
                  "zeco, in order: split the heads into this many groups, each scanned while another group computes "
                  "(0 = the default: 1, one scan of the whole state)")
@@ -75,7 +76,7 @@ namespace {
 // zeco/method_zeco.cpp asks for them); every other method has one group.
 int head_groups_of(const std::string& method, const OperatorOptions& o, const GlaShape& local) {
   if (method != "zeco") return 1;
-  return SpLocalGla::head_groups_for(SpConfig{local, o.blocks, o.allscan, o.overlap != 0, o.head_groups});
+  return SpLocalGla::head_groups_for(SpConfig{local, o.blocks, o.allscan, SpOverlap(o.overlap), o.head_groups});
 }
 
 // The shape of the whole sequence, validated the same way on every rank.
@@ -233,7 +234,7 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
   const bool gpu = rt->dev->is_gpu();
   const DType act = rt->kern->act_dtype();
   const double tol = o.tolerance > 0 ? o.tolerance : gpu ? 5e-3 : 1e-5;
-  const SpConfig cfg{local, o.blocks, o.allscan, o.overlap != 0, o.head_groups};
+  const SpConfig cfg{local, o.blocks, o.allscan, SpOverlap(o.overlap), o.head_groups};
   std::string scan_backend;  // what zeco's options ask for
   agree_on_usage_errors(boot, [&] { scan_backend = resolve_allscan(o.allscan, gpu); });
 

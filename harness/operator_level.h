@@ -25,7 +25,7 @@ struct OperatorOptions {
   int check = 1;
   double tolerance = 0;  // 0: 1e-5 on the CPU (fp32), 5e-3 on the GPU (bf16)
   bool resume = true;
-  int overlap = 0;  // zeco, lasp2: 1 = output from local states during the communication, corrected after
+  int overlap = 0;  // zeco, lasp2: SpOverlap (0 none, 1 output, 2 states)
   int head_groups = 0;  // zeco, in order: head groups scanned one after another (0: the default, 1)
 };
 

@@ -12,7 +12,8 @@ int SpLocalGla::head_groups_for(const SpConfig& c) {
   const int groups = c.head_groups;
   const GlaShape& s = c.local;
   SPB_USAGE(groups >= 0, "--head-groups must be >= 0 (0: the default)");
-  SPB_USAGE(!c.overlap || groups <= 1, "--overlap 1 has no head groups (--head-groups 0 or 1)");
+  SPB_USAGE(c.overlap == SpOverlap::none || groups <= 1,
+            "--overlap " + std::to_string(int(c.overlap)) + " has no head groups (--head-groups 0 or 1)");
   SPB_USAGE(groups <= s.pairs(), "--head-groups " + std::to_string(groups) + ": more groups than the " +
                                      std::to_string(s.pairs()) + " (batch, head) pairs");
   // One group by default: on one H200 every extra group costs more than the scan it hides (zeco/NOTES.md, session 11).
@@ -36,8 +37,12 @@ SpLocalGla::SpLocalGla(Runtime& rt, const GlaShape& s, int groups)
       dS_out_(*rt.dev, s.state_elems() * 4),
       spare_(*rt.dev, s.state_elems() * 4),
       start_(*rt.dev, EventUse::order),
+      gates_(*rt.dev, EventUse::order),
       forked_(*rt.dev, EventUse::order),
-      joined_(*rt.dev, EventUse::order) {}
+      joined_(*rt.dev, EventUse::order),
+      arrival_(*rt.dev, 2 * sizeof(uint32_t)) {
+  rt.dev->fill_zero(arrival_.get(), arrival_.bytes(), rt.dev->compute_stream());  // epochs start at 1
+}
 
 void SpLocalGla::fork() {
   Device& dev = *rt_.dev;
@@ -55,13 +60,14 @@ void SpLocalGla::forward_boundary(const SpForwardArgs& a, bool gates_on_comm, in
   Device& dev = *rt_.dev;
   const GlaShape& part = groups_.at(size_t(group));
   const bool beside = gates_on_comm && rt_.kern->final_state_reads_gates(part);
-  if (group == 0) gc_ready_ = false;
+  if (group == 0) gc_ready_ = false, gc_on_comm_ = beside, ++epoch_[0];
   if (beside && group == 0) {
     dev.record(start_.get(), dev.compute_stream());  // the previous backward may still read gc
     dev.wait(dev.comm_stream(), start_.get());
     TimelineSpan span(rt_, "cumsum", Lane::comm);
     // lambda comes from the boundary kernel, which sends it with M_p: gc only.
     rt_.kern->chunk_cumsum(ws_.shape, a.g, ws_.gc.f32(), nullptr, dev.comm_stream());
+    dev.record(gates_.get(), dev.comm_stream());
   }
   TimelineSpan span(rt_, "boundary_state", lane(group));
   states_true_ = false;
@@ -87,13 +93,45 @@ void SpLocalGla::forward_output_from_initial(const SpForwardArgs& a, int group) 
   SPB_CHECK(gc_ready_ || group == 0, "SpLocalGla: forward_output_from_initial of a later group before gc");
   forward_gates(a);
   TimelineSpan span(rt_, "output", lane(group));
-  const Stream st = stream(group);
-  const GlaShape& part = groups_.at(size_t(group));
   // (after forward_boundary: the GPU reuses that reduction)
-  rt_.kern->chunk_states_fwd_after_boundary(part, a.k, a.v, ws_.gc.f32(), S_in_.f32(), ws_.hs.f32(), ws_.ht.f32(),
-                                            st);
-  rt_.kern->chunk_output(part, a.q, a.k, a.v, ws_.gc.f32(), ws_.hs.f32(), a.o, st);
+  rt_.kern->chunk_states_fwd_after_boundary(groups_.at(size_t(group)), a.k, a.v, ws_.gc.f32(), S_in_.f32(),
+                                            ws_.hs.f32(), ws_.ht.f32(), stream(group));
+  output(a, group);
   states_true_ = group == groups() - 1;  // (every group, in order)
+}
+
+void SpLocalGla::output(const SpForwardArgs& a, int group) {
+  rt_.kern->chunk_output(groups_.at(size_t(group)), a.q, a.k, a.v, ws_.gc.f32(), ws_.hs.f32(), a.o, stream(group));
+}
+
+GlaKernels::ArrivingState SpLocalGla::arriving(bool forward) {
+  GlaKernels::ArrivingState s;
+  s.state = forward ? S_in_.f32() : dS_out_.f32();
+  s.ready = static_cast<const uint32_t*>(arrival_.get()) + (forward ? 0 : 1);
+  s.epoch = epoch_[forward ? 0 : 1];
+  return s;
+}
+
+void SpLocalGla::signal_arrival(bool forward, Stream st) {
+  rt_.kern->signal_ready(static_cast<uint32_t*>(arrival_.get()) + (forward ? 0 : 1), epoch_[forward ? 0 : 1], st);
+}
+
+void SpLocalGla::forward_states_beside(const SpForwardArgs& a) {
+  SPB_CHECK(groups() == 1, "SpLocalGla: the states beside the scan have no head groups");
+  forward_gates(a);
+  Device& dev = *rt_.dev;
+  if (gc_on_comm_) dev.wait(dev.compute_stream(), gates_.get());  // (chunk_cumsum beside the boundary kernel)
+  TimelineSpan span(rt_, "states", Lane::compute);
+  rt_.kern->chunk_states_fwd_arriving(ws_.shape, a.k, a.v, ws_.gc.f32(), arriving(true), ws_.hs.f32(), ws_.ht.f32(),
+                                      dev.compute_stream());
+}
+
+void SpLocalGla::forward_output_after_arrival(const SpForwardArgs& a) {
+  TimelineSpan span(rt_, "output", Lane::compute);
+  rt_.kern->chunk_states_settle(ws_.shape, false, ws_.gc.f32(), arriving(true), ws_.hs.f32(), ws_.ht.f32(),
+                                rt_.dev->compute_stream());
+  output(a, 0);
+  states_true_ = true;
 }
 
 void SpLocalGla::forward_local_states(const SpForwardArgs& a) {
@@ -118,6 +156,7 @@ void SpLocalGla::forward_apply_initial(const SpForwardArgs& a) {
 
 void SpLocalGla::backward_boundary(const SpForwardArgs& f, const SpBackwardArgs& a, int group) {
   TimelineSpan span(rt_, "boundary_dstate", lane(group));
+  if (group == 0) ++epoch_[1];
   SPB_CHECK(gc_ready_, "SpLocalGla: backward_boundary before the forward computed gc");
   rt_.kern->chunk_initial_dstate(groups_.at(size_t(group)), f.q, a.d_o, f.g, ws_.gc.f32(), local_dh_in_.f32(),
                                  stream(group));
@@ -135,15 +174,31 @@ void SpLocalGla::backward_true_states() {
 
 void SpLocalGla::backward_finish(const SpForwardArgs& f, const SpBackwardArgs& a, int group) {
   TimelineSpan span(rt_, "grads", lane(group));
-  SPB_CHECK(states_true_, "SpLocalGla: backward_finish before the states were made true");
-  const Stream st = stream(group);
-  const GlaShape& part = groups_.at(size_t(group));
   // (after backward_boundary: the GPU reuses that reduction where no other boundary call on these pairs came
   // between, as in ring)
-  rt_.kern->chunk_states_bwd_after_boundary(part, f.q, a.d_o, ws_.gc.f32(), dS_out_.f32(), ws_.dhs.f32(), nullptr,
-                                            st);
-  rt_.kern->chunk_grads(part, f.q, f.k, f.v, ws_.gc.f32(), ws_.hs.f32(), ws_.ht.f32(), ws_.dhs.f32(), a.d_o, a.dq,
-                        a.dk, a.dv, a.dg, st);
+  rt_.kern->chunk_states_bwd_after_boundary(groups_.at(size_t(group)), f.q, a.d_o, ws_.gc.f32(), dS_out_.f32(),
+                                            ws_.dhs.f32(), nullptr, stream(group));
+  grads(f, a, group);
+}
+
+void SpLocalGla::grads(const SpForwardArgs& f, const SpBackwardArgs& a, int group) {
+  SPB_CHECK(states_true_, "SpLocalGla: the gradients before the states were made true");
+  rt_.kern->chunk_grads(groups_.at(size_t(group)), f.q, f.k, f.v, ws_.gc.f32(), ws_.hs.f32(), ws_.ht.f32(),
+                        ws_.dhs.f32(), a.d_o, a.dq, a.dk, a.dv, a.dg, stream(group));
+}
+
+void SpLocalGla::backward_states_beside(const SpForwardArgs& f, const SpBackwardArgs& a) {
+  SPB_CHECK(groups() == 1, "SpLocalGla: the states beside the scan have no head groups");
+  TimelineSpan span(rt_, "dstates", Lane::compute);
+  rt_.kern->chunk_states_bwd_arriving(ws_.shape, f.q, a.d_o, ws_.gc.f32(), arriving(false), ws_.dhs.f32(), nullptr,
+                                      rt_.dev->compute_stream());
+}
+
+void SpLocalGla::backward_finish_after_arrival(const SpForwardArgs& f, const SpBackwardArgs& a) {
+  TimelineSpan span(rt_, "grads", Lane::compute);
+  rt_.kern->chunk_states_settle(ws_.shape, true, ws_.gc.f32(), arriving(false), ws_.dhs.f32(), nullptr,
+                                rt_.dev->compute_stream());
+  grads(f, a, 0);
 }
 
 void SpLocalGla::fold_forward(const float* in, float* out, Stream st) {

@@ -14,6 +14,12 @@
 //  backward: D_p alone (backward_boundary, the same reduction over q, do and gc), sent at once; once dS_out is known,
 //            the state gradients from it (the recurrence with dht = dS_out, reusing the reduction likewise) and every
 //            gradient (backward_finish).
+//  states beside the scan (both directions): the boundary state alone, sent at once, as in order; then, without
+//            waiting for it, the chunk states from S_in / dS_out as they arrive (forward_states_beside,
+//            backward_states_beside: GlaKernels::chunk_states_*_arriving, whose blocks add the incoming state when the
+//            scan's stream has signalled it with signal_arrival), and after the scan o / every gradient
+//            (forward_output_after_arrival, backward_finish_after_arrival, which first settle what was stored before
+//            the state arrived). The scan then runs beside the chunk states instead of between two kernels.
 // Head groups (the in-order schedule only): the (b, h) pairs split into `groups` ranges (group(i)), and the in-order
 // stages take the group they compute, so that a method can send one group's boundary state while the next group's
 // boundary kernel runs, and compute one group's outputs while the next group's state travels (zeco). Each group's
@@ -50,6 +56,15 @@ class SpLocalGla {
   void backward_true_states();                                             // reads S_in(); no-op if already true
   void backward_finish(const SpForwardArgs& f, const SpBackwardArgs& a, int group = 0);  // reads dS_out()
 
+  // The states beside the scan (one group). signal_arrival(forward, st): on the scan's stream after the scan that
+  // writes S_in() (forward) or dS_out() (backward) in this pass (the pass begins with forward_boundary /
+  // backward_boundary). The compute stream must wait for the scan before the *_after_arrival calls.
+  void signal_arrival(bool forward, Stream st);
+  void forward_states_beside(const SpForwardArgs& a);         // after forward_boundary; reads S_in() as it arrives
+  void forward_output_after_arrival(const SpForwardArgs& a);  // after the scan
+  void backward_states_beside(const SpForwardArgs& f, const SpBackwardArgs& a);         // after backward_boundary
+  void backward_finish_after_arrival(const SpForwardArgs& f, const SpBackwardArgs& a);  // after the reverse scan
+
   int groups() const { return int(groups_.size()); }
   const GlaShape& group(int i) const { return groups_.at(size_t(i)); }
   // The stream of group i's stages, and its timeline lane.
@@ -59,7 +74,7 @@ class SpLocalGla {
   void fork();
   void join();
   // The head groups for c.head_groups requested (0: the default, one group) at c.local: at most one per pair, one in
-  // the overlapped order (c.overlap), and K (c.blocks) must divide each group's state rows; UsageError otherwise.
+  // the other orders (c.overlap), and K (c.blocks) must divide each group's state rows; UsageError otherwise.
   static int head_groups_for(const SpConfig& c);
 
   // out = diag(exp Lambda_p) in + M_p: the state after this rank, given the state before it.
@@ -82,10 +97,20 @@ class SpLocalGla {
   GlaWorkspace ws_;
   std::vector<GlaShape> groups_;
   Buffer local_final_, local_dh_in_, S_in_, dS_out_, spare_;
+  // The group's o or gradients, from the true chunk states (the forward's) and state gradients.
+  void output(const SpForwardArgs& a, int group);
+  void grads(const SpForwardArgs& f, const SpBackwardArgs& a, int group);
+  GlaKernels::ArrivingState arriving(bool forward);
+
   bool states_true_ = false;  // hs and ht in the workspace already include S_in
   bool gc_ready_ = false;     // gc in the workspace is chunk_cumsum(g) of the current forward
+  bool gc_on_comm_ = false;   // ... written on the communication stream (gates_ marks its end)
   EventHandle start_;        // forward_boundary's chunk_cumsum on the communication stream waits for it
+  EventHandle gates_;
   EventHandle forked_, joined_;
+  // signal_arrival's words (forward, backward) and the epochs of the current passes (each boundary call starts one)
+  Buffer arrival_;
+  uint32_t epoch_[2] = {0, 0};
 };
 
 // A buffer of `bytes` filled with `src` (nullable: zeros), on stream st.

@@ -997,7 +997,7 @@ void launch_packet(int unroll, bool trace, int ctas, cudaStream_t s, const ScanP
 
 class DeviceAllScanImpl final : public DeviceAllScan {
  public:
-  DeviceAllScanImpl(Runtime& rt, size_t max_elems, const std::string& backend)
+  DeviceAllScanImpl(Runtime& rt, size_t max_elems, const std::string& backend, int ctas)
       : rt_(rt), max_elems_(max_elems), backend_(backend) {
     SPB_USAGE(backend == "device-flag" || backend == "device-ll" || backend == "device-ll16",
               "device All-Scan: '" + backend + "' is not a device protocol (device-flag, device-ll, device-ll16)");
@@ -1005,7 +1005,9 @@ class DeviceAllScanImpl final : public DeviceAllScan {
     SPB_USAGE(max_elems >= 1 && max_elems <= (size_t(1) << 31),
               "device All-Scan: capacity of " + std::to_string(max_elems) + " elements (use 1 .. 2^31)");
     const Settings s = agreed_settings(rt.boot);
-    ctas_ = s.ctas ? s.ctas : proto_ == kFlag ? kFlagCtas : kPacketCtas;
+    SPB_USAGE(ctas >= 0 && ctas <= kMaxCtas, "device All-Scan: " + std::to_string(ctas) + " CTAs (use 0 .. " +
+                                                  std::to_string(kMaxCtas) + ")");
+    ctas_ = s.ctas ? s.ctas : ctas ? ctas : proto_ == kFlag ? kFlagCtas : kPacketCtas;
     unroll_ = s.unroll;
     timeout_ns_ = static_cast<unsigned long long>(s.spin_timeout_s * 1e9);
     // Layout (module comment).
@@ -1378,8 +1380,9 @@ std::vector<int> pair_peers(Runtime& rt, int a, int b) {
 
 }  // namespace
 
-std::unique_ptr<DeviceAllScan> make_device_all_scan(Runtime& rt, size_t max_elems, const std::string& backend) {
-  return std::make_unique<DeviceAllScanImpl>(rt, max_elems, resolve_allscan(backend, true));
+std::unique_ptr<DeviceAllScan> make_device_all_scan(Runtime& rt, size_t max_elems, const std::string& backend,
+                                                    int ctas) {
+  return std::make_unique<DeviceAllScanImpl>(rt, max_elems, resolve_allscan(backend, true), ctas);
 }
 
 double probe_flag_latency_us(Runtime& rt, int a, int b, int iters) {

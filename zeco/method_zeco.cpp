@@ -1,7 +1,9 @@
 // ZeCO (DESIGN §3): S_in and dS_out by All-Scan, K blocks pipelined along the state's rows, on the communication
 // stream. In order (the default), a rank computes only its boundary state before the scan and everything else from
 // the true incoming state after it; with --overlap 1 the output from zero-start states overlaps the forward scan and
-// is corrected after it (SpLocalGla says what each order costs).
+// is corrected after it; with --overlap 2 the chunk states run beside each scan and take the incoming state as it
+// arrives, so that neither scan stands between two kernels (SpLocalGla says what each order costs). The device
+// All-Scan then runs on few CTAs (kBesideCtas), so that it shares the GPU with the chunk states' one wave.
 // In order, the heads may be split into groups (--head-groups N; default 1), each scanned on its own: group i's scan
 // runs while group i+1's boundary kernel runs, and the last group's while the first group's outputs (or gradients)
 // are computed, so that neither direction's scan leaves the GPU idle. Rows decay independently, so a group's scan is
@@ -25,6 +27,12 @@
 namespace spb {
 namespace {
 
+// The device All-Scan's CTAs beside the chunk states (--overlap 2; SPB_ALLSCAN_CTAS overrides): their kernel fills
+// 128 of an H100 / H200's 132 SMs with one block each at the paper's shapes, and a scan CTA of 512 threads does not fit
+// beside one, so more CTAs would take SMs the states need and delay a part of their wave by the scan's length.
+// (Measured in the operator, 4 to 128 CTAs gave the same time in order: zeco/NOTES.md, session 11.)
+constexpr int kBesideCtas = 4;
+
 class Zeco final : public SpMethod {
  public:
   Zeco(Runtime& rt, const SpConfig& c)
@@ -40,7 +48,8 @@ class Zeco final : public SpMethod {
     if (is_device_allscan(backend)) {
 #ifdef SPB_HAVE_CUDA
       try {
-        device_scan_ = make_device_all_scan(rt, c.local.state_elems(), backend);  // every rank agrees on reach
+        device_scan_ = make_device_all_scan(rt, c.local.state_elems(), backend,  // every rank agrees on reach
+                                            c.overlap == SpOverlap::states ? kBesideCtas : 0);
       } catch (const UsageError& e) {
         if (c.allscan != "auto") throw;
         notice_ = std::string("zeco: the device All-Scan is unavailable (") + e.what() + "); the host All-Scan over " +
@@ -58,7 +67,15 @@ class Zeco final : public SpMethod {
 
   void forward(const SpForwardArgs& a) override {
     Device& dev = *rt_.dev;
-    if (cfg_.overlap) {
+    if (cfg_.overlap == SpOverlap::states) {
+      local_.forward_boundary(a, /*gates_on_comm=*/true);
+      start_scan(ScanDirection::forward, 0, local_.local_final(), a.h0, local_.S_in(), a.h_out);
+      local_.forward_states_beside(a);  // beside the All-Scan
+      dev.wait(dev.compute_stream(), scanned_[0]->get());
+      local_.forward_output_after_arrival(a);
+      return;
+    }
+    if (cfg_.overlap == SpOverlap::output) {
       local_.forward_local_states(a);
       start_scan(ScanDirection::forward, 0, local_.local_final(), a.h0, local_.S_in(), a.h_out);
       local_.forward_local_output(a);  // overlaps the All-Scan
@@ -92,6 +109,14 @@ class Zeco final : public SpMethod {
 
   void backward(const SpForwardArgs& f, const SpBackwardArgs& a) override {
     Device& dev = *rt_.dev;
+    if (cfg_.overlap == SpOverlap::states) {
+      local_.backward_boundary(f, a);
+      start_scan(ScanDirection::reverse, 0, local_.local_dh_in(), a.dht, local_.dS_out(), a.dh_in);
+      local_.backward_states_beside(f, a);  // beside the reverse All-Scan
+      dev.wait(dev.compute_stream(), scanned_[0]->get());
+      local_.backward_finish_after_arrival(f, a);
+      return;
+    }
     const bool two = local_.groups() > 1;
     if (two) local_.fork();  // the second stream after do (and the forward)
     for (int i = 0; i < local_.groups(); ++i) {
@@ -139,6 +164,7 @@ class Zeco final : public SpMethod {
       if (device_scan_) device_scan_->run(s, dev.comm_stream());
       else all_scan_host(rt_, s, dev.comm_stream());
     }
+    if (cfg_.overlap == SpOverlap::states) local_.signal_arrival(dir == ScanDirection::forward, dev.comm_stream());
     dev.record(scanned_[i]->get(), dev.comm_stream());
   }
 
