@@ -659,8 +659,17 @@ struct Shape {
 Shape shape_of(const Row& r) {
   return {inum(r, "batch"), inum(r, "heads"), inum(r, "dk"), inum(r, "dv"), col(r, "dtype")};
 }
+// The methods' default schedule: zeco and lasp2 in order (--overlap 0) and zeco's one head group. Rows of the other
+// orders (and groups) are development measurements beside it: the tables and plots show one row per method, the
+// default's, and the exposed-communication section shows each order's timeline.
+bool default_order(const Row& r) {
+  const std::string o = col(r, "overlap"), g = col(r, "head_groups");
+  return (o.empty() || o == "0") && (g.empty() || g == "1");
+}
+
 bool operator_row(const Row& r, bool cpu) {
-  return col(r, "level") == "operator" && col(r, "pass") == "fwd_bwd" && is_cpu_row(r) == cpu && ms(r) > 0;
+  return col(r, "level") == "operator" && col(r, "pass") == "fwd_bwd" && is_cpu_row(r) == cpu && ms(r) > 0 &&
+         default_order(r);
 }
 
 std::vector<Figure> plot_operator_vs_gpus(Context& c, bool cpu) {
@@ -823,6 +832,15 @@ double slowest_rank_us(const std::vector<const Row*>& rows, bool comm) {
   return m;
 }
 
+// The name of a timeline run for a method and its order (the `overlap` column): "zeco", "zeco_overlap" (1: the output
+// corrected after), "zeco_beside" (2: the chunk states beside the communication).
+std::string run_name(const std::string& method, const std::string& overlap) {
+  return method + (overlap == "1" ? "_overlap" : overlap == "2" ? "_beside" : "");
+}
+std::string order_note(const std::string& overlap) {
+  return overlap == "0" || overlap.empty() ? "" : " (--overlap " + overlap + ")";
+}
+
 // The timeline runs the report shows: one per method and order ("zeco", "zeco_overlap", ...) at one setting (GPUs
 // first, then the largest world size, then the newest), each the newest at that setting, with its iterations (the
 // `iteration` column; files written before it have one) and its key: method, backend, world_size, tokens_per_rank,
@@ -886,7 +904,7 @@ std::map<std::string, TimelineRun> timeline_runs(const Context& c) {
     bool same = (k[1] == "cpu") == ((*best)[1] == "cpu");
     for (size_t i : {2, 3, 4, 5, 6, 7}) same &= k[i] == (*best)[i];
     if (!same) continue;
-    auto& slot = per_method[k[0] + (k[10] == "1" ? "_overlap" : "")];
+    auto& slot = per_method[run_name(k[0], k[10])];
     if (!slot || (*slot)[9] <= k[9]) slot = &k;
   }
   for (auto& [method, kp] : per_method) {
@@ -945,7 +963,7 @@ std::vector<Figure> plot_timelines(Context& c) {
     PlotSpec p;
     p.name = "timeline_" + method;
     const auto& k = run.key;
-    const std::string order = k[10] == "1" ? " (--overlap 1)" : "";
+    const std::string order = order_note(k[10]);
     p.title = "One iteration of " + k[0] + order + " on " + k[2] + " " + (k[1] == "cpu" ? "CPU ranks" : k[7] + " GPUs") + " (" +
               k[3] + " tokens per rank, H=" + k[4] + ", dk=" + k[5] + ", dv=" + k[6] + ", " + k[9].substr(0, 10) + ")";
     p.xlabel = "time since the iteration started (ms)";
@@ -1199,8 +1217,7 @@ std::string section_cpu(Context& c, const std::vector<Figure>& figs) {
     t.methods = operator_methods(c);
     t.setting = [shape = shape, L = L](const Row& r) {
       const Shape sh = shape_of(r);
-      return col(r, "level") == "operator" && col(r, "pass") == "fwd_bwd" && !(sh < shape) && !(shape < sh) &&
-             is(r, "tokens_per_rank", double(L));
+      return operator_row(r, true) && !(sh < shape) && !(shape < sh) && is(r, "tokens_per_rank", double(L));
     };
     double block_elems = 0;
     for (auto& r : c.res.rows)
@@ -1352,8 +1369,8 @@ int run_report(const ReportOptions& o) {
     t.paper_seq = L;
     t.methods = operator_methods(c);
     t.setting = [L](const Row& r) {
-      return col(r, "level") == "operator" && col(r, "pass") == "fwd_bwd" && is(r, "tokens_per_rank", double(L)) &&
-             is(r, "heads", 16) && is(r, "dk", 128) && is(r, "dv", 128) && is(r, "batch", 1) &&
+      return operator_row(r, false) && is(r, "tokens_per_rank", double(L)) && is(r, "heads", 16) && is(r, "dk", 128) &&
+             is(r, "dv", 128) && is(r, "batch", 1) &&
              (num(r, "block_elems") == 0 || is(r, "block_elems", kPaperBlockElems));
     };
     t.model = operator_model(c, L);
