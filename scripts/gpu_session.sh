@@ -67,7 +67,7 @@ for stage in "${@:-all}"; do
       | grep -E "^\[|^ |wrong|error" ;;&
   timeline|all)
     stamp "timelines"
-    for overlap in 0 1; do
+    for overlap in 0 1 2; do
       $MPI -np "$gpus" $B/spbench operator --backend gpu -m zeco,lasp2,ring,dp -B 1 -H 16 --dk 128 --dv 128 -L 16384 \
         -K 16 --overlap $overlap -w 5 -n 10 --timeline-iters 10 --timeline "$OUT/${machine}_timeline_$day.csv" 2>&1 | grep -E "^ |wrong|error"
     done ;;
