@@ -142,7 +142,8 @@ class GlaKernels {
                                          const ArrivingState& dht, float* dhs, float* dh0, Stream st) {
     chunk_states_bwd_after_boundary(s, q, d_o, gc, dht.state, dhs, dh0, st);
   }
-  // After chunk_states_*_arriving (the same shape, direction, init and outputs) and after init's producer.
+  // After chunk_states_*_arriving (the same shape, direction, init and outputs; no other chunk-state or boundary call
+  // on this object between the two: the GPU keeps what the settle needs in its scratch) and after init's producer.
   virtual void chunk_states_settle(const GlaShape& s, bool reverse, const float* gc, const ArrivingState& init,
                                    float* hs, float* fin, Stream st) {
     (void)s, (void)reverse, (void)gc, (void)init, (void)hs, (void)fin, (void)st;

@@ -27,11 +27,11 @@
 namespace spb {
 namespace {
 
-// The device All-Scan's CTAs beside the chunk states (--overlap 2; SPB_ALLSCAN_CTAS overrides): their kernel fills
+// The device All-Scan beside the chunk states (--overlap 2; SPB_ALLSCAN_CTAS / _UNROLL override): their kernel fills
 // 128 of an H100 / H200's 132 SMs with one block each at the paper's shapes, and a scan CTA of 512 threads does not fit
-// beside one, so more CTAs would take SMs the states need and delay a part of their wave by the scan's length.
-// (Measured in the operator, 4 to 128 CTAs gave the same time in order: zeco/NOTES.md, session 11.)
-constexpr int kBesideCtas = 4;
+// beside one, so more CTAs would take SMs the states need and delay a part of their wave by the scan's length. So 4
+// CTAs, each thread with 8 units in flight: with one, 4 CTAs took 82 us for a 1 MiB state on one H200 (session 13).
+constexpr int kBesideCtas = 4, kBesideUnroll = 8;
 
 class Zeco final : public SpMethod {
  public:
@@ -49,7 +49,8 @@ class Zeco final : public SpMethod {
 #ifdef SPB_HAVE_CUDA
       try {
         device_scan_ = make_device_all_scan(rt, c.local.state_elems(), backend,  // every rank agrees on reach
-                                            c.overlap == SpOverlap::states ? kBesideCtas : 0);
+                                            c.overlap == SpOverlap::states ? kBesideCtas : 0,
+                                            c.overlap == SpOverlap::states ? kBesideUnroll : 0);
       } catch (const UsageError& e) {
         if (c.allscan != "auto") throw;
         notice_ = std::string("zeco: the device All-Scan is unavailable (") + e.what() + "); the host All-Scan over " +

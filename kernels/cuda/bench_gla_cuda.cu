@@ -490,6 +490,35 @@ void print_breakdown(Problem& p) {
                                             p.dq.get(), p.dk.get(), p.dv.get(), p.dg.get(), st);
                       }});
   }
+  // The same apart, with the state in before the states: the states kernel after the boundary call in order and
+  // arriving (its polls, and the state added as the walk starts), and the settle with nothing to settle (a launch).
+  {
+    const GlaKernels::ArrivingState a{p.dh0.f32(), static_cast<const uint32_t*>(words.get()), 1};
+    for (bool rev : {false, true}) {
+      const std::string dir = rev ? "bwd" : "fwd";
+      const void *x = rev ? q : k, *y = rev ? d_o : v;
+      float* hs = rev ? ws.dhs.f32() : ws.hs.f32();
+      auto boundary = [&, rev, x, y] {
+        if (rev) g_kern->chunk_initial_dstate(s, x, y, p.g.get(), ws.gc.f32(), p.ht.f32(), st);
+        else g_kern->chunk_final_state(s, x, y, p.g.get(), ws.gc.f32(), p.ht.f32(), ws.lambda.f32(), st);
+      };
+      stages.push_back({"states " + dir + " after the boundary, in order", 6 * TD + 2 * TE + HS, [&, rev, x, y, hs,
+                                                                                             boundary] {
+                          boundary();
+                          if (rev) g_kern->chunk_states_bwd_after_boundary(s, x, y, ws.gc.f32(), a.state, hs, nullptr, st);
+                          else g_kern->chunk_states_fwd_after_boundary(s, x, y, ws.gc.f32(), a.state, hs, nullptr, st);
+                        }});
+      stages.push_back({"states " + dir + " after the boundary, arriving (state before)", 6 * TD + 2 * TE + HS,
+                        [&, rev, x, y, hs, boundary] {
+                          boundary();
+                          if (rev) g_kern->chunk_states_bwd_arriving(s, x, y, ws.gc.f32(), a, hs, nullptr, st);
+                          else g_kern->chunk_states_fwd_arriving(s, x, y, ws.gc.f32(), a, hs, nullptr, st);
+                        }});
+      stages.push_back({"settle " + dir + ", nothing to settle", 0, [&, rev, hs] {
+                          g_kern->chunk_states_settle(s, rev, ws.gc.f32(), a, hs, nullptr, st);
+                        }});
+    }
+  }
   stages.push_back({"grads", 22 * TD + 8 * TE + 3 * HS, [&] {
                       g_kern->chunk_grads(s, q, k, v, ws.gc.f32(), ws.hs.f32(), ws.ht.f32(), ws.dhs.f32(), d_o,
                                           p.dq.get(), p.dk.get(), p.dv.get(), p.dg.get(), st);

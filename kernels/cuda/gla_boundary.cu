@@ -285,46 +285,6 @@ __device__ __forceinline__ void load_raw(bf16* s, const bf16* g, long gstride, i
   }
 }
 
-// STORE with a late initial state, once a block sees it after `steps` chunks of its walk: adds late's share to the
-// states it stored at those chunks (walk order), this thread's accumulator elements only (rows r0 + 16 mt and the next,
-// columns col0 + 8 nt and the next), and leaves in run the log-decay from the rank's edge to the state it stores next.
-// run starts at the decay to the span's edge (excl: that row's, nullptr: 0) and grows by each chunk's B_n as the
-// walk's decay does. Called once per block at most: out of line, to spare the walk's
-// registers.
-template <bool REV, int MT, int NT8>
-__device__ __forceinline__ void late_patch(float* hs_pair, const float* late_pair, const float* excl, const float* gc,
-                                        long xbase, long xrow, int T, int dk, int dv, int c0, int c1, int steps, int r0,
-                                        int col0, float (&run)[MT][2]) {
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = r0 + mt * 16 + h;
-      run[mt][h] = excl && r < dk ? excl[r] : 0.f;
-    }
-  for (int w = 0; w < steps; ++w) {
-    const int n = REV ? c1 - 1 - w : c0 + w;
-    float* dst = hs_pair + long(n) * dk * dv;
-    const long tl = min(n * kC + kC - 1, T - 1);  // the chunk's last token: B_n = gc there
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = r0 + mt * 16 + h;
-        if (r >= dk) continue;
-        const float e = __expf(run[mt][h]);
-        float* drow = opaque(dst + long(r) * dv + col0);
-        const float* lrow = opaque(late_pair + long(r) * dv + col0);
-#pragma unroll
-        for (int nt = 0; nt < NT8; ++nt)
-#pragma unroll
-          for (int j = 0; j < 2; ++j)
-            if (col0 + nt * 8 + j < dv) drow[nt * 8 + j] += e * ld_cg(lrow + nt * 8 + j);
-        run[mt][h] += gc[xbase + tl * xrow + r];
-      }
-  }
-}
-
 // BK x BN: the state tile; WM: warps along dk; TS: tokens per pipeline step (32: half a chunk, 64: a chunk); IL: X~ of
 // step s+1 is built inside the products of step s (a part per 8-token k-step, stored after the products), with
 // exp_ftz; else (v1) before them with __expf. BULK (with IL): whole-tile steps are loaded by
@@ -544,6 +504,10 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundar
     if (i < nsteps) load_step(i);
     cp_async_commit();
   }
+  if constexpr (STORE) {  // a late state complete before the walk: its first state takes it (slot 1, read after the barrier)
+    if (p.late && tid == 0)
+      reinterpret_cast<uint32_t*>(smem + L::total)[1] = epoch_seen(ld_acquire_gpu(p.ready), p.epoch);
+  }
   cp_async_wait<NS - 2>();  // step 0 has landed
   if constexpr (BULK) mbar_wait(bar_of(0), 0);
   __syncthreads();
@@ -583,18 +547,62 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundar
   // writes slot s & 1 before the step's barrier, everyone reads it after: the slot is rewritten two barriers later).
   bool applied = !STORE || p.late == nullptr;
   uint32_t* late_seen = reinterpret_cast<uint32_t*>(smem + L::total);
-  // acc += diag(exp run) late, this thread's elements (rows ra, rb = ra + 1; columns c0 + 8 nt and the next)
-  auto late_add = [&](const float(&run)[MT][2]) {
-    const int c0 = col_of(0);
+  // STORE with p.late, once the block sees it at the start of its walk's chunk w (uniform in the block): late's share
+  // added to the states it stored at chunks 0 .. w-1 of its walk (all threads, 16-byte read-modify-writes over the
+  // tile, a few in flight per thread: the states were stored microseconds ago and sit in L2), then to the
+  // accumulators. run (shared, one per row of the tile): the log-decay from the rank's edge to the state being patched,
+  // from the span's edge (excl_at) growing by each chunk's B_n as the walk's decay does.
+  auto late_apply = [&](int w) {
+    float* run = reinterpret_cast<float*>(smem + L::total + 16);  // [BK]
+    const float* excl = p.S > 1 ? p.tau + p.excl_at(sp, bh) : nullptr;
+    if (tid < BK) run[tid] = excl && i0 + tid < p.dk ? excl[i0 + tid] : 0.f;
+    __syncthreads();
+    const float* Lt = p.late + (long(bh) * p.dk + i0) * p.dv + j0;
+    const bool vec = p.dk - i0 >= BK && p.dv - j0 >= BN && p.dv % 4 == 0 &&
+                     ((reinterpret_cast<uintptr_t>(p.late) | reinterpret_cast<uintptr_t>(p.hs)) & 15) == 0;
+    constexpr int Q = BN / 4, PER = BK * Q / kBThreads;  // float4 per row; per thread and chunk
+    static_assert(PER % 4 == 0, "late_apply: four float4 per round");
+    for (int k = 0; k < w; ++k) {
+      const int n = REV ? c1 - 1 - k : c0 + k;
+      float* H = p.hs + ((long(bh) * p.NT + n) * p.dk + i0) * p.dv + j0;
+      if (vec) {
+        for (int b = 0; b < PER; b += 4) {
+          float4 h[4], l[4];
+#pragma unroll
+          for (int u = 0; u < 4; ++u) {
+            const int idx = tid + (b + u) * kBThreads, r = idx / Q, c = (idx % Q) * 4;
+            h[u] = *reinterpret_cast<const float4*>(H + long(r) * p.dv + c);
+            l[u] = ld_cg(reinterpret_cast<const float4*>(Lt + long(r) * p.dv + c));
+          }
+#pragma unroll
+          for (int u = 0; u < 4; ++u) {
+            const int idx = tid + (b + u) * kBThreads, r = idx / Q, c = (idx % Q) * 4;
+            const float e = __expf(run[r]);
+            *reinterpret_cast<float4*>(H + long(r) * p.dv + c) =
+                make_float4(h[u].x + e * l[u].x, h[u].y + e * l[u].y, h[u].z + e * l[u].z, h[u].w + e * l[u].w);
+          }
+        }
+      } else {  // edge tiles, odd sizes
+        for (int idx = tid; idx < BK * BN; idx += kBThreads) {
+          const int r = idx / BN, c = idx % BN;
+          if (i0 + r < p.dk && j0 + c < p.dv) H[long(r) * p.dv + c] += __expf(run[r]) * ld_cg(Lt + long(r) * p.dv + c);
+        }
+      }
+      __syncthreads();  // everyone is done with run before it grows
+      const long tl = min(n * kC + kC - 1, p.T - 1);  // the chunk's last token: B_n = gc there
+      if (tid < BK && i0 + tid < p.dk) run[tid] += p.gc[xbase + tl * xrow + i0 + tid];
+      __syncthreads();
+    }
+    const int c0c = col_of(0);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
       const int ra = i0 + frow + mt * 16, rb = ra + 1;
-      const float ea = __expf(run[mt][0]), eb = __expf(run[mt][1]);
-      const float* La = opaque(p.late + (long(bh) * p.dk + ra) * p.dv + c0);
+      const float ea = __expf(run[frow + mt * 16]), eb = __expf(run[frow + mt * 16 + 1]);
+      const float* La = opaque(p.late + (long(bh) * p.dk + ra) * p.dv + c0c);
       const float* Lb = La + p.dv;
 #pragma unroll
       for (int nt = 0; nt < NT8; ++nt) {
-        const int c = c0 + nt * 8;
+        const int c = c0c + nt * 8;
         if (ra < p.dk && c < p.dv) acc[mt][nt][0] += ea * ld_cg(La + nt * 8);
         if (ra < p.dk && c + 1 < p.dv) acc[mt][nt][1] += ea * ld_cg(La + nt * 8 + 1);
         if (rb < p.dk && c < p.dv) acc[mt][nt][2] += eb * ld_cg(Lb + nt * 8);
@@ -602,19 +610,30 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundar
       }
     }
   };
-  if constexpr (STORE) {  // the span's initial state (elements outside the state stay 0)
-    if (p.init) {
-      const float* src = p.init + p.part_at(sp, bh);  // (S == 1: bh's state)
+  if constexpr (STORE) {  // the span's initial state (elements outside the state stay 0), with late's share if it is in
+    const bool pre = p.late && late_seen[1];
+    if (p.init || pre) {
+      const float* src = p.init ? p.init + p.part_at(sp, bh) : nullptr;  // (S == 1: bh's state)
+      const float* excl = pre && p.S > 1 ? p.tau + p.excl_at(sp, bh) : nullptr;
+      const float* Lp = pre ? p.late + long(bh) * p.dk * p.dv : nullptr;
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int nt = 0; nt < NT8; ++nt)
+        for (int h = 0; h < 2; ++h) {
+          const int r = i0 + frow + mt * 16 + h;
+          const float f = excl && r < p.dk ? __expf(excl[r]) : 1.f;
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int r = i0 + frow + mt * 16 + (e >> 1), c = col_of(nt) + (e & 1);
-            if (r < p.dk && c < p.dv) acc[mt][nt][e] = src[long(r) * p.dv + c];
-          }
+          for (int nt = 0; nt < NT8; ++nt)
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+              const int c = col_of(nt) + j;
+              if (r < p.dk && c < p.dv)
+                acc[mt][nt][2 * h + j] = (src ? src[long(r) * p.dv + c] : 0.f) +
+                                         (Lp ? f * ld_cg(Lp + long(r) * p.dv + c) : 0.f);
+            }
+        }
     }
+    applied = applied || pre;
   }
   // The k-loop is not unrolled where a warp holds 128 accumulators (128 x 256 at WM = 2): 255 registers and a
   // spill otherwise (v1: not where NT8 == 8, as first written). IL then builds X~(s+1) after the products.
@@ -638,11 +657,7 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundar
     if ((s & (SPC - 1)) == 0) {  // the first step of a chunk: acc = diag(exp B_n) acc
       if constexpr (STORE) {  // the state before it
         if (!applied && late_seen[s & 1]) {
-          float run[MT][2];
-          late_patch<REV, MT, NT8>(p.hs + long(bh) * p.NT * p.dk * p.dv, p.late + long(bh) * p.dk * p.dv,
-                                   p.S > 1 ? p.tau + p.excl_at(sp, bh) : nullptr, p.gc, xbase, xrow, p.T, p.dk, p.dv,
-                                   c0, c1, s >> SPC_LOG, i0 + frow, col_of(0), run);
-          late_add(run);
+          late_apply(s >> SPC_LOG);
           applied = true;
         }
         store_acc(p.hs + (long(bh) * p.NT + chunk_of(s)) * p.dk * p.dv);
@@ -909,8 +924,8 @@ Plan states_plan_of(const Dims& d) {
 
 template <bool REV, int BK, int BN, int WM, int TS, bool IL, bool BULK, bool RAW = false, bool STORE = false>
 void launch_t(const BoundaryParams& p, cudaStream_t stream) {
-  // (+ the mbarriers; STORE: the late state's two words)
-  constexpr size_t smem = BoundaryLayout<BK, BN, WM, TS, RAW>::total + (BULK ? 64 : 0) + (STORE ? 16 : 0);
+  // (+ the mbarriers; STORE: the late state's two words and its decay per row)
+  constexpr size_t smem = BoundaryLayout<BK, BN, WM, TS, RAW>::total + (BULK ? 64 : 0) + (STORE ? 16 + BK * 4 : 0);
   static const bool attr = [] {
     SPB_CUDA(cudaFuncSetAttribute(boundary_kernel<REV, BK, BN, WM, TS, IL, BULK, RAW, STORE>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));

@@ -61,10 +61,15 @@ __device__ __forceinline__ void st_release_gpu(uint32_t* p, uint32_t v) {
 }
 // A load that bypasses L1 (which is not coherent with other SMs' writes): data published by another kernel.
 __device__ __forceinline__ float ld_cg(const float* p) { return __ldcg(p); }
+__device__ __forceinline__ float4 ld_cg(const float4* p) { return __ldcg(p); }
 #else
 inline uint32_t ld_acquire_gpu(const uint32_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 inline void st_release_gpu(uint32_t* p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 inline float ld_cg(const float* p) { return *static_cast<const volatile float*>(p); }
+inline float4 ld_cg(const float4* p) {
+  const volatile float* f = reinterpret_cast<const volatile float*>(p);
+  return make_float4(f[0], f[1], f[2], f[3]);
+}
 #endif
 __device__ __forceinline__ bool epoch_seen(uint32_t word, uint32_t epoch) { return int32_t(word - epoch) >= 0; }
 // p, hidden from the optimiser: addresses formed from it in a rarely taken branch of a loop are then not hoisted out of

@@ -533,20 +533,19 @@ TEST(CudaStatesArriving, EqualTheStatesAfterTheBoundary) {
       gla_cuda::launch_signal_after(word, now, 0, static_cast<cudaStream_t>(st.handle));
       gla_cuda::launch_signal_after(word + 1, now, 0, static_cast<cudaStream_t>(st.handle));
       dev->synchronize();
-      if (when >= 0) {  // the forward's word after `when`, the backward's after the forward and `when` more
-        gla_cuda::launch_signal_after(word, epoch, when, static_cast<cudaStream_t>(other.handle));
-      }
+      // Each direction: its word set `when` after the boundary call's start (on another stream), the states beside it,
+      // then the settle after the word's producer (a synchronisation here, an event in the SP methods) and before
+      // any other states or boundary call.
       GlaKernels::ArrivingState fwd{in.h0.f32(), word, epoch}, bwd{in.dht.f32(), word + 1, epoch};
+      if (when >= 0) gla_cuda::launch_signal_after(word, epoch, when, static_cast<cudaStream_t>(other.handle));
       kern->chunk_final_state(s, in.k.get(), in.v.get(), in.g.get(), gc2.f32(), fin.f32(), nullptr, st);
       kern->chunk_states_fwd_arriving(s, in.k.get(), in.v.get(), gc.f32(), fwd, hs.f32(), ht.f32(), st);
-      if (when >= 0) {
-        dev->synchronize();  // (the forward's word has been set)
-        gla_cuda::launch_signal_after(word + 1, epoch, when, static_cast<cudaStream_t>(other.handle));
-      }
+      dev->synchronize();
+      kern->chunk_states_settle(s, false, gc.f32(), fwd, hs.f32(), ht.f32(), st);
+      if (when >= 0) gla_cuda::launch_signal_after(word + 1, epoch, when, static_cast<cudaStream_t>(other.handle));
       kern->chunk_initial_dstate(s, in.q.get(), in.d_o.get(), in.g.get(), gc.f32(), fin.f32(), st);
       kern->chunk_states_bwd_arriving(s, in.q.get(), in.d_o.get(), gc.f32(), bwd, dhs.f32(), dh0.f32(), st);
-      dev->synchronize();  // the settle comes after the state's producer
-      kern->chunk_states_settle(s, false, gc.f32(), fwd, hs.f32(), ht.f32(), st);
+      dev->synchronize();
       kern->chunk_states_settle(s, true, gc.f32(), bwd, dhs.f32(), dh0.f32(), st);
       dev->synchronize();
       const std::vector<float> HSw = fetch(*dev, hs, DType::f32, HS), HTw = fetch(*dev, ht, DType::f32, S);
