@@ -926,7 +926,7 @@ class PeerWindow {
 struct Settings {
   Transport transport = Transport::automatic;
   int ctas = 0;    // 0: the protocol's default (kFlagCtas, kPacketCtas)
-  int unroll = 0;  // packet protocols: units per thread and round (1, 2, 4 or 8; 0: the creator's, else 1)
+  int unroll = 1;  // packet protocols: units per thread and round (1, 2, 4 or 8)
   double spin_timeout_s = 10;
   char trace_prefix[256] = {};  // SPB_ALLSCAN_TRACE: "" = no trace
 };
@@ -997,7 +997,7 @@ void launch_packet(int unroll, bool trace, int ctas, cudaStream_t s, const ScanP
 
 class DeviceAllScanImpl final : public DeviceAllScan {
  public:
-  DeviceAllScanImpl(Runtime& rt, size_t max_elems, const std::string& backend, int ctas, int unroll)
+  DeviceAllScanImpl(Runtime& rt, size_t max_elems, const std::string& backend, int ctas)
       : rt_(rt), max_elems_(max_elems), backend_(backend) {
     SPB_USAGE(backend == "device-flag" || backend == "device-ll" || backend == "device-ll16",
               "device All-Scan: '" + backend + "' is not a device protocol (device-flag, device-ll, device-ll16)");
@@ -1007,10 +1007,8 @@ class DeviceAllScanImpl final : public DeviceAllScan {
     const Settings s = agreed_settings(rt.boot);
     SPB_USAGE(ctas >= 0 && ctas <= kMaxCtas, "device All-Scan: " + std::to_string(ctas) + " CTAs (use 0 .. " +
                                                   std::to_string(kMaxCtas) + ")");
-    SPB_USAGE(unroll == 0 || unroll == 1 || unroll == 2 || unroll == 4 || unroll == 8,
-              "device All-Scan: " + std::to_string(unroll) + " units per round (use 0, 1, 2, 4 or 8)");
     ctas_ = s.ctas ? s.ctas : ctas ? ctas : proto_ == kFlag ? kFlagCtas : kPacketCtas;
-    unroll_ = s.unroll ? s.unroll : unroll ? unroll : 1;
+    unroll_ = s.unroll;
     timeout_ns_ = static_cast<unsigned long long>(s.spin_timeout_s * 1e9);
     // Layout (module comment).
     const size_t flag_bytes = size_t(ctas_) * kSlots * 8;
@@ -1383,8 +1381,8 @@ std::vector<int> pair_peers(Runtime& rt, int a, int b) {
 }  // namespace
 
 std::unique_ptr<DeviceAllScan> make_device_all_scan(Runtime& rt, size_t max_elems, const std::string& backend,
-                                                    int ctas, int unroll) {
-  return std::make_unique<DeviceAllScanImpl>(rt, max_elems, resolve_allscan(backend, true), ctas, unroll);
+                                                    int ctas) {
+  return std::make_unique<DeviceAllScanImpl>(rt, max_elems, resolve_allscan(backend, true), ctas);
 }
 
 double probe_flag_latency_us(Runtime& rt, int a, int b, int iters) {

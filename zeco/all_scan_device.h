@@ -7,11 +7,10 @@
 //   SPB_ALLSCAN_TRANSPORT  auto (default: NCCL symmetric windows + LSA pointers where NCCL offers them, else CUDA
 //                          IPC), nccl (NCCL only) or ipc (CUDA IPC handles exchanged through the bootstrap)
 //   SPB_ALLSCAN_CTAS       CTAs of the persistent kernel, 1..128 (default: the creator's, else 32 for device-flag,
-//                          128 for the packet protocols; zeco --overlap 2 asks for 4), 512 threads each; device-flag
+//                          128 for the packet protocols; zeco --overlap 2 asks for 16), 512 threads each; device-flag
 //                          splits a block among them, the packet protocols deal 16-byte units round-robin to the
 //                          threads
-//   SPB_ALLSCAN_UNROLL     device-ll / device-ll16: units per thread and round, 1, 2, 4 or 8 (default: the creator's,
-//                          else 1; zeco --overlap 2 asks for 8): how many
+//   SPB_ALLSCAN_UNROLL     device-ll / device-ll16: units per thread and round, 1, 2, 4 or 8 (default 1): how many
 //                          units' local loads (and first looks at the receive buffer) a thread issues at once; it
 //                          still forwards each unit the moment it arrives
 //   SPB_SPIN_TIMEOUT_S     seconds a spin may wait for a peer before the kernel gives up (default 10)
@@ -55,12 +54,10 @@ class DeviceAllScan {
 // Collective over rt.comm (an NCCL communicator): every rank calls it with the same capacity (fp32 elements).
 // Throws UsageError when peers cannot reach each other's memory (no NVLink/P2P), naming the ranks, so the caller can
 // fall back to the host-driven backend. The object must be destroyed before rt.comm, and by every rank (collective).
-// `backend`: a device protocol as --allscan names it ("device" = the default one, see resolve_allscan). `ctas` and
-// `unroll`: the kernel's CTAs and units per round where SPB_ALLSCAN_CTAS / _UNROLL do not set them (0: the defaults),
-// the same on every rank.
+// `backend`: a device protocol as --allscan names it ("device" = the default one, see resolve_allscan). `ctas`: the
+// kernel's CTAs where SPB_ALLSCAN_CTAS does not set them (0: the protocol's default), the same on every rank.
 std::unique_ptr<DeviceAllScan> make_device_all_scan(Runtime& rt, size_t max_elems,
-                                                    const std::string& backend = "device", int ctas = 0,
-                                                    int unroll = 0);
+                                                    const std::string& backend = "device", int ctas = 0);
 
 
 // --- link probes (collective; the result is returned on every rank) --------------------------------------------

@@ -3,7 +3,9 @@
 // the true incoming state after it; with --overlap 1 the output from zero-start states overlaps the forward scan and
 // is corrected after it; with --overlap 2 the chunk states run beside each scan and take the incoming state as it
 // arrives, so that neither scan stands between two kernels (SpLocalGla says what each order costs). The device
-// All-Scan then runs on few CTAs (kBesideCtas), so that it shares the GPU with the chunk states' one wave.
+// All-Scan then runs on few CTAs (kBesideCtas), so that it shares the GPU with the chunk states' one wave. Not the
+// default: on one H200 (P = 1, where there is no scan to hide) it cost ~10 us more than in order (session 13); P = 4
+// is still to be measured.
 // In order, the heads may be split into groups (--head-groups N; default 1), each scanned on its own: group i's scan
 // runs while group i+1's boundary kernel runs, and the last group's while the first group's outputs (or gradients)
 // are computed, so that neither direction's scan leaves the GPU idle. Rows decay independently, so a group's scan is
@@ -27,11 +29,13 @@
 namespace spb {
 namespace {
 
-// The device All-Scan beside the chunk states (--overlap 2; SPB_ALLSCAN_CTAS / _UNROLL override): their kernel fills
+// The device All-Scan's CTAs beside the chunk states (--overlap 2; SPB_ALLSCAN_CTAS overrides): their kernel fills
 // 128 of an H100 / H200's 132 SMs with one block each at the paper's shapes, and a scan CTA of 512 threads does not fit
-// beside one, so more CTAs would take SMs the states need and delay a part of their wave by the scan's length. So 4
-// CTAs, each thread with 8 units in flight: with one, 4 CTAs took 82 us for a 1 MiB state on one H200 (session 13).
-constexpr int kBesideCtas = 4, kBesideUnroll = 8;
+// beside one; the 4 SMs left hold 16. Measured on one H200 (zeco/NOTES.md, session 13, call 3): 4 CTAs took 63-72 us
+// for a 1 MiB state beside the states (each thread's units one after another, under the states' memory traffic), 16
+// took 18-20 and 128 took 8, neither delaying the states; 16 was the fastest operator (8 units per thread and round
+// were slower at every count).
+constexpr int kBesideCtas = 16;
 
 class Zeco final : public SpMethod {
  public:
@@ -49,8 +53,7 @@ class Zeco final : public SpMethod {
 #ifdef SPB_HAVE_CUDA
       try {
         device_scan_ = make_device_all_scan(rt, c.local.state_elems(), backend,  // every rank agrees on reach
-                                            c.overlap == SpOverlap::states ? kBesideCtas : 0,
-                                            c.overlap == SpOverlap::states ? kBesideUnroll : 0);
+                                            c.overlap == SpOverlap::states ? kBesideCtas : 0);
       } catch (const UsageError& e) {
         if (c.allscan != "auto") throw;
         notice_ = std::string("zeco: the device All-Scan is unavailable (") + e.what() + "); the host All-Scan over " +
