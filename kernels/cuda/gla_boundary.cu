@@ -82,6 +82,7 @@
 // - Any T >= 1, B, H; any dk, dv (tiles masked; element copies where a tensor is not 16-byte aligned, as
 //   gla_states.cu's vx / vy / vg).
 #include <algorithm>
+#include <type_traits>
 #include <cstdlib>
 #ifdef SPB_GLA_EMU
 #include <cstring>
@@ -231,14 +232,6 @@ struct BoundaryParams {
   const float* init = nullptr;
   float* hs = nullptr;
   int bh0 = 0, nbh = 0;  // the grid's pairs: bh0 + blockIdx.z, blockIdx.z < nbh (GlaShape::pair_range)
-  // STORE with a late initial state (launch_states_spans' `late`): init is the zero-start one, and the block adds
-  // late's share, diag(exp(decay since the rank's edge)) late, once it sees *ready reach epoch at the start of a
-  // chunk; it then adds that share to the states it stored before, and writes pending[block] = 0. A block that never
-  // sees it writes 1 and leaves its states to launch_states_settle. The decay to the span's edge is excl_at's (S > 1).
-  const float* late = nullptr;  // [B*H, dk, dv]
-  const uint32_t* ready = nullptr;
-  uint32_t epoch = 0;
-  int* pending = nullptr;  // [B*H][S][tiles]
   // The scratch of S spans: span s holds the partial states of all B*H pairs [B*H, dk, dv], then their log-decays
   // [B*H, dk]. A pair's entries stay where they are whatever the launch's pair range and span count, so launches on
   // disjoint ranges keep each other's partials. Span 0's partial states are laid out as a state [B*H, dk, dv].
@@ -249,6 +242,21 @@ struct BoundaryParams {
   __host__ __device__ long tau_at(int s, long bh) const { return s * span_stride() + long(B) * H * dk * dv + bh * dk; }
   __host__ __device__ long excl_at(int s, long bh) const { return S * span_stride() + (long(s) * B * H + bh) * dk; }
 };
+
+// The STORE kernel's late initial state (LATE; launch_states_spans' `late`), in a parameter type of the LATE kernels
+// alone: fields added to BoundaryParams change the registers ptxas gives every boundary kernel (session 13: the plain
+// STORE kernel 3-8 % slower). init is then the zero-start state, and the block adds late's share, diag(exp(decay since
+// the rank's edge)) late, once it sees *ready reach epoch at the start of a chunk, also to the states it stored
+// before, and writes pending[block] = 0; a block that never sees it writes 1 and leaves its states to
+// launch_states_settle. The decay to the span's edge is excl_at's (S > 1).
+struct LateParams : BoundaryParams {
+  const float* late = nullptr;  // [B*H, dk, dv]
+  const uint32_t* ready = nullptr;
+  uint32_t epoch = 0;
+  int* pending = nullptr;  // [B*H][S][tiles]
+};
+template <bool LATE>
+using KernelParams = std::conditional_t<LATE, LateParams, BoundaryParams>;
 
 // RAW: element (r, c) of a bf16 [rows][BK] tile whose 16-byte chunks are swizzled, chunk c / 8 of row r stored at
 // chunk (c / 8) ^ (2 (r / 8) % 8): the raw build's half-warps read rows 8 apart (4 row groups x 2 chunks), which would
@@ -293,12 +301,17 @@ __device__ __forceinline__ void load_raw(bf16* s, const bf16* g, long gstride, i
 // itself (raw_prefix .. raw_store below): 25 % fewer bytes, and the caller need not run chunk_cumsum first.
 // STORE (with IL, TS = 64, neither RAW nor BULK): the chunk states themselves, span by span (launch_states_spans):
 // the span starts from its true initial state and stores the accumulators at the first step of every chunk; with a
-// late initial state (p.late), from its zero-start one, adding late's share when it arrives (BoundaryParams).
-template <bool REV, int BK, int BN, int WM, int TS, bool IL, bool BULK, bool RAW = false, bool STORE = false>
-__global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundary_kernel(const BoundaryParams p) {
+// late initial state (LATE: p.late), from its zero-start one, adding late's share when it arrives (BoundaryParams).
+// LATE is a template parameter so that the kernel without it stays the code it was (its late branches, dead at run
+// time, cost the plain kernel 3-8 % when they were a run-time test: session 13).
+template <bool REV, int BK, int BN, int WM, int TS, bool IL, bool BULK, bool RAW = false, bool STORE = false,
+          bool LATE = false>
+__global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS))
+    boundary_kernel(const KernelParams<LATE> p) {
   using L = BoundaryLayout<BK, BN, WM, TS, RAW>;
   static_assert(!RAW || (IL && !BULK && TS == 64 && BK == 128), "RAW: the 64-token IL kernel at 128 rows");
   static_assert(!STORE || (IL && !BULK && !RAW && TS == 64), "STORE: the 64-token IL kernel reading gc");
+  static_assert(!LATE || STORE, "LATE: a late initial state of the STORE kernel");
   constexpr int NS = L::NS, MT = L::MT, NT8 = L::NT8, WN = L::WN;
   constexpr int SPC = kC / TS, SPC_LOG = SPC == 2 ? 1 : 0;  // steps per chunk (s >= 0: shifts, not divisions)
   static_assert((TS == 32 || TS == 64) && kC == 64, "step");
@@ -504,8 +517,8 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundar
     if (i < nsteps) load_step(i);
     cp_async_commit();
   }
-  if constexpr (STORE) {  // a late state complete before the walk: its first state takes it (slot 1, read after the barrier)
-    if (p.late && tid == 0)
+  if constexpr (LATE) {  // a late state in before the walk: the first state takes it (slot 1, read after the barrier)
+    if (tid == 0)
       reinterpret_cast<uint32_t*>(smem + L::total)[1] = epoch_seen(ld_acquire_gpu(p.ready), p.epoch);
   }
   cp_async_wait<NS - 2>();  // step 0 has landed
@@ -545,73 +558,24 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundar
   };
   // STORE with p.late: whether late was added (uniform in the block); *ready seen at the top of step s (thread 0
   // writes slot s & 1 before the step's barrier, everyone reads it after: the slot is rewritten two barriers later).
-  bool applied = !STORE || p.late == nullptr;
+  bool applied = !LATE;
   uint32_t* late_seen = reinterpret_cast<uint32_t*>(smem + L::total);
-  // STORE with p.late, once the block sees it at the start of its walk's chunk w (uniform in the block): late's share
-  // added to the states it stored at chunks 0 .. w-1 of its walk (all threads, 16-byte read-modify-writes over the
-  // tile, a few in flight per thread: the states were stored microseconds ago and sit in L2), then to the
-  // accumulators. run (shared, one per row of the tile): the log-decay from the rank's edge to the state being patched,
-  // from the span's edge (excl_at) growing by each chunk's B_n as the walk's decay does.
-  auto late_apply = [&](int w) {
-    float* run = reinterpret_cast<float*>(smem + L::total + 16);  // [BK]
-    const float* excl = p.S > 1 ? p.tau + p.excl_at(sp, bh) : nullptr;
-    if (tid < BK) run[tid] = excl && i0 + tid < p.dk ? excl[i0 + tid] : 0.f;
-    __syncthreads();
-    const float* Lt = p.late + (long(bh) * p.dk + i0) * p.dv + j0;
-    const bool vec = p.dk - i0 >= BK && p.dv - j0 >= BN && p.dv % 4 == 0 &&
-                     ((reinterpret_cast<uintptr_t>(p.late) | reinterpret_cast<uintptr_t>(p.hs)) & 15) == 0;
-    constexpr int Q = BN / 4, PER = BK * Q / kBThreads;  // float4 per row; per thread and chunk
-    static_assert(PER % 4 == 0, "late_apply: four float4 per round");
-    for (int k = 0; k < w; ++k) {
-      const int n = REV ? c1 - 1 - k : c0 + k;
-      float* H = p.hs + ((long(bh) * p.NT + n) * p.dk + i0) * p.dv + j0;
-      if (vec) {
-        for (int b = 0; b < PER; b += 4) {
-          float4 h[4], l[4];
+  if constexpr (STORE && !LATE) {  // the span's initial state (elements outside the state stay 0)
+    if (p.init) {
+      const float* src = p.init + p.part_at(sp, bh);  // (S == 1: bh's state)
 #pragma unroll
-          for (int u = 0; u < 4; ++u) {
-            const int idx = tid + (b + u) * kBThreads, r = idx / Q, c = (idx % Q) * 4;
-            h[u] = *reinterpret_cast<const float4*>(H + long(r) * p.dv + c);
-            l[u] = ld_cg(reinterpret_cast<const float4*>(Lt + long(r) * p.dv + c));
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT8; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int r = i0 + frow + mt * 16 + (e >> 1), c = col_of(nt) + (e & 1);
+            if (r < p.dk && c < p.dv) acc[mt][nt][e] = src[long(r) * p.dv + c];
           }
-#pragma unroll
-          for (int u = 0; u < 4; ++u) {
-            const int idx = tid + (b + u) * kBThreads, r = idx / Q, c = (idx % Q) * 4;
-            const float e = __expf(run[r]);
-            *reinterpret_cast<float4*>(H + long(r) * p.dv + c) =
-                make_float4(h[u].x + e * l[u].x, h[u].y + e * l[u].y, h[u].z + e * l[u].z, h[u].w + e * l[u].w);
-          }
-        }
-      } else {  // edge tiles, odd sizes
-        for (int idx = tid; idx < BK * BN; idx += kBThreads) {
-          const int r = idx / BN, c = idx % BN;
-          if (i0 + r < p.dk && j0 + c < p.dv) H[long(r) * p.dv + c] += __expf(run[r]) * ld_cg(Lt + long(r) * p.dv + c);
-        }
-      }
-      __syncthreads();  // everyone is done with run before it grows
-      const long tl = min(n * kC + kC - 1, p.T - 1);  // the chunk's last token: B_n = gc there
-      if (tid < BK && i0 + tid < p.dk) run[tid] += p.gc[xbase + tl * xrow + i0 + tid];
-      __syncthreads();
     }
-    const int c0c = col_of(0);
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-      const int ra = i0 + frow + mt * 16, rb = ra + 1;
-      const float ea = __expf(run[frow + mt * 16]), eb = __expf(run[frow + mt * 16 + 1]);
-      const float* La = opaque(p.late + (long(bh) * p.dk + ra) * p.dv + c0c);
-      const float* Lb = La + p.dv;
-#pragma unroll
-      for (int nt = 0; nt < NT8; ++nt) {
-        const int c = c0c + nt * 8;
-        if (ra < p.dk && c < p.dv) acc[mt][nt][0] += ea * ld_cg(La + nt * 8);
-        if (ra < p.dk && c + 1 < p.dv) acc[mt][nt][1] += ea * ld_cg(La + nt * 8 + 1);
-        if (rb < p.dk && c < p.dv) acc[mt][nt][2] += eb * ld_cg(Lb + nt * 8);
-        if (rb < p.dk && c + 1 < p.dv) acc[mt][nt][3] += eb * ld_cg(Lb + nt * 8 + 1);
-      }
-    }
-  };
-  if constexpr (STORE) {  // the span's initial state (elements outside the state stay 0), with late's share if it is in
-    const bool pre = p.late && late_seen[1];
+  }
+  if constexpr (LATE) {  // the same, with late's share if it is in already
+    const bool pre = late_seen[1];
     if (p.init || pre) {
       const float* src = p.init ? p.init + p.part_at(sp, bh) : nullptr;  // (S == 1: bh's state)
       const float* excl = pre && p.S > 1 ? p.tau + p.excl_at(sp, bh) : nullptr;
@@ -641,7 +605,7 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundar
   static_assert(!RAW || kUnroll, "RAW builds X~ inside the unrolled products");
   constexpr int SUB = TS / 8;  // k-steps per step
   for (int s = 0; s < nsteps; ++s) {
-    if constexpr (STORE) {
+    if constexpr (LATE) {
       if (!applied && tid == 0) late_seen[s & 1] = epoch_seen(ld_acquire_gpu(p.ready), p.epoch);
     }
     cp_async_wait<NS - 3>();  // step s+1 has landed (steps s+2 .. s+NS-2 may still be in flight)
@@ -656,9 +620,74 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundar
     const int st = s % NS;
     if ((s & (SPC - 1)) == 0) {  // the first step of a chunk: acc = diag(exp B_n) acc
       if constexpr (STORE) {  // the state before it
-        if (!applied && late_seen[s & 1]) {
-          late_apply(s >> SPC_LOG);
-          applied = true;
+        if constexpr (LATE) {
+          if (!applied && late_seen[s & 1]) {
+            // Seen at the start of chunk w of the walk (uniform in the block): late's share added to the states
+            // stored at chunks 0 .. w-1 (all threads, 16-byte read-modify-writes over the tile, a few in flight per
+            // thread: they were stored microseconds ago and sit in L2), then to the accumulators. run (shared, per
+            // row of the tile): the log-decay from the rank's edge to the state being patched, from the span's edge
+            // (excl_at) growing by each chunk's B_n as the walk's decay does.
+            const int w = s >> SPC_LOG;
+            float* run = reinterpret_cast<float*>(smem + L::total + 16);  // [BK]
+            const float* excl = p.S > 1 ? p.tau + p.excl_at(sp, bh) : nullptr;
+            if (tid < BK) run[tid] = excl && i0 + tid < p.dk ? excl[i0 + tid] : 0.f;
+            __syncthreads();
+            const float* Lt = p.late + (long(bh) * p.dk + i0) * p.dv + j0;
+            const bool vec = p.dk - i0 >= BK && p.dv - j0 >= BN && p.dv % 4 == 0 &&
+                             ((reinterpret_cast<uintptr_t>(p.late) | reinterpret_cast<uintptr_t>(p.hs)) & 15) == 0;
+            constexpr int Q = BN / 4, PER = BK * Q / kBThreads;  // float4 per row; per thread and chunk
+            static_assert(PER % 4 == 0, "the late patch: four float4 per round");
+            for (int k = 0; k < w; ++k) {
+              const int n = REV ? c1 - 1 - k : c0 + k;
+              float* H = p.hs + ((long(bh) * p.NT + n) * p.dk + i0) * p.dv + j0;
+              if (vec) {
+                for (int b = 0; b < PER; b += 4) {
+                  float4 h[4], l[4];
+#pragma unroll
+                  for (int u = 0; u < 4; ++u) {
+                    const int idx = tid + (b + u) * kBThreads, r = idx / Q, c = (idx % Q) * 4;
+                    h[u] = *reinterpret_cast<const float4*>(H + long(r) * p.dv + c);
+                    l[u] = ld_cg(reinterpret_cast<const float4*>(Lt + long(r) * p.dv + c));
+                  }
+#pragma unroll
+                  for (int u = 0; u < 4; ++u) {
+                    const int idx = tid + (b + u) * kBThreads, r = idx / Q, c = (idx % Q) * 4;
+                    const float e = __expf(run[r]);
+                    *reinterpret_cast<float4*>(H + long(r) * p.dv + c) =
+                        make_float4(h[u].x + e * l[u].x, h[u].y + e * l[u].y, h[u].z + e * l[u].z,
+                                    h[u].w + e * l[u].w);
+                  }
+                }
+              } else {  // edge tiles, odd sizes
+                for (int idx = tid; idx < BK * BN; idx += kBThreads) {
+                  const int r = idx / BN, c = idx % BN;
+                  if (i0 + r < p.dk && j0 + c < p.dv)
+                    H[long(r) * p.dv + c] += __expf(run[r]) * ld_cg(Lt + long(r) * p.dv + c);
+                }
+              }
+              __syncthreads();  // everyone is done with run before it grows
+              const long tl = min(n * kC + kC - 1, p.T - 1);  // the chunk's last token: B_n = gc there
+              if (tid < BK && i0 + tid < p.dk) run[tid] += p.gc[xbase + tl * xrow + i0 + tid];
+              __syncthreads();
+            }
+            const int c0c = col_of(0);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+              const int ra = i0 + frow + mt * 16, rb = ra + 1;
+              const float ea = __expf(run[frow + mt * 16]), eb = __expf(run[frow + mt * 16 + 1]);
+              const float* La = opaque(p.late + (long(bh) * p.dk + ra) * p.dv + c0c);
+              const float* Lb = La + p.dv;
+#pragma unroll
+              for (int nt = 0; nt < NT8; ++nt) {
+                const int c = c0c + nt * 8;
+                if (ra < p.dk && c < p.dv) acc[mt][nt][0] += ea * ld_cg(La + nt * 8);
+                if (ra < p.dk && c + 1 < p.dv) acc[mt][nt][1] += ea * ld_cg(La + nt * 8 + 1);
+                if (rb < p.dk && c < p.dv) acc[mt][nt][2] += eb * ld_cg(Lb + nt * 8);
+                if (rb < p.dk && c + 1 < p.dv) acc[mt][nt][3] += eb * ld_cg(Lb + nt * 8 + 1);
+              }
+            }
+            applied = true;
+          }
         }
         store_acc(p.hs + (long(bh) * p.NT + chunk_of(s)) * p.dk * p.dv);
       }
@@ -759,8 +788,10 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundar
   }
 
   if constexpr (STORE) {  // fin from the walk's last span (where the fold did not write it: one span, or late)
-    if (p.out && sp == (REV ? 0 : p.S - 1)) store_acc(p.out + long(bh) * p.dk * p.dv);
-    if (p.late && tid == 0) p.pending[(long(bh) * p.S + sp) * gridDim.x + tile] = applied ? 0 : 1;
+    if (p.out && (LATE ? sp == (REV ? 0 : p.S - 1) : p.S == 1)) store_acc(p.out + long(bh) * p.dk * p.dv);
+    if constexpr (LATE) {
+      if (tid == 0) p.pending[(long(bh) * p.S + sp) * gridDim.x + tile] = applied ? 0 : 1;
+    }
     return;
   }
   // The span's result: fin itself when there is one span, else the partial state and (dv tile 0) the log-decay.
@@ -775,8 +806,9 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS)) boundar
 // 16-byte aligned fin, scratch and init0), else one.
 // lambda (nullable, forward): the sum of the spans' tau_s, in span order, by the thread of column 0.
 // excl (launch_states_spans): acc starts at init0 (nullable: 0) and each P_s is replaced, in place, by acc before it
-// (the span's true initial state); fin is then nullable; the sum of the tau before each span goes to excl_at.
-template <bool VEC>
+// (the span's true initial state); fin is then nullable. DECAYS (with excl, for a late initial state): the sum of the
+// tau before each span (after it, backward) goes to excl_at.
+template <bool VEC, bool DECAYS = false>
 __global__ void __launch_bounds__(256) boundary_fold_kernel(float* scratch, float* fin, float* lambda,
                                                             const float* init0, bool excl, int nbh,
                                                             const BoundaryParams sc, bool rev) {
@@ -799,7 +831,7 @@ __global__ void __launch_bounds__(256) boundary_fold_kernel(float* scratch, floa
     for (int k = 0; k < S; ++k) {
       const long s = rev ? S - 1 - k : k;
       const float ts = scratch[sc.tau_at(int(s), bh) + r], d = __expf(ts);
-      if (excl && c == 0) scratch[sc.excl_at(int(s), bh) + r] = lam;
+      if (DECAYS && c == 0) scratch[sc.excl_at(int(s), bh) + r] = lam;
       lam += ts;
       float* P = scratch + sc.part_at(int(s), bh) + long(r) * dv + c;
       if constexpr (VEC) {
@@ -825,7 +857,7 @@ __global__ void __launch_bounds__(256) boundary_fold_kernel(float* scratch, floa
 // to the span's edge growing by B_n in the walk's order, and to fin where the block's span is the walk's last (as the
 // STORE block would have: its fin is then the zero-start one). 256 threads over the tile's elements.
 template <bool REV>
-__global__ void __launch_bounds__(256) settle_kernel(const BoundaryParams p, int BK, int BN) {
+__global__ void __launch_bounds__(256) settle_kernel(const LateParams p, int BK, int BN) {
   const int tile = blockIdx.x, sp = blockIdx.y, bh = p.bh0 + blockIdx.z;
   if (p.pending[(long(bh) * p.S + sp) * gridDim.x + tile] == 0) return;  // (the whole block)
   extern __shared__ float run[];  // [BK]
@@ -922,28 +954,29 @@ Plan states_plan_of(const Dims& d) {
   return pl;
 }
 
-template <bool REV, int BK, int BN, int WM, int TS, bool IL, bool BULK, bool RAW = false, bool STORE = false>
-void launch_t(const BoundaryParams& p, cudaStream_t stream) {
-  // (+ the mbarriers; STORE: the late state's two words and its decay per row)
-  constexpr size_t smem = BoundaryLayout<BK, BN, WM, TS, RAW>::total + (BULK ? 64 : 0) + (STORE ? 16 + BK * 4 : 0);
+template <bool REV, int BK, int BN, int WM, int TS, bool IL, bool BULK, bool RAW = false, bool STORE = false,
+          bool LATE = false>
+void launch_t(const KernelParams<LATE>& p, cudaStream_t stream) {
+  // (+ the mbarriers; LATE: the late state's two words and its decay per row)
+  constexpr size_t smem = BoundaryLayout<BK, BN, WM, TS, RAW>::total + (BULK ? 64 : 0) + (LATE ? 16 + BK * 4 : 0);
   static const bool attr = [] {
-    SPB_CUDA(cudaFuncSetAttribute(boundary_kernel<REV, BK, BN, WM, TS, IL, BULK, RAW, STORE>,
+    SPB_CUDA(cudaFuncSetAttribute(boundary_kernel<REV, BK, BN, WM, TS, IL, BULK, RAW, STORE, LATE>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     return true;
   }();
   (void)attr;
   const dim3 grid(((p.dk + BK - 1) / BK) * ((p.dv + BN - 1) / BN), p.S, p.nbh);
-  boundary_kernel<REV, BK, BN, WM, TS, IL, BULK, RAW, STORE><<<grid, kBThreads, smem, stream>>>(p);
+  boundary_kernel<REV, BK, BN, WM, TS, IL, BULK, RAW, STORE, LATE><<<grid, kBThreads, smem, stream>>>(p);
   SPB_CUDA_LAUNCH();
 }
 
 // The STORE configurations states_plan_of makes.
-template <bool REV>
-void launch_store(const BoundaryParams& p, const Plan& c, cudaStream_t s) {
-  if (c.bk == 128 && c.bn == 128) launch_t<REV, 128, 128, 4, 64, true, false, false, true>(p, s);
-  else if (c.bk == 128) launch_t<REV, 128, 64, 4, 64, true, false, false, true>(p, s);
-  else if (c.bn == 128) launch_t<REV, 64, 128, 2, 64, true, false, false, true>(p, s);
-  else launch_t<REV, 64, 64, 2, 64, true, false, false, true>(p, s);
+template <bool REV, bool LATE>
+void launch_store(const KernelParams<LATE>& p, const Plan& c, cudaStream_t s) {
+  if (c.bk == 128 && c.bn == 128) launch_t<REV, 128, 128, 4, 64, true, false, false, true, LATE>(p, s);
+  else if (c.bk == 128) launch_t<REV, 128, 64, 4, 64, true, false, false, true, LATE>(p, s);
+  else if (c.bn == 128) launch_t<REV, 64, 128, 2, 64, true, false, false, true, LATE>(p, s);
+  else launch_t<REV, 64, 64, 2, 64, true, false, false, true, LATE>(p, s);
 }
 
 // Every configuration plan_of can produce (v1 kernels: WM 2, TS 32, all six tiles; IL kernels: WM 4 on 128 x 128
@@ -1009,17 +1042,22 @@ BoundaryParams params_of(const Dims& d, const Plan& pl, const bf16* x, const bf1
   return p;
 }
 // The fold of the spans' partials in scratch: fin (nullable where excl) and lambda (nullable); excl: the partials
-// become the spans' initial states, from init0 (nullable: 0).
+// become the spans' initial states, from init0 (nullable: 0); decays (with excl): the decay to each span's edge too.
 void launch_fold(const Dims& d, const Plan& pl, bool reverse, float* scratch, float* fin, float* lambda,
-                 const float* init0, bool excl, cudaStream_t stream) {
+                 const float* init0, bool excl, cudaStream_t stream, bool decays = false) {
   const BoundaryParams sc = params_of(d, pl, nullptr, nullptr, nullptr, nullptr);  // (the scratch layout)
   const bool vec = d.dv % 4 == 0 && (!fin || aligned16(fin)) && (!init0 || aligned16(init0)) && aligned16(scratch);
   const long n = long(d.pairs()) * d.dk * (vec ? d.dv / 4 : d.dv);
   const int blocks = int(std::min<long>((n + 255) / 256, 16L * sm_count()));
-  if (vec)
-    boundary_fold_kernel<true><<<blocks, 256, 0, stream>>>(scratch, fin, lambda, init0, excl, d.pairs(), sc, reverse);
+  const int nbh = d.pairs();
+  if (decays && vec)
+    boundary_fold_kernel<true, true><<<blocks, 256, 0, stream>>>(scratch, fin, lambda, init0, excl, nbh, sc, reverse);
+  else if (decays)
+    boundary_fold_kernel<false, true><<<blocks, 256, 0, stream>>>(scratch, fin, lambda, init0, excl, nbh, sc, reverse);
+  else if (vec)
+    boundary_fold_kernel<true><<<blocks, 256, 0, stream>>>(scratch, fin, lambda, init0, excl, nbh, sc, reverse);
   else
-    boundary_fold_kernel<false><<<blocks, 256, 0, stream>>>(scratch, fin, lambda, init0, excl, d.pairs(), sc, reverse);
+    boundary_fold_kernel<false><<<blocks, 256, 0, stream>>>(scratch, fin, lambda, init0, excl, nbh, sc, reverse);
   SPB_CUDA_LAUNCH();
 }
 // Stage 1 by plan pl: fin where S == 1, else the partials and decays in scratch. g / lambda only where pl.raw.
@@ -1059,13 +1097,13 @@ void launch_states_spans(const Dims& d, bool reverse, const bf16* x, const bf16*
   const Plan pl = states_plan_of(d);
   BoundaryParams p = params_of(d, pl, x, y, gc, nullptr);
   p.hs = hs;
-  if (late) p.late = late->state, p.ready = late->ready, p.epoch = late->epoch, p.pending = late->pending;
+
   if (pl.S > 1) {
     // The reduction in the STORE kernel's own configuration and grid (without the stores): at 128 x 256 tiles
     // (dv > 128) plan_of's would fill only half the SMs with the states' spans.
     if (!reuse) launch_stage1(d, pl, reverse, x, y, gc, nullptr, nullptr, nullptr, scratch, stream);
     // With a late initial state the fold starts from zero and fin comes from the last span's walk.
-    launch_fold(d, pl, reverse, scratch, late ? nullptr : fin, nullptr, init, true, stream);
+    launch_fold(d, pl, reverse, scratch, late ? nullptr : fin, nullptr, init, true, stream, late != nullptr);
     p.init = scratch;
     p.tau = scratch;  // (excl_at)
     if (late) p.out = fin;
@@ -1073,14 +1111,23 @@ void launch_states_spans(const Dims& d, bool reverse, const bf16* x, const bf16*
     p.init = init;
     p.out = fin;
   }
-  if (reverse) launch_store<true>(p, pl, stream);
-  else launch_store<false>(p, pl, stream);
+  if (!late) {
+    if (reverse) launch_store<true, false>(p, pl, stream);
+    else launch_store<false, false>(p, pl, stream);
+    return;
+  }
+  LateParams lp;
+  static_cast<BoundaryParams&>(lp) = p;
+  lp.late = late->state, lp.ready = late->ready, lp.epoch = late->epoch, lp.pending = late->pending;
+  if (reverse) launch_store<true, true>(lp, pl, stream);
+  else launch_store<false, true>(lp, pl, stream);
 }
 
 void launch_states_settle(const Dims& d, bool reverse, const float* gc, const LateInit& late, float* hs, float* fin,
                           float* scratch, cudaStream_t stream) {
   const Plan pl = states_plan_of(d);
-  BoundaryParams p = params_of(d, pl, nullptr, nullptr, gc, nullptr);
+  LateParams p;
+  static_cast<BoundaryParams&>(p) = params_of(d, pl, nullptr, nullptr, gc, nullptr);
   p.hs = hs, p.out = fin, p.tau = scratch;
   p.late = late.state, p.ready = late.ready, p.epoch = late.epoch, p.pending = late.pending;
   const dim3 grid(((d.dk + pl.bk - 1) / pl.bk) * ((d.dv + pl.bn - 1) / pl.bn), pl.S, d.pairs());
