@@ -82,8 +82,8 @@
 // - Any T >= 1, B, H; any dk, dv (tiles masked; element copies where a tensor is not 16-byte aligned, as
 //   gla_states.cu's vx / vy / vg).
 #include <algorithm>
-#include <type_traits>
 #include <cstdlib>
+#include <type_traits>
 #ifdef SPB_GLA_EMU
 #include <cstring>
 #include <mutex>
@@ -257,6 +257,61 @@ struct LateParams : BoundaryParams {
 };
 template <bool LATE>
 using KernelParams = std::conditional_t<LATE, LateParams, BoundaryParams>;
+
+// The late state's share in the states a block of the STORE kernel stored before it saw the state: for the first `w`
+// chunks of the walk of span sp (walk order), the tile (rows i0 .. i0+BK, columns j0 .. j0+BN) of each state
+// += diag(exp run) late, by all kBThreads threads of the block (16-byte read-modify-writes, four + four loads in
+// flight per thread, where the tile is whole and aligned). run (shared, [BK]): set here to the log-decay from the
+// rank's edge to the span's edge (excl_at; 0 with one span), grown by each chunk's B_n as the walk's decay grows, so
+// on return it is the decay to the state the walk stores next. Used in the walk (the STORE kernel, LATE) and after it
+// (settle_kernel, for blocks that never saw the state).
+template <bool REV>
+__device__ __forceinline__ void add_late_share(const LateParams& p, float* run, int sp, int bh, int i0, int j0, int BK,
+                                               int BN, int w) {
+  constexpr int NTH = kBThreads;  // (settle_kernel's blocks too)
+  const int tid = threadIdx.x, b = bh / p.H, h = bh % p.H;
+  const long xrow = long(p.H) * p.dk, xbase = (long(b) * p.T * p.H + h) * p.dk;
+  const int c0 = sp * p.span, c1 = min(p.NT, c0 + p.span);
+  const float* excl = p.S > 1 ? p.tau + p.excl_at(sp, bh) : nullptr;
+  for (int r = tid; r < BK; r += NTH) run[r] = excl && i0 + r < p.dk ? excl[i0 + r] : 0.f;
+  __syncthreads();
+  const float* Lt = p.late + (long(bh) * p.dk + i0) * p.dv + j0;
+  const bool vec = p.dk - i0 >= BK && p.dv - j0 >= BN && p.dv % 4 == 0 && BK * BN % (16 * NTH) == 0 &&
+                   ((reinterpret_cast<uintptr_t>(p.late) | reinterpret_cast<uintptr_t>(p.hs)) & 15) == 0;
+  const int Q = BN / 4, per = BK * Q / NTH;  // float4 per row; per thread and chunk
+  for (int k = 0; k < w; ++k) {
+    const int n = REV ? c1 - 1 - k : c0 + k;
+    float* H = p.hs + ((long(bh) * p.NT + n) * p.dk + i0) * p.dv + j0;
+    if (vec) {
+      for (int b4 = 0; b4 < per; b4 += 4) {
+        float4 hv[4], lv[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int idx = tid + (b4 + u) * NTH, r = idx / Q, c = (idx % Q) * 4;
+          hv[u] = *reinterpret_cast<const float4*>(H + long(r) * p.dv + c);
+          lv[u] = ld_cg(reinterpret_cast<const float4*>(Lt + long(r) * p.dv + c));
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int idx = tid + (b4 + u) * NTH, r = idx / Q, c = (idx % Q) * 4;
+          const float e = __expf(run[r]);
+          *reinterpret_cast<float4*>(H + long(r) * p.dv + c) =
+              make_float4(hv[u].x + e * lv[u].x, hv[u].y + e * lv[u].y, hv[u].z + e * lv[u].z, hv[u].w + e * lv[u].w);
+        }
+      }
+    } else {  // edge tiles, odd sizes
+      for (int idx = tid; idx < BK * BN; idx += NTH) {
+        const int r = idx / BN, c = idx % BN;
+        if (i0 + r < p.dk && j0 + c < p.dv) H[long(r) * p.dv + c] += __expf(run[r]) * ld_cg(Lt + long(r) * p.dv + c);
+      }
+    }
+    __syncthreads();  // everyone is done with run before it grows
+    const long tl = min(n * kC + kC - 1, p.T - 1);  // the chunk's last token: B_n = gc there
+    for (int r = tid; r < BK; r += NTH)
+      if (i0 + r < p.dk) run[r] += p.gc[xbase + tl * xrow + i0 + r];
+    __syncthreads();
+  }
+}
 
 // RAW: element (r, c) of a bf16 [rows][BK] tile whose 16-byte chunks are swizzled, chunk c / 8 of row r stored at
 // chunk (c / 8) ^ (2 (r / 8) % 8): the raw build's half-warps read rows 8 apart (4 row groups x 2 chunks), which would
@@ -597,7 +652,7 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS))
             }
         }
     }
-    applied = applied || pre;
+    applied = pre;
   }
   // The k-loop is not unrolled where a warp holds 128 accumulators (128 x 256 at WM = 2): 255 registers and a
   // spill otherwise (v1: not where NT8 == 8, as first written). IL then builds X~(s+1) after the products.
@@ -622,54 +677,11 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS))
       if constexpr (STORE) {  // the state before it
         if constexpr (LATE) {
           if (!applied && late_seen[s & 1]) {
-            // Seen at the start of chunk w of the walk (uniform in the block): late's share added to the states
-            // stored at chunks 0 .. w-1 (all threads, 16-byte read-modify-writes over the tile, a few in flight per
-            // thread: they were stored microseconds ago and sit in L2), then to the accumulators. run (shared, per
-            // row of the tile): the log-decay from the rank's edge to the state being patched, from the span's edge
-            // (excl_at) growing by each chunk's B_n as the walk's decay does.
-            const int w = s >> SPC_LOG;
+            // Seen at the start of a chunk (uniform in the block): late's share added to the states stored before
+            // it (they were stored microseconds ago and sit in L2), then to the accumulators with run, the decay to
+            // the state about to be stored.
             float* run = reinterpret_cast<float*>(smem + L::total + 16);  // [BK]
-            const float* excl = p.S > 1 ? p.tau + p.excl_at(sp, bh) : nullptr;
-            if (tid < BK) run[tid] = excl && i0 + tid < p.dk ? excl[i0 + tid] : 0.f;
-            __syncthreads();
-            const float* Lt = p.late + (long(bh) * p.dk + i0) * p.dv + j0;
-            const bool vec = p.dk - i0 >= BK && p.dv - j0 >= BN && p.dv % 4 == 0 &&
-                             ((reinterpret_cast<uintptr_t>(p.late) | reinterpret_cast<uintptr_t>(p.hs)) & 15) == 0;
-            constexpr int Q = BN / 4, PER = BK * Q / kBThreads;  // float4 per row; per thread and chunk
-            static_assert(PER % 4 == 0, "the late patch: four float4 per round");
-            for (int k = 0; k < w; ++k) {
-              const int n = REV ? c1 - 1 - k : c0 + k;
-              float* H = p.hs + ((long(bh) * p.NT + n) * p.dk + i0) * p.dv + j0;
-              if (vec) {
-                for (int b = 0; b < PER; b += 4) {
-                  float4 h[4], l[4];
-#pragma unroll
-                  for (int u = 0; u < 4; ++u) {
-                    const int idx = tid + (b + u) * kBThreads, r = idx / Q, c = (idx % Q) * 4;
-                    h[u] = *reinterpret_cast<const float4*>(H + long(r) * p.dv + c);
-                    l[u] = ld_cg(reinterpret_cast<const float4*>(Lt + long(r) * p.dv + c));
-                  }
-#pragma unroll
-                  for (int u = 0; u < 4; ++u) {
-                    const int idx = tid + (b + u) * kBThreads, r = idx / Q, c = (idx % Q) * 4;
-                    const float e = __expf(run[r]);
-                    *reinterpret_cast<float4*>(H + long(r) * p.dv + c) =
-                        make_float4(h[u].x + e * l[u].x, h[u].y + e * l[u].y, h[u].z + e * l[u].z,
-                                    h[u].w + e * l[u].w);
-                  }
-                }
-              } else {  // edge tiles, odd sizes
-                for (int idx = tid; idx < BK * BN; idx += kBThreads) {
-                  const int r = idx / BN, c = idx % BN;
-                  if (i0 + r < p.dk && j0 + c < p.dv)
-                    H[long(r) * p.dv + c] += __expf(run[r]) * ld_cg(Lt + long(r) * p.dv + c);
-                }
-              }
-              __syncthreads();  // everyone is done with run before it grows
-              const long tl = min(n * kC + kC - 1, p.T - 1);  // the chunk's last token: B_n = gc there
-              if (tid < BK && i0 + tid < p.dk) run[tid] += p.gc[xbase + tl * xrow + i0 + tid];
-              __syncthreads();
-            }
+            add_late_share<REV>(p, run, sp, bh, i0, j0, BK, BN, s >> SPC_LOG);
             const int c0c = col_of(0);
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
@@ -853,38 +865,24 @@ __global__ void __launch_bounds__(256) boundary_fold_kernel(float* scratch, floa
 }
 
 // launch_states_settle: the blocks of the STORE kernel that never saw their late initial state (pending), on the
-// STORE kernel's grid: late's share added to each state the block stored, run (per row of the tile) from the decay
-// to the span's edge growing by B_n in the walk's order, and to fin where the block's span is the walk's last (as the
-// STORE block would have: its fin is then the zero-start one). 256 threads over the tile's elements.
+// STORE kernel's grid: late's share added to each state the block stored (add_late_share), and to fin where the
+// block's span is the walk's last (as the STORE block would have: its fin is then the zero-start one).
 template <bool REV>
-__global__ void __launch_bounds__(256) settle_kernel(const LateParams p, int BK, int BN) {
+__global__ void __launch_bounds__(kBThreads) settle_kernel(const LateParams p, int BK, int BN) {
   const int tile = blockIdx.x, sp = blockIdx.y, bh = p.bh0 + blockIdx.z;
   if (p.pending[(long(bh) * p.S + sp) * gridDim.x + tile] == 0) return;  // (the whole block)
   extern __shared__ float run[];  // [BK]
   const int ntn = (p.dv + BN - 1) / BN, i0 = (tile / ntn) * BK, j0 = (tile % ntn) * BN;
-  const int b = bh / p.H, h = bh % p.H;
-  const long xrow = long(p.H) * p.dk, xbase = (long(b) * p.T * p.H + h) * p.dk;
   const int c0 = sp * p.span, c1 = min(p.NT, c0 + p.span);
-  for (int r = threadIdx.x; r < BK; r += blockDim.x)
-    run[r] = p.S > 1 && i0 + r < p.dk ? p.tau[p.excl_at(sp, bh) + i0 + r] : 0.f;
-  __syncthreads();
-  const float* Lp = p.late + long(bh) * p.dk * p.dv;
-  auto add = [&](float* dst) {  // dst += diag(exp run) late over the tile
-    for (int e = threadIdx.x; e < BK * BN; e += blockDim.x) {
-      const int r = i0 + e / BN, c = j0 + e % BN;
-      if (r < p.dk && c < p.dv) dst[long(r) * p.dv + c] += __expf(run[r - i0]) * ld_cg(Lp + long(r) * p.dv + c);
+  add_late_share<REV>(p, run, sp, bh, i0, j0, BK, BN, c1 - c0);
+  if (p.out && sp == (REV ? 0 : p.S - 1)) {  // run: the decay over the whole rank
+    const float* Lt = p.late + (long(bh) * p.dk + i0) * p.dv + j0;
+    float* F = p.out + (long(bh) * p.dk + i0) * p.dv + j0;
+    for (int idx = threadIdx.x; idx < BK * BN; idx += blockDim.x) {
+      const int r = idx / BN, c = idx % BN;
+      if (i0 + r < p.dk && j0 + c < p.dv) F[long(r) * p.dv + c] += __expf(run[r]) * ld_cg(Lt + long(r) * p.dv + c);
     }
-  };
-  for (int w = 0; w < c1 - c0; ++w) {
-    const int n = REV ? c1 - 1 - w : c0 + w;
-    add(p.hs + (long(bh) * p.NT + n) * p.dk * p.dv);
-    __syncthreads();  // everyone is done with run before it grows
-    const long tl = min(n * kC + kC - 1, p.T - 1);
-    for (int r = threadIdx.x; r < BK; r += blockDim.x)
-      if (i0 + r < p.dk) run[r] += p.gc[xbase + tl * xrow + i0 + r];
-    __syncthreads();
   }
-  if (p.out && sp == (REV ? 0 : p.S - 1)) add(p.out + long(bh) * p.dk * p.dv);
 }
 
 int g_boundary_span = 0;     // tuning / test override of the chunks per span (0: the variant's choice)
@@ -1131,8 +1129,8 @@ void launch_states_settle(const Dims& d, bool reverse, const float* gc, const La
   p.hs = hs, p.out = fin, p.tau = scratch;
   p.late = late.state, p.ready = late.ready, p.epoch = late.epoch, p.pending = late.pending;
   const dim3 grid(((d.dk + pl.bk - 1) / pl.bk) * ((d.dv + pl.bn - 1) / pl.bn), pl.S, d.pairs());
-  if (reverse) settle_kernel<true><<<grid, 256, pl.bk * 4, stream>>>(p, pl.bk, pl.bn);
-  else settle_kernel<false><<<grid, 256, pl.bk * 4, stream>>>(p, pl.bk, pl.bn);
+  if (reverse) settle_kernel<true><<<grid, kBThreads, pl.bk * 4, stream>>>(p, pl.bk, pl.bn);
+  else settle_kernel<false><<<grid, kBThreads, pl.bk * 4, stream>>>(p, pl.bk, pl.bn);
   SPB_CUDA_LAUNCH();
 }
 

@@ -295,11 +295,9 @@ __global__ void copy4d_kernel(char* dst, const char* src, size_t eb, Copy4d c, i
   }
 }
 
-// GlaKernels::signal_ready: the stream's earlier kernels have finished (stream order) and their writes are visible at
-// GPU scope; the release orders this store after them for a reader that acquires the word.
-__global__ void signal_ready_kernel(uint32_t* ready, uint32_t epoch) { st_release_gpu(ready, epoch); }
-
-// launch_signal_after: the same, `ns` nanoseconds (%globaltimer) after the kernel starts.
+// GlaKernels::signal_ready (ns = 0) and launch_signal_after: the stream's earlier kernels have finished (stream order)
+// and their writes are visible at GPU scope; the release orders this store after them for a reader that acquires the
+// word; `ns` nanoseconds (%globaltimer) after the kernel starts.
 __global__ void signal_after_kernel(uint32_t* ready, uint32_t epoch, unsigned long long ns) {
 #ifndef SPB_GLA_EMU
   unsigned long long t0, t;
@@ -442,8 +440,7 @@ class CudaKernels final : public GlaKernels {
                          scratch(boundary_scratch_elems(d)), stream_of(st));
   }
   void signal_ready(uint32_t* ready, uint32_t epoch, Stream st) override {
-    signal_ready_kernel<<<1, 1, 0, stream_of(st)>>>(ready, epoch);
-    SPB_CUDA_LAUNCH();
+    launch_signal_after(ready, epoch, 0, stream_of(st));
   }
 
   void chunk_grads(const GlaShape& s, const void* q, const void* k, const void* v, const float* gc, const float* hs,

@@ -24,8 +24,8 @@ inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 
 
 // gla_cuda.cu: features per thread of the cumsum kernel (2: default; 4: v2's, for the benchmark's comparison).
 void set_cumsum_vec(int v);
-// gla_cuda.cu: *ready = epoch (GlaKernels::signal_ready) `us` microseconds after this kernel starts on `stream`; for
-// the tests of a state that arrives while the chunk states run.
+// gla_cuda.cu: *ready = epoch `us` microseconds after this kernel starts on `stream` (GlaKernels::signal_ready: 0; the
+// tests of a state that arrives while the chunk states run: a delay).
 void launch_signal_after(uint32_t* ready, uint32_t epoch, double us, cudaStream_t stream);
 // gla_cuda.cu: out[i] = tf32_bits(in[i]), the rounding every kernel applies to a tensor-core operand that is not exact
 // bf16; for the tests, which compare it with tf32_model.h.
