@@ -4,8 +4,8 @@
 // is corrected after it; with --overlap 2 the chunk states run beside each scan and take the incoming state as it
 // arrives, so that neither scan stands between two kernels (SpLocalGla says what each order costs). The device
 // All-Scan then runs on few CTAs (kBesideCtas), so that it shares the GPU with the chunk states' one wave. Not the
-// default: on one H200 (P = 1, where there is no scan to hide) it cost ~65 us more than in order, most of it the
-// spills of the states kernel that takes a late state (zeco/NOTES.md, session 13); P = 4 is still to be measured.
+// default: on one H200 (P = 1, where there is no scan to hide) it cost ~50 us more than in order, most of it in the
+// states kernel that takes a late state (zeco/NOTES.md, session 13); P = 4 is still to be measured.
 // In order, the heads may be split into groups (--head-groups N; default 1), each scanned on its own: group i's scan
 // runs while group i+1's boundary kernel runs, and the last group's while the first group's outputs (or gradients)
 // are computed, so that neither direction's scan leaves the GPU idle. Rows decay independently, so a group's scan is
