@@ -33,6 +33,8 @@ class Communicator {
   // Block j of `send` goes to rank j; block i of `recv` comes from rank i; each block is `bytes`.
   virtual void all_to_all(const void* send, void* recv, size_t bytes, Stream s) = 0;
   virtual void barrier(Stream s) = 0;
+  // buf = the element-wise sum of every rank's buf, n fp32 elements in place (the model's weight gradients).
+  virtual void all_reduce_sum(float* buf, size_t n, Stream s) = 0;
   // The library's own handle (ncclComm_t for NCCL), for code that needs more than this interface (device All-Scan).
   virtual void* native_handle() const { return nullptr; }
 };

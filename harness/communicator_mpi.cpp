@@ -1,6 +1,7 @@
 // The MPI communicator: host buffers, blocking calls, groups as Isend/Irecv + Waitall.
 #include <mpi.h>
 
+#include <algorithm>
 #include <climits>
 #include <vector>
 
@@ -64,6 +65,13 @@ class MpiCommunicator final : public Communicator {
     SPB_MPI_CALL(MPI_Alltoall(send, count_of(bytes), MPI_BYTE, recv, count_of(bytes), MPI_BYTE, comm_));
   }
   void barrier(Stream) override { SPB_MPI_CALL(MPI_Barrier(comm_)); }
+  void all_reduce_sum(float* buf, size_t n, Stream) override {
+    for (size_t done = 0; done < n;) {  // MPI counts are ints
+      const size_t part = std::min<size_t>(n - done, size_t(INT_MAX));
+      SPB_MPI_CALL(MPI_Allreduce(MPI_IN_PLACE, buf + done, int(part), MPI_FLOAT, MPI_SUM, comm_));
+      done += part;
+    }
+  }
 
  private:
   static constexpr int kTag = 7;

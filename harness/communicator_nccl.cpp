@@ -230,6 +230,11 @@ class NcclCommunicator final : public Communicator {
     }
     if (outer) group_end();
   }
+  void all_reduce_sum(float* buf, size_t n, Stream s) override {
+    cudaStream_t st = stream(s);
+    tracked(st, {"all_reduce", n * sizeof(float), 0, true, others_}, __LINE__,
+            [&] { return ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, comm_, st); });
+  }
   void barrier(Stream s) override {
     cudaStream_t st = stream(s);
     tracked(st, {"barrier (an all-reduce of one int)", 0, 0, true, others_}, __LINE__,

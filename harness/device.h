@@ -53,6 +53,10 @@ class Device {
   virtual void synchronize() = 0;            // host waits for every stream
   // Milliseconds between two recorded events (host wall clock on the CPU).
   virtual double elapsed_ms(Event start, Event stop) = 0;
+  // Bytes that could still be allocated, and bytes in use: on a GPU as the driver counts them (every process and
+  // library on it, the context included), on the CPU this process's resident memory and the host's available memory.
+  virtual size_t free_memory_bytes() = 0;
+  virtual size_t used_memory_bytes() = 0;
 };
 
 // A device allocation that frees itself.

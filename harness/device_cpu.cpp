@@ -1,5 +1,8 @@
 // The CPU "device": host memory, synchronous work, wall-clock events.
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -52,6 +55,15 @@ class CpuDevice final : public Device {
   double elapsed_ms(Event a, Event b) override {
     auto ta = *static_cast<Clock::time_point*>(a.handle), tb = *static_cast<Clock::time_point*>(b.handle);
     return std::chrono::duration<double, std::milli>(tb - ta).count();
+  }
+  size_t free_memory_bytes() override { return size_t(sysconf(_SC_AVPHYS_PAGES)) * size_t(sysconf(_SC_PAGESIZE)); }
+  size_t used_memory_bytes() override {
+    long pages = 0, resident = 0;
+    if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+      if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+      std::fclose(f);
+    }
+    return size_t(resident) * size_t(sysconf(_SC_PAGESIZE));
   }
 };
 

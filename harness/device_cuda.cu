@@ -96,6 +96,16 @@ class CudaDevice final : public Device {
     SPB_CUDA(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(a.handle), static_cast<cudaEvent_t>(b.handle)));
     return ms;
   }
+  size_t free_memory_bytes() override {
+    size_t free = 0, total = 0;
+    SPB_CUDA(cudaMemGetInfo(&free, &total));
+    return free;
+  }
+  size_t used_memory_bytes() override {
+    size_t free = 0, total = 0;
+    SPB_CUDA(cudaMemGetInfo(&free, &total));
+    return total - free;
+  }
 
  private:
   cudaStream_t stream(Stream s) const { return s.handle ? static_cast<cudaStream_t>(s.handle) : compute_; }

@@ -10,6 +10,7 @@
 #include "harness/compare.h"
 #include "harness/error.h"
 #include "harness/method.h"
+#include "harness/model_level.h"
 #include "harness/operator_level.h"
 #include "harness/report.h"
 
@@ -22,6 +23,9 @@ int main(int argc, char** argv) {
   spb::OperatorOptions op;
   CLI::App* op_cmd = app.add_subcommand("operator", "SP GLA attention forward+backward of one method, timed and checked");
   spb::add_operator_command(*op_cmd, op);
+  spb::ModelOptions mo;
+  CLI::App* model_cmd = app.add_subcommand("model", "training steps of the GLA language model with an SP method, timed and checked");
+  spb::add_model_command(*model_cmd, mo);
   spb::CollectiveOptions co;
   CLI::App* co_cmd = app.add_subcommand("collective", "the SP methods' communication patterns alone (nccl-tests style)");
   spb::add_collective_command(*co_cmd, co);
@@ -58,6 +62,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*op_cmd) return spb::run_operator(boot, op);
+    if (*model_cmd) return spb::run_model(boot, mo);
     if (*co_cmd) return spb::run_collective(boot, co);
     if (*report_cmd) return root ? spb::run_report(ro) : 0;
     if (*compare_cmd) return root ? spb::run_compare(cmp) : 0;

@@ -85,6 +85,8 @@ const MethodInfo* find_method(const std::string& name);
 // The method called `name`, or a UsageError naming --method and every registered method.
 const MethodInfo& require_method(const std::string& name);
 std::vector<std::string> method_names();
+// "a,b,c" -> {a, b, c}; "all" -> every registered method (the --method flag of the operator and model levels).
+std::vector<std::string> split_method_list(const std::string& list);
 
 }  // namespace spb
 

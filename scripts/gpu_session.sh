@@ -2,7 +2,7 @@
 # One call of a lent GPU machine (where nothing can be installed): build there with the header-only packages carried
 # as .deb files in .deps/ (apt-get download libcli11-dev libfccp-dev nlohmann-json3-dev), then run the stages named
 # on the command line; logs and CSVs go to $OUT.
-#   stages: test (GPU ctest), bench (kernel benchmark), collective, operator, timeline, all
+#   stages: test (GPU ctest), bench (kernel benchmark), collective, operator, timeline, model, all
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-$PWD/out}
@@ -64,6 +64,14 @@ for stage in "${@:-all}"; do
   operator|all)
     stamp "operator sweep"
     SPB_BUILD=$PWD/$B SPB_CSV="$OUT/${machine}_operator_$day.csv" bash scripts/sweep_gpu.sh 2>&1 | tee -a "$LOG" \
+      | grep -E "^\[|^ |wrong|error" ;;&
+  model|all)
+    stamp "model level: GPU tests, the PyTorch reference, GLA-1B sweep"
+    (cd $B && ctest -R "^model" --output-on-failure --timeout 300) 2>&1 | tee -a "$LOG" \
+      | grep -E "tests passed|Failed|\*\*\*|loss:" | tail -15
+    bash tests/model/check_against_torch.sh $B/spbench "$OUT/torch" 2>&1 | tee -a "$LOG" \
+      | grep -E "passed|failed|FAIL|skipped|error" | tail -8
+    SPB_BUILD=$PWD/$B SPB_CSV="$OUT/${machine}_model_$day.csv" bash scripts/sweep_model_gpu.sh 2>&1 | tee -a "$LOG" \
       | grep -E "^\[|^ |wrong|error" ;;&
   timeline|all)
     stamp "timelines"

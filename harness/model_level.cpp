@@ -1,0 +1,352 @@
+// spbench model: the driver of the model level (DESIGN §5, §9). Per method: validate, build the model once (its
+// weights drawn from the seed), check the first step against a reference method, run -w warm-up steps and -n timed
+// steps (time = max over ranks of the compute stream's events around forward, backward, gradient all-reduce and AdamW),
+// print an nccl-tests-style table and append one row per method to the CSV.
+#include "harness/model_level.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "harness/collective_errors.h"
+#include "harness/csv.h"
+#include "harness/error.h"
+#include "harness/inputs.h"
+#include "harness/method.h"
+#include "harness/npy.h"
+#include "harness/provenance.h"
+#include "harness/runtime.h"
+#include "harness/sp_local.h"
+#include "harness/stats.h"
+#include "model/gla_model.h"
+#include "model/token_data.h"
+#include "zeco/all_scan.h"
+
+namespace spb {
+
+void add_model_command(CLI::App& app, ModelOptions& o) {
+  app.add_option("--method,-m", o.method, "SP method, a comma-separated list, or all (spbench methods lists them)");
+  app.add_option("--backend", o.backend, "cpu, gpu or auto")->check(CLI::IsMember({"cpu", "gpu", "auto"}));
+  app.add_option("--allscan", o.allscan, "zeco's All-Scan backend (as for spbench operator)")
+      ->check(CLI::IsMember(allscan_names()));
+  app.add_option("--batch,-B", o.batch, "sequences per step B");
+  auto* t = app.add_option("--seq,-T", o.seq, "tokens of each whole sequence (split evenly over the ranks)");
+  auto* l = app.add_option("--tokens-per-rank,-L", o.tokens_per_rank, "tokens per rank (instead of -T; default 16384)");
+  t->excludes(l);
+  app.add_option("--vocab", o.vocab, "vocabulary size (default 32000)");
+  app.add_option("--hidden", o.hidden, "hidden size (default 2048)");
+  app.add_option("--layers", o.layers, "blocks (default 20)");
+  app.add_option("--heads,-H", o.heads, "attention heads (default 32, the paper's; GLA's public 1B has 4)");
+  app.add_option("--expand-k", o.expand_k, "key dimension / hidden (default 0.5)");
+  app.add_option("--expand-v", o.expand_v, "value dimension / hidden (default 1)");
+  app.add_option("--mlp", o.mlp, "MLP intermediate size (0: GLA's, 2/3 x 4 x hidden rounded up to 256)");
+  app.add_option("--gate-rank", o.gate_rank, "the forget gate's low rank (default 16)");
+  app.add_option("--blocks,-K", o.blocks, "All-Scan blocks K (zeco); must divide B*H*dk");
+  app.add_option("--overlap", o.overlap, "zeco, lasp2: as for spbench operator")->check(CLI::Range(0, 2));
+  app.add_option("--head-groups", o.head_groups, "zeco: as for spbench operator")->check(CLI::NonNegativeNumber);
+  app.add_option("--warmup,-w", o.warmup, "untimed training steps first (default 5)")->check(CLI::NonNegativeNumber);
+  app.add_option("--steps,-n", o.steps, "timed training steps (default 100)")->check(CLI::PositiveNumber);
+  app.add_option("--log-every", o.log_every, "a progress line every N steps (0: none)")->check(CLI::NonNegativeNumber);
+  app.add_option("--seed", o.seed, "seed of the weights and of the random tokens");
+  app.add_option("--lr", o.lr, "AdamW learning rate (default 3e-4, constant)");
+  app.add_option("--weight-decay", o.weight_decay, "AdamW weight decay (default 0.1)");
+  app.add_option("--data", o.data, "train on this file's bytes as tokens (default: random tokens)");
+  app.add_option("--dump", o.dump,
+                 "write config, manifest, initial params, tokens, the first step's gradients and every loss here "
+                 "(tests/model/torch_reference.py checks them)");
+  app.add_option("--csv", o.csv, "append result rows to this CSV");
+  app.add_flag("--recompute", o.recompute,
+               "one attention object for every block, its forward run again in the backward (less memory)");
+  app.add_option("--check,-c", o.check, "check the first step against a reference method (1) or not (0)")
+      ->check(CLI::Range(0, 1));
+  app.add_option("--tolerance", o.tolerance, "largest relative error that passes (default 1e-5 cpu, 5e-3 gpu)");
+  app.add_flag("!--no-resume", o.resume, "rerun configurations already in the CSV");
+}
+
+namespace {
+
+GlaModelConfig model_config(const ModelOptions& o) {
+  GlaModelConfig c;
+  c.vocab = o.vocab, c.hidden = o.hidden, c.layers = o.layers, c.heads = o.heads;
+  c.expand_k = o.expand_k, c.expand_v = o.expand_v, c.mlp = o.mlp, c.gate_rank = o.gate_rank;
+  return c;
+}
+
+// The method whose first step every other method's is compared with: LASP-1's serial chain, the plainest way to the
+// whole sequence's states (and LASP-2 for LASP-1 itself). dp has no reference past one rank: its ranks train
+// independent sequences.
+std::string reference_method(const std::string& method, int P) {
+  if (method == "dp") return P == 1 ? "lasp1" : "";
+  return method == "lasp1" ? "lasp2" : "lasp1";
+}
+
+// The bf16 (GPU) or fp32 (CPU) GEMM ceiling of this device in TFLOP/s: the best of a few square products of the
+// model kernels' gemm, the denominator of MFU.
+double gemm_ceiling_tflops(Device& dev) {
+  auto mk = make_model_kernels(dev);
+  const int n = dev.is_gpu() ? 8192 : 256;
+  const size_t a = dtype_size(mk->act_dtype());
+  Buffer A(dev, size_t(n) * n * a), Bm(dev, size_t(n) * n * a), C(dev, size_t(n) * n * a);
+  const Stream st = dev.compute_stream();
+  std::vector<float> host(size_t(n) * n);  // not zeros: a product may skip them
+  for (size_t i = 0; i < host.size(); ++i) host[i] = float(int(splitmix64(i) % 17) - 8) / 8.0f;
+  dev.upload_as(A.get(), mk->act_dtype(), host.data(), host.size());
+  dev.upload_as(Bm.get(), mk->act_dtype(), host.data(), host.size());
+  EventHandle e0(dev), e1(dev);
+  double best = 0;
+  for (int i = 0; i < 8; ++i) {
+    dev.record(e0.get(), st);
+    mk->gemm(false, true, n, n, n, 1, A.get(), Bm.get(), 0, C.get(), mk->act_dtype(), st);
+    dev.record(e1.get(), st);
+    dev.synchronize();
+    if (i >= 2) best = std::max(best, 2.0 * n * n * double(n) / (dev.elapsed_ms(e0.get(), e1.get()) * 1e9));
+  }
+  return best;
+}
+
+// Rank 0 writes what tests/model/torch_reference.py reads (tests/model/README.md).
+struct Dump {
+  std::string dir;
+  std::vector<float> tokens, losses;
+  void config(const GlaModelConfig& c, const ModelOptions& o, int T, const AdamWConfig& adam) const {
+    FILE* f = std::fopen((dir + "/config.csv").c_str(), "w");
+    SPB_USAGE(f, "--dump " + dir + ": cannot write config.csv");
+    std::fprintf(f, "key,value\nvocab,%d\nhidden,%d\nlayers,%d\nheads,%d\ndk,%d\ndv,%d\nkey_dim,%d\nvalue_dim,%d\n",
+                 c.vocab, c.hidden, c.layers, c.heads, c.dk(), c.dv(), c.key_dim(), c.value_dim());
+    std::fprintf(f, "mlp,%d\ngate_rank,%d\nbatch,%d\nseq,%d\nsteps,%d\n", c.mlp_size(), c.gate_rank, o.batch, T,
+                 o.warmup + o.steps);
+    std::fprintf(f, "lr,%.9g\nbeta1,%.9g\nbeta2,%.9g\nadam_eps,%.9g\nweight_decay,%.9g\nnorm_eps,%.9g\n", adam.lr,
+                 adam.beta1, adam.beta2, adam.eps, adam.weight_decay, c.norm_eps);
+    std::fprintf(f, "gate_normaliser,%.9g\n", c.gate_normaliser);
+    std::fclose(f);
+  }
+  void manifest(const std::vector<ParamInfo>& info) const {
+    FILE* f = std::fopen((dir + "/manifest.csv").c_str(), "w");
+    SPB_USAGE(f, "--dump " + dir + ": cannot write manifest.csv");
+    std::fprintf(f, "name,offset,rows,cols\n");
+    for (const ParamInfo& p : info) std::fprintf(f, "%s,%zu,%zu,%zu\n", p.name.c_str(), p.offset, p.rows, p.cols);
+    std::fclose(f);
+  }
+};
+
+}  // namespace
+
+int run_model(Bootstrap& boot, const ModelOptions& opt) {
+  const int P = boot.size(), p = boot.rank();
+  ModelOptions o = opt;
+  o.backend = resolve_backend(o.backend);
+  const GlaModelConfig mc = model_config(o);
+  mc.validate();
+  SPB_USAGE(o.batch >= 1, "--batch/-B must be >= 1");
+  const int T = o.tokens_per_rank != -1 ? o.tokens_per_rank * P : o.seq != -1 ? o.seq : 16384 * P;
+  SPB_USAGE(T >= 1 && (o.tokens_per_rank == -1 || o.tokens_per_rank >= 1), "-T/-L must be >= 1");
+  SPB_USAGE(T % P == 0, "--seq/-T: " + std::to_string(T) + " tokens is not divisible by the world size " +
+                            std::to_string(P) + " (every rank holds T/P tokens)");
+  const int L = T / P;
+  SPB_USAGE(o.blocks >= 1, "--blocks/-K must be >= 1");
+  const std::vector<std::string> methods = split_method_list(o.method);
+  SPB_USAGE(!methods.empty(), "--method: give a method, a comma-separated list or all");
+  const SpConfig sp{GlaShape{o.batch, L, mc.heads, mc.dk(), mc.dv()}, o.blocks, o.allscan, SpOverlap(o.overlap),
+                    o.head_groups};
+  for (const std::string& m : methods) {
+    require_method(m);
+    if (m == "zeco") (void)SpLocalGla::head_groups_for(sp);
+    SPB_USAGE(m != "ulysses" || mc.heads % P == 0, "--heads " + std::to_string(mc.heads) +
+                                                       ": ulysses splits the heads over the ranks, so the world size " +
+                                                       std::to_string(P) + " must divide them");
+  }
+  SPB_USAGE(o.dump.empty() || methods.size() == 1, "--dump: give a single --method");
+  std::unique_ptr<TokenData> data;
+  agree_on_usage_errors(boot, [&] { data = std::make_unique<TokenData>(o.data, mc.vocab, o.batch, T, o.seed); });
+
+  auto rt = make_runtime(boot, o.backend);
+  Device& dev = *rt->dev;
+  const bool gpu = dev.is_gpu();
+  const DType act = rt->kern->act_dtype();
+  const double tol = o.tolerance > 0 ? o.tolerance : gpu ? 5e-3 : 1e-5;
+  std::string scan_backend;
+  agree_on_usage_errors(boot, [&] { scan_backend = resolve_allscan(o.allscan, gpu); });
+  const AdamWConfig adam{o.lr, 0.9f, 0.95f, 1e-8f, o.weight_decay};
+
+  // Memory: the model's own tensors plus the SP methods' chunk states (hs and dhs per block, or one block's with
+  // --recompute), against what the device has free; every rank agrees before any allocation.
+  const GlaShape local = sp.local;
+  const size_t method_bytes = 2 * local.chunk_state_elems() * 4 * size_t(o.recompute ? 1 : mc.layers);
+  const double need_gib = double(GlaModel::device_bytes(mc, o.batch, L, act) + method_bytes) / double(1ull << 30);
+  const double free_gib = boot.min(double(dev.free_memory_bytes()) / double(1ull << 30));
+  SPB_USAGE(need_gib < 0.95 * free_gib,
+            "the model needs about " + std::to_string(int(std::ceil(need_gib))) + " GiB per rank (" +
+                std::to_string(mc.layers) + " layers, " + std::to_string(o.batch * L) + " tokens per rank) and a " +
+                (gpu ? "GPU" : "rank") + " has " + std::to_string(int(free_gib)) + " GiB free: " +
+                (o.recompute ? "use fewer tokens per rank (-L) or more ranks"
+                             : "try --recompute, fewer tokens per rank (-L) or more ranks"));
+
+  const double ceiling = gemm_ceiling_tflops(dev);
+  GlaModel model(*rt, mc, o.batch, L, methods.front(), sp, o.recompute, o.seed);
+  const double flops_tok = model.flops_per_token();
+  const int nodes = P / boot.local_size();
+
+  auto row_for = [&](const std::string& method, const SpMethod* ran) {
+    std::string backend = !gpu ? "cpu" : method == "zeco" && is_device_allscan(scan_backend) ? scan_backend
+                                                                                                : rt->comm->name();
+    if (gpu && ran) backend = ran->comm_backend().empty() ? rt->comm->name() : ran->comm_backend();
+    ResultRow r;
+    r.set("level", std::string("model")).set("method", method).set("backend", backend);
+    r.set("world_size", P).set("batch", o.batch).set("heads", mc.heads).set("dk", mc.dk()).set("dv", mc.dv());
+    r.set("tokens_per_rank", L).set("chunk", kChunk).set("dtype", std::string(dtype_name(act)));
+    r.set("blocks", method == "zeco" ? o.blocks : 0);
+    r.set("block_elems", method == "zeco" ? (long long)(local.state_rows() / o.blocks * local.dv) : 0LL);
+    r.set("overlap", method == "zeco" || method == "lasp2" ? o.overlap : 0);
+    r.set("head_groups", ran ? ran->head_groups() : 1);
+    r.set("pass", std::string("step")).set("comm", rt->comm->name()).set("warmup", o.warmup).set("iters", o.steps);
+    r.set("layers", mc.layers).set("hidden", mc.hidden).set("vocab", mc.vocab).set("expand_k", mc.expand_k);
+    r.set("expand_v", mc.expand_v).set("mlp", mc.mlp_size()).set("steps", o.steps).set("seed", (long long)o.seed);
+    r.set("recompute", std::string(o.recompute ? "attention" : "none"));
+    r.set("params", (long long)model.param_count()).set("flops_per_token", flops_tok);
+    r.set("gemm_tflops", ceiling).set("nodes", nodes).set("ranks_per_node", boot.local_size());
+    add_provenance(r, dev);
+    return r;
+  };
+  std::unique_ptr<CsvAppender> csv;
+  std::vector<std::string> todo = methods;
+  if (!o.csv.empty()) {
+    std::vector<int> skip(methods.size(), 0);
+    agree_on_usage_errors(boot, [&] {
+      if (p != 0) return;
+      csv = std::make_unique<CsvAppender>(
+          o.csv, std::vector<std::string>{"layers", "hidden", "vocab", "expand_k", "expand_v", "mlp", "steps", "seed",
+                                          "loss", "peak_mem_gib", "mfu", "recompute", "tokens_per_s", "gemm_tflops",
+                                          "params", "flops_per_token", "nodes", "ranks_per_node", "head_groups"});
+      for (size_t i = 0; i < methods.size(); ++i) skip[i] = o.resume && csv->contains(row_for(methods[i], nullptr));
+    });
+    boot.broadcast(skip.data(), skip.size() * sizeof(int), 0);
+    todo.clear();
+    for (size_t i = 0; i < methods.size(); ++i) {
+      if (!skip[i]) todo.push_back(methods[i]);
+      else if (p == 0) std::printf("# %s P=%d L=%d: already in %s, skipped\n", methods[i].c_str(), P, L, o.csv.c_str());
+    }
+    if (todo.empty()) return 0;
+  }
+
+  if (p == 0) {
+    std::printf("# spbench model  backend %s (%s, allscan %s)  ranks %d (%d nodes)  device %s\n", o.backend.c_str(),
+                rt->comm->name().c_str(), o.allscan.c_str(), P, nodes, dev.name().c_str());
+    std::printf("# GLA LM: vocab %d  hidden %d  layers %d  heads %d (dk %d, dv %d)  mlp %d  gate rank %d  params %.4g M"
+                "  (%.4g M without the embedding)\n",
+                mc.vocab, mc.hidden, mc.layers, mc.heads, mc.dk(), mc.dv(), mc.mlp_size(), mc.gate_rank,
+                model.param_count() / 1e6, (model.param_count() - model.embedding_params()) / 1e6);
+    std::printf("# model FLOPs per token %.4g (6 x non-embedding params + attention)  %s GEMM ceiling %.1f TFLOP/s\n",
+                flops_tok, dtype_name(act), ceiling);
+    std::printf("# B %d  T %d (%d per rank)  K %d  recompute %s  data %s  warm-up %d  steps %d  seed %llu  lr %g  "
+                "tolerance %.0e  memory about %.1f GiB per rank\n",
+                o.batch, T, L, o.blocks, o.recompute ? "attention" : "none",
+                o.data.empty() ? "random tokens" : o.data.c_str(), o.warmup, o.steps, (unsigned long long)o.seed,
+                double(o.lr), tol, need_gib);
+    std::printf("#\n# %8s %5s %11s %9s %10s %10s %10s %10s %12s %6s %8s %9s %6s\n", "method", "ranks", "tokens/rank",
+                "loss", "mean_ms", "median_ms", "min_ms", "max_ms", "tok/s/GPU", "mfu", "mem_GiB", "error", "check");
+    std::fflush(stdout);
+  }
+
+  int wrong = 0;
+  EventHandle e0(dev), e1(dev);
+  const Stream st = dev.compute_stream();
+  auto tokens_of = [&](int step) { return data->window(step, p * L, (p + 1) * L); };
+  for (const std::string& name : todo) {
+    // Each method starts from the same weights, the same AdamW state and the same tokens.
+    agree_on_usage_errors(boot, [&] { model.set_method(name); });
+    model.reset(o.seed);
+    if (p == 0 && !model.method(0).notice().empty()) std::printf("# %s\n", model.method(0).notice().c_str());
+
+    double err = NAN;
+    const std::string ref = o.check ? reference_method(name, P) : "";
+    if (!ref.empty()) {
+      model.set_method(ref);
+      const double ref_loss = model.forward_backward(tokens_of(0)), ref_norm = model.grad_norm();
+      model.set_method(name);
+      const double loss = model.forward_backward(tokens_of(0)), norm = model.grad_norm();
+      err = std::max(std::abs(loss - ref_loss) / std::abs(ref_loss), std::abs(norm - ref_norm) / ref_norm);
+      if (p == 0)
+        std::printf("# %s first step against %s: loss %.7g vs %.7g, gradient norm %.7g vs %.7g\n", name.c_str(),
+                    ref.c_str(), loss, ref_loss, norm, ref_norm);
+    }
+    const bool ok = std::isnan(err) || err <= tol;
+
+    Dump dump{o.dump, {}, {}};
+    if (!o.dump.empty() && p == 0) {
+      std::error_code ec;
+      std::filesystem::create_directories(o.dump, ec);
+      SPB_USAGE(!ec, "--dump " + o.dump + ": cannot create the directory (" + ec.message() + ")");
+      dump.config(mc, o, T, adam);
+      dump.manifest(model.params_info());
+      const std::vector<float> params = model.download_params();
+      write_npy(o.dump + "/params.npy", {params.size()}, params.data());
+    }
+
+    std::vector<double> step_max, step_mean;
+    double loss = 0, peak_gib = 0;
+    const int total = o.warmup + o.steps;
+    for (int s = 0; s < total; ++s) {
+      const std::vector<int32_t> toks = tokens_of(s);
+      if (!o.dump.empty() && p == 0)
+        for (int32_t x : data->window(s, 0, T)) dump.tokens.push_back(float(x));
+      dev.synchronize();
+      boot.barrier();
+      dev.record(e0.get(), st);
+      loss = model.forward_backward(toks);
+      if (s == 0 && !o.dump.empty() && p == 0) {
+        const std::vector<float> g = model.download_grads();
+        write_npy(o.dump + "/grads_step1.npy", {g.size()}, g.data());
+      }
+      model.optimizer_step(adam);
+      dev.record(e1.get(), st);
+      dev.synchronize();
+      const double ms = dev.elapsed_ms(e0.get(), e1.get());
+      if (s == 0) peak_gib = boot.max(double(dev.used_memory_bytes()) / double(1ull << 30));
+      dump.losses.push_back(float(loss));
+      SPB_USAGE(std::isfinite(loss), "the loss of step " + std::to_string(s + 1) + " is not finite (--lr " +
+                                         std::to_string(o.lr) + " too large?)");
+      const double mx = boot.max(ms), mean = boot.sum(ms) / P;
+      if (s >= o.warmup) step_max.push_back(mx), step_mean.push_back(mean);
+      if (p == 0 && o.log_every && ((s + 1) % o.log_every == 0 || s + 1 == total)) {
+        std::printf("# %s step %d/%d%s  loss %.4f  step %.2f ms  %.0f tokens/s/GPU\n", name.c_str(), s + 1, total,
+                    s < o.warmup ? " (warm-up)" : "", loss, mx, o.batch * L / (mx / 1e3));
+        std::fflush(stdout);
+      }
+    }
+    peak_gib = std::max(peak_gib, boot.max(double(dev.used_memory_bytes()) / double(1ull << 30)));
+    model.method(0).finish();
+    if (!o.dump.empty() && p == 0) {
+      write_npy(o.dump + "/tokens.npy", {size_t(total), size_t(o.batch), size_t(T) + 1}, dump.tokens.data());
+      write_npy(o.dump + "/losses.npy", {size_t(total)}, dump.losses.data());
+    }
+
+    wrong += !ok;
+    const Summary sm = summarize(step_max);
+    const double tps = o.batch * L / (sm.mean / 1e3);
+    const double mfu = flops_tok * tps / (ceiling * 1e12);
+    if (p == 0) {
+      char e[16] = "-";
+      if (!std::isnan(err)) std::snprintf(e, sizeof e, "%.2e", err);
+      std::printf("  %8s %5d %11d %9.5f %10.3f %10.3f %10.3f %10.3f %12.0f %6.3f %8.2f %9s %6s\n", name.c_str(), P, L,
+                  loss, sm.mean, sm.median, sm.min, sm.max, tps, mfu, peak_gib, e,
+                  std::isnan(err) ? "-" : ok ? "OK" : "WRONG");
+      std::fflush(stdout);
+    }
+    if (csv && ok) {
+      ResultRow r = row_for(name, &model.method(0));
+      r.set("time_ms_mean", sm.mean).set("time_ms_median", sm.median).set("time_ms_min", sm.min);
+      r.set("time_ms_max", sm.max).set("time_ms_cv", sm.cv).set("time_ms_mean_over_ranks", summarize(step_mean).mean);
+      r.set("err_rel_rms", err).set("tokens_per_s_per_gpu", tps).set("tokens_per_s", tps * P);
+      r.set("loss", loss).set("peak_mem_gib", peak_gib).set("mfu", mfu);
+      csv->append(r);
+    }
+  }
+  if (p == 0) {
+    std::printf("# wrong results: %d%s\n", wrong, wrong ? "  (a wrong result is not written to the CSV)" : "");
+    std::fflush(stdout);
+  }
+  return wrong ? 1 : 0;
+}
+
+}  // namespace spb

@@ -1,0 +1,75 @@
+// The model's kernels on CPU ranks: fp32 activations, the templates of model_cpu_ops.h at float.
+#include <cstring>
+
+#include "harness/error.h"
+#include "model/cpu/model_cpu_ops.h"
+#include "model/model_kernels.h"
+
+namespace spb {
+namespace {
+
+const float* F(const void* p) { return static_cast<const float*>(p); }
+float* F(void* p) { return static_cast<float*>(p); }
+
+class CpuModelKernels final : public ModelKernels {
+ public:
+  DType act_dtype() const override { return DType::f32; }
+
+  void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const void* A, const void* B, float beta, void* C,
+            DType c_type, Stream) override {
+    SPB_CHECK(c_type == DType::f32, "the CPU model kernels hold every tensor in fp32");
+    cpu_ops::gemm(ta, tb, M, N, K, alpha, F(A), F(B), beta, F(C));
+  }
+  void convert(size_t n, const void* src, DType st, void* dst, DType dt, Stream) override {
+    SPB_CHECK(st == DType::f32 && dt == DType::f32, "the CPU model kernels hold every tensor in fp32");
+    if (dst != src) std::memmove(dst, src, n * sizeof(float));
+  }
+  void embedding_fwd(int n, int D, const int32_t* tokens, const float* table, float* x, Stream) override {
+    cpu_ops::embedding_fwd(n, D, tokens, table, x);
+  }
+  void embedding_bwd(int n, int D, const int32_t* tokens, const float* dx, float* dtable, Stream) override {
+    cpu_ops::embedding_bwd(n, D, tokens, dx, dtable);
+  }
+  void rmsnorm_fwd(int n, int D, const float* x, const float* w, float eps, void* y, float* rstd, Stream) override {
+    cpu_ops::rmsnorm_fwd(n, D, x, w, eps, F(y), rstd);
+  }
+  void rmsnorm_bwd(int n, int D, const float* x, const float* w, const float* rstd, const float* dy, float* dx,
+                   float* dw, Stream) override {
+    cpu_ops::rmsnorm_bwd(n, D, x, w, rstd, dy, dx, dw, true);
+  }
+  void forget_gate_fwd(int n, int C, const void* pre, const float* bias, float normaliser, void* g, Stream) override {
+    cpu_ops::forget_gate_fwd(n, C, F(pre), bias, normaliser, F(g));
+  }
+  void forget_gate_bwd(int n, int C, const void* pre, const float* bias, float normaliser, const void* dg, void* dpre,
+                       float* dbias, Stream) override {
+    cpu_ops::forget_gate_bwd(n, C, F(pre), bias, normaliser, F(dg), F(dpre), dbias);
+  }
+  void gated_rmsnorm_fwd(int rows, int D, const void* o, const void* z, const float* w, float eps, void* y,
+                         float* rstd, Stream) override {
+    cpu_ops::rmsnorm_fwd(rows, D, F(o), w, eps, F(y), rstd, F(z));
+  }
+  void gated_rmsnorm_bwd(int rows, int D, const void* o, const void* z, const float* w, const float* rstd,
+                         const void* dy, void* d_o, void* dz, float* dw, Stream) override {
+    cpu_ops::rmsnorm_bwd(rows, D, F(o), w, rstd, F(dy), F(d_o), dw, false, F(z), F(dz));
+  }
+  void swiglu_fwd(size_t n, const void* a, const void* b, void* y, Stream) override {
+    cpu_ops::swiglu_fwd(n, F(a), F(b), F(y));
+  }
+  void swiglu_bwd(size_t n, const void* a, const void* b, const void* dy, void* da, void* db, Stream) override {
+    cpu_ops::swiglu_bwd(n, F(a), F(b), F(dy), F(da), F(db));
+  }
+  void cross_entropy(int n, int V, const float* logits, const int32_t* targets, float grad_scale, float* loss,
+                     void* dlogits, Stream) override {
+    cpu_ops::cross_entropy(n, V, logits, targets, grad_scale, loss, F(dlogits));
+  }
+  void adamw(size_t n, float* p, const float* grad, float* m, float* v, float lr, float beta1, float beta2, float eps,
+             float weight_decay, int step, Stream) override {
+    cpu_ops::adamw(n, p, grad, m, v, lr, beta1, beta2, eps, weight_decay, step);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<ModelKernels> make_cpu_model_kernels() { return std::make_unique<CpuModelKernels>(); }
+
+}  // namespace spb

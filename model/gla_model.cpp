@@ -1,0 +1,399 @@
+#include "model/gla_model.h"
+
+#include <cmath>
+#include <numeric>
+
+#include "harness/error.h"
+#include "harness/inputs.h"
+#include "harness/timeline.h"
+
+namespace spb {
+
+void GlaModelConfig::validate() const {
+  auto positive = [](double x, const char* flag) {
+    SPB_USAGE(x > 0, std::string(flag) + " must be > 0 (got " + std::to_string(x) + ")");
+  };
+  positive(vocab, "--vocab");
+  positive(hidden, "--hidden");
+  positive(layers, "--layers");
+  positive(heads, "--heads");
+  positive(expand_k, "--expand-k");
+  positive(expand_v, "--expand-v");
+  positive(gate_rank, "--gate-rank");
+  SPB_USAGE(mlp >= 0, "--mlp must be >= 0 (0: GLA's width)");
+  auto whole = [&](double e, const char* flag) {
+    const double d = e * hidden;
+    SPB_USAGE(std::abs(d - std::round(d)) < 1e-9 && std::round(d) >= 1,
+              std::string(flag) + " " + std::to_string(e) + " x --hidden " + std::to_string(hidden) +
+                  " is not a whole number of dimensions");
+  };
+  whole(expand_k, "--expand-k");
+  whole(expand_v, "--expand-v");
+  SPB_USAGE(key_dim() % heads == 0, "--heads " + std::to_string(heads) + " does not divide the key dimension " +
+                                        std::to_string(key_dim()) + " (--expand-k x --hidden)");
+  SPB_USAGE(value_dim() % heads == 0, "--heads " + std::to_string(heads) + " does not divide the value dimension " +
+                                          std::to_string(value_dim()) + " (--expand-v x --hidden)");
+}
+
+// The parameters of one block (offsets into the flat vector).
+struct GlaModel::Layer {
+  size_t attn_norm, wq, wk, wv, wg, wgk0, wgk1, bgk1, g_norm, wo, mlp_norm, w_gate, w_up, w_down;
+};
+
+// What the forward keeps for the backward (per block) and the backward's scratch (shared by the blocks).
+struct GlaModel::Acts {
+  struct PerLayer {
+    Buffer x_mid, rstd1, h1, q, k, v, z, gl, pre, g, o, rstd_gn, y, rstd2, h2, a, b, m;
+  };
+  std::vector<Buffer> x;  // the residual stream entering block l (x[layers]: entering the final norm), f32 [N, D]
+  std::vector<PerLayer> layer;
+  Buffer tokens, targets;              // int32 [N]
+  Buffer rstd_f, hf, logits, dlogits, losses;
+  Buffer dx, dxa, dh, dmy, da, db, dq, dk, dv, dg, dz, d_o, dpre, dgl;
+};
+
+namespace {
+size_t align64(size_t x) { return (x + 63) / 64 * 64; }
+}  // namespace
+
+std::vector<ParamInfo> GlaModel::layout(const GlaModelConfig& c, std::vector<Layer>* layers, size_t* total) {
+  const size_t D = c.hidden, Kd = c.key_dim(), Vd = c.value_dim(), F = c.mlp_size(), R = c.gate_rank;
+  std::vector<ParamInfo> info;
+  size_t n = 0;
+  // Every tensor starts on 64 elements (aligned loads in the kernels).
+  auto add = [&](const std::string& name, size_t rows, size_t cols) {
+    info.push_back({name, n, rows, cols});
+    n = align64(n + rows * cols);
+    return info.back().offset;
+  };
+  add("embed.weight", c.vocab, D);
+  for (int l = 0; l < c.layers; ++l) {
+    const std::string p = "layers." + std::to_string(l) + ".";
+    Layer y;
+    y.attn_norm = add(p + "attn_norm.weight", 1, D);
+    y.wq = add(p + "attn.q_proj.weight", Kd, D);
+    y.wk = add(p + "attn.k_proj.weight", Kd, D);
+    y.wv = add(p + "attn.v_proj.weight", Vd, D);
+    y.wg = add(p + "attn.g_proj.weight", Vd, D);
+    y.wgk0 = add(p + "attn.gk_proj.0.weight", R, D);
+    y.wgk1 = add(p + "attn.gk_proj.1.weight", Kd, R);
+    y.bgk1 = add(p + "attn.gk_proj.1.bias", 1, Kd);
+    y.g_norm = add(p + "attn.g_norm.weight", 1, size_t(c.dv()));
+    y.wo = add(p + "attn.o_proj.weight", D, Vd);
+    y.mlp_norm = add(p + "mlp_norm.weight", 1, D);
+    y.w_gate = add(p + "mlp.gate_proj.weight", F, D);
+    y.w_up = add(p + "mlp.up_proj.weight", F, D);
+    y.w_down = add(p + "mlp.down_proj.weight", D, F);
+    if (layers) layers->push_back(y);
+  }
+  add("norm.weight", 1, D);
+  add("lm_head.weight", c.vocab, D);
+  *total = info.back().offset + info.back().elems();  // no padding after the last tensor
+  return info;
+}
+
+// The one list of the activation buffers: allocate() makes them, device_bytes() adds them up.
+size_t GlaModel::plan_acts(const GlaModelConfig& c, int rows, DType act, Acts& A, Device* dev) {
+  const size_t N = rows, D = c.hidden, Kd = c.key_dim(), Vd = c.value_dim(), F = c.mlp_size(), R = c.gate_rank;
+  const size_t a = dtype_size(act), f = 4;
+  size_t total = 0;
+  auto take = [&](Buffer& b, size_t bytes) {
+    total += bytes;
+    if (dev) b = Buffer(*dev, bytes);
+  };
+  A.x.resize(size_t(c.layers) + 1);
+  for (Buffer& x : A.x) take(x, N * D * f);
+  A.layer.resize(size_t(c.layers));
+  for (Acts::PerLayer& p : A.layer) {
+    take(p.x_mid, N * D * f);
+    take(p.rstd1, N * f), take(p.rstd2, N * f), take(p.rstd_gn, N * c.heads * f);
+    take(p.h1, N * D * a), take(p.h2, N * D * a);
+    take(p.q, N * Kd * a), take(p.k, N * Kd * a), take(p.pre, N * Kd * a), take(p.g, N * Kd * a);
+    take(p.v, N * Vd * a), take(p.z, N * Vd * a), take(p.o, N * Vd * a), take(p.y, N * Vd * a);
+    take(p.gl, N * R * a);
+    take(p.a, N * F * a), take(p.b, N * F * a), take(p.m, N * F * a);
+  }
+  take(A.tokens, N * 4), take(A.targets, N * 4);
+  take(A.rstd_f, N * f), take(A.hf, N * D * a);
+  take(A.logits, N * c.vocab * f), take(A.dlogits, N * c.vocab * a), take(A.losses, N * f);
+  take(A.dx, N * D * f), take(A.dxa, N * D * a), take(A.dh, N * D * f);
+  take(A.dmy, N * std::max(F, Vd) * a), take(A.da, N * F * a), take(A.db, N * F * a);
+  take(A.dq, N * Kd * a), take(A.dk, N * Kd * a), take(A.dg, N * Kd * a), take(A.dpre, N * Kd * a);
+  take(A.dv, N * Vd * a), take(A.dz, N * Vd * a), take(A.d_o, N * Vd * a), take(A.dgl, N * R * a);
+  return total;
+}
+
+size_t GlaModel::device_bytes(const GlaModelConfig& c, int batch, int tokens_per_rank, DType act) {
+  size_t n = 0;
+  layout(c, nullptr, &n);
+  Acts none;
+  // fp32 master, gradient and two AdamW moments, and the act copy where act is not fp32
+  const size_t weights = n * (16 + (act == DType::f32 ? 0 : dtype_size(act)));
+  return weights + plan_acts(c, batch * tokens_per_rank, act, none, nullptr);
+}
+
+GlaModel::GlaModel(Runtime& rt, const GlaModelConfig& c, int batch, int tokens_per_rank, const std::string& method,
+                   const SpConfig& sp, bool recompute, uint64_t seed)
+    : rt_(rt), c_(c), B_(batch), L_(tokens_per_rank), N_(batch * tokens_per_rank), sp_(sp), recompute_(recompute) {
+  c_.validate();
+  mk_ = make_model_kernels(*rt.dev);
+  act_ = mk_->act_dtype();
+  SPB_CHECK(act_ == rt.kern->act_dtype(), "the model's and the GLA stages' activations differ in type");
+  info_ = layout(c_, &layers_, &n_params_);
+  embed_ = info_.front().offset;
+  final_norm_ = info_[info_.size() - 2].offset;
+  lm_head_ = info_.back().offset;
+
+  Device& dev = *rt.dev;
+  params_ = Buffer(dev, n_params_ * 4);
+  grads_ = Buffer(dev, n_params_ * 4);
+  adam_m_ = Buffer(dev, n_params_ * 4);
+  adam_v_ = Buffer(dev, n_params_ * 4);
+  if (act_ != DType::f32) act_weights_ = Buffer(dev, n_params_ * dtype_size(act_));
+  reset(seed);
+  acts_ = std::make_unique<Acts>();
+  plan_acts(c_, N_, act_, *acts_, &dev);
+  set_method(method);
+}
+
+GlaModel::~GlaModel() = default;
+
+void GlaModel::set_method(const std::string& method) {
+  const MethodInfo& info = require_method(method);
+  methods_.clear();  // free the old workspaces before the new ones are made
+  method_name_ = method;
+  SpConfig cfg = sp_;
+  cfg.local = GlaShape{B_, L_, c_.heads, c_.dk(), c_.dv()};
+  for (int l = 0; l < (recompute_ ? 1 : c_.layers); ++l) methods_.push_back(info.make(rt_, cfg));
+}
+
+size_t GlaModel::param_count() const {
+  size_t n = 0;
+  for (const ParamInfo& p : info_) n += p.elems();
+  return n;
+}
+
+double GlaModel::flops_per_token() const {
+  const double attn = 3.0 * c_.heads * (4.0 * c_.dk() * c_.dv() + double(kChunk) * (c_.dk() + c_.dv()));
+  return 6.0 * double(param_count() - embedding_params()) + c_.layers * attn;
+}
+
+void GlaModel::reset(uint64_t seed) {
+  const Stream st = rt_.dev->compute_stream();
+  rt_.dev->fill_zero(adam_m_.get(), adam_m_.bytes(), st);
+  rt_.dev->fill_zero(adam_v_.get(), adam_v_.bytes(), st);
+  init_params(seed);
+  step_ = 0;
+}
+
+void GlaModel::init_params(uint64_t seed) {
+  std::vector<float> host(n_params_, 0.0f);
+  const uint64_t base = splitmix64(seed ^ 0x6d6f64656cULL);  // "model": apart from the operator's input streams
+  for (const ParamInfo& p : info_) {
+    const bool ones = p.name.find("norm.weight") != std::string::npos;
+    const bool zeros = p.name.find(".bias") != std::string::npos;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < p.elems(); ++i) {
+      float v = ones ? 1.0f : 0.0f;
+      if (!ones && !zeros) {  // Box-Muller from two counter-based uniforms: any element drawn alone
+        const uint64_t r1 = splitmix64(base + 2 * (p.offset + i)), r2 = splitmix64(base + 2 * (p.offset + i) + 1);
+        const double u1 = (double(r1 >> 11) + 1.0) * 0x1.0p-53, u2 = double(r2 >> 11) * 0x1.0p-53;
+        v = float(c_.init_std * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
+      }
+      host[p.offset + i] = v;
+    }
+  }
+  rt_.dev->upload(params_.get(), host.data(), n_params_ * 4);
+  refresh_act_weights();
+}
+
+void GlaModel::refresh_act_weights() {
+  if (act_ != DType::f32)
+    mk_->convert(n_params_, params_.get(), DType::f32, act_weights_.get(), act_, rt_.dev->compute_stream());
+}
+
+// Pointers into the flat vectors at an element offset: fp32 masters and gradients, and the act copy the GEMMs read.
+struct GlaModel::Views {
+  float* p;
+  float* g;
+  char* w;
+  size_t a;
+  float* P(size_t off) const { return p + off; }
+  float* G(size_t off) const { return g + off; }
+  const void* W(size_t off) const { return w + off * a; }
+};
+
+GlaModel::Views GlaModel::views() const {
+  return {params_.f32(), grads_.f32(), static_cast<char*>(act_ == DType::f32 ? params_.get() : act_weights_.get()),
+          dtype_size(act_)};
+}
+
+void GlaModel::forward_layer(int l) {
+  const Views V = views();
+  ModelKernels& k = *mk_;
+  const Layer& y = layers_[size_t(l)];
+  Acts::PerLayer& A = acts_->layer[size_t(l)];
+  const Stream st = rt_.dev->compute_stream();
+  const int N = N_, D = c_.hidden, Kd = c_.key_dim(), Vd = c_.value_dim(), F = c_.mlp_size(), R = c_.gate_rank;
+  const DType t = act_;
+  float* x = acts_->x[size_t(l)].f32();
+  float* x_next = acts_->x[size_t(l) + 1].f32();
+
+  k.rmsnorm_fwd(N, D, x, V.P(y.attn_norm), c_.norm_eps, A.h1.get(), A.rstd1.f32(), st);
+  k.gemm(false, true, N, Kd, D, 1, A.h1.get(), V.W(y.wq), 0, A.q.get(), t, st);
+  k.gemm(false, true, N, Kd, D, 1, A.h1.get(), V.W(y.wk), 0, A.k.get(), t, st);
+  k.gemm(false, true, N, Vd, D, 1, A.h1.get(), V.W(y.wv), 0, A.v.get(), t, st);
+  k.gemm(false, true, N, Vd, D, 1, A.h1.get(), V.W(y.wg), 0, A.z.get(), t, st);
+  k.gemm(false, true, N, R, D, 1, A.h1.get(), V.W(y.wgk0), 0, A.gl.get(), t, st);
+  k.gemm(false, true, N, Kd, R, 1, A.gl.get(), V.W(y.wgk1), 0, A.pre.get(), t, st);
+  k.forget_gate_fwd(N, Kd, A.pre.get(), V.P(y.bgk1), c_.gate_normaliser, A.g.get(), st);
+  {
+    TimelineSpan span(rt_, "attention", Lane::compute);
+    method(l).forward({A.q.get(), A.k.get(), A.v.get(), A.g.get(), nullptr, A.o.get(), nullptr});
+  }
+  k.gated_rmsnorm_fwd(N * c_.heads, c_.dv(), A.o.get(), A.z.get(), V.P(y.g_norm), c_.norm_eps, A.y.get(),
+                      A.rstd_gn.f32(), st);
+  rt_.dev->copy(A.x_mid.get(), x, size_t(N) * D * 4, st);
+  k.gemm(false, true, N, D, Vd, 1, A.y.get(), V.W(y.wo), 1, A.x_mid.get(), DType::f32, st);
+
+  k.rmsnorm_fwd(N, D, A.x_mid.f32(), V.P(y.mlp_norm), c_.norm_eps, A.h2.get(), A.rstd2.f32(), st);
+  k.gemm(false, true, N, F, D, 1, A.h2.get(), V.W(y.w_gate), 0, A.a.get(), t, st);
+  k.gemm(false, true, N, F, D, 1, A.h2.get(), V.W(y.w_up), 0, A.b.get(), t, st);
+  k.swiglu_fwd(size_t(N) * F, A.a.get(), A.b.get(), A.m.get(), st);
+  rt_.dev->copy(x_next, A.x_mid.get(), size_t(N) * D * 4, st);
+  k.gemm(false, true, N, D, F, 1, A.m.get(), V.W(y.w_down), 1, x_next, DType::f32, st);
+}
+
+// acts_->dx holds the gradient of block l's output on entry and of its input on return.
+void GlaModel::backward_layer(int l) {
+  const Views V = views();
+  ModelKernels& k = *mk_;
+  const Layer& y = layers_[size_t(l)];
+  Acts::PerLayer& A = acts_->layer[size_t(l)];
+  Acts& S = *acts_;
+  const Stream st = rt_.dev->compute_stream();
+  const int N = N_, D = c_.hidden, Kd = c_.key_dim(), Vd = c_.value_dim(), F = c_.mlp_size(), R = c_.gate_rank;
+  const DType t = act_, f32 = DType::f32;
+
+  // MLP
+  k.convert(size_t(N) * D, S.dx.get(), f32, S.dxa.get(), t, st);
+  k.gemm(true, false, D, F, N, 1, S.dxa.get(), A.m.get(), 0, V.G(y.w_down), f32, st);
+  k.gemm(false, false, N, F, D, 1, S.dxa.get(), V.W(y.w_down), 0, S.dmy.get(), t, st);
+  k.swiglu_bwd(size_t(N) * F, A.a.get(), A.b.get(), S.dmy.get(), S.da.get(), S.db.get(), st);
+  k.gemm(true, false, F, D, N, 1, S.da.get(), A.h2.get(), 0, V.G(y.w_gate), f32, st);
+  k.gemm(true, false, F, D, N, 1, S.db.get(), A.h2.get(), 0, V.G(y.w_up), f32, st);
+  k.gemm(false, false, N, D, F, 1, S.da.get(), V.W(y.w_gate), 0, S.dh.get(), f32, st);
+  k.gemm(false, false, N, D, F, 1, S.db.get(), V.W(y.w_up), 1, S.dh.get(), f32, st);
+  k.rmsnorm_bwd(N, D, A.x_mid.f32(), V.P(y.mlp_norm), A.rstd2.f32(), S.dh.f32(), S.dx.f32(), V.G(y.mlp_norm), st);
+
+  // attention
+  k.convert(size_t(N) * D, S.dx.get(), f32, S.dxa.get(), t, st);
+  k.gemm(true, false, D, Vd, N, 1, S.dxa.get(), A.y.get(), 0, V.G(y.wo), f32, st);
+  k.gemm(false, false, N, Vd, D, 1, S.dxa.get(), V.W(y.wo), 0, S.dmy.get(), t, st);
+  k.gated_rmsnorm_bwd(N * c_.heads, c_.dv(), A.o.get(), A.z.get(), V.P(y.g_norm), A.rstd_gn.f32(), S.dmy.get(),
+                      S.d_o.get(), S.dz.get(), V.G(y.g_norm), st);
+  {
+    TimelineSpan span(rt_, "attention", Lane::compute);
+    const SpForwardArgs fa{A.q.get(), A.k.get(), A.v.get(), A.g.get(), nullptr, A.o.get(), nullptr};
+    if (recompute_) method(l).forward(fa);
+    method(l).backward(fa, {S.d_o.get(), nullptr, S.dq.get(), S.dk.get(), S.dv.get(), S.dg.get(), nullptr});
+  }
+  k.forget_gate_bwd(N, Kd, A.pre.get(), V.P(y.bgk1), c_.gate_normaliser, S.dg.get(), S.dpre.get(), V.G(y.bgk1), st);
+  k.gemm(true, false, Kd, R, N, 1, S.dpre.get(), A.gl.get(), 0, V.G(y.wgk1), f32, st);
+  k.gemm(false, false, N, R, Kd, 1, S.dpre.get(), V.W(y.wgk1), 0, S.dgl.get(), t, st);
+  k.gemm(true, false, Kd, D, N, 1, S.dq.get(), A.h1.get(), 0, V.G(y.wq), f32, st);
+  k.gemm(true, false, Kd, D, N, 1, S.dk.get(), A.h1.get(), 0, V.G(y.wk), f32, st);
+  k.gemm(true, false, Vd, D, N, 1, S.dv.get(), A.h1.get(), 0, V.G(y.wv), f32, st);
+  k.gemm(true, false, Vd, D, N, 1, S.dz.get(), A.h1.get(), 0, V.G(y.wg), f32, st);
+  k.gemm(true, false, R, D, N, 1, S.dgl.get(), A.h1.get(), 0, V.G(y.wgk0), f32, st);
+  k.gemm(false, false, N, D, Kd, 1, S.dq.get(), V.W(y.wq), 0, S.dh.get(), f32, st);
+  k.gemm(false, false, N, D, Kd, 1, S.dk.get(), V.W(y.wk), 1, S.dh.get(), f32, st);
+  k.gemm(false, false, N, D, Vd, 1, S.dv.get(), V.W(y.wv), 1, S.dh.get(), f32, st);
+  k.gemm(false, false, N, D, Vd, 1, S.dz.get(), V.W(y.wg), 1, S.dh.get(), f32, st);
+  k.gemm(false, false, N, D, R, 1, S.dgl.get(), V.W(y.wgk0), 1, S.dh.get(), f32, st);
+  k.rmsnorm_bwd(N, D, acts_->x[size_t(l)].f32(), V.P(y.attn_norm), A.rstd1.f32(), S.dh.f32(), S.dx.f32(),
+                V.G(y.attn_norm), st);
+}
+
+double GlaModel::forward_backward(const std::vector<int32_t>& tokens) {
+  const Views V = views();
+  SPB_CHECK(tokens.size() == size_t(B_) * (L_ + 1), "forward_backward: B x (L + 1) tokens per rank");
+  ModelKernels& k = *mk_;
+  Acts& S = *acts_;
+  Device& dev = *rt_.dev;
+  const Stream st = dev.compute_stream();
+  const int N = N_, D = c_.hidden, Vc = c_.vocab;
+
+  std::vector<int32_t> in(static_cast<size_t>(N)), out(static_cast<size_t>(N));
+  for (int b = 0; b < B_; ++b)
+    for (int t = 0; t < L_; ++t) {
+      in[size_t(b) * L_ + t] = tokens[size_t(b) * (L_ + 1) + t];
+      out[size_t(b) * L_ + t] = tokens[size_t(b) * (L_ + 1) + t + 1];
+    }
+  dev.synchronize();  // the previous step may still read the token buffers
+  dev.upload(S.tokens.get(), in.data(), in.size() * 4);
+  dev.upload(S.targets.get(), out.data(), out.size() * 4);
+
+  k.embedding_fwd(N, D, static_cast<const int32_t*>(S.tokens.get()), V.P(embed_), S.x[0].f32(), st);
+  for (int l = 0; l < c_.layers; ++l) forward_layer(l);
+  float* xl = S.x[size_t(c_.layers)].f32();
+  k.rmsnorm_fwd(N, D, xl, V.P(final_norm_), c_.norm_eps, S.hf.get(), S.rstd_f.f32(), st);
+  k.gemm(false, true, N, Vc, D, 1, S.hf.get(), V.W(lm_head_), 0, S.logits.get(), DType::f32, st);
+  const double tokens_world = double(N) * rt_.world();
+  k.cross_entropy(N, Vc, S.logits.f32(), static_cast<const int32_t*>(S.targets.get()), float(1.0 / tokens_world),
+                  S.losses.f32(), S.dlogits.get(), st);
+
+  dev.fill_zero(grads_.get(), grads_.bytes(), st);
+  k.gemm(true, false, Vc, D, N, 1, S.dlogits.get(), S.hf.get(), 0, V.G(lm_head_), DType::f32, st);
+  k.gemm(false, false, N, D, Vc, 1, S.dlogits.get(), V.W(lm_head_), 0, S.dh.get(), DType::f32, st);
+  dev.fill_zero(S.dx.get(), S.dx.bytes(), st);
+  k.rmsnorm_bwd(N, D, xl, V.P(final_norm_), S.rstd_f.f32(), S.dh.f32(), S.dx.f32(), V.G(final_norm_), st);
+  for (int l = c_.layers - 1; l >= 0; --l) backward_layer(l);
+  k.embedding_bwd(N, D, static_cast<const int32_t*>(S.tokens.get()), S.dx.f32(), V.G(embed_), st);
+  if (rt_.world() > 1) {
+    TimelineSpan span(rt_, "grad_all_reduce", Lane::compute);
+    rt_.comm->all_reduce_sum(grads_.f32(), n_params_, st);
+  }
+
+  std::vector<float> losses(static_cast<size_t>(N));
+  dev.download(losses.data(), S.losses.get(), size_t(N) * 4);
+  double sum = 0;
+  for (float x : losses) sum += x;
+  return rt_.boot.sum(sum) / tokens_world;
+}
+
+void GlaModel::optimizer_step(const AdamWConfig& o) {
+  ++step_;
+  mk_->adamw(n_params_, params_.f32(), grads_.f32(), adam_m_.f32(), adam_v_.f32(), o.lr, o.beta1, o.beta2, o.eps,
+             o.weight_decay, step_, rt_.dev->compute_stream());
+  refresh_act_weights();
+}
+
+std::vector<float> GlaModel::download_params() const {
+  std::vector<float> h(n_params_);
+  rt_.dev->download(h.data(), params_.get(), n_params_ * 4);
+  return h;
+}
+
+void GlaModel::upload_params(const std::vector<float>& p) {
+  SPB_CHECK(p.size() == n_params_, "upload_params: " + std::to_string(p.size()) + " elements for " +
+                                       std::to_string(n_params_));
+  rt_.dev->upload(params_.get(), p.data(), n_params_ * 4);
+  refresh_act_weights();
+}
+
+std::vector<float> GlaModel::download_grads() const {
+  std::vector<float> h(n_params_);
+  rt_.dev->download(h.data(), grads_.get(), n_params_ * 4);
+  return h;
+}
+
+double GlaModel::grad_norm() const {
+  const std::vector<float> g = download_grads();
+  double s = 0;
+#pragma omp parallel for reduction(+ : s) schedule(static)
+  for (size_t i = 0; i < g.size(); ++i) s += double(g[i]) * g[i];
+  return std::sqrt(s);
+}
+
+}  // namespace spb

@@ -1,0 +1,123 @@
+// The GLA language model (DESIGN §9), written once for CPU ranks and GPUs and for every SP method: embedding; per block
+// RMSNorm -> GLA attention -> residual -> RMSNorm -> SwiGLU MLP -> residual; final RMSNorm; untied LM head;
+// cross-entropy; AdamW. Every rank holds the same weights and B x L tokens of the sequence (its slice); everything but
+// the attention's scan is token-local, and each block's attention goes through the SP method, so the method is the
+// only part that talks across the sequence. The weight gradients are summed over the ranks, then AdamW steps every
+// rank identically: a correct SP step gives the loss and the weights of the single-device step.
+//
+// The attention (GLA as published, fla's GatedLinearAttention): q, k, v = h Wq^T, h Wk^T, h Wv^T; the forget gate
+// g = logsigmoid((h W0^T) W1^T + b1) / 16 (a rank-16 projection, hidden -> 16 -> key dim); o = GLA(q, k, v, g) over
+// heads of dk x dv with scale dk^-1/2; y = RMSNorm_dv(o) * w * swish(h Wg^T) per head; out = y Wo^T.
+// The MLP: (silu(h Wgate^T) * h Wup^T) Wdown^T.
+//
+// Precision: fp32 master weights, gradients and AdamW states; activations and the GEMMs' operands in act_dtype()
+// (bf16 on GPUs, fp32 on CPU ranks) with fp32 accumulation; the residual stream, the norms' statistics and the logits
+// in fp32.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harness/method.h"
+#include "harness/runtime.h"
+#include "model/model_kernels.h"
+
+namespace spb {
+
+struct GlaModelConfig {
+  int vocab = 32000, hidden = 2048, layers = 20, heads = 32;
+  double expand_k = 0.5, expand_v = 1.0;  // key dim = expand_k * hidden, value dim = expand_v * hidden
+  int mlp = 0;                            // intermediate size; 0: GLA's, 2/3 * 4 * hidden rounded up to 256
+  int gate_rank = 16;                     // the forget gate's low rank
+  float gate_normaliser = 16, norm_eps = 1e-6f;
+  float init_std = 0.02f;                 // normal init of every matrix; norms 1, biases 0
+
+  int key_dim() const { return int(expand_k * hidden + 0.5); }
+  int value_dim() const { return int(expand_v * hidden + 0.5); }
+  int dk() const { return key_dim() / heads; }
+  int dv() const { return value_dim() / heads; }
+  int mlp_size() const { return mlp > 0 ? mlp : (int(hidden * 8 / 3) + 255) / 256 * 256; }
+  // Throws UsageError naming the flag for a shape the model cannot have.
+  void validate() const;
+};
+
+struct AdamWConfig {
+  float lr = 3e-4f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
+};
+
+// One parameter tensor in the flat parameter vector (offset in elements; a vector has rows = 1).
+struct ParamInfo {
+  std::string name;
+  size_t offset, rows, cols;
+  size_t elems() const { return rows * cols; }
+};
+
+class GlaModel {
+ public:
+  // method, sp: the SP method every block's attention runs (sp.local is filled in here). recompute: one method object
+  // for every block, whose forward runs again before its backward (the chunk states are not kept between the passes);
+  // otherwise one per block. Weights are drawn from `seed`, the same on every rank.
+  GlaModel(Runtime& rt, const GlaModelConfig& c, int batch, int tokens_per_rank, const std::string& method,
+           const SpConfig& sp, bool recompute, uint64_t seed);
+  ~GlaModel();
+
+  // tokens: this rank's B x (L + 1) tokens (inputs [b, 0, L), targets [b, 1, L + 1)). Forward and backward; the
+  // gradients are then summed over the ranks (grads()). Returns the loss: the mean over every rank's B x L tokens.
+  double forward_backward(const std::vector<int32_t>& tokens);
+  void optimizer_step(const AdamWConfig& o);  // AdamW from grads(); step counts from 1
+  // Back to the initial weights drawn from `seed`, a fresh AdamW state and step 0.
+  void reset(uint64_t seed);
+  // Replaces every block's SP method (the weights and the optimizer's state stay).
+  void set_method(const std::string& method);
+
+  const std::vector<ParamInfo>& params_info() const { return info_; }
+  size_t param_elems() const { return n_params_; }     // of the flat vector, alignment gaps included
+  size_t param_count() const;                          // the model's parameters
+  size_t embedding_params() const { return size_t(c_.vocab) * c_.hidden; }
+  // Model FLOPs of one token's forward and backward: 6 x the non-embedding parameters (the LM head included) plus
+  // the attention's own (the chunked GLA: per layer, head and token 3 x (4 dk dv + 64 (dk + dv))).
+  double flops_per_token() const;
+  std::vector<float> download_params() const;
+  void upload_params(const std::vector<float>& p);  // the flat vector of download_params()
+  std::vector<float> download_grads() const;
+  double grad_norm() const;  // of grads(), after forward_backward
+  SpMethod& method(int layer) { return *methods_.at(recompute_ ? 0 : size_t(layer)); }
+  int steps_done() const { return step_; }
+  const GlaModelConfig& config() const { return c_; }
+
+  // Bytes of device memory the model allocates for `batch` x `tokens_per_rank` tokens (without the SP method's own).
+  static size_t device_bytes(const GlaModelConfig& c, int batch, int tokens_per_rank, DType act);
+
+ private:
+  struct Layer;
+  struct Acts;
+  struct Views;
+  Views views() const;
+  // The flat parameter vector's tensors (and each block's offsets into it, where `layers` is given).
+  static std::vector<ParamInfo> layout(const GlaModelConfig& c, std::vector<Layer>* layers, size_t* total);
+  static size_t plan_acts(const GlaModelConfig& c, int rows, DType act, Acts& A, Device* dev);
+  void forward_layer(int l);
+  void backward_layer(int l);
+  void init_params(uint64_t seed);
+  void refresh_act_weights();
+
+  Runtime& rt_;
+  GlaModelConfig c_;
+  int B_, L_, N_;  // batch, tokens per rank, rows = B * L
+  std::string method_name_;
+  SpConfig sp_;
+  bool recompute_;
+  std::unique_ptr<ModelKernels> mk_;
+  DType act_;
+  std::vector<ParamInfo> info_;
+  std::vector<Layer> layers_;
+  size_t n_params_ = 0, embed_ = 0, final_norm_ = 0, lm_head_ = 0;
+  Buffer params_, grads_, adam_m_, adam_v_, act_weights_;
+  std::unique_ptr<Acts> acts_;
+  std::vector<std::unique_ptr<SpMethod>> methods_;
+  int step_ = 0;
+};
+
+}  // namespace spb

@@ -1,0 +1,85 @@
+// The kernels of the GLA language model outside the attention's scan (DESIGN §9): dense products and the elementwise
+// chains around them, one interface for the CPU (fp32, model/cpu/) and the GPU (bf16 activations with fp32
+// accumulation, cuBLAS, model/cuda/), so that the model (model/gla_model.h) is written once.
+//
+// Every matrix is row-major and contiguous. "act" is act_dtype() (fp32 on the CPU, bf16 on the GPU); "f32" is always
+// fp32. Weights are fp32 masters; the products read an act copy of them. A call is ordered on its stream like the
+// GLA stages (on the CPU it has completed when it returns). "+=" accumulates into its output, "=" overwrites it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "harness/device.h"
+
+namespace spb {
+
+class ModelKernels {
+ public:
+  virtual ~ModelKernels() = default;
+  virtual DType act_dtype() const = 0;
+
+  // C[M, N] = alpha * op(A) op(B) + beta * C, op(A) [M, K] and op(B) [K, N]; trans_a: A is stored [K, M], trans_b:
+  // B is stored [N, K]. A and B are act; C is act or f32 (c_type). beta = 0 never reads C. fp32 accumulation.
+  //   y = x W^T:   gemm(false, true,  N, out, in, 1, x, W, 0, y)
+  //   dx = dy W:   gemm(false, false, N, in, out, 1, dy, W, beta, dx)
+  //   dW += dy^T x: gemm(true, false, out, in, N, 1, dy, x, 1, dW, f32)
+  virtual void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void* A, const void* B,
+                    float beta, void* C, DType c_type, Stream st) = 0;
+
+  // dst = src converted, n elements (f32 <-> act; the same type is a copy).
+  virtual void convert(size_t n, const void* src, DType src_type, void* dst, DType dst_type, Stream st) = 0;
+
+  // x[i, :] (f32, [n, D]) = table[tokens[i], :] (f32, [V, D]).
+  virtual void embedding_fwd(int n, int D, const int32_t* tokens, const float* table, float* x, Stream st) = 0;
+  // dtable[tokens[i], :] += dx[i, :].
+  virtual void embedding_bwd(int n, int D, const int32_t* tokens, const float* dx, float* dtable, Stream st) = 0;
+
+  // The residual stream's RMSNorm: y (act) = x / rms(x) * w, rms(x) = sqrt(mean(x^2) + eps) per row of D;
+  // x f32 [n, D], w f32 [D], rstd f32 [n] = 1 / rms(x) (kept for the backward).
+  virtual void rmsnorm_fwd(int n, int D, const float* x, const float* w, float eps, void* y, float* rstd,
+                           Stream st) = 0;
+  // dx (f32) += d/dx, dw (f32) += d/dw, from dy f32 [n, D].
+  virtual void rmsnorm_bwd(int n, int D, const float* x, const float* w, const float* rstd, const float* dy,
+                           float* dx, float* dw, Stream st) = 0;
+
+  // GLA's forget gate: g (act) = logsigmoid(pre + bias) / normaliser, pre act [n, C], bias f32 [C].
+  virtual void forget_gate_fwd(int n, int C, const void* pre, const float* bias, float normaliser, void* g,
+                               Stream st) = 0;
+  // dpre (act) = dg * sigmoid(-(pre + bias)) / normaliser; dbias (f32) += its column sums.
+  virtual void forget_gate_bwd(int n, int C, const void* pre, const float* bias, float normaliser, const void* dg,
+                               void* dpre, float* dbias, Stream st) = 0;
+
+  // GLA's output gate over rows of one head (rows = tokens * heads, D = dv): y (act) = o / rms(o) * w * swish(z),
+  // o, z act [rows, D], w f32 [D], rstd f32 [rows].
+  virtual void gated_rmsnorm_fwd(int rows, int D, const void* o, const void* z, const float* w, float eps, void* y,
+                                 float* rstd, Stream st) = 0;
+  // From dy act: d_o (act) =, dz (act) =, dw (f32) +=.
+  virtual void gated_rmsnorm_bwd(int rows, int D, const void* o, const void* z, const float* w, const float* rstd,
+                                 const void* dy, void* d_o, void* dz, float* dw, Stream st) = 0;
+
+  // SwiGLU: y (act) = silu(a) * b, n elements; backward da, db (act) = from dy (act).
+  virtual void swiglu_fwd(size_t n, const void* a, const void* b, void* y, Stream st) = 0;
+  virtual void swiglu_bwd(size_t n, const void* a, const void* b, const void* dy, void* da, void* db,
+                          Stream st) = 0;
+
+  // Cross-entropy of n rows of logits (f32 [n, V]) against targets: loss[i] (f32) = logsumexp(logits[i]) -
+  // logits[i, target[i]], and dlogits (act) = (softmax(logits[i]) - onehot(target[i])) * grad_scale.
+  virtual void cross_entropy(int n, int V, const float* logits, const int32_t* targets, float grad_scale,
+                             float* loss, void* dlogits, Stream st) = 0;
+
+  // AdamW (decoupled weight decay), n elements of fp32 p, grad, m, v; step counts from 1:
+  //   m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= lr (m / (1-b1^step)) / (sqrt(v / (1-b2^step)) + eps) + lr wd p
+  virtual void adamw(size_t n, float* p, const float* grad, float* m, float* v, float lr, float beta1, float beta2,
+                     float eps, float weight_decay, int step, Stream st) = 0;
+};
+
+std::unique_ptr<ModelKernels> make_cpu_model_kernels();
+#ifdef SPB_HAVE_CUDA
+std::unique_ptr<ModelKernels> make_cuda_model_kernels();  // model/cuda/model_cuda.cu
+#endif
+// The kernels for `dev`: the GPU's where it is one, the CPU's otherwise.
+std::unique_ptr<ModelKernels> make_model_kernels(Device& dev);
+
+}  // namespace spb

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The model level on this node's GPUs (the paper's Tables 5 and 6): GLA-1B (20 layers, hidden 2048, vocab 32000)
+# training steps at 16384 and 32768 tokens per GPU, with the paper's 32 heads and with the 4 heads of GLA's public
+# configuration, on P = 1, 2, 4, ... GPUs; every method where P > 1 (at P = 1 every method is the single-device model,
+# so dp and zeco alone). The paper's protocol: 5 warm-up steps, the mean of 100. zeco's All-Scan blocks hold 16384
+# elements, as the paper's. A configuration that does not fit retries with --recompute, and is skipped if it still
+# does not. Environment: SPB_MODEL_LENGTHS, SPB_MODEL_HEADS, SPB_MODEL_STEPS, SPB_MODEL_WARMUP override the defaults.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+spb_mpi_env
+export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}  # never NVLink multicast on shared machines
+SPB=$SPB_BUILD/spbench
+gpus=$(nvidia-smi -L | wc -l)
+machine=${SPB_MACHINE:-${gpus}x$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | awk '{print $NF}')}
+csv=${SPB_CSV:-$SPB_ROOT/results/${machine}_model_$(date -u +%Y-%m-%d).csv}
+mkdir -p "$(dirname "$csv")"
+worlds=(); for P in 1 2 4 8; do [ "$P" -le "$gpus" ] && worlds+=("$P"); done
+configs=()
+for L in ${SPB_MODEL_LENGTHS:-16384 32768}; do
+  for H in ${SPB_MODEL_HEADS:-32 4}; do for P in "${worlds[@]}"; do configs+=("$P $L $H"); done; done
+done
+i=0
+for c in "${configs[@]}"; do
+  read -r P L H <<<"$c"
+  i=$((i + 1))
+  methods=all; [ "$P" -eq 1 ] && methods=dp,zeco
+  K=$(( 1024 * (2048 / H) / 16384 )); [ "$K" -ge 1 ] || K=1  # B*H*dk*dv / 16384 with dk = 1024/H, dv = 2048/H
+  spb_log "[$i/${#configs[@]}] GLA-1B, $H heads, $L tokens per GPU, $P GPUs: $methods"
+  for recompute in "" --recompute; do
+    out=$(mpirun -np "$P" --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH -x SPB_GIT_SHA "$SPB" model \
+      --backend gpu -m "$methods" -H "$H" -L "$L" -K "$K" $recompute -w "${SPB_MODEL_WARMUP:-5}" \
+      -n "${SPB_MODEL_STEPS:-100}" --log-every 25 --csv "$csv" 2>&1)
+    echo "$out" | grep -E '^ |^# GLA|first step|skipped|wrong results: [1-9]|error|step [0-9]+/' || true
+    echo "$out" | grep -q "try --recompute" || break
+  done
+done
+spb_log "rows in $csv"
