@@ -32,6 +32,10 @@ Bootstrap::Bootstrap(int* argc, char*** argv) {
   SPB_MPI(MPI_Comm_rank(local, &local_rank_));
   SPB_MPI(MPI_Comm_size(local, &local_size_));
   local_comm_ = new MPI_Comm(local);
+  int first = rank_;
+  SPB_MPI(MPI_Allreduce(&rank_, &first, 1, MPI_INT, MPI_MIN, local));
+  node_first_rank_.resize(size_t(size_));
+  SPB_MPI(MPI_Allgather(&first, 1, MPI_INT, node_first_rank_.data(), 1, MPI_INT, MPI_COMM_WORLD));
   // Host threads (input generation, checks): this rank's share of the node's cores, unless OMP_NUM_THREADS says.
   if (!std::getenv("OMP_NUM_THREADS")) {
     const int cores = int(std::thread::hardware_concurrency());

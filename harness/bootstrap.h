@@ -18,6 +18,8 @@ class Bootstrap {
   int size() const { return size_; }
   int local_rank() const { return local_rank_; }
   int local_size() const { return local_size_; }
+  // For every world rank, the lowest world rank on its node (the ranks that share memory: MPI_COMM_TYPE_SHARED).
+  const std::vector<int>& node_first_rank() const { return node_first_rank_; }
   void* world() const;  // the MPI_Comm, as an opaque pointer for the communicators
 
   double max(double x) const;
@@ -33,6 +35,7 @@ class Bootstrap {
 
  private:
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+  std::vector<int> node_first_rank_;
   void* local_comm_ = nullptr;
 };
 

@@ -26,8 +26,13 @@ void add_collective_command(CLI::App& app, CollectiveOptions& o) {
       ->delimiter(',');
   app.add_option("--backend", o.backend, "cpu, gpu or auto")->check(CLI::IsMember({"cpu", "gpu", "auto"}));
   app.add_option("--allscan", o.allscan,
-                 "All-Scan backend: host, device (= device-ll16), device-flag, device-ll, device-ll16 or auto")
+                 "All-Scan backend: host (the chain), host-hier, host-logdepth (node-aware), device (= device-ll16), "
+                 "device-flag, device-ll, device-ll16 or auto")
       ->check(CLI::IsMember(allscan_names()));
+  app.add_option("--ranks-per-node", o.ranks_per_node,
+                 "treat every N consecutive ranks as one node (one host standing in for several; default: "
+                 "SPB_RANKS_PER_NODE, else the launch's nodes)")
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("-b,--minbytes", o.min_bytes, "smallest per-rank state (bytes; K/M/G suffixes)")
       ->transform(CLI::AsSizeValue(false));
   app.add_option("-e,--maxbytes", o.max_bytes, "largest per-rank state (bytes; K/M/G suffixes)")
@@ -106,6 +111,7 @@ void probe_links(Bootstrap& boot, Runtime& rt, CsvAppender* csv) {
     r.set("dv", 0).set("tokens_per_rank", 0).set("block_elems", 0).set("dtype", std::string("fp32"));
     r.set("pass", std::string("probe")).set("comm", rt.comm->name()).set("chunk", 0).set("blocks", 0);
     r.set("bytes", (long long)(which ? bytes : 8)).set("timing", std::string("probe"));
+    r.set("nodes", rt.topo.nodes).set("ranks_per_node", rt.topo.ranks_per_node);
     const double ms = which ? double(bytes) / (gbs * 1e9) * 1e3 : lat_us / 1e3;
     r.set("time_ms_mean", ms).set("time_ms_median", ms).set("time_ms_min", ms).set("time_ms_max", ms);
     if (which) r.set("algbw_GBps", gbs).set("busbw_GBps", gbs);
@@ -141,19 +147,21 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
   }
 
   o.backend = resolve_backend(o.backend);
-  auto rt = make_runtime(boot, o.backend);
-  agree_on_usage_errors(boot, [&] { o.allscan = resolve_allscan(o.allscan, rt->dev->is_gpu()); });
+  auto rt = make_runtime(boot, o.backend, o.ranks_per_node);
+  agree_on_usage_errors(boot, [&] { o.allscan = resolve_allscan(o.allscan, rt->dev->is_gpu(), rt->topo); });
   Device& dev = *rt->dev;
   const Stream cs = dev.comm_stream();
 
   std::unique_ptr<CsvAppender> csv;
   if (!o.csv.empty())
     agree_on_usage_errors(boot, [&] {
-      if (p == 0) csv = std::make_unique<CsvAppender>(o.csv, std::vector<std::string>{"bytes", "algbw_GBps", "busbw_GBps", "timing"});
+      if (p == 0)
+        csv = std::make_unique<CsvAppender>(o.csv, std::vector<std::string>{"bytes", "algbw_GBps", "busbw_GBps", "timing",
+                                                                            "nodes", "ranks_per_node"});
     });
   if (p == 0) {
-    std::printf("# spbench collective  backend %s (%s)  allscan %s  ranks %d  device %s\n", o.backend.c_str(),
-                rt->comm->name().c_str(), o.allscan.c_str(), P, dev.name().c_str());
+    std::printf("# spbench collective  backend %s (%s)  allscan %s  ranks %d (%s)  device %s\n", o.backend.c_str(),
+                rt->comm->name().c_str(), o.allscan.c_str(), P, rt->topo.describe().c_str(), dev.name().c_str());
     std::printf("# bytes %zu..%zu x%d  row %d fp32  warm-up %d  iterations %d  check %d\n", o.min_bytes, o.max_bytes,
                 o.factor, o.dv, o.warmup, o.iters, o.check);
     std::printf("#\n# %9s %7s %5s %10s %7s %10s %10s %10s %10s %6s %8s %8s %9s %5s\n", "pattern", "backend", "ranks",
@@ -175,7 +183,7 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
         CollectiveConfig c{bytes / 4, size_t(o.dv), size_t(block), o.allscan};
         std::unique_ptr<CollectivePattern> pat;
         agree_on_usage_errors(boot, [&] { pat = require_pattern(name).make(*rt, c); });
-        const std::string backend = !dev.is_gpu() ? "cpu" : pat->backend().empty() ? rt->comm->name() : pat->backend();
+        const std::string backend = !pat->backend().empty() ? pat->backend() : !dev.is_gpu() ? "cpu" : rt->comm->name();
         const size_t elems = bytes / 4, dv = size_t(o.dv);
         ResultRow r;
         r.set("level", std::string("collective")).set("method", name).set("backend", backend);
@@ -185,6 +193,7 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
         r.set("blocks", blocked ? (long long)(elems / size_t(block ? block : elems)) : 0LL);
         r.set("dtype", std::string("fp32")).set("pass", std::string("comm")).set("comm", rt->comm->name());
         r.set("warmup", o.warmup).set("iters", o.iters).set("bytes", (long long)bytes).set("chunk", 0);
+        r.set("nodes", rt->topo.nodes).set("ranks_per_node", rt->topo.ranks_per_node);
         r.set("timing", o.barrier_each          ? std::string("barrier_each")
                         : o.calls_per_event == 1 ? std::string("back_to_back")
                                                  : "back_to_back_per" + std::to_string(o.calls_per_event));

@@ -30,8 +30,13 @@ void add_operator_command(CLI::App& app, OperatorOptions& o) {
   app.add_option("--method,-m", o.method, "SP method, a comma-separated list, or all (spbench methods lists them)");
   app.add_option("--backend", o.backend, "cpu, gpu or auto")->check(CLI::IsMember({"cpu", "gpu", "auto"}));
   app.add_option("--allscan", o.allscan,
-                 "zeco's All-Scan backend: host, device (= device-ll16), device-flag, device-ll, device-ll16 or auto")
+                 "zeco's All-Scan backend: host (the chain), host-hier, host-logdepth (node-aware), device "
+                 "(= device-ll16), device-flag, device-ll, device-ll16 or auto")
       ->check(CLI::IsMember(allscan_names()));
+  app.add_option("--ranks-per-node", o.ranks_per_node,
+                 "treat every N consecutive ranks as one node (one host standing in for several; default: "
+                 "SPB_RANKS_PER_NODE, else the launch's nodes)")
+      ->check(CLI::Range(1, 1 << 20));
   auto* b = app.add_option("--batch,-B", o.batch, "batch size B");
   auto* t = app.add_option("--seq,-T", o.seq, "tokens of the whole sequence (split evenly over the ranks)");
   auto* l = app.add_option("--tokens-per-rank,-L", o.tokens_per_rank, "tokens per rank (instead of -T)");
@@ -196,21 +201,6 @@ void write_outputs(const Bootstrap& boot, const std::string& dir, const GlaShape
 
 }  // namespace
 
-namespace {
-
-std::vector<std::string> split_methods(const std::string& list) {
-  if (list == "all") return method_names();
-  std::vector<std::string> out;
-  size_t a = 0;
-  while (a <= list.size()) {
-    const size_t b = std::min(list.find(',', a), list.size());
-    if (b > a) out.push_back(list.substr(a, b - a));
-    a = b + 1;
-  }
-  return out;
-}
-
-}  // namespace
 
 int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
   const int P = boot.size(), p = boot.rank();
@@ -219,7 +209,7 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
   GlaShape whole;
   if (!o.inputs.empty()) agree_on_usage_errors(boot, [&] { whole = npy_problem_shape(o.inputs); });
   else whole = whole_shape(o, P);
-  const std::vector<std::string> methods = split_methods(o.method);
+  const std::vector<std::string> methods = split_method_list(o.method);
   SPB_USAGE(!methods.empty(), "--method: give a method, a comma-separated list or all");
   for (const std::string& m : methods) {
     OperatorOptions one = o;
@@ -230,20 +220,23 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
   GlaShape local = whole;
   local.T = whole.T / P;
 
-  auto rt = make_runtime(boot, o.backend);
+  auto rt = make_runtime(boot, o.backend, o.ranks_per_node);
   const bool gpu = rt->dev->is_gpu();
   const DType act = rt->kern->act_dtype();
   const double tol = o.tolerance > 0 ? o.tolerance : gpu ? 5e-3 : 1e-5;
   const SpConfig cfg{local, o.blocks, o.allscan, SpOverlap(o.overlap), o.head_groups};
   std::string scan_backend;  // what zeco's options ask for
-  agree_on_usage_errors(boot, [&] { scan_backend = resolve_allscan(o.allscan, gpu); });
+  agree_on_usage_errors(boot, [&] { scan_backend = resolve_allscan(o.allscan, gpu, rt->topo); });
 
-  // `backend`: cpu, or what carried the communication on GPUs: the communicator (nccl) or zeco's device All-Scan. Before
+  // `backend`: cpu, or what carried the communication on GPUs: the communicator (nccl) or zeco's device All-Scan; on
+  // either, zeco's node-aware All-Scan (host-hier, host-logdepth) when it ran. Before
   // a method exists (the rerun check) it is what the options ask for; a row written after the run says what ran.
   auto row_for = [&](const std::string& method, const char* pass, const SpMethod* ran = nullptr) {
     const bool uses_scan = method == "zeco";
-    std::string backend = !gpu ? "cpu" : uses_scan && is_device_allscan(scan_backend) ? scan_backend : rt->comm->name();
-    if (gpu && ran) backend = ran->comm_backend().empty() ? rt->comm->name() : ran->comm_backend();
+    const std::string plain = !gpu ? "cpu" : rt->comm->name();  // the communicator itself carried it
+    std::string backend =
+        uses_scan && (is_device_allscan(scan_backend) || is_node_aware_allscan(scan_backend)) ? scan_backend : plain;
+    if (ran) backend = ran->comm_backend().empty() ? plain : ran->comm_backend();
     ResultRow r;
     r.set("level", std::string("operator")).set("method", method);
     r.set("backend", backend);
@@ -254,6 +247,7 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
     r.set("head_groups", ran ? ran->head_groups() : head_groups_of(method, o, local));
     r.set("block_elems", uses_scan ? (long long)(local.state_rows() / o.blocks * local.dv) : 0LL);
     r.set("pass", std::string(pass)).set("comm", rt->comm->name()).set("warmup", o.warmup).set("iters", o.iters);
+    r.set("nodes", rt->topo.nodes).set("ranks_per_node", rt->topo.ranks_per_node);
     add_provenance(r, *rt->dev);
     return r;
   };
@@ -264,7 +258,7 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
     std::vector<int> skip(methods.size(), 0);
     agree_on_usage_errors(boot, [&] {
       if (p != 0) return;
-      csv = std::make_unique<CsvAppender>(o.csv, std::vector<std::string>{"head_groups"});
+      csv = std::make_unique<CsvAppender>(o.csv, std::vector<std::string>{"head_groups", "nodes", "ranks_per_node"});
       for (size_t i = 0; i < methods.size(); ++i)
         skip[i] = o.resume && csv->contains(row_for(methods[i], "fwd")) && csv->contains(row_for(methods[i], "fwd_bwd"));
     });
@@ -294,8 +288,8 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
   const SpBackwardArgs ba = backward_args(d, mine);
 
   if (p == 0) {
-    std::printf("# spbench operator  backend %s (%s, allscan %s)  ranks %d  device %s\n", o.backend.c_str(),
-                rt->comm->name().c_str(), o.allscan.c_str(), P, dev.name().c_str());
+    std::printf("# spbench operator  backend %s (%s, allscan %s)  ranks %d (%s)  device %s\n", o.backend.c_str(),
+                rt->comm->name().c_str(), o.allscan.c_str(), P, rt->topo.describe().c_str(), dev.name().c_str());
     std::printf("# B %d  T %d (%d per rank)  H %d  dk %d  dv %d  chunk %d  K %d  dtype %s\n", whole.B, whole.T, local.T,
                 whole.H, whole.dk, whole.dv, kChunk, o.blocks, dtype_name(act));
     std::printf("# warm-up %d  iterations %d  seed %llu  gates %s  h0 %s  dht %s  inputs %s  tolerance %.0e\n", o.warmup,

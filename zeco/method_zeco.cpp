@@ -48,7 +48,9 @@ class Zeco final : public SpMethod {
       ready_.push_back(std::make_unique<EventHandle>(*rt.dev, EventUse::order));
       scanned_.push_back(std::make_unique<EventHandle>(*rt.dev, EventUse::order));
     }
-    const std::string backend = resolve_allscan(c.allscan, rt.dev->is_gpu());
+    const std::string backend = resolve_allscan(c.allscan, rt.dev->is_gpu(), rt.topo);
+    if (c.allscan == "auto" && is_node_aware_allscan(backend))
+      notice_ = "zeco: --allscan auto runs " + backend + " (" + rt.topo.describe() + ")";
     if (is_device_allscan(backend)) {
 #ifdef SPB_HAVE_CUDA
       try {
@@ -63,9 +65,16 @@ class Zeco final : public SpMethod {
       throw UsageError("--allscan " + c.allscan + ": this spbench was built without CUDA");
 #endif
     }
+    if (!device_scan_)
+      host_scan_ = std::make_unique<HostAllScan>(rt, is_device_allscan(backend) ? "host" : backend,
+                                                 c.local.state_rows(), c.local.state_elems());
   }
 
-  std::string comm_backend() const override { return device_scan_ ? device_scan_->backend() : ""; }
+  // The device protocol, or the node-aware host scan; "" for the chain over the communicator.
+  std::string comm_backend() const override {
+    if (device_scan_) return device_scan_->backend();
+    return host_scan_->variant() == "host" ? "" : host_scan_->variant();
+  }
   int head_groups() const override { return local_.groups(); }
   std::string notice() const override { return notice_; }
 
@@ -166,7 +175,7 @@ class Zeco final : public SpMethod {
       s.carry_in = carry_in + at;
       s.carry_out = (carry_out ? carry_out : local_.spare_state()) + at;
       if (device_scan_) device_scan_->run(s, dev.comm_stream());
-      else all_scan_host(rt_, s, dev.comm_stream());
+      else host_scan_->run(s, dev.comm_stream());
     }
     if (cfg_.overlap == SpOverlap::states) local_.signal_arrival(dir == ScanDirection::forward, dev.comm_stream());
     dev.record(scanned_[i]->get(), dev.comm_stream());
@@ -177,6 +186,7 @@ class Zeco final : public SpMethod {
   std::string notice_;
   SpLocalGla local_;
   std::vector<std::unique_ptr<EventHandle>> ready_, scanned_;  // per head group
+  std::unique_ptr<HostAllScan> host_scan_;                      // where no device protocol runs
 #ifdef SPB_HAVE_CUDA
   std::unique_ptr<DeviceAllScan> device_scan_;
 #else

@@ -2,6 +2,7 @@
 // pipelined in blocks of `block_elems`. Each link carries one state, so busbw = algbw = state bytes / time.
 // The LASP-1 chain pattern is the same scan with a single block: each hop waits for the whole state.
 #include <cmath>
+#include <memory>
 
 #include "harness/collective.h"
 #include "harness/error.h"
@@ -28,7 +29,7 @@ class AllScanPattern : public CollectivePattern {
     const auto d = pattern_decay(p, 1, rows_), x = pattern_data(p, 2, n_);
     rt.dev->upload(decay_.get(), d.data(), rows_ * 4);
     rt.dev->upload(local_.get(), x.data(), n_ * 4);
-    const std::string backend = resolve_allscan(c.allscan, rt.dev->is_gpu());
+    const std::string backend = resolve_allscan(c.allscan, rt.dev->is_gpu(), rt.topo);
     if (!whole_state && is_device_allscan(backend)) {
 #ifdef SPB_HAVE_CUDA
       scan_ = make_device_all_scan(rt, n_, backend);
@@ -36,6 +37,11 @@ class AllScanPattern : public CollectivePattern {
 #else
       throw UsageError("--allscan " + c.allscan + ": this spbench was built without CUDA");
 #endif
+    }
+    // The LASP-1 chain pattern stays the chain whatever --allscan says.
+    if (!whole_state && is_node_aware_allscan(backend)) {
+      host_scan_ = std::make_unique<HostAllScan>(rt, backend, rows_, n_);
+      backend_ = backend;
     }
   }
 
@@ -46,6 +52,7 @@ class AllScanPattern : public CollectivePattern {
 #ifdef SPB_HAVE_CUDA
     if (scan_) return scan_->run(a, st);
 #endif
+    if (host_scan_) return host_scan_->run(a, st);
     all_scan_host(rt_, a, st);
   }
 
@@ -73,8 +80,9 @@ class AllScanPattern : public CollectivePattern {
   Runtime& rt_;
   size_t n_, cols_, rows_;
   int blocks_ = 1;
-  std::string backend_;  // the device protocol, or "" (the host All-Scan over the communicator)
+  std::string backend_;  // the device protocol, host-hier, host-logdepth, or "" (the chain over the communicator)
   Buffer decay_, local_, in_, out_;
+  std::unique_ptr<HostAllScan> host_scan_;
 #ifdef SPB_HAVE_CUDA
   std::unique_ptr<DeviceAllScan> scan_;
 #endif

@@ -29,9 +29,9 @@ bool gpu() { return backend() == "gpu"; }
 bool have_devices() { return !gpu() || test::gpus_for_every_local_rank(*test::boot()); }
 
 void run_case(const std::string& method, const Case& c, int blocks, const std::string& allscan = "host",
-              SpOverlap overlap = SpOverlap::none, int head_groups = 0) {
+              SpOverlap overlap = SpOverlap::none, int head_groups = 0, int ranks_per_node = 0) {
   Bootstrap& boot = *test::boot();
-  auto rt = make_runtime(boot, backend());
+  auto rt = make_runtime(boot, backend(), ranks_per_node);
   const int p = boot.rank(), P = boot.size();
   GlaShape whole;
   whole.B = c.B, whole.T = c.tokens_per_rank * P, whole.H = c.H, whole.dk = c.dk, whole.dv = c.dv;
@@ -60,7 +60,7 @@ void run_case(const std::string& method, const Case& c, int blocks, const std::s
                            " K=" + std::to_string(blocks) + (c.h0 ? " h0" : "") + (c.dht ? " dht" : "") +
                            (c.gates == GateKind::strong ? " strong" : "") + " " + backend() + " " + allscan +
                            " overlap=" + std::to_string(int(overlap)) +
-                           " groups=" + std::to_string(m->head_groups());
+                           " groups=" + std::to_string(m->head_groups()) + " " + rt->topo.describe();
   const double tol = gpu() ? 5e-3 : 1e-5;
   EXPECT_LT(e.o, tol) << what;
   EXPECT_LT(e.ht, tol) << what;
@@ -163,6 +163,38 @@ TEST(Zeco, DeviceAllScan) {
   if (!gpu() || !have_devices()) GTEST_SKIP() << "the device All-Scan needs one GPU per rank";
   for (const Case& c : cases())
     for (int K : {1, 16}) run_case("zeco", c, K, "device");
+}
+
+// The node-aware All-Scans (DESIGN §10) inside zeco, on 1 and 2 ranks per simulated node where that divides the
+// world (P = 4: 2 nodes x 2 and 4 x 1), in order with K = 1 and 2; on the last case also with two head groups (two
+// scans of half the rows each) and beside the chunk states.
+TEST(Zeco, NodeAwareAllScans) {
+  if (!have_devices()) GTEST_SKIP() << "fewer GPUs than ranks on this node";
+  const int P = test::boot()->size();
+  for (int rpn : {1, 2}) {
+    if (P % rpn) continue;
+    for (const char* variant : {"host-hier", "host-logdepth"}) {
+      for (const Case& c : cases())
+        for (int K : {1, 2}) run_case("zeco", c, K, variant, SpOverlap::none, 0, rpn);
+      run_case("zeco", cases().back(), 2, variant, SpOverlap::none, 2, rpn);
+      run_case("zeco", cases().back(), 1, variant, SpOverlap::states, 0, rpn);
+    }
+  }
+}
+
+// `auto` runs the hierarchical scan where the world spans several nodes, and says so.
+TEST(Zeco, AutoAcrossNodesIsHierarchical) {
+  Bootstrap& boot = *test::boot();
+  if (boot.size() % 2) GTEST_SKIP() << "2 ranks per node need an even world";
+  if (!have_devices()) GTEST_SKIP() << "fewer GPUs than ranks on this node";
+  auto rt = make_runtime(boot, backend(), boot.size() / 2);  // 2 nodes
+  GlaShape local;
+  local.B = 1, local.H = 2, local.dk = 4, local.dv = 4, local.T = 8;
+  auto m = find_method("zeco")->make(*rt, SpConfig{local, 1, "auto"});
+  EXPECT_EQ(m->comm_backend(), "host-hier");
+  EXPECT_NE(m->notice().find("host-hier"), std::string::npos) << m->notice();
+  auto one = make_runtime(boot, backend(), boot.size());
+  EXPECT_NE(find_method("zeco")->make(*one, SpConfig{local, 1, "auto"})->comm_backend(), "host-hier");
 }
 
 TEST(Ulysses, HeadsNotDivisibleByTheWorldAreAUsageError) {

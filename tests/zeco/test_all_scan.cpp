@@ -1,6 +1,11 @@
 // All-Scan on CPU ranks (DESIGN §7): every rank receives exactly the sequential fold of the ranks before it (after it,
 // in reverse), for every K that divides the state's rows, with and without a starting state. The fold is computed
-// here with the same fp32 operations in the same order, so the comparison is bitwise.
+// here with the same fp32 operations in the same order, so the comparison with the chain is bitwise. The node-aware
+// scans (host-hier, host-logdepth; DESIGN §10) run on 1, 2 and 4 ranks per simulated node where that divides the
+// world, through one object per topology so that every call also proves that nothing carries over from the last.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <random>
 
 #include "../mpi_test_main.h"
@@ -34,10 +39,13 @@ std::vector<float> fold(const RankData& d, const std::vector<float>& in) {
   return out;
 }
 
-void check(ScanDirection dir, int blocks, bool with_first, int call) {
-  Bootstrap& boot = *test::boot();
-  auto rt = make_runtime(boot, "cpu");
-  const int p = boot.rank(), P = boot.size();
+// Runs one scan of `rows` rows (at most kRows: a head group's rows are fewer than the state's) through `scan`, or
+// through all_scan_host where it is null, and checks carry_in and carry_out on this rank against the sequential fold:
+// bitwise for the chain; for the node-aware scans within 1e-5 of max(1, |expected|), since they sum the decays before
+// exp and regroup the folds (a few fp32 roundings per rank on values of order 1).
+void check(Runtime& rt, HostAllScan* scan, ScanDirection dir, int blocks, bool with_first, int call,
+           size_t rows = kRows) {
+  const int p = rt.rank(), P = rt.world();
   const RankData mine = data_of(p, call);
   std::vector<float> first(kRows * kCols, 0.f);
   if (with_first)
@@ -45,17 +53,36 @@ void check(ScanDirection dir, int blocks, bool with_first, int call) {
   std::vector<float> carry_in(kRows * kCols, -1.f), carry_out(kRows * kCols, -1.f);
 
   AllScanArgs a;
-  a.direction = dir, a.rows = kRows, a.cols = kCols, a.blocks = blocks;
+  a.direction = dir, a.rows = rows, a.cols = kCols, a.blocks = blocks;
   a.decay = mine.decay.data(), a.local = mine.local.data(), a.first = with_first ? first.data() : nullptr;
   a.carry_in = carry_in.data(), a.carry_out = carry_out.data();
-  all_scan_host(*rt, a, {});
+  if (scan) scan->run(a, {});
+  else all_scan_host(rt, a, {});
 
   // The sequential fold from the first rank in this direction up to this one.
   std::vector<float> expect = first;
   const bool fwd = dir == ScanDirection::forward;
   for (int j = fwd ? 0 : P - 1; j != p; j += fwd ? 1 : -1) expect = fold(data_of(j, call), expect);
-  EXPECT_EQ(carry_in, expect) << "rank " << p << " K " << blocks;
-  EXPECT_EQ(carry_out, fold(mine, expect)) << "rank " << p << " K " << blocks;
+  std::vector<float> expect_out = fold(mine, expect);
+  for (auto* v : {&expect, &expect_out, &carry_in, &carry_out}) v->resize(rows * kCols);  // the rows scanned
+  const std::string what = std::string(scan ? scan->variant() : "all_scan_host") + " " +
+                           rt.topo.describe() + (fwd ? " forward" : " reverse") + " rank " + std::to_string(p) +
+                           " K " + std::to_string(blocks) + " rows " + std::to_string(rows) +
+                           (with_first ? " first" : "");
+  if (!scan || scan->variant() == "host") {
+    EXPECT_EQ(carry_in, expect) << what;
+    EXPECT_EQ(carry_out, expect_out) << what;
+    return;
+  }
+  for (size_t e = 0; e < expect.size(); ++e) {
+    ASSERT_NEAR(carry_in[e], expect[e], 1e-5 * std::max(1.f, std::abs(expect[e]))) << what << " element " << e;
+    ASSERT_NEAR(carry_out[e], expect_out[e], 1e-5 * std::max(1.f, std::abs(expect_out[e]))) << what << " element " << e;
+  }
+}
+
+void check(ScanDirection dir, int blocks, bool with_first, int call) {
+  auto rt = make_runtime(*test::boot(), "cpu");
+  check(*rt, nullptr, dir, blocks, with_first, call);
 }
 
 TEST(AllScan, ForwardEqualsSequentialFoldForEveryK) {
@@ -70,6 +97,91 @@ TEST(AllScan, ReverseEqualsSequentialFoldForEveryK) {
   for (int K = 1; K <= int(kRows); ++K)
     if (kRows % K == 0)
       for (bool first : {false, true}) check(ScanDirection::reverse, K, first, call++);
+}
+
+// Every host-driven variant on 1, 2 and 4 ranks per simulated node (where that divides the world): forward and
+// reverse, every K, with and without a starting state, on the whole state and on half of its rows, all through one
+// object per topology.
+TEST(AllScan, EveryHostVariantOnEveryNodeSizeEqualsSequentialFold) {
+  const int P = test::boot()->size();
+  for (int rpn : {1, 2, 4}) {
+    if (P % rpn) continue;
+    auto rt = make_runtime(*test::boot(), "cpu", rpn);
+    ASSERT_EQ(rt->topo.ranks_per_node, rpn);
+    ASSERT_EQ(rt->topo.nodes, P / rpn);
+    for (const char* variant : {"host", "host-hier", "host-logdepth"}) {
+      HostAllScan scan(*rt, variant, kRows, kRows * kCols);
+      int call = 0;
+      for (ScanDirection dir : {ScanDirection::forward, ScanDirection::reverse})
+        for (int K = 1; K <= int(kRows); ++K)
+          if (kRows % K == 0)
+            for (bool first : {false, true}) check(*rt, &scan, dir, K, first, call++);
+      for (ScanDirection dir : {ScanDirection::reverse, ScanDirection::forward})
+        check(*rt, &scan, dir, 2, true, call++, kRows / 2);
+    }
+  }
+}
+
+TEST(AllScan, AutoPicksTheHierarchicalScanAcrossNodes) {
+  Topology one, two;
+  two.ranks_per_node = 2, two.nodes = 2, two.simulated = true;
+  EXPECT_EQ(resolve_allscan("auto", false, one), "host");
+  EXPECT_EQ(resolve_allscan("auto", true, one), kDefaultDeviceAllScan);
+  EXPECT_EQ(resolve_allscan("auto", false, two), "host-hier");
+  EXPECT_EQ(resolve_allscan("auto", true, two), "host-hier");
+  EXPECT_EQ(resolve_allscan("host-logdepth", false, two), "host-logdepth");
+  EXPECT_EQ(resolve_allscan("host", false, two), "host");
+  Topology interleaved;  // nodes of unequal or interleaved ranks: nothing node-aware runs, auto keeps the chain
+  interleaved.ranks_per_node = 0, interleaved.nodes = 2;
+  EXPECT_EQ(resolve_allscan("auto", false, interleaved), "host");
+  EXPECT_THROW(resolve_allscan("host-hier", false, interleaved), UsageError);
+  EXPECT_THROW(resolve_allscan("host-tree", false, two), UsageError);
+  auto rt = make_runtime(*test::boot(), "cpu");
+  EXPECT_THROW(HostAllScan(*rt, "device", kRows, kRows * kCols), UsageError);  // no device protocol on CPUs
+}
+
+// The topology: the launch's (every rank of this test runs on one host), --ranks-per-node, SPB_RANKS_PER_NODE, and
+// the values that must stop every rank with a UsageError.
+TEST(Topology, FromTheLaunchTheFlagAndTheEnvironment) {
+  Bootstrap& boot = *test::boot();
+  const int P = boot.size();
+  ::unsetenv("SPB_RANKS_PER_NODE");
+  const Topology launch = resolve_topology(boot);
+  EXPECT_EQ(launch.nodes, 1);
+  EXPECT_EQ(launch.ranks_per_node, P);
+  EXPECT_FALSE(launch.simulated);
+  const Topology ones = resolve_topology(boot, 1);
+  EXPECT_EQ(ones.nodes, P);
+  EXPECT_TRUE(ones.simulated);
+  EXPECT_THROW(resolve_topology(boot, P + 1), UsageError);  // does not divide the world
+  EXPECT_THROW(resolve_topology(boot, -2), UsageError);
+  ::setenv("SPB_RANKS_PER_NODE", "1", 1);
+  EXPECT_EQ(resolve_topology(boot).nodes, P);
+  EXPECT_EQ(resolve_topology(boot, P).nodes, 1);  // the flag wins
+  ::setenv("SPB_RANKS_PER_NODE", "two", 1);
+  EXPECT_THROW(resolve_topology(boot), UsageError);
+  ::unsetenv("SPB_RANKS_PER_NODE");
+}
+
+// Launches of several hosts, as node_first_rank describes them: what is read from them, and the simulated nodes that
+// would span two hosts.
+TEST(Topology, OfLaunchesAcrossHosts) {
+  const std::string flag = "--ranks-per-node";
+  const Topology two = topology_of({0, 0, 0, 0, 4, 4, 4, 4}, 0, flag);  // 2 hosts x 4 ranks
+  EXPECT_EQ(two.nodes, 2);
+  EXPECT_EQ(two.ranks_per_node, 4);
+  EXPECT_FALSE(two.simulated);
+  EXPECT_EQ(topology_of({0, 0, 0, 0, 4, 4, 4, 4}, 2, flag).nodes, 4);  // 2 simulated nodes per host
+  EXPECT_EQ(topology_of({0, 0, 0, 0, 4, 4, 4, 4}, 1, flag).nodes, 8);
+  EXPECT_THROW(topology_of({0, 0, 0, 0, 4, 4, 4, 4}, 8, flag), UsageError);  // one node over both hosts
+  EXPECT_THROW(topology_of({0, 0, 2, 2, 2, 2}, 3, flag), UsageError);        // node 0 = ranks 0..2 over two hosts
+  const Topology interleaved = topology_of({0, 1, 0, 1}, 0, flag);           // mpirun --map-by node
+  EXPECT_EQ(interleaved.nodes, 2);
+  EXPECT_FALSE(interleaved.regular());
+  EXPECT_EQ(resolve_allscan("auto", false, interleaved), "host");
+  EXPECT_THROW(topology_of({0, 1, 0, 1}, 2, flag), UsageError);
+  EXPECT_EQ(topology_of({0, 1, 0, 1}, 1, flag).nodes, 4);  // one rank per node needs no shared host
+  EXPECT_FALSE(topology_of({0, 0, 0, 3, 3}, 0, flag).regular());  // 3 + 2 ranks
 }
 
 TEST(AllScan, KThatDoesNotDivideTheRowsIsAUsageError) {

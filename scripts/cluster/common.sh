@@ -1,0 +1,80 @@
+# The paper's sweeps across nodes (Tables 2-4), shared by mpirun_hostfile.sh and slurm_sbatch.sh. Sourced: each
+# launcher defines spb_launch P ARGS... (run `spbench ARGS` as P ranks, GPUS_PER_NODE consecutive ranks per node, one
+# per GPU) and calls spb_cluster_sweep. Every configuration is one launch, so a failed one costs only itself.
+#
+# Environment (all optional):
+#   SPB              the spbench binary (default build/spbench; the same path on every node)
+#   GPUS_PER_NODE    ranks per node (default 8)
+#   SPB_WORLDS       the world sizes (default: 8 16 32 64 128 256, those that fit on NODES x GPUS_PER_NODE)
+#   SPB_LEVELS       what to sweep (default: "collective operator")
+#   SPB_MACHINE      the results files' prefix (default: <NODES>x<GPUS_PER_NODE>x<the GPU's last word>)
+#   SPB_RESULTS      where the CSVs go (default: results/)
+#   SPB_DRY_RUN=1    print each command instead of running it
+# Every rank gets NCCL_NVLS_ENABLE (0 unless set: no NVLink multicast, as on the machines the results so far come
+# from), LD_LIBRARY_PATH (where NCCL is), OMP_NUM_THREADS, every NCCL_* and UCX_* variable of this shell
+# (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, ... where the cluster needs them) and spbench's own (SPB_ALLSCAN_*,
+# SPB_SPIN_TIMEOUT_S, SPB_GIT_SHA, SPB_RANKS_PER_NODE).
+set -euo pipefail
+SPB_ROOT=${SPB_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+SPB=${SPB:-$SPB_ROOT/build/spbench}
+GPUS_PER_NODE=${GPUS_PER_NODE:-8}
+export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
+
+spb_log() { printf '[spbench cluster] %s\n' "$*"; }
+
+# The names of the variables every rank needs (see above).
+spb_rank_env_names() {
+  echo NCCL_NVLS_ENABLE
+  [ -n "${LD_LIBRARY_PATH:-}" ] && echo LD_LIBRARY_PATH
+  [ -n "${OMP_NUM_THREADS:-}" ] && echo OMP_NUM_THREADS
+  compgen -e | grep -E '^(NCCL_|UCX_|SPB_ALLSCAN_)|^(SPB_SPIN_TIMEOUT_S|SPB_GIT_SHA|SPB_RANKS_PER_NODE)$' |
+    grep -vx NCCL_NVLS_ENABLE || true
+}
+
+# spb_run COMMAND...: run it, or print it with SPB_DRY_RUN=1.
+spb_run() {
+  if [ -n "${SPB_DRY_RUN:-}" ]; then printf '%q ' "$@"; printf '\n'; else "$@"; fi
+}
+
+# spb_cluster_sweep: needs NODES and spb_launch.
+spb_cluster_sweep() {
+  : "${NODES:?NODES: the number of nodes}"
+  local total=$((NODES * GPUS_PER_NODE)) gpu day P worlds=()
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | awk '{print $NF}') || true
+  day=$(date -u +%Y-%m-%d)
+  local machine=${SPB_MACHINE:-${NODES}x${GPUS_PER_NODE}x${gpu:-GPU}} dir=${SPB_RESULTS:-$SPB_ROOT/results}
+  local coll=$dir/${machine}_collective_$day.csv op=$dir/${machine}_operator_$day.csv
+  mkdir -p "$dir"
+  for P in ${SPB_WORLDS:-8 16 32 64 128 256}; do [ "$P" -le "$total" ] && worlds+=("$P"); done
+  [ ${#worlds[@]} -gt 0 ] || { spb_log "no world size fits on $NODES x $GPUS_PER_NODE GPUs"; return 1; }
+  spb_log "$NODES nodes x $GPUS_PER_NODE GPUs, worlds ${worlds[*]}: rows in $coll and $op"
+  local shape=(--backend gpu -B 1 -H 16 --dk 128 --dv 128 -K 16)
+  for P in "${worlds[@]}"; do
+    if [[ " ${SPB_LEVELS:-collective operator} " == *" collective "* ]]; then
+      # Table 2 (a 2 MiB state per rank, blocks of 16384) inside a sweep of 64 KiB..32 MiB, three block sizes for the
+      # cost model: the chain, and the node-aware All-Scans across nodes or the device protocol (auto) inside one;
+      # then the LASP-1 chain and LASP-2's all-gather.
+      local scans=(host auto)
+      [ "$P" -gt "$GPUS_PER_NODE" ] && scans=(host host-hier host-logdepth)
+      for scan in "${scans[@]}"; do
+        spb_launch "$P" collective --backend gpu -p allscan --allscan "$scan" -b 64K -e 32M --block-elems 1024,16384,0 \
+          --csv "$coll" || spb_log "failed: collective allscan $scan on $P GPUs"
+      done
+      spb_launch "$P" collective --backend gpu -p chain,allgather -b 64K -e 32M --csv "$coll" ||
+        spb_log "failed: collective chain,allgather on $P GPUs"
+    fi
+    if [[ " ${SPB_LEVELS:-collective operator} " == *" operator "* ]]; then
+      # Tables 3 and 4: every method at 16384 and 32768 tokens per GPU (zeco's All-Scan: auto, host-hier across
+      # nodes), then zeco with the log-depth scan between the nodes.
+      for L in 16384 32768; do
+        spb_launch "$P" operator -m all "${shape[@]}" -L "$L" --csv "$op" ||
+          spb_log "failed: operator -m all on $P GPUs, $L tokens per GPU"
+        if [ "$P" -gt "$GPUS_PER_NODE" ]; then
+          spb_launch "$P" operator -m zeco --allscan host-logdepth "${shape[@]}" -L "$L" --csv "$op" ||
+            spb_log "failed: operator zeco host-logdepth on $P GPUs, $L tokens per GPU"
+        fi
+      done
+    fi
+  done
+  spb_log "done: rows in $coll and $op (copy them into results/ and run spbench report)"
+}
