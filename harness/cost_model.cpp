@@ -57,6 +57,12 @@ std::optional<double> collective_time(const std::string& pattern, int P, double 
   return std::max(t_in, t_off);
 }
 
+double allreduce_time(int P, double bytes, const Link& intra, const ModelParams& p) {
+  if (P <= 1) return 0.0;
+  const Link& slowest_ring = P > p.gpus_per_node ? p.network : intra;
+  return 2.0 * (P - 1) * slowest_ring.hop(bytes / P);
+}
+
 std::optional<std::pair<double, double>> collective_features(const std::string& pattern, int P, double bytes,
                                                              double block_bytes, int dv) {
   if (std::find(model_patterns().begin(), model_patterns().end(), pattern) == model_patterns().end())
@@ -225,6 +231,22 @@ std::optional<double> CostModel::operator_time(const std::string& method, const 
     return t_dp + comm;
   }
   return std::nullopt;
+}
+
+std::optional<double> CostModel::allreduce(int world, double bytes) const {
+  if (world <= 1) return 0.0;
+  const Link* l = link_for("allgather");
+  if (!l) l = link_for("ring");
+  if (!l) return std::nullopt;
+  return allreduce_time(world, bytes, *l, params);
+}
+
+std::optional<double> CostModel::model_step_time(const std::string& method, const OperatorShape& layer, int layers,
+                                                 double grad_bytes, double compute_s) const {
+  const auto t = operator_time(method, layer), t_dp = operator_time("dp", layer);
+  const auto ar = allreduce(layer.world, grad_bytes);
+  if (!t || !t_dp || !ar) return std::nullopt;
+  return compute_s + layers * (*t - *t_dp) + *ar;
 }
 
 }  // namespace spb

@@ -23,6 +23,13 @@
 //   ring      T_dp + per direction (P-1) max(ring step of L H B (2 dk + dv) act_bytes, ring_step_fraction T_dir)
 //   ulysses   T_dp + all-to-alls of q,k,v,g in, o out (forward) and do in, dq,dk,dv,dg out (backward); needs H % P == 0
 // where T_dir is the direction's share of T_dp (forward from the dp fwd rows when measured, else a third).
+//
+// The model level (one training step of `layers` blocks, each with one attention of the operator shape `layer`):
+//   step(P) = T_compute + layers x (operator(method, P) - operator(dp, P)) + allreduce(P, gradient bytes)
+// where T_compute is dp's measured step time without its gradient all-reduce (everything token-local), the middle term
+// what the method's attention adds over dp's in every block (its communication and extra local work), and the
+// all-reduce a ring all-reduce of the weight gradients (a reduce-scatter and an all-gather): 2 (P-1) steps of
+// bytes / P through the slowest link of the ring = 2 (P-1) alpha + 2 (P-1)/P bytes / beta.
 #pragma once
 
 #include <map>
@@ -60,6 +67,9 @@ struct CollectivePoint {
 // Unknown pattern: nullopt. One rank: 0 (nothing moves).
 std::optional<double> collective_time(const std::string& pattern, int world, double bytes, double block_bytes, int dv,
                                       const Link& intra, const ModelParams& p);
+// The ring all-reduce of `bytes` on P ranks (the model level's weight gradients), over `intra` inside a node and
+// `p.network` between nodes. One rank: 0.
+double allreduce_time(int world, double bytes, const Link& intra, const ModelParams& p);
 // On one link kind every pattern is linear in (alpha, 1/beta): time = a alpha + c / beta. Returns {a, c}.
 std::optional<std::pair<double, double>> collective_features(const std::string& pattern, int world, double bytes,
                                                              double block_bytes, int dv);
@@ -83,6 +93,12 @@ struct KernelFit {
   int points = 0;
   bool ok = false;
   double at(double tokens) const { return t0_s + per_token_s * tokens; }
+  // The same kernel doing `factor` times the work per token (another attention shape): both terms scale.
+  KernelFit scaled(double factor) const {
+    KernelFit k = *this;
+    k.t0_s *= factor, k.per_token_s *= factor;
+    return k;
+  }
 };
 KernelFit fit_kernel(const std::vector<std::pair<double, double>>& tokens_time_s);
 
@@ -92,6 +108,10 @@ struct OperatorShape {
   double block_bytes = 65536;  // zeco's All-Scan block
   int act_bytes = 2;           // bf16 activations on GPUs, fp32 on CPU ranks
   double state_bytes() const { return 4.0 * batch * heads * dk * dv; }
+  // The chunked GLA's work per token up to a constant factor (per head: the state products, 4 dk dv, and the
+  // intra-chunk products, chunk (dk + dv)): the ratio of two shapes' values scales a dp kernel fit from one to the
+  // other where the other was not measured.
+  double work_per_token(int chunk) const { return double(batch) * heads * (4.0 * dk * dv + double(chunk) * (dk + dv)); }
 };
 
 // Fitted links per pattern (allscan, chain, allgather, ring, alltoall) and the dp kernel (fwd_bwd and, when
@@ -109,6 +129,13 @@ struct CostModel {
   // nullopt: the method has no formula, a pattern it needs was not fitted, or the shape is impossible (ulysses with
   // H not divisible by P).
   std::optional<double> operator_time(const std::string& method, const OperatorShape& s) const;
+  // The ring all-reduce of `bytes` over the all-gather's fitted link (NCCL's ring all-gather is one half of its ring
+  // all-reduce), else the ring pattern's; nullopt when neither was fitted.
+  std::optional<double> allreduce(int world, double bytes) const;
+  // The model level's step time (the formula above) at world size layer.world; `compute_s` is T_compute and
+  // `grad_bytes` the gradients all-reduced per step. nullopt where operator_time or allreduce has no answer.
+  std::optional<double> model_step_time(const std::string& method, const OperatorShape& layer, int layers,
+                                        double grad_bytes, double compute_s) const;
 };
 
 // Methods and patterns the model has formulas for.

@@ -26,10 +26,14 @@
 namespace spb {
 
 void add_model_command(CLI::App& app, ModelOptions& o) {
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // a later flag overrides an earlier
   app.add_option("--method,-m", o.method, "SP method, a comma-separated list, or all (spbench methods lists them)");
   app.add_option("--backend", o.backend, "cpu, gpu or auto")->check(CLI::IsMember({"cpu", "gpu", "auto"}));
   app.add_option("--allscan", o.allscan, "zeco's All-Scan backend (as for spbench operator)")
       ->check(CLI::IsMember(allscan_names()));
+  app.add_option("--ranks-per-node", o.ranks_per_node,
+                 "treat every N consecutive ranks as one node (as for spbench operator)")
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("--batch,-B", o.batch, "sequences per step B");
   auto* t = app.add_option("--seq,-T", o.seq, "tokens of each whole sequence (split evenly over the ranks)");
   auto* l = app.add_option("--tokens-per-rank,-L", o.tokens_per_rank, "tokens per rank (instead of -T; default 16384)");
@@ -160,13 +164,13 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
   std::unique_ptr<TokenData> data;
   agree_on_usage_errors(boot, [&] { data = std::make_unique<TokenData>(o.data, mc.vocab, o.batch, T, o.seed); });
 
-  auto rt = make_runtime(boot, o.backend);
+  auto rt = make_runtime(boot, o.backend, o.ranks_per_node);
   Device& dev = *rt->dev;
   const bool gpu = dev.is_gpu();
   const DType act = rt->kern->act_dtype();
   const double tol = o.tolerance > 0 ? o.tolerance : gpu ? 5e-3 : 1e-5;
   std::string scan_backend;
-  agree_on_usage_errors(boot, [&] { scan_backend = resolve_allscan(o.allscan, gpu); });
+  agree_on_usage_errors(boot, [&] { scan_backend = resolve_allscan(o.allscan, gpu, rt->topo); });
   const AdamWConfig adam{o.lr, 0.9f, 0.95f, 1e-8f, o.weight_decay};
 
   // Memory: the model's own tensors plus the SP methods' chunk states (hs and dhs per block, or one block's with
@@ -185,12 +189,14 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
   const double ceiling = gemm_ceiling_tflops(dev);
   GlaModel model(*rt, mc, o.batch, L, methods.front(), sp, o.recompute, o.seed);
   const double flops_tok = model.flops_per_token();
-  const int nodes = P / boot.local_size();
 
+  // `backend` as at the operator level: what carried the attention's communication.
   auto row_for = [&](const std::string& method, const SpMethod* ran) {
-    std::string backend = !gpu ? "cpu" : method == "zeco" && is_device_allscan(scan_backend) ? scan_backend
-                                                                                                : rt->comm->name();
-    if (gpu && ran) backend = ran->comm_backend().empty() ? rt->comm->name() : ran->comm_backend();
+    const std::string plain = !gpu ? "cpu" : rt->comm->name();
+    std::string backend =
+        method == "zeco" && (is_device_allscan(scan_backend) || is_node_aware_allscan(scan_backend)) ? scan_backend
+                                                                                                      : plain;
+    if (ran) backend = ran->comm_backend().empty() ? plain : ran->comm_backend();
     ResultRow r;
     r.set("level", std::string("model")).set("method", method).set("backend", backend);
     r.set("world_size", P).set("batch", o.batch).set("heads", mc.heads).set("dk", mc.dk()).set("dv", mc.dv());
@@ -204,7 +210,7 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
     r.set("expand_v", mc.expand_v).set("mlp", mc.mlp_size()).set("steps", o.steps).set("seed", (long long)o.seed);
     r.set("recompute", std::string(o.recompute ? "attention" : "none"));
     r.set("params", (long long)model.param_count()).set("flops_per_token", flops_tok);
-    r.set("gemm_tflops", ceiling).set("nodes", nodes).set("ranks_per_node", boot.local_size());
+    r.set("gemm_tflops", ceiling).set("nodes", rt->topo.nodes).set("ranks_per_node", rt->topo.ranks_per_node);
     add_provenance(r, dev);
     return r;
   };
@@ -230,8 +236,8 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
   }
 
   if (p == 0) {
-    std::printf("# spbench model  backend %s (%s, allscan %s)  ranks %d (%d nodes)  device %s\n", o.backend.c_str(),
-                rt->comm->name().c_str(), o.allscan.c_str(), P, nodes, dev.name().c_str());
+    std::printf("# spbench model  backend %s (%s, allscan %s)  ranks %d (%s)  device %s\n", o.backend.c_str(),
+                rt->comm->name().c_str(), o.allscan.c_str(), P, rt->topo.describe().c_str(), dev.name().c_str());
     std::printf("# GLA LM: vocab %d  hidden %d  layers %d  heads %d (dk %d, dv %d)  mlp %d  gate rank %d  params %.4g M"
                 "  (%.4g M without the embedding)\n",
                 mc.vocab, mc.hidden, mc.layers, mc.heads, mc.dk(), mc.dv(), mc.mlp_size(), mc.gate_rank,

@@ -17,7 +17,7 @@ struct ModelOptions {
   int batch = 1, seq = -1, tokens_per_rank = -1;  // -1: not given (default: 16384 tokens per rank)
   int vocab = 32000, hidden = 2048, layers = 20, heads = 32, mlp = 0, gate_rank = 16;
   double expand_k = 0.5, expand_v = 1.0;
-  int blocks = 1, overlap = 0, head_groups = 0;
+  int blocks = 1, overlap = 0, head_groups = 0, ranks_per_node = 0;
   int warmup = 5, steps = 100, log_every = 10;
   uint64_t seed = 1;
   float lr = 3e-4f, weight_decay = 0.1f;

@@ -217,44 +217,46 @@ std::vector<Line> build_lines(const Context& c, const TableDef& t) {
   return lines;
 }
 
-std::string render_lines(const std::vector<Line>& lines, const std::string& ref, const std::string& value,
-                         bool with_paper = true) {
-  std::vector<std::vector<std::string>> rows;
-  for (const Line& l : lines) {
-    std::vector<std::string> r = {std::to_string(l.gpus), l.method, l.row ? num_cell(l.measured) : kNotMeasured,
-                                  l.row ? machine_of(*l.row) : "—",
-                                  std::isfinite(l.model) ? num_cell(l.model) : l.model_note};
-    if (with_paper) r.push_back(std::isfinite(l.paper) ? num_cell(l.paper) : kNotPublished);
-    r.push_back(ratio_cell(l.r_measured));
-    r.push_back(ratio_cell(l.r_model));
-    if (with_paper) r.push_back(ratio_cell(l.r_paper));
-    rows.push_back(r);
+// --- against the paper, point by point --------------------------------------------------------------------------------
+// spbench's ratio (method ÷ the table's reference) agrees with the paper's at a GPU count when their quotient lies
+// within [1/kAgreeBand, kAgreeBand]; a method agrees with the paper only where every such point does.
+constexpr double kAgreeBand = 1.25;
+std::string band_str() { return fmt("%.2f", 1 / kAgreeBand) + "-" + fmt("%.2f", kAgreeBand); }
+
+// One point of comparison: spbench's ratio at a GPU count the paper published (measured where this line was
+// measured, else the model's prediction) and the paper's.
+struct PaperPoint {
+  int gpus = 0;
+  double ours = NAN, paper = NAN;
+  bool measured = false;
+  double quotient() const { return ours / paper; }
+  bool agrees() const {  // on the quotient as printed (two decimals), so the text never contradicts itself
+    const double q = std::round(quotient() * 100) / 100;
+    return q >= std::round(100 / kAgreeBand) / 100 && q <= kAgreeBand;
   }
-  std::vector<std::string> head = {with_paper ? "GPUs" : "ranks", "method", "measured " + value,
-                                   "measured on (gpu, world size, backend, date)", "model prediction " + value};
-  if (with_paper) head.push_back("paper " + value);
-  head.push_back("÷ " + ref + ": measured");
-  head.push_back("÷ " + ref + ": model");
-  if (with_paper) head.push_back("÷ " + ref + ": paper");
-  return md_table(head, rows, with_paper ? "rlrlrrrrr" : "rlrlrrr");
+};
+std::optional<PaperPoint> paper_point(const Line& l) {
+  if (!std::isfinite(l.r_paper)) return std::nullopt;
+  if (l.row && std::isfinite(l.r_measured)) return PaperPoint{l.gpus, l.r_measured, l.r_paper, true};
+  if (std::isfinite(l.r_model)) return PaperPoint{l.gpus, l.r_model, l.r_paper, false};
+  return std::nullopt;
+}
+// The table cell: "measured 1.16x ÷ paper 1.15x = 1.01" ("model ..." where the line was not measured).
+std::string versus_cell(const Line& l, const std::string& ref) {
+  const auto p = paper_point(l);
+  if (!p || l.method == ref) return "—";
+  return std::string(p->measured ? "measured " : "model ") + ratio_cell(p->ours) + " ÷ paper " + ratio_cell(p->paper) +
+         " = " + fmt("%.2f", p->quotient());
 }
 
-void write_table_csv(const Context& c, const std::string& id, const std::vector<Line>& lines) {
-  std::ofstream f(c.tables_dir + "/" + id + ".csv");
-  f << "gpus,method,measured_ms,measured_gpu,measured_world_size,measured_backend,measured_date,model_ms,paper_ms,"
-       "ratio_measured,ratio_model,ratio_paper\n";
-  auto n = [](double v) { return std::isfinite(v) ? fmt("%.6g", v) : std::string(); };
-  for (const Line& l : lines)
-    f << l.gpus << "," << l.method << "," << n(l.measured) << "," << (l.row ? csv_field(col(*l.row, "gpu")) : "") << ","
-      << (l.row ? col(*l.row, "world_size") : "") << "," << (l.row ? col(*l.row, "backend") : "") << ","
-      << (l.row ? col(*l.row, "date") : "") << "," << n(l.model) << "," << n(l.paper) << "," << n(l.r_measured) << ","
-      << n(l.r_model) << "," << n(l.r_paper) << "\n";
-}
-
-// Where the trends of `method / ref` agree with the paper's, in words: the paper's and the model's ratio over the GPU
-// counts both have (8..256), whether each grows, and how the model's absolute times compare with the paper's.
-std::string trend_paragraph(const std::vector<Line>& lines, const TableDef& t, const ModelParams& params) {
+// Per method: the paper's, the model's and the measured ratios to the reference; then the comparison with the paper at
+// every GPU count it published (agrees only if every point is within the band), with the reason where one is known;
+// and how the model's absolute numbers compare with the paper's. `quantity` names what the table holds ("time" or
+// "throughput": for a throughput a lower ratio is the worse one).
+std::string trend_paragraph(const std::vector<Line>& lines, const TableDef& t, const ModelParams& params,
+                            const std::string& quantity = "time") {
   using Series = std::vector<std::pair<int, double>>;
+  const bool higher_better = quantity == "throughput";
   auto add = [](Series& v, int g, double x) {
     if (std::isfinite(x) && (v.empty() || v.back().first != g)) v.push_back({g, x});
   };
@@ -262,31 +264,35 @@ std::string trend_paragraph(const std::vector<Line>& lines, const TableDef& t, c
     return ratio_cell(v.front().second) + " at " + std::to_string(v.front().first) + " GPUs" +
            (v.size() > 1 ? " to " + ratio_cell(v.back().second) + " at " + std::to_string(v.back().first) : "");
   };
-  auto direction = [](const Series& v) {
-    if (v.size() < 2) return 0;
-    const double a = v.front().second, b = v.back().second;
-    return b > a * 1.05 ? 1 : b < a / 1.05 ? -1 : 0;
+  auto moves = [](const Series& v) {  // the ratio changes by more than 5% over the GPU counts
+    double lo = INFINITY, hi = 0;
+    for (auto& [g, r] : v) lo = std::min(lo, r), hi = std::max(hi, r);
+    return v.size() >= 2 && hi > lo * 1.05;
   };
-  const char* words[] = {"shrinks", "stays flat", "grows"};
   std::ostringstream s;
+  s << "spbench's ratio is compared with the paper's at every GPU count the paper published: the quotient (ours ÷ "
+       "paper) must lie within "
+    << band_str() << " at every point for \"agrees\"; ours is the measured ratio where that GPU count was measured, "
+    << "else the model's prediction (each point says which).\n\n";
   bool any = false;
   for (const std::string& m : t.methods) {
-    Series paper, model, measured, abs_ratio;  // abs_ratio: the model's time / the paper's
+    Series paper, model, measured, abs_ratio;  // abs_ratio: the model's number / the paper's
+    std::vector<PaperPoint> points;
     for (const Line& l : lines) {
       if (l.method != m) continue;
-      const bool predicted_range = l.gpus >= kPredictGpus.front();
       add(paper, l.gpus, l.r_paper);
-      if (predicted_range) add(model, l.gpus, l.r_model);
+      if (l.gpus >= kPredictGpus.front()) add(model, l.gpus, l.r_model);
       if (std::isfinite(l.r_measured)) measured.push_back({l.gpus, l.r_measured});
       add(abs_ratio, l.gpus, l.model / l.paper);
+      if (auto p = paper_point(l)) points.push_back(*p);
     }
     if (m == t.ref) {
       if (abs_ratio.empty()) continue;
       any = true;
       double lo = INFINITY, hi = 0;
       for (auto& [g, r] : abs_ratio) lo = std::min(lo, r), hi = std::max(hi, r);
-      s << "- **" << m << "** (the reference): the model's time is " << fmt("%.2f", lo) << "-" << fmt("%.2f", hi)
-        << "x the paper's over " << abs_ratio.front().first << " to " << abs_ratio.back().first
+      s << "- **" << m << "** (the reference): the model's " << quantity << " is " << fmt("%.2f", lo) << "-"
+        << fmt("%.2f", hi) << "x the paper's over " << abs_ratio.front().first << " to " << abs_ratio.back().first
         << " GPUs (the paper's H100 cluster against a model fitted on our machine).\n";
       continue;
     }
@@ -302,37 +308,47 @@ std::string trend_paragraph(const std::vector<Line>& lines, const TableDef& t, c
       parts.push_back("measured " + join(mv, ", "));
     }
     s << join(parts, "; ") << ". ";
-    Series pc, mc;  // over the GPU counts both have
-    for (auto& p : paper)
-      for (auto& q : model)
-        if (p.first == q.first) pc.push_back(p), mc.push_back(q);
-    if (pc.size() >= 2) {
-      const int dp = direction(pc), dm = direction(mc);
-      s << (dp == dm ? "The trend agrees: " : "The trend disagrees: ") << "from " << pc.front().first << " to "
-        << pc.back().first << " GPUs the ratio " << words[dp + 1] << " in the paper and " << words[dm + 1]
-        << " in the model";
-      if (dp == dm && dp != 0)
-        s << " (by " << fmt("%.2f", pc.back().second / pc.front().second) << "x and "
-          << fmt("%.2f", mc.back().second / mc.front().second) << "x)";
-      s << ". ";
-      const double last_p = pc.back().second, last_m = mc.back().second;
-      if (m == "lasp1" && last_m > 2 * last_p)
-        s << "The model follows our LASP-1, which is fully serial (a rank receives its state before it computes, "
-             "as in the official code): P x dp plus the chain. The paper's LASP-1 grows far more slowly than P x dp, "
-             "so less of its compute waits on the chain. ";
-      if ((m == "zeco" || m == "lasp2") && dm == 0 && dp > 0)
-        s << "The model hides the whole collective behind " << fmt("%g", 100 * params.overlap_fraction)
-          << "% of each pass's local compute (a parameter), so its " << m << " stays at dp; the paper's grows, so "
-          << "part of its communication (or other per-rank work) is exposed. ";
-      if (m != "lasp1" && last_m < last_p / 2)
-        s << "At " << pc.back().first << " GPUs the model's ratio is less than half the paper's. ";
-    } else if (paper.size() >= 2 && model.empty()) {
-      s << "No model prediction to compare the paper's trend with yet. ";
+    if (points.empty() && !paper.empty()) {
+      s << "No spbench ratio at a GPU count the paper published: no verdict. ";
+    } else if (!points.empty()) {
+      std::vector<std::string> pv, off;
+      bool worse = false, better = false;  // ours, where outside the band: worse or better than the paper's
+      for (const PaperPoint& p : points) {
+        pv.push_back(std::to_string(p.gpus) + " GPUs " + fmt("%.2f", p.quotient()) +
+                     (p.measured ? " (measured)" : " (model)"));
+        if (p.agrees()) continue;
+        off.push_back(std::to_string(p.gpus));
+        ((p.quotient() > 1) != higher_better ? worse : better) = true;
+      }
+      s << "Ours ÷ paper: " << join(pv, ", ") << ": ";
+      if (off.empty())
+        s << "**agrees** (every point within " << band_str() << "). ";
+      else
+        s << "**disagrees** at " << join(off, ", ") << " GPUs (outside " << band_str() << "; spbench's " << m
+          << (worse && better ? " is worse at some points and better at others" : worse ? " fares worse" : " fares better")
+          << " against " << t.ref << " than the paper's). ";
+      // Reasons, where one is known.
+      if (!off.empty()) {
+        if (m == "lasp1" && worse)
+          s << "The model follows our LASP-1, which is fully serial (a rank receives its state before it computes, as "
+               "in the official code): P x dp plus the chain. The paper's LASP-1 grows far more slowly than P x dp, so "
+               "less of its compute waits on the chain. ";
+        if ((m == "zeco" || m == "lasp2") && better && !moves(model) && moves(paper)) {
+          if (params.overlap_fraction > 0)
+            s << "The model hides the collective behind " << fmt("%g", 100 * params.overlap_fraction)
+              << "% of each pass's local compute (a parameter), so its " << m << " stays at " << t.ref << "; ";
+          else
+            s << "The model's " << m << " stays near " << t.ref << " (its collective is small against the pass on the "
+              << "fitted links); ";
+          s << "the paper's moves away from " << t.ref << ", so more of its time goes to communication or other "
+               "per-rank work than the alpha-beta links predict. ";
+        }
+      }
     }
     if (!abs_ratio.empty()) {
       double lo = INFINITY, hi = 0;
       for (auto& [g, r] : abs_ratio) lo = std::min(lo, r), hi = std::max(hi, r);
-      s << "The model's " << m << " time is " << fmt("%.2f", lo) << "-" << fmt("%.2f", hi)
+      s << "The model's " << m << " " << quantity << " is " << fmt("%.2f", lo) << "-" << fmt("%.2f", hi)
         << "x the paper's where both exist. ";
     }
     if (!measured.empty() && !paper.empty() && measured.back().first < paper.front().first)
@@ -343,6 +359,43 @@ std::string trend_paragraph(const std::vector<Line>& lines, const TableDef& t, c
   if (!any) return "No numbers to compare yet.\n";
   return s.str();
 }
+
+std::string render_lines(const std::vector<Line>& lines, const std::string& ref, const std::string& value,
+                         bool with_paper = true) {
+  std::vector<std::vector<std::string>> rows;
+  for (const Line& l : lines) {
+    std::vector<std::string> r = {std::to_string(l.gpus), l.method, l.row ? num_cell(l.measured) : kNotMeasured,
+                                  l.row ? machine_of(*l.row) : "—",
+                                  std::isfinite(l.model) ? num_cell(l.model) : l.model_note};
+    if (with_paper) r.push_back(std::isfinite(l.paper) ? num_cell(l.paper) : kNotPublished);
+    r.push_back(ratio_cell(l.r_measured));
+    r.push_back(ratio_cell(l.r_model));
+    if (with_paper) r.push_back(ratio_cell(l.r_paper));
+    if (with_paper) r.push_back(versus_cell(l, ref));
+    rows.push_back(r);
+  }
+  std::vector<std::string> head = {with_paper ? "GPUs" : "ranks", "method", "measured " + value,
+                                   "measured on (gpu, world size, backend, date)", "model prediction " + value};
+  if (with_paper) head.push_back("paper " + value);
+  head.push_back("÷ " + ref + ": measured");
+  head.push_back("÷ " + ref + ": model");
+  if (with_paper) head.push_back("÷ " + ref + ": paper");
+  if (with_paper) head.push_back("ours ÷ paper (ratios)");
+  return md_table(head, rows, with_paper ? "rlrlrrrrrl" : "rlrlrrr");
+}
+
+void write_table_csv(const Context& c, const std::string& id, const std::vector<Line>& lines) {
+  std::ofstream f(c.tables_dir + "/" + id + ".csv");
+  f << "gpus,method,measured_ms,measured_gpu,measured_world_size,measured_backend,measured_date,model_ms,paper_ms,"
+       "ratio_measured,ratio_model,ratio_paper\n";
+  auto n = [](double v) { return std::isfinite(v) ? fmt("%.6g", v) : std::string(); };
+  for (const Line& l : lines)
+    f << l.gpus << "," << l.method << "," << n(l.measured) << "," << (l.row ? csv_field(col(*l.row, "gpu")) : "") << ","
+      << (l.row ? col(*l.row, "world_size") : "") << "," << (l.row ? col(*l.row, "backend") : "") << ","
+      << (l.row ? col(*l.row, "date") : "") << "," << n(l.model) << "," << n(l.paper) << "," << n(l.r_measured) << ","
+      << n(l.r_model) << "," << n(l.r_paper) << "\n";
+}
+
 
 // --- the cost model's predictions for the GPU tables ------------------------------------------------------------------
 std::pair<double, std::string> no_fit(const Context& c, const char* what) {
@@ -1064,59 +1117,7 @@ std::string gpu_table(Context& c, const TableDef& t, const std::string& heading,
     return s.str();
   }
   s << render_lines(lines, t.ref, value) << "\n";
-  s << "Trends against the paper:\n\n" << trend_paragraph(lines, t, c.params) << "\n";
-  return s.str();
-}
-
-std::string section_model_level(const Context& c, long long L, const std::string& table) {
-  std::ostringstream s;
-  s << "## Table " << table << ": model-level training throughput, " << L << " tokens per GPU\n\n"
-    << "GLA-1B training (H=32, 20 layers, hidden 2048), tokens per second per GPU; ratios are method ÷ dp "
-       "(higher is better; dp is the ideal).\n\n";
-  auto keep = [&](const Row& r) {
-    return col(r, "level") == "model" && !is_cpu_row(r) && is(r, "tokens_per_rank", double(L)) &&
-           num(r, "tokens_per_s_per_gpu") > 0;
-  };
-  auto key = [](const Row& r) { return col(r, "method") + "|" + col(r, "world_size") + "|" + col(r, "gpu") + "|" + col(r, "backend"); };
-  const auto measured = newest_by(c.res.rows, keep, key);
-  if (measured.empty()) s << "**Not measured yet**: results/ holds no rows of level `model` at this setting.\n\n";
-  std::set<int> gpus;
-  std::set<std::string> names;
-  for (auto& v : c.paper)
-    if (v.level == "model" && v.seq_per_gpu == L) gpus.insert(v.gpus), names.insert(v.method);
-  for (auto& [k, r] : measured) gpus.insert(inum(*r, "world_size")), names.insert(col(*r, "method"));
-  if (gpus.empty()) {
-    s << "The paper's numbers at this setting are " << kNotPublished << ".\n\n";
-    return s.str();
-  }
-  const auto methods = ordered(names, {"dp", "zeco", "lasp2", "lasp1"});
-  std::vector<std::vector<std::string>> rows;
-  for (int P : gpus) {
-    const double paper_dp = paper_value(c.paper, "model", P, L, "dp");
-    for (auto& m : methods) {
-      const double pv = paper_value(c.paper, "model", P, L, m);
-      std::vector<const Row*> mine;
-      for (auto& [k, r] : measured)
-        if (col(*r, "method") == m && inum(*r, "world_size") == P) mine.push_back(r);
-      if (mine.empty()) mine.push_back(nullptr);
-      for (const Row* r : mine) {
-        double r_meas = NAN;
-        if (r)
-          for (auto& [k, d] : measured)
-            if (col(*d, "method") == "dp" && col(*d, "world_size") == col(*r, "world_size") && col(*d, "gpu") == col(*r, "gpu"))
-              r_meas = num(*r, "tokens_per_s_per_gpu") / num(*d, "tokens_per_s_per_gpu");
-        if (!r && !std::isfinite(pv)) continue;
-        rows.push_back({std::to_string(P), m, r ? num_cell(num(*r, "tokens_per_s_per_gpu")) : kNotMeasured,
-                        r ? machine_of(*r) : "—", std::isfinite(pv) ? num_cell(pv) : kNotPublished,
-                        ratio_cell(r_meas), ratio_cell(pv / paper_dp)});
-      }
-    }
-  }
-  s << md_table({"GPUs", "method", "measured (tokens/s/GPU)", "measured on (gpu, world size, backend, date)",
-                 "paper (tokens/s/GPU)", "÷ dp: measured", "÷ dp: paper"},
-                rows, "rlrlrrr")
-    << "\n";
-  s << "No model prediction at this level: the cost model covers the collective and operator levels.\n\n";
+  s << "Against the paper:\n\n" << trend_paragraph(lines, t, c.params) << "\n";
   return s.str();
 }
 
@@ -1140,6 +1141,310 @@ std::string fits_table(const MachineFit& f) {
   return md_table({"pattern", "backend", "points", "alpha (us)", "beta (GB/s)", "RMS residual of the fit",
                    "hold-out error, median / max"},
                   rows, "llrrrrr");
+}
+
+// --- the model level (Tables 5 and 6) ---------------------------------------------------------------------------------
+// The cost model carried to the model level at one tokens-per-GPU (cost_model.h: step(P) = T_compute + layers x the
+// attention's excess over dp + the gradient all-reduce): what the prediction rests on, or why there is none.
+struct ModelLevelFit {
+  std::string why;          // not empty: no prediction, and why
+  const Row* dp = nullptr;  // the dp row T_compute comes from
+  CostModel cm;             // the links of the reference GPU and the dp kernel at the per-layer shape
+  OperatorShape layer;      // one block's attention (world set per prediction)
+  int layers = 0;
+  double grad_bytes = 0, allreduce_dp_s = 0, compute_s = 0, tokens_per_step = 0;
+  std::string kernel_basis;  // where the per-layer dp kernel time comes from
+  // tokens/s per GPU, or NaN with the reason.
+  std::pair<double, std::string> predict(const std::string& method, int P) const {
+    if (!why.empty()) return {NAN, why};
+    if (std::find(model_methods().begin(), model_methods().end(), method) == model_methods().end())
+      return {NAN, "no formula"};
+    OperatorShape s = layer;
+    s.world = P;
+    if (method == "ulysses" && s.heads % P != 0)
+      return {NAN, "n/a (H=" + std::to_string(s.heads) + " not divisible by P)"};
+    auto t = cm.model_step_time(method, s, layers, grad_bytes, compute_s);
+    if (!t) return {NAN, "no fit (a pattern it needs was not measured)"};
+    return {tokens_per_step / *t, ""};
+  }
+};
+
+double tokens_per_s(const Row& r) { return num(r, "tokens_per_s_per_gpu"); }
+
+ModelLevelFit fit_model_level(const Context& c, long long L) {
+  ModelLevelFit f;
+  if (!c.gpu_fit) {
+    f.why = no_fit(c, "").second;
+    return f;
+  }
+  // T_compute from dp's step: the paper's configuration first, then the fewest ranks (the least all-reduce), then the
+  // newest row.
+  for (const Row* r : model_rows_shown(c.res.rows, L, false)) {
+    if (col(*r, "method") != "dp") continue;
+    if (!f.dp || std::make_tuple(paper_model_config(*r), -lnum(*r, "world_size"), col(*r, "date")) >
+                     std::make_tuple(paper_model_config(*f.dp), -lnum(*f.dp, "world_size"), col(*f.dp, "date")))
+      f.dp = r;
+  }
+  if (!f.dp) {
+    f.why = "no fit (no dp row at " + std::to_string(L) + " tokens per GPU)";
+    return f;
+  }
+  const Row& dp = *f.dp;
+  OperatorShape& s = f.layer;
+  s.batch = inum(dp, "batch"), s.heads = inum(dp, "heads"), s.dk = inum(dp, "dk"), s.dv = inum(dp, "dv");
+  s.tokens_per_rank = L, s.act_bytes = col(dp, "dtype") == "fp32" ? 4 : 2;
+  s.block_bytes = 4.0 * kPaperBlockElems;
+  for (const Row* r : model_rows_shown(c.res.rows, L, false))  // zeco's block as measured at this configuration
+    if (col(*r, "method") == "zeco" && model_config_key(*r) == model_config_key(dp) && num(*r, "block_elems") > 0)
+      s.block_bytes = 4 * num(*r, "block_elems");
+  f.layers = inum(dp, "layers");
+  f.grad_bytes = 4 * num(dp, "params");
+  f.tokens_per_step = double(s.batch) * double(L);
+  if (!(f.grad_bytes > 0) || f.layers < 1 || s.heads < 1 || s.dk < 1 || s.dv < 1 || s.batch < 1) {
+    f.why = "no fit (the dp row lacks params, layers or its shape)";
+    return f;
+  }
+  f.cm = c.gpu_fit->model_for(c.res.rows, s.batch, s.heads, s.dk, s.dv, col(dp, "dtype"));
+  if (f.cm.fwd_bwd.ok) {
+    f.kernel_basis = "fitted to the dp operator rows at this shape";
+  } else {
+    // Not measured at the per-layer shape: the operator tables' dp kernel, scaled by the attention's work per token.
+    const CostModel ref = c.gpu_fit->model_for(c.res.rows, 1, 16, 128, 128, "bf16");
+    if (!ref.fwd_bwd.ok) {
+      f.why = "no fit (no dp operator rows to time the attention)";
+      return f;
+    }
+    OperatorShape ref_shape;
+    ref_shape.batch = 1, ref_shape.heads = 16, ref_shape.dk = 128, ref_shape.dv = 128;
+    const int chunk = lnum(dp, "chunk") > 0 ? inum(dp, "chunk") : 64;
+    const double factor = s.work_per_token(chunk) / ref_shape.work_per_token(chunk);
+    f.cm.fwd_bwd = ref.fwd_bwd.scaled(factor);
+    if (ref.fwd.ok) f.cm.fwd = ref.fwd.scaled(factor);
+    f.cm.local_overhead = ref.local_overhead;
+    f.kernel_basis = "the operator tables' dp kernel (H=16, dk=dv=128, bf16) scaled by the attention's work per token "
+                     "(B H (4 dk dv + chunk (dk + dv)), chunk " + std::to_string(chunk) + "): x" + fmt("%.3g", factor);
+  }
+  const int P0 = inum(dp, "world_size");
+  auto ar = f.cm.allreduce(P0, f.grad_bytes);
+  if (!ar) {
+    f.why = "no fit (no all-gather or ring rows for the all-reduce's link)";
+    return f;
+  }
+  f.allreduce_dp_s = *ar;
+  f.compute_s = ms(dp) * 1e-3 - *ar;
+  if (!(f.compute_s > 0)) f.why = "no fit (dp's step is shorter than the modelled all-reduce)";
+  return f;
+}
+
+// The lines of Table 5 or 6 (or of a CPU-rank model table: `cpu`, no paper, no prediction): per GPU count and method,
+// the row shown, the prediction, the paper's number, and each one's share of dp's throughput.
+std::vector<Line> model_lines(const Context& c, long long L, bool cpu, const ModelLevelFit& fit,
+                              const std::string& config = "") {
+  std::vector<const Row*> shown;
+  if (config.empty()) {
+    shown = model_rows_shown(c.res.rows, L, cpu);
+  } else {  // one configuration's table: its newest row per method, world size and backend
+    auto keep = [&](const Row& r) {
+      return col(r, "level") == "model" && is_cpu_row(r) && lnum(r, "tokens_per_rank") == L &&
+             tokens_per_s(r) > 0 && model_config_key(r) == config;
+    };
+    auto key = [](const Row& r) { return col(r, "method") + "|" + col(r, "world_size") + "|" + col(r, "backend"); };
+    for (auto& [k, r] : newest_by(c.res.rows, keep, key)) shown.push_back(r);
+  }
+  const auto methods = operator_methods(c);  // the model's methods, the registered ones and any measured
+  std::set<int> gpus;
+  for (const Row* r : shown) gpus.insert(inum(*r, "world_size"));
+  if (!cpu) {
+    for (auto& v : c.paper)
+      if (v.level == "model" && v.seq_per_gpu == L) gpus.insert(v.gpus);
+    if (fit.why.empty()) gpus.insert(kPredictGpus.begin(), kPredictGpus.end());
+  }
+  std::vector<Line> lines;
+  for (int P : gpus) {
+    const double paper_dp = cpu ? NAN : paper_value(c.paper, "model", P, L, "dp");
+    const double model_dp = cpu ? NAN : fit.predict("dp", P).first;
+    bool paper_row = false;
+    for (auto& m : methods) paper_row |= !cpu && std::isfinite(paper_value(c.paper, "model", P, L, m));
+    for (auto& m : methods) {
+      Line base;
+      base.gpus = P, base.method = m;
+      base.paper = cpu ? NAN : paper_value(c.paper, "model", P, L, m);
+      if (!cpu) std::tie(base.model, base.model_note) = fit.predict(m, P);
+      base.r_paper = base.paper / paper_dp;
+      base.r_model = base.model / model_dp;
+      std::vector<Line> mine;
+      for (const Row* r : shown)
+        if (col(*r, "method") == m && inum(*r, "world_size") == P) {
+          Line l = base;
+          l.row = r, l.measured = tokens_per_s(*r);
+          const Row* d = model_dp_row(c.res.rows, *r);
+          l.r_measured = d ? l.measured / tokens_per_s(*d) : NAN;
+          mine.push_back(l);
+        }
+      // Unmeasured lines where there is something to say: a prediction (or why there is none, once a fit exists), or
+      // a GPU count the paper published.
+      const bool said = std::isfinite(base.model) || (fit.why.empty() && !base.model_note.empty());
+      if (mine.empty() && !cpu && (said || std::isfinite(base.paper) || paper_row)) mine.push_back(base);
+      lines.insert(lines.end(), mine.begin(), mine.end());
+    }
+  }
+  return lines;
+}
+
+void write_model_table_csv(const Context& c, const std::string& id, const std::vector<Line>& lines) {
+  std::ofstream f(c.tables_dir + "/" + id + ".csv");
+  f << "gpus,method,measured_tokens_per_s_per_gpu,measured_gpu,measured_world_size,measured_backend,measured_date,"
+       "measured_config,model_tokens_per_s_per_gpu,paper_tokens_per_s_per_gpu,ratio_measured,ratio_model,ratio_paper\n";
+  auto n = [](double v) { return std::isfinite(v) ? fmt("%.6g", v) : std::string(); };
+  for (const Line& l : lines)
+    f << l.gpus << "," << l.method << "," << n(l.measured) << "," << (l.row ? csv_field(col(*l.row, "gpu")) : "") << ","
+      << (l.row ? col(*l.row, "world_size") : "") << "," << (l.row ? col(*l.row, "backend") : "") << ","
+      << (l.row ? col(*l.row, "date") : "") << "," << (l.row ? csv_field(model_config_str(*l.row)) : "") << ","
+      << n(l.model) << "," << n(l.paper) << "," << n(l.r_measured) << "," << n(l.r_model) << "," << n(l.r_paper)
+      << "\n";
+}
+
+Figure plot_model_throughput(Context& c, long long L, const ModelLevelFit& fit, const std::vector<Line>& lines) {
+  std::map<std::string, PlotSeries> series;
+  const auto methods = operator_methods(c);
+  for (const Line& l : lines) {
+    if (!l.row) continue;
+    const std::string title = series_label(l.method, *l.row);
+    PlotSeries& s = series[order_key(methods, l.method, title)];
+    s.title = title;
+    s.style = series_style(SeriesKind::measured, method_colour(l.method), backend_point(col(*l.row, "backend")));
+    s.rows.push_back({double(l.gpus), l.measured});
+  }
+  PlotSpec p;
+  p.name = "model_throughput_L" + std::to_string(L);
+  p.title = "Model-level training throughput vs GPUs (GLA LM, " + std::to_string(L) + " tokens per GPU)";
+  p.xlabel = "GPUs";
+  p.ylabel = "throughput per GPU (tokens/s)";
+  p.logx = true;
+  p.extra = "set yrange [0:*]\nset format y \"%.1s%c\"\n";
+  for (auto& [k, s] : series) p.series.push_back(s);
+  if (fit.why.empty())
+    for (const std::string& m : methods) {
+      PlotSeries s;
+      s.title = m + " model prediction";
+      s.style = series_style(SeriesKind::model, method_colour(m));
+      std::vector<int> ps = {1};
+      for (int P : model_gpus(false, 0)) ps.push_back(P);
+      for (int P : ps) {
+        const double v = fit.predict(m, P).first;
+        if (std::isfinite(v)) s.rows.push_back({double(P), v});
+      }
+      if (s.rows.size() >= 2) p.series.push_back(s);  // a line needs two points
+    }
+  for (const std::string& m : methods) {
+    PlotSeries s;
+    s.title = "paper " + m + " (H100)";
+    s.style = series_style(SeriesKind::paper, method_colour(m));
+    for (int P : kPredictGpus) {
+      const double v = paper_value(c.paper, "model", P, L, m);
+      if (std::isfinite(v)) s.rows.push_back({double(P), v});
+    }
+    if (!s.rows.empty()) p.series.push_back(s);
+  }
+  return draw(c, p,
+              "Training throughput per GPU against GPUs, " + std::to_string(L) +
+                  " tokens per GPU: measured (solid), the cost model carried to the model level (dashed, a model "
+                  "prediction), the paper's model table (circles).",
+              "no GPU model rows at " + std::to_string(L) + " tokens per GPU yet");
+}
+
+std::string section_model_level(Context& c, long long L, const std::string& table) {
+  std::ostringstream s;
+  s << "## Table " << table << ": model-level training throughput, " << L << " tokens per GPU\n\n"
+    << "GLA language-model training (`spbench model`; the paper's GLA-1B: H=32, 20 layers, hidden 2048), one step = "
+       "forward + backward + gradient all-reduce + AdamW; tokens per second per GPU. Each measured row is the newest of "
+       "its method, world size, GPU and backend, at the paper's configuration where one was measured (its "
+       "configuration is in the table). Ratios are method ÷ dp at the same world size (for measured rows: dp's row of "
+       "the same machine and configuration; higher is better, dp is the ideal).\n\n";
+  const ModelLevelFit fit = fit_model_level(c, L);
+  const auto lines = model_lines(c, L, false, fit);
+  write_model_table_csv(c, table == "5" ? "table5" : "table6", lines);
+  bool measured = false;
+  for (const Line& l : lines) measured |= l.row != nullptr;
+  if (!measured) s << "**Not measured yet**: results/ holds no GPU rows of level `model` at this setting.\n\n";
+  if (lines.empty()) {
+    s << "The paper's numbers at this setting are " << kNotPublished << ", and there is no model prediction.\n\n";
+  } else {
+    std::vector<std::vector<std::string>> rows;
+    for (const Line& l : lines)
+      rows.push_back({std::to_string(l.gpus), l.method, l.row ? num_cell(l.measured) : kNotMeasured,
+                      l.row ? model_config_str(*l.row) : "—", l.row ? machine_of(*l.row) : "—",
+                      std::isfinite(l.model) ? num_cell(l.model) : fit.why.empty() ? l.model_note : "—",
+                      std::isfinite(l.paper) ? num_cell(l.paper) : kNotPublished, ratio_cell(l.r_measured),
+                      ratio_cell(l.r_model), ratio_cell(l.r_paper), versus_cell(l, "dp")});
+    s << md_table({"GPUs", "method", "measured (tokens/s/GPU)", "configuration",
+                   "measured on (gpu, world size, backend, date)", "model prediction (tokens/s/GPU)",
+                   "paper (tokens/s/GPU)", "÷ dp: measured", "÷ dp: model", "÷ dp: paper", "ours ÷ paper (ratios)"},
+                  rows, "rlrllrrrrrl")
+      << "\n";
+    TableDef t;
+    t.ref = "dp";
+    for (const Line& l : lines)
+      if (std::find(t.methods.begin(), t.methods.end(), l.method) == t.methods.end()) t.methods.push_back(l.method);
+    s << "Against the paper:\n\n" << trend_paragraph(lines, t, c.params, "throughput") << "\n";
+  }
+  s << "**Model prediction** (the cost model carried to the model level, not a measurement): step time(P) = dp's "
+       "measured step time, less its own modelled gradient all-reduce (T_compute: every token-local part of the step) "
+       "+ layers x (the operator-level cost model's time of the method's attention forward + backward at P at the "
+       "model's per-layer shape, less dp's: its exposed communication and extra local work) + the gradient all-reduce "
+       "at P (a ring all-reduce of 4 x params bytes of fp32 gradients: 2 (P-1)/P x bytes / bandwidth + 2 (P-1) x "
+       "latency, over NVLink inside a node of "
+    << c.params.gpus_per_node << " and the network beyond); throughput = B x tokens per GPU / step time. ";
+  if (!fit.why.empty()) {
+    s << "Not predicted here: " << fit.why << ".\n\n";
+  } else {
+    const Row& dp = *fit.dp;
+    s << "Here: dp's step " << num_cell(ms(dp)) << " ms on " << machine_of(dp) << " (" << model_config_str(dp)
+      << "), of which the modelled all-reduce of " << num_cell(fit.grad_bytes / 1048576) << " MiB is "
+      << num_cell(fit.allreduce_dp_s * 1e3) << " ms, so T_compute = " << num_cell(fit.compute_s * 1e3) << " ms; "
+      << fit.layers << " layers of attention at B=" << fit.layer.batch << ", H=" << fit.layer.heads
+      << ", dk=" << fit.layer.dk << ", dv=" << fit.layer.dv << " (zeco's All-Scan block "
+      << int_str(fit.layer.block_bytes / 4) << " elements), the dp kernel time " << fit.kernel_basis
+      << "; the links fitted on " << c.ref_gpu << " (the cost model section), the network "
+      << link_str(c.params.network) << " (a parameter, not measured).\n\n";
+  }
+  if (!lines.empty()) s << figure_md(plot_model_throughput(c, L, fit, lines)) << "\n";
+  return s.str();
+}
+
+// The CPU-rank model rows: a table per (configuration, tokens per rank), with the last step's loss (equal losses
+// across world sizes and methods are the SP equivalence that the model level's tests check).
+std::string section_cpu_model(const Context& c) {
+  std::set<std::pair<std::string, long long>> configs;
+  std::map<std::string, const Row*> example;
+  for (auto& r : c.res.rows)
+    if (col(r, "level") == "model" && is_cpu_row(r) && tokens_per_s(r) > 0) {
+      configs.insert({model_config_key(r), lnum(r, "tokens_per_rank")});
+      example[model_config_key(r)] = &r;
+    }
+  std::ostringstream s;
+  std::set<std::string> ids;
+  for (auto& [config, L] : configs) {
+    const auto lines = model_lines(c, L, true, ModelLevelFit{}, config);
+    s << "### Model-level training, " << model_config_str(*example[config]) << ", " << L << " tokens per rank\n\n"
+      << "Tokens per second per rank of one training step (`spbench model` on CPU ranks), and the last step's loss: "
+         "every method and world size trains the same model on the same tokens, so a correct SP method ends with dp's "
+         "loss (the SP equivalence). No model prediction at this level on CPU ranks.\n\n";
+    std::vector<std::vector<std::string>> rows;
+    for (const Line& l : lines)
+      rows.push_back({std::to_string(l.gpus), l.method, num_cell(l.measured), machine_of(*l.row),
+                      num_cell(num(*l.row, "loss")), ratio_cell(l.r_measured)});
+    s << md_table({"ranks", "method", "measured (tokens/s per rank)", "measured on (gpu, world size, backend, date)",
+                   "loss (last step)", "÷ dp: measured"},
+                  rows, "rlrlrr")
+      << "\n";
+    const Row& e = *example[config];
+    std::string id = "cpu_model_B" + col(e, "batch") + "_H" + col(e, "heads") + "_hidden" + col(e, "hidden") +
+                     "_layers" + col(e, "layers") + "_L" + std::to_string(L);
+    if (!ids.insert(id).second) id += "_" + std::to_string(ids.size());
+    write_model_table_csv(c, id, lines);
+  }
+  return s.str();
 }
 
 std::string section_cost_model(const Context& c) {
@@ -1237,6 +1542,7 @@ std::string section_cpu(Context& c, const std::vector<Figure>& figs) {
     write_table_csv(c, t.id, lines);
     s << render_lines(lines, t.ref, "(ms)", false) << "\n";
   }
+  s << section_cpu_model(c);
   // Collective: the paper's size where measured, else the largest size measured at two world sizes or more.
   std::map<double, std::set<int>> worlds_at;
   for (auto& r : c.res.rows)
@@ -1329,7 +1635,8 @@ int run_report(const ReportOptions& o) {
   std::ostringstream md;
   md << "# spbench report: ZeCO's Tables 2-6, measured, modelled and published\n\n"
      << "Generated by `spbench report` from `results/*.csv` and the paper's published numbers "
-        "(`../shared/paper/paper_tables.csv`, transcribed from a secondary summary of the paper). Do not edit by hand: "
+        "([`paper/paper_tables.csv`](paper/paper_tables.csv), transcribed from a secondary summary of the paper; "
+        "[`paper/README.md`](paper/README.md) says where each number comes from and how sure it is). Do not edit by hand: "
         "regenerate with `build/spbench report`; `scripts/check_report.sh` (ctest `report.drift`) fails when this "
         "directory no longer matches what results/ gives.\n\n"
      << "What each number is:\n\n"

@@ -15,7 +15,7 @@ namespace spb {
 
 struct ReportOptions {
   std::string results = "results";                      // directory of result CSVs
-  std::string paper = "../shared/paper/paper_tables.csv";  // the paper's published numbers
+  std::string paper = "report/paper/paper_tables.csv";  // the paper's published numbers (see its README)
   std::string out = "report";                           // where the report goes
   bool plots = true;                                    // run gnuplot (the .gp and .dat files are written anyway)
   // The cost model's parameters that are not fitted (harness/cost_model.h).

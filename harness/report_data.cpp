@@ -252,6 +252,70 @@ CostModel MachineFit::model_for(const std::vector<Row>& rows, int batch, int hea
   return cm;
 }
 
+namespace {
+
+bool model_row(const Row& r, long long L, bool cpu) {
+  return col(r, "level") == "model" && is_cpu_row(r) == cpu && lnum(r, "tokens_per_rank") == L &&
+         num(r, "tokens_per_s_per_gpu") > 0 && (col(r, "pass").empty() || col(r, "pass") == "step");
+}
+
+// `b` is preferred over `a`: the paper's configuration first, then the newer date (the later row on a tie).
+bool model_row_better(const Row& a, const Row& b) {
+  const bool pa = paper_model_config(a), pb = paper_model_config(b);
+  if (pa != pb) return pb;
+  return col(a, "date") <= col(b, "date");
+}
+
+}  // namespace
+
+bool paper_model_config(const Row& r) {
+  return lnum(r, "heads") == 32 && lnum(r, "hidden") == 2048 && lnum(r, "layers") == 20;
+}
+
+std::string model_config_key(const Row& r) {
+  std::string k;
+  for (const char* c : {"batch", "heads", "dk", "dv", "hidden", "layers", "vocab", "expand_k", "expand_v", "mlp",
+                        "dtype", "recompute"})
+    k += col(r, c) + "|";
+  return k;
+}
+
+std::string model_config_str(const Row& r) {
+  const std::string& rc = col(r, "recompute");
+  return "H=" + col(r, "heads") + " (dk " + col(r, "dk") + ", dv " + col(r, "dv") + "), hidden " + col(r, "hidden") +
+         ", " + col(r, "layers") + " layers, vocab " + col(r, "vocab") + ", mlp " + col(r, "mlp") + ", B=" +
+         col(r, "batch") + ", " + col(r, "dtype") + (rc.empty() || rc == "none" ? "" : ", recompute " + rc);
+}
+
+std::vector<const Row*> model_rows_shown(const std::vector<Row>& rows, long long L, bool cpu) {
+  std::map<std::string, const Row*> best;
+  for (const Row& r : rows) {
+    if (!model_row(r, L, cpu)) continue;
+    const Row*& slot =
+        best[col(r, "method") + "|" + col(r, "world_size") + "|" + col(r, "gpu") + "|" + col(r, "backend")];
+    if (!slot || model_row_better(*slot, r)) slot = &r;
+  }
+  std::vector<const Row*> out;
+  for (auto& [k, r] : best) out.push_back(r);
+  return out;
+}
+
+const Row* model_dp_row(const std::vector<Row>& rows, const Row& r) {
+  const Row* same_code = nullptr;
+  const Row* newest = nullptr;
+  const std::string config = model_config_key(r);
+  for (const Row& d : rows) {
+    if (col(d, "method") != "dp" || !model_row(d, lnum(r, "tokens_per_rank"), is_cpu_row(r)) ||
+        col(d, "gpu") != col(r, "gpu") || lnum(d, "world_size") != lnum(r, "world_size") ||
+        model_config_key(d) != config)
+      continue;
+    if (!newest || col(*newest, "date") <= col(d, "date")) newest = &d;
+    if (col(d, "git_sha") == col(r, "git_sha") && (!same_code || col(*same_code, "date") <= col(d, "date")))
+      same_code = &d;
+  }
+  return same_code ? same_code : newest;
+}
+
 std::string reference_gpu(const std::vector<Row>& rows) {
   std::map<std::string, std::pair<int, int>> count;  // gpu -> (collective rows, rows)
   for (const Row& r : rows) {

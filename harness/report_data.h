@@ -81,6 +81,21 @@ struct MachineFit {
 };
 MachineFit fit_machine(const std::vector<Row>& rows, const std::string& gpu, const ModelParams& params);
 
+// --- the model level (Tables 5 and 6) ---
+// A model row at the paper's configuration: H = 32 heads, hidden 2048, 20 layers.
+bool paper_model_config(const Row& r);
+// What a model row's throughput depends on besides its method, world size, machine and code: batch, heads, dk, dv,
+// hidden, layers, vocab, expand_k, expand_v, mlp, dtype, recompute (a key, and the same in words).
+std::string model_config_key(const Row& r);
+std::string model_config_str(const Row& r);
+// The model rows a table shows at `tokens_per_rank` (CPU ranks or not): one per (method, world size, gpu, backend),
+// a row at the paper's configuration where the group has one, and of those the newest (by date; a later file or row
+// wins a tie).
+std::vector<const Row*> model_rows_shown(const std::vector<Row>& rows, long long tokens_per_rank, bool cpu);
+// The dp row that `r`'s share of dp compares with: the same gpu, world size, tokens per rank and configuration; of
+// the same code (git_sha) where there is one, else the newest. nullptr when dp was not measured there.
+const Row* model_dp_row(const std::vector<Row>& rows, const Row& r);
+
 // The GPU machine whose rows the GPU predictions are fitted on: the one with the most collective rows (then most rows,
 // then name). "" when no GPU rows exist.
 std::string reference_gpu(const std::vector<Row>& rows);

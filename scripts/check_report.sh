@@ -5,14 +5,16 @@
 #     the data they are drawn from), and no text file may be missing or extra on either side;
 #   - the images (plots/*.png, plots/*.svg) are not compared byte for byte: gnuplot and cairo builds differ in how they
 #     encode the same drawing. Only their names must match, so a plot that appeared or vanished is still caught.
-# Usage: scripts/check_report.sh [SPBENCH]   (default: build/spbench; the paper CSV: ../shared/paper/paper_tables.csv
-# beside the repository, or SPB_PAPER_CSV). On drift it prints the diff and how to regenerate, and exits 1.
+#   - report/paper/ is the paper's published numbers, an input kept by hand (its README says where they come from):
+#     the report is generated from it, and it is not compared.
+# Usage: scripts/check_report.sh [SPBENCH]   (default: build/spbench). On drift it prints the diff and how to
+# regenerate, and exits 1.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 spbench=${1:-$root/build/spbench}
-paper=${SPB_PAPER_CSV:-$root/../shared/paper/paper_tables.csv}
+paper=$root/report/paper/paper_tables.csv
 [ -x "$spbench" ] || { echo "check_report: no spbench at $spbench (build first, or pass its path)"; exit 2; }
-[ -f "$paper" ] || { echo "check_report: the paper's numbers are missing: $paper (shared/ must sit beside the repo)"; exit 2; }
+[ -f "$paper" ] || { echo "check_report: the paper's numbers are missing: $paper (report/paper/ is committed with the repository)"; exit 2; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 results=$root/results
@@ -29,12 +31,12 @@ if [ ! -d "$root/report" ]; then
   echo "check_report: report/ is missing; $regen"; exit 1
 fi
 status=0
-if ! diff -r -u -x '*.png' -x '*.svg' "$root/report" "$tmp/report" >"$tmp/diff"; then
+if ! diff -r -u -x '*.png' -x '*.svg' -x paper "$root/report" "$tmp/report" >"$tmp/diff"; then
   head -200 "$tmp/diff"
   echo "check_report: report/ has drifted from results/ (text files differ above); $regen"
   status=1
 fi
-images() { (cd "$1" && find . -type f \( -name '*.png' -o -name '*.svg' \) | LC_ALL=C sort); }
+images() { (cd "$1" && find . -path ./paper -prune -o -type f \( -name '*.png' -o -name '*.svg' \) -print | LC_ALL=C sort); }
 if [ ${#plots[@]} -eq 0 ] && ! diff -u <(images "$root/report") <(images "$tmp/report"); then
   echo "check_report: report/ has other plot images than results/ gives (names above); $regen"
   status=1

@@ -39,8 +39,24 @@ spb_cli_error(npy_not_divisible 4 "--seq/-T: 90 tokens is not divisible by the w
               --inputs ${SPB_FIXTURES}/good)
 spb_cli_error(unknown_backend 1 "--backend: tpu not in" --backend tpu)
 spb_cli_error(allscan_device_on_cpu 2 "--allscan device: needs --backend gpu" -m zeco --allscan device)
-spb_cli_error(allscan_unknown 2 "--allscan: device-ll8 not in \\{host,device,device-flag,device-ll,device-ll16,auto\\}" -m zeco
-              --allscan device-ll8)
+spb_cli_error(allscan_unknown 2
+              "--allscan: device-ll8 not in \\{host,host-hier,host-logdepth,device,device-flag,device-ll,device-ll16,auto\\}"
+              -m zeco --allscan device-ll8)
+# Nodes (issue 26): --ranks-per-node, and SPB_RANKS_PER_NODE where the flag is not given, must be >= 1 and divide the
+# world; a results file of the layout before the nodes columns is refused, naming it.
+spb_cli_error(ranks_per_node_not_dividing 3 "--ranks-per-node 2: does not divide the world size 3" -m zeco
+              --ranks-per-node 2)
+spb_cli_error(ranks_per_node_zero 2 "--ranks-per-node: Value 0 not in range 1" --ranks-per-node 0)
+add_test(NAME cli.error.ranks_per_node_env
+         COMMAND ${SPB_EXPECT_ERROR} "SPB_RANKS_PER_NODE=3: does not divide the world size 2" env SPB_RANKS_PER_NODE=3
+                 ${SPB_MPIEXEC} 2 ${SPB_MPI_FLAGS} $<TARGET_FILE:spbench> operator --backend cpu -w 0 -n 1)
+set_tests_properties(cli.error.ranks_per_node_env PROPERTIES TIMEOUT 150)
+add_test(NAME cli.error.csv_without_node_columns
+         COMMAND sh -c "printf 'level,method,backend\\n' > ${CMAKE_CURRENT_BINARY_DIR}/csv_old_layout.csv && exec \
+${SPB_EXPECT_ERROR} '--csv .*csv_old_layout.csv: the file exists with other columns' ${SPB_MPIRUN_STR} 2 \
+${SPB_MPI_FLAGS_STR} $<TARGET_FILE:spbench> operator --backend cpu -w 0 -n 1 --csv \
+${CMAKE_CURRENT_BINARY_DIR}/csv_old_layout.csv")
+set_tests_properties(cli.error.csv_without_node_columns PROPERTIES TIMEOUT 150)
 spb_cli_error(timeline_old_layout 2 "--timeline .*timeline_fixture.csv: its header is not this spbench's"
               -m dp -H 2 --dk 8 --dv 8 -L 64 --timeline ${CMAKE_CURRENT_SOURCE_DIR}/harness/data/timeline_fixture.csv)
 # A machine with no GPU asked for one: a clear error, not a crash (skipped where a GPU is present).
@@ -96,6 +112,44 @@ spb_collective_error(block_not_dividing 2 "--block-elems: 192 must be a multiple
                      -p allscan -b 64K -e 64K --block-elems 192)
 spb_collective_error(calls_per_event 1 "--calls-per-event 2: must divide --iters \\(1\\)" --calls-per-event 2)
 spb_collective_error(size_not_rows 2 "-b/-e: 1000 bytes is not a whole number of state rows" -b 1000 -e 1000 --dv 3)
+spb_collective_error(ranks_per_node_not_dividing 4 "--ranks-per-node 3: does not divide the world size 4"
+                     --ranks-per-node 3)
+spb_collective_error(allscan_unknown 2 "--allscan: host-tree not in" -p allscan --allscan host-tree)
+
+# Nodes simulated on one host (issue 26): on 2 nodes x 2 ranks, zeco with `auto` runs host-hier and says so, every
+# node-aware All-Scan checks, and the rows record the backend, nodes and ranks per node (the awk prints them).
+set(SPB_NODE_COLUMNS "awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) c[\$i] = i; next } \
+{ print \"row:\", \$c[\"method\"], \$c[\"backend\"], \$c[\"nodes\"], \$c[\"ranks_per_node\"] }'")
+add_test(NAME cli.run.zeco_nodes_2x2
+         COMMAND sh -c "rm -f ${CMAKE_CURRENT_BINARY_DIR}/nodes_operator.csv && ${SPB_MPIRUN_STR} 4 ${SPB_MPI_FLAGS_STR} \
+$<TARGET_FILE:spbench> operator --backend cpu -m zeco -H 3 --dk 8 --dv 8 -L 70 -K 2 -w 1 -n 2 --h0 --dht \
+--ranks-per-node 2 --csv ${CMAKE_CURRENT_BINARY_DIR}/nodes_operator.csv && \
+${SPB_NODE_COLUMNS} ${CMAKE_CURRENT_BINARY_DIR}/nodes_operator.csv")
+set_tests_properties(cli.run.zeco_nodes_2x2 PROPERTIES TIMEOUT 150 PASS_REGULAR_EXPRESSION
+                     "# zeco: --allscan auto runs host-hier \\(2 nodes x 2 ranks, simulated\\).*# wrong results: 0.*row: zeco host-hier 2 2")
+foreach(v host-hier host-logdepth)
+  add_test(NAME cli.collective.${v}_2x2
+           COMMAND sh -c "rm -f ${CMAKE_CURRENT_BINARY_DIR}/nodes_${v}.csv && ${SPB_MPIRUN_STR} 4 ${SPB_MPI_FLAGS_STR} \
+$<TARGET_FILE:spbench> collective --backend cpu -p allscan --allscan ${v} --ranks-per-node 2 -b 6K -e 12K --dv 64 \
+--block-elems 64,0 -w 1 -n 3 --csv ${CMAKE_CURRENT_BINARY_DIR}/nodes_${v}.csv && \
+${SPB_NODE_COLUMNS} ${CMAKE_CURRENT_BINARY_DIR}/nodes_${v}.csv")
+  set_tests_properties(cli.collective.${v}_2x2 PROPERTIES TIMEOUT 150 PASS_REGULAR_EXPRESSION
+                       "# wrong results: 0.*row: allscan ${v} 2 2")
+endforeach()
+
+# The cluster launch (scripts/cluster/): every script parses, and dry runs for 2 nodes x 8 GPUs (the example hostfile,
+# a Slurm allocation of 2 nodes) launch 16 ranks, 8 per node in order, with the node-aware All-Scans.
+add_test(NAME cli.cluster.mpirun
+         COMMAND sh -c "for f in ${CMAKE_SOURCE_DIR}/scripts/cluster/*.sh; do bash -n \"\$f\" || exit 1; done && \
+SPB_DRY_RUN=1 SPB_RESULTS=${CMAKE_CURRENT_BINARY_DIR}/cluster_dry \
+HOSTFILE=${CMAKE_SOURCE_DIR}/scripts/cluster/hosts.example bash ${CMAKE_SOURCE_DIR}/scripts/cluster/mpirun_hostfile.sh")
+set_tests_properties(cli.cluster.mpirun PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION
+                     "mpirun -np 16 [^\n]*--map-by ppr:8:node [^\n]*--allscan host-hier")
+add_test(NAME cli.cluster.slurm
+         COMMAND sh -c "SPB_DRY_RUN=1 SLURM_JOB_NUM_NODES=2 SPB_RESULTS=${CMAKE_CURRENT_BINARY_DIR}/cluster_dry \
+bash ${CMAKE_SOURCE_DIR}/scripts/cluster/slurm_sbatch.sh")
+set_tests_properties(cli.cluster.slurm PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION
+                     "srun --nodes=2 --ntasks=16 --ntasks-per-node=8 [^\n]*--distribution=block[^\n]*--allscan host-logdepth")
 
 # spbench compare (issue 6): a file against itself passes, an injected 20% slowdown exits 1, a malformed CSV stops
 # with one `spbench: error:` line naming the file. The fixture is a real CPU-rank `spbench collective` run.
@@ -120,14 +174,14 @@ ${CMAKE_CURRENT_BINARY_DIR}/compare_bad.csv")
 set_tests_properties(cli.error.compare_malformed PROPERTIES TIMEOUT 60)
 
 # spbench report (issue 6): an empty results directory still gives a report; report/ must match what the committed
-# results/ and ../shared/paper/paper_tables.csv give (scripts/check_report.sh compares every text file: README.md,
+# results/ and report/paper/paper_tables.csv give (scripts/check_report.sh compares every text file: README.md,
 # tables/*.csv, plots/*.gp and plots/*.dat; the PNG/SVG images differ between gnuplot builds and are not compared,
 # only their names are).
 add_test(NAME cli.report.empty_results
          COMMAND sh -c "rm -rf ${CMAKE_CURRENT_BINARY_DIR}/report_empty && mkdir -p \
 ${CMAKE_CURRENT_BINARY_DIR}/report_empty/results && ${SPB_MPIRUN_STR} 1 ${SPB_MPI_FLAGS_STR} $<TARGET_FILE:spbench> \
 report --no-plots --results ${CMAKE_CURRENT_BINARY_DIR}/report_empty/results \
---paper ${CMAKE_SOURCE_DIR}/../shared/paper/paper_tables.csv --out ${CMAKE_CURRENT_BINARY_DIR}/report_empty/out && \
+--paper ${CMAKE_SOURCE_DIR}/report/paper/paper_tables.csv --out ${CMAKE_CURRENT_BINARY_DIR}/report_empty/out && \
 grep -q 'No result CSVs' ${CMAKE_CURRENT_BINARY_DIR}/report_empty/out/README.md && echo REPORT_EMPTY_OK")
 set_tests_properties(cli.report.empty_results PROPERTIES PASS_REGULAR_EXPRESSION "REPORT_EMPTY_OK" TIMEOUT 60)
 # The exposed-communication table from a hand-made timeline (tests/harness/data/timeline_fixture.csv: dp and zeco on
@@ -138,7 +192,7 @@ add_test(NAME cli.report.exposed_communication
 ${CMAKE_CURRENT_BINARY_DIR}/report_exposed/results && cp ${CMAKE_CURRENT_SOURCE_DIR}/harness/data/timeline_fixture.csv \
 ${CMAKE_CURRENT_BINARY_DIR}/report_exposed/results/fixture_timeline.csv && ${SPB_MPIRUN_STR} 1 ${SPB_MPI_FLAGS_STR} \
 $<TARGET_FILE:spbench> report --no-plots --results ${CMAKE_CURRENT_BINARY_DIR}/report_exposed/results \
---paper ${CMAKE_SOURCE_DIR}/../shared/paper/paper_tables.csv --out ${CMAKE_CURRENT_BINARY_DIR}/report_exposed/out && \
+--paper ${CMAKE_SOURCE_DIR}/report/paper/paper_tables.csv --out ${CMAKE_CURRENT_BINARY_DIR}/report_exposed/out && \
 grep -qF '| zeco | 1 | 1080.0 | 80.0 | 45.0 | 178 % |' ${CMAKE_CURRENT_BINARY_DIR}/report_exposed/out/README.md && \
 echo REPORT_EXPOSED_OK")
 set_tests_properties(cli.report.exposed_communication PROPERTIES PASS_REGULAR_EXPRESSION "REPORT_EXPOSED_OK" TIMEOUT 60)
@@ -151,11 +205,19 @@ ${CMAKE_CURRENT_BINARY_DIR}/report_exposed_its/results && cp \
 ${CMAKE_CURRENT_SOURCE_DIR}/harness/data/timeline_iterations_fixture.csv \
 ${CMAKE_CURRENT_BINARY_DIR}/report_exposed_its/results/fixture_timeline.csv && ${SPB_MPIRUN_STR} 1 ${SPB_MPI_FLAGS_STR} \
 $<TARGET_FILE:spbench> report --no-plots --results ${CMAKE_CURRENT_BINARY_DIR}/report_exposed_its/results \
---paper ${CMAKE_SOURCE_DIR}/../shared/paper/paper_tables.csv --out ${CMAKE_CURRENT_BINARY_DIR}/report_exposed_its/out \
+--paper ${CMAKE_SOURCE_DIR}/report/paper/paper_tables.csv --out ${CMAKE_CURRENT_BINARY_DIR}/report_exposed_its/out \
 && grep -qF '| zeco | 3 | 1100.0 | 80.0 | 50.0 | 160 % |' ${CMAKE_CURRENT_BINARY_DIR}/report_exposed_its/out/README.md \
 && echo REPORT_EXPOSED_ITS_OK")
 set_tests_properties(cli.report.exposed_communication_iterations PROPERTIES PASS_REGULAR_EXPRESSION
                      "REPORT_EXPOSED_ITS_OK" TIMEOUT 60)
+# The model level's tables (Tables 5 and 6, the CPU-rank model table) from a synthetic fixture
+# (tests/harness/data/model_level_fixture.csv): measured cells, shares of dp, the paper's numbers and the model-level
+# prediction, each against its hand-computed value (the derivations are in the script).
+add_test(NAME cli.report.model_level
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/harness/check_model_report.sh $<TARGET_FILE:spbench>
+                 ${CMAKE_CURRENT_SOURCE_DIR}/harness/data/model_level_fixture.csv
+                 ${CMAKE_SOURCE_DIR}/report/paper/paper_tables.csv ${CMAKE_CURRENT_BINARY_DIR}/report_model)
+set_tests_properties(cli.report.model_level PROPERTIES PASS_REGULAR_EXPRESSION "MODEL_REPORT_OK" TIMEOUT 60)
 add_test(NAME report.drift COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/check_report.sh $<TARGET_FILE:spbench>)
 set_tests_properties(report.drift PROPERTIES TIMEOUT 300)
 
@@ -165,3 +227,32 @@ add_test(NAME cli.rank_dies
                  $<TARGET_FILE:spbench> operator --backend cpu -m lasp1 -H 2 --dk 16 --dv 16 -L 256 -w 0 -n 100000000
                  -c 0 --seed 424242)
 set_tests_properties(cli.rank_dies PROPERTIES TIMEOUT 120)
+
+# --- spbench model: bad input stops every rank with one line naming the flag, no CSV row lost ---
+# spb_model_error(NAME NP REGEX ARGS...): `spbench model --backend cpu` on a tiny model with ARGS must fail with REGEX.
+function(spb_model_error name np regex)
+  add_test(NAME cli.error.model_${name}
+           COMMAND ${SPB_EXPECT_ERROR} "${regex}" ${SPB_MPIEXEC} ${np} ${SPB_MPI_FLAGS} $<TARGET_FILE:spbench>
+                   model --backend cpu -w 0 -n 1 --vocab 256 --hidden 64 --layers 1 --heads 2 -T 128 ${ARGN})
+  set_tests_properties(cli.error.model_${name} PROPERTIES TIMEOUT 150)
+endfunction()
+spb_model_error(heads_not_dividing 2 "--heads 3 does not divide the key dimension 32" --heads 3)
+spb_model_error(seq_not_divisible 3 "--seq/-T: 128 tokens is not divisible by the world size 3")
+spb_model_error(unknown_method 2 "--method: 'attention' does not exist" -m attention)
+spb_model_error(data_missing 2 "--data /nonexistent/text: cannot open" --data /nonexistent/text)
+spb_model_error(data_short 2 "--data .*: [0-9]+ bytes, fewer than the 4097 tokens of one sequence"
+                --data ${CMAKE_CURRENT_SOURCE_DIR}/harness/expect_error.sh -T 4096)
+spb_model_error(data_vocab 1 "--data: byte tokens need --vocab >= 256 \\(got 100\\)" --vocab 100
+                --data ${CMAKE_CURRENT_SOURCE_DIR}/harness/expect_error.sh)
+spb_model_error(too_large 2 "the model needs about [0-9]+ GiB per rank .* try --recompute" --hidden 65536
+                --vocab 1000000)
+spb_model_error(ulysses_heads 4 "ulysses splits the heads over the ranks" -m ulysses --heads 2 -T 256)
+# A good run writes its row and a rerun skips it (nothing measured twice, nothing lost).
+add_test(NAME cli.model.csv_resume
+         COMMAND sh -c "rm -f model_resume.csv && \
+${SPB_MPIRUN_STR} 2 ${SPB_MPI_FLAGS_STR} $<TARGET_FILE:spbench> model --backend cpu -m zeco,lasp2 -w 1 -n 2 --vocab 256 \
+--hidden 64 --layers 1 --heads 2 -T 128 --csv model_resume.csv | grep -q 'wrong results: 0' && \
+test $(grep -c '^model,' model_resume.csv) -eq 2 && \
+${SPB_MPIRUN_STR} 2 ${SPB_MPI_FLAGS_STR} $<TARGET_FILE:spbench> model --backend cpu -m zeco,lasp2 -w 1 -n 2 --vocab 256 \
+--hidden 64 --layers 1 --heads 2 -T 128 --csv model_resume.csv | grep -c 'skipped' | grep -q 2 && \
+test $(grep -c '^model,' model_resume.csv) -eq 2")

@@ -190,6 +190,54 @@ TEST(CostModel, OperatorFormulas) {
   EXPECT_FALSE(m.operator_time("lasp1", s).has_value());
 }
 
+TEST(CostModel, ModelLevelFormulas) {
+  const ModelParams p = one_node();
+  const Link net = p.network;
+  const double G = 4e9;  // the gradients of 1e9 fp32 parameters
+  // Ring all-reduce: 2 (P-1) steps of G/P through the slowest link of the ring (the network once it spans nodes).
+  EXPECT_DOUBLE_EQ(allreduce_time(1, G, kNvlink, p), 0.0);
+  EXPECT_DOUBLE_EQ(allreduce_time(8, G, kNvlink, p), 2 * 7 * kNvlink.alpha_s + 2.0 * 7 / 8 * G / kNvlink.beta_Bps);
+  EXPECT_DOUBLE_EQ(allreduce_time(16, G, kNvlink, p), 2 * 15 * net.hop(G / 16));
+
+  CostModel m;
+  m.params = p;
+  m.params.overlap_fraction = 0;
+  m.links["allscan"] = {kNvlink, 2, 0, true};
+  m.links["ring"] = {Link{1e-6, 50e9}, 2, 0, true};
+  m.fwd_bwd = fit_kernel({{1000, 1e-3}, {2000, 2e-3}});
+  // The all-reduce runs over the all-gather's link where it was fitted, else over the ring pattern's.
+  EXPECT_DOUBLE_EQ(*m.allreduce(8, G), allreduce_time(8, G, Link{1e-6, 50e9}, m.params));
+  m.links["allgather"] = {kNvlink, 2, 0, true};
+  EXPECT_DOUBLE_EQ(*m.allreduce(8, G), allreduce_time(8, G, kNvlink, m.params));
+  // step = T_compute + layers x (the method's attention - dp's) + the all-reduce.
+  OperatorShape s;
+  s.world = 8, s.batch = 1, s.heads = 32, s.dk = 32, s.dv = 64, s.tokens_per_rank = 32768;
+  s.block_bytes = 65536, s.act_bytes = 2;
+  const double S = 4.0 * 32 * 32 * 64, ar = allreduce_time(8, G, kNvlink, m.params);
+  EXPECT_NEAR(*m.model_step_time("dp", s, 20, G, 0.7), 0.7 + ar, 1e-12);
+  EXPECT_NEAR(*m.model_step_time("zeco", s, 20, G, 0.7), 0.7 + 20 * 2 * t("allscan", 8, S, 65536, kNvlink, p) + ar,
+              1e-12);
+  EXPECT_FALSE(m.model_step_time("lasp1", s, 20, G, 0.7).has_value()) << "no chain fitted: no prediction";
+  // One rank: no communication, dp's compute for every method.
+  s.world = 1;
+  EXPECT_NEAR(*m.model_step_time("zeco", s, 20, G, 0.7), 0.7, 1e-12);
+  // Without the links it needs, no prediction.
+  s.world = 8;
+  m.links.erase("allgather"), m.links.erase("ring");
+  EXPECT_FALSE(m.model_step_time("dp", s, 20, G, 0.7).has_value());
+}
+
+TEST(CostModel, KernelScaledToAnotherShape) {
+  OperatorShape ref, layer;
+  ref.heads = 16, ref.dk = 128, ref.dv = 128;
+  layer.heads = 32, layer.dk = 32, layer.dv = 64;
+  // 32 (4 32 64 + 64 96) / (16 (4 128 128 + 64 256)) = 458752 / 1310720
+  EXPECT_DOUBLE_EQ(layer.work_per_token(64) / ref.work_per_token(64), 0.35);
+  const KernelFit k = fit_kernel({{1000, 1.2e-3}, {2000, 2.2e-3}}).scaled(0.35);
+  ASSERT_TRUE(k.ok);
+  EXPECT_NEAR(k.at(4000), 0.35 * 4.2e-3, 1e-12);
+}
+
 // Hold-out on measured rows: the committed fixture is a real `spbench collective` run on CPU ranks (64 KiB to 2 MiB,
 // All-Scan blocks of 4096, 16384 and 65536 elements, 5 warm-up and 50 timed calls). Each pattern is fitted on the
 // 2-rank rows up to 512 KiB and must predict the 1 and 2 MiB rows, which it never saw: every point within 50% and the
