@@ -85,11 +85,12 @@ std::string reference_method(const std::string& method, int P) {
   return method == "lasp1" ? "lasp2" : "lasp1";
 }
 
-// The bf16 (GPU) or fp32 (CPU) GEMM ceiling of this device in TFLOP/s: the best of a few square products of the
-// model kernels' gemm, the denominator of MFU.
+// The bf16 GEMM ceiling of this GPU in TFLOP/s: the best of a few 8192-cubed products of the model kernels' gemm, the
+// denominator of MFU. NaN on CPU ranks, whose plain loops have no ceiling worth the name (MFU is left empty there).
 double gemm_ceiling_tflops(Device& dev) {
+  if (!dev.is_gpu()) return NAN;
   auto mk = make_model_kernels(dev);
-  const int n = dev.is_gpu() ? 8192 : 256;
+  const int n = 8192;
   const size_t a = dtype_size(mk->act_dtype());
   Buffer A(dev, size_t(n) * n * a), Bm(dev, size_t(n) * n * a), C(dev, size_t(n) * n * a);
   const Stream st = dev.compute_stream();
@@ -242,8 +243,8 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
                 "  (%.4g M without the embedding)\n",
                 mc.vocab, mc.hidden, mc.layers, mc.heads, mc.dk(), mc.dv(), mc.mlp_size(), mc.gate_rank,
                 model.param_count() / 1e6, (model.param_count() - model.embedding_params()) / 1e6);
-    std::printf("# model FLOPs per token %.4g (6 x non-embedding params + attention)  %s GEMM ceiling %.1f TFLOP/s\n",
-                flops_tok, dtype_name(act), ceiling);
+    std::printf("# model FLOPs per token %.4g (6 x non-embedding params + attention)  bf16 GEMM ceiling %.1f TFLOP/s\n",
+                flops_tok, ceiling);
     std::printf("# B %d  T %d (%d per rank)  K %d  recompute %s  data %s  warm-up %d  steps %d  seed %llu  lr %g  "
                 "tolerance %.0e  memory about %.1f GiB per rank\n",
                 o.batch, T, L, o.blocks, o.recompute ? "attention" : "none",
