@@ -51,6 +51,9 @@ void add_model_command(CLI::App& app, ModelOptions& o) {
   app.add_option("--head-groups", o.head_groups, "zeco: as for spbench operator")->check(CLI::NonNegativeNumber);
   app.add_option("--warmup,-w", o.warmup, "untimed training steps first (default 5)")->check(CLI::NonNegativeNumber);
   app.add_option("--steps,-n", o.steps, "timed training steps (default 100)")->check(CLI::PositiveNumber);
+  app.add_option("--profile", o.profile,
+                 "after the timed steps, N more with every stage timed: a table of where a step's time goes")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--log-every", o.log_every, "a progress line every N steps (0: none)")->check(CLI::NonNegativeNumber);
   app.add_option("--seed", o.seed, "seed of the weights and of the random tokens");
   app.add_option("--lr", o.lr, "AdamW learning rate (default 3e-4, constant)");
@@ -134,6 +137,38 @@ struct Dump {
     std::fclose(f);
   }
 };
+
+// `steps` more training steps with every stage of the model timed (StageClock), and the table of where a step's
+// time goes: each stage's ms per step, its share, and for the dense products their TFLOP/s against the GEMM ceiling.
+template <class Tokens>
+void profile_steps(GlaModel& model, int steps, int first_step, const Tokens& tokens_of, const AdamWConfig& adam,
+                   double ceiling, bool print) {
+  StageClock clock(*model.runtime().dev, model.runtime().dev->compute_stream());
+  model.set_clock(&clock);
+  for (int s = 0; s < steps; ++s) {
+    model.forward_backward(tokens_of(first_step + s));
+    model.optimizer_step(adam);
+    clock.end_step();
+  }
+  model.set_clock(nullptr);
+  if (!print) return;
+  double total = 0;
+  for (const auto& st : clock.stages()) total += st.ms;
+  total /= clock.steps();
+  std::printf("#\n# profile of rank 0, %d steps: %.2f ms per step\n# %-30s %10s %7s %10s %9s\n", clock.steps(), total,
+              "stage", "ms/step", "share", "TFLOP/s", "ceiling");
+  for (const auto& st : clock.stages()) {
+    const double ms = st.ms / clock.steps();
+    char tf[32] = "", of[32] = "";
+    if (st.flops > 0) {
+      const double t = st.flops / (st.ms * 1e9);
+      std::snprintf(tf, sizeof tf, "%.1f", t);
+      if (ceiling > 0) std::snprintf(of, sizeof of, "%.0f%%", 100 * t / ceiling);
+    }
+    std::printf("  %-30s %10.3f %6.1f%% %10s %9s\n", st.name.c_str(), ms, 100 * ms / total, tf, of);
+  }
+  std::fflush(stdout);
+}
 
 }  // namespace
 
@@ -322,6 +357,7 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
       }
     }
     peak_gib = std::max(peak_gib, boot.max(double(dev.used_memory_bytes()) / double(1ull << 30)));
+    if (o.profile) profile_steps(model, o.profile, total, tokens_of, adam, ceiling, p == 0);
     model.method(0).finish();
     if (!o.dump.empty() && p == 0) {
       write_npy(o.dump + "/tokens.npy", {size_t(total), size_t(o.batch), size_t(T) + 1}, dump.tokens.data());

@@ -228,6 +228,16 @@ GlaModel::Views GlaModel::views() const {
           dtype_size(act_)};
 }
 
+void GlaModel::stage(const char* name) {
+  if (clock_) clock_->mark(name);
+}
+
+void GlaModel::mm(bool ta, bool tb, int M, int N, int K, float alpha, const void* A, const void* B, float beta, void* C,
+                  DType c_type, Stream st) {
+  if (clock_) clock_->add_flops(2.0 * M * N * K);
+  mk_->gemm(ta, tb, M, N, K, alpha, A, B, beta, C, c_type, st);
+}
+
 void GlaModel::forward_layer(int l) {
   const Views V = views();
   ModelKernels& k = *mk_;
@@ -239,29 +249,39 @@ void GlaModel::forward_layer(int l) {
   float* x = acts_->x[size_t(l)].f32();
   float* x_next = acts_->x[size_t(l) + 1].f32();
 
+  stage("norms");
   k.rmsnorm_fwd(N, D, x, V.P(y.attn_norm), c_.norm_eps, A.h1.get(), A.rstd1.f32(), st);
-  k.gemm(false, true, N, Kd, D, 1, A.h1.get(), V.W(y.wq), 0, A.q.get(), t, st);
-  k.gemm(false, true, N, Kd, D, 1, A.h1.get(), V.W(y.wk), 0, A.k.get(), t, st);
-  k.gemm(false, true, N, Vd, D, 1, A.h1.get(), V.W(y.wv), 0, A.v.get(), t, st);
-  k.gemm(false, true, N, Vd, D, 1, A.h1.get(), V.W(y.wg), 0, A.z.get(), t, st);
-  k.gemm(false, true, N, R, D, 1, A.h1.get(), V.W(y.wgk0), 0, A.gl.get(), t, st);
-  k.gemm(false, true, N, Kd, R, 1, A.gl.get(), V.W(y.wgk1), 0, A.pre.get(), t, st);
+  stage("q, k, v, gate projections");
+  mm(false, true, N, Kd, D, 1, A.h1.get(), V.W(y.wq), 0, A.q.get(), t, st);
+  mm(false, true, N, Kd, D, 1, A.h1.get(), V.W(y.wk), 0, A.k.get(), t, st);
+  mm(false, true, N, Vd, D, 1, A.h1.get(), V.W(y.wv), 0, A.v.get(), t, st);
+  mm(false, true, N, Vd, D, 1, A.h1.get(), V.W(y.wg), 0, A.z.get(), t, st);
+  mm(false, true, N, R, D, 1, A.h1.get(), V.W(y.wgk0), 0, A.gl.get(), t, st);
+  mm(false, true, N, Kd, R, 1, A.gl.get(), V.W(y.wgk1), 0, A.pre.get(), t, st);
+  stage("forget gate");
   k.forget_gate_fwd(N, Kd, A.pre.get(), V.P(y.bgk1), c_.gate_normaliser, A.g.get(), st);
+  stage("attention (SP method)");
   {
     TimelineSpan span(rt_, "attention", Lane::compute);
     method(l).forward({A.q.get(), A.k.get(), A.v.get(), A.g.get(), nullptr, A.o.get(), nullptr});
   }
+  stage("output gate norm");
   k.gated_rmsnorm_fwd(N * c_.heads, c_.dv(), A.o.get(), A.z.get(), V.P(y.g_norm), c_.norm_eps, A.y.get(),
                       A.rstd_gn.f32(), st);
+  stage("o_proj + residual");
   rt_.dev->copy(A.x_mid.get(), x, size_t(N) * D * 4, st);
-  k.gemm(false, true, N, D, Vd, 1, A.y.get(), V.W(y.wo), 1, A.x_mid.get(), DType::f32, st);
+  mm(false, true, N, D, Vd, 1, A.y.get(), V.W(y.wo), 1, A.x_mid.get(), DType::f32, st);
 
+  stage("norms");
   k.rmsnorm_fwd(N, D, A.x_mid.f32(), V.P(y.mlp_norm), c_.norm_eps, A.h2.get(), A.rstd2.f32(), st);
-  k.gemm(false, true, N, F, D, 1, A.h2.get(), V.W(y.w_gate), 0, A.a.get(), t, st);
-  k.gemm(false, true, N, F, D, 1, A.h2.get(), V.W(y.w_up), 0, A.b.get(), t, st);
+  stage("MLP gate, up");
+  mm(false, true, N, F, D, 1, A.h2.get(), V.W(y.w_gate), 0, A.a.get(), t, st);
+  mm(false, true, N, F, D, 1, A.h2.get(), V.W(y.w_up), 0, A.b.get(), t, st);
+  stage("swiglu");
   k.swiglu_fwd(size_t(N) * F, A.a.get(), A.b.get(), A.m.get(), st);
+  stage("MLP down + residual");
   rt_.dev->copy(x_next, A.x_mid.get(), size_t(N) * D * 4, st);
-  k.gemm(false, true, N, D, F, 1, A.m.get(), V.W(y.w_down), 1, x_next, DType::f32, st);
+  mm(false, true, N, D, F, 1, A.m.get(), V.W(y.w_down), 1, x_next, DType::f32, st);
 }
 
 // acts_->dx holds the gradient of block l's output on entry and of its input on return.
@@ -276,41 +296,53 @@ void GlaModel::backward_layer(int l) {
   const DType t = act_, f32 = DType::f32;
 
   // MLP
+  stage("bwd: casts");
   k.convert(size_t(N) * D, S.dx.get(), f32, S.dxa.get(), t, st);
-  k.gemm(true, false, D, F, N, 1, S.dxa.get(), A.m.get(), 0, V.G(y.w_down), f32, st);
-  k.gemm(false, false, N, F, D, 1, S.dxa.get(), V.W(y.w_down), 0, S.dmy.get(), t, st);
+  stage("bwd: MLP down");
+  mm(true, false, D, F, N, 1, S.dxa.get(), A.m.get(), 0, V.G(y.w_down), f32, st);
+  mm(false, false, N, F, D, 1, S.dxa.get(), V.W(y.w_down), 0, S.dmy.get(), t, st);
+  stage("bwd: swiglu");
   k.swiglu_bwd(size_t(N) * F, A.a.get(), A.b.get(), S.dmy.get(), S.da.get(), S.db.get(), st);
-  k.gemm(true, false, F, D, N, 1, S.da.get(), A.h2.get(), 0, V.G(y.w_gate), f32, st);
-  k.gemm(true, false, F, D, N, 1, S.db.get(), A.h2.get(), 0, V.G(y.w_up), f32, st);
-  k.gemm(false, false, N, D, F, 1, S.da.get(), V.W(y.w_gate), 0, S.dh.get(), f32, st);
-  k.gemm(false, false, N, D, F, 1, S.db.get(), V.W(y.w_up), 1, S.dh.get(), f32, st);
+  stage("bwd: MLP gate, up");
+  mm(true, false, F, D, N, 1, S.da.get(), A.h2.get(), 0, V.G(y.w_gate), f32, st);
+  mm(true, false, F, D, N, 1, S.db.get(), A.h2.get(), 0, V.G(y.w_up), f32, st);
+  mm(false, false, N, D, F, 1, S.da.get(), V.W(y.w_gate), 0, S.dh.get(), f32, st);
+  mm(false, false, N, D, F, 1, S.db.get(), V.W(y.w_up), 1, S.dh.get(), f32, st);
+  stage("bwd: norms");
   k.rmsnorm_bwd(N, D, A.x_mid.f32(), V.P(y.mlp_norm), A.rstd2.f32(), S.dh.f32(), S.dx.f32(), V.G(y.mlp_norm), st);
 
   // attention
+  stage("bwd: casts");
   k.convert(size_t(N) * D, S.dx.get(), f32, S.dxa.get(), t, st);
-  k.gemm(true, false, D, Vd, N, 1, S.dxa.get(), A.y.get(), 0, V.G(y.wo), f32, st);
-  k.gemm(false, false, N, Vd, D, 1, S.dxa.get(), V.W(y.wo), 0, S.dmy.get(), t, st);
+  stage("bwd: o_proj");
+  mm(true, false, D, Vd, N, 1, S.dxa.get(), A.y.get(), 0, V.G(y.wo), f32, st);
+  mm(false, false, N, Vd, D, 1, S.dxa.get(), V.W(y.wo), 0, S.dmy.get(), t, st);
+  stage("bwd: output gate norm");
   k.gated_rmsnorm_bwd(N * c_.heads, c_.dv(), A.o.get(), A.z.get(), V.P(y.g_norm), A.rstd_gn.f32(), S.dmy.get(),
                       S.d_o.get(), S.dz.get(), V.G(y.g_norm), st);
+  stage("bwd: attention (SP method)");
   {
     TimelineSpan span(rt_, "attention", Lane::compute);
     const SpForwardArgs fa{A.q.get(), A.k.get(), A.v.get(), A.g.get(), nullptr, A.o.get(), nullptr};
     if (recompute_) method(l).forward(fa);
     method(l).backward(fa, {S.d_o.get(), nullptr, S.dq.get(), S.dk.get(), S.dv.get(), S.dg.get(), nullptr});
   }
+  stage("bwd: forget gate");
   k.forget_gate_bwd(N, Kd, A.pre.get(), V.P(y.bgk1), c_.gate_normaliser, S.dg.get(), S.dpre.get(), V.G(y.bgk1), st);
-  k.gemm(true, false, Kd, R, N, 1, S.dpre.get(), A.gl.get(), 0, V.G(y.wgk1), f32, st);
-  k.gemm(false, false, N, R, Kd, 1, S.dpre.get(), V.W(y.wgk1), 0, S.dgl.get(), t, st);
-  k.gemm(true, false, Kd, D, N, 1, S.dq.get(), A.h1.get(), 0, V.G(y.wq), f32, st);
-  k.gemm(true, false, Kd, D, N, 1, S.dk.get(), A.h1.get(), 0, V.G(y.wk), f32, st);
-  k.gemm(true, false, Vd, D, N, 1, S.dv.get(), A.h1.get(), 0, V.G(y.wv), f32, st);
-  k.gemm(true, false, Vd, D, N, 1, S.dz.get(), A.h1.get(), 0, V.G(y.wg), f32, st);
-  k.gemm(true, false, R, D, N, 1, S.dgl.get(), A.h1.get(), 0, V.G(y.wgk0), f32, st);
-  k.gemm(false, false, N, D, Kd, 1, S.dq.get(), V.W(y.wq), 0, S.dh.get(), f32, st);
-  k.gemm(false, false, N, D, Kd, 1, S.dk.get(), V.W(y.wk), 1, S.dh.get(), f32, st);
-  k.gemm(false, false, N, D, Vd, 1, S.dv.get(), V.W(y.wv), 1, S.dh.get(), f32, st);
-  k.gemm(false, false, N, D, Vd, 1, S.dz.get(), V.W(y.wg), 1, S.dh.get(), f32, st);
-  k.gemm(false, false, N, D, R, 1, S.dgl.get(), V.W(y.wgk0), 1, S.dh.get(), f32, st);
+  stage("bwd: q, k, v, gate projections");
+  mm(true, false, Kd, R, N, 1, S.dpre.get(), A.gl.get(), 0, V.G(y.wgk1), f32, st);
+  mm(false, false, N, R, Kd, 1, S.dpre.get(), V.W(y.wgk1), 0, S.dgl.get(), t, st);
+  mm(true, false, Kd, D, N, 1, S.dq.get(), A.h1.get(), 0, V.G(y.wq), f32, st);
+  mm(true, false, Kd, D, N, 1, S.dk.get(), A.h1.get(), 0, V.G(y.wk), f32, st);
+  mm(true, false, Vd, D, N, 1, S.dv.get(), A.h1.get(), 0, V.G(y.wv), f32, st);
+  mm(true, false, Vd, D, N, 1, S.dz.get(), A.h1.get(), 0, V.G(y.wg), f32, st);
+  mm(true, false, R, D, N, 1, S.dgl.get(), A.h1.get(), 0, V.G(y.wgk0), f32, st);
+  mm(false, false, N, D, Kd, 1, S.dq.get(), V.W(y.wq), 0, S.dh.get(), f32, st);
+  mm(false, false, N, D, Kd, 1, S.dk.get(), V.W(y.wk), 1, S.dh.get(), f32, st);
+  mm(false, false, N, D, Vd, 1, S.dv.get(), V.W(y.wv), 1, S.dh.get(), f32, st);
+  mm(false, false, N, D, Vd, 1, S.dz.get(), V.W(y.wg), 1, S.dh.get(), f32, st);
+  mm(false, false, N, D, R, 1, S.dgl.get(), V.W(y.wgk0), 1, S.dh.get(), f32, st);
+  stage("bwd: norms");
   k.rmsnorm_bwd(N, D, acts_->x[size_t(l)].f32(), V.P(y.attn_norm), A.rstd1.f32(), S.dh.f32(), S.dx.f32(),
                 V.G(y.attn_norm), st);
 }
@@ -334,27 +366,37 @@ double GlaModel::forward_backward(const std::vector<int32_t>& tokens) {
   dev.upload(S.tokens.get(), in.data(), in.size() * 4);
   dev.upload(S.targets.get(), out.data(), out.size() * 4);
 
+  stage("embedding");
   k.embedding_fwd(N, D, static_cast<const int32_t*>(S.tokens.get()), V.P(embed_), S.x[0].f32(), st);
   for (int l = 0; l < c_.layers; ++l) forward_layer(l);
   float* xl = S.x[size_t(c_.layers)].f32();
+  stage("norms");
   k.rmsnorm_fwd(N, D, xl, V.P(final_norm_), c_.norm_eps, S.hf.get(), S.rstd_f.f32(), st);
-  k.gemm(false, true, N, Vc, D, 1, S.hf.get(), V.W(lm_head_), 0, S.logits.get(), DType::f32, st);
+  stage("LM head");
+  mm(false, true, N, Vc, D, 1, S.hf.get(), V.W(lm_head_), 0, S.logits.get(), DType::f32, st);
+  stage("cross-entropy");
   const double tokens_world = double(N) * rt_.world();
   k.cross_entropy(N, Vc, S.logits.f32(), static_cast<const int32_t*>(S.targets.get()), float(1.0 / tokens_world),
                   S.losses.f32(), S.dlogits.get(), st);
 
+  stage("zero gradients");
   dev.fill_zero(grads_.get(), grads_.bytes(), st);
-  k.gemm(true, false, Vc, D, N, 1, S.dlogits.get(), S.hf.get(), 0, V.G(lm_head_), DType::f32, st);
-  k.gemm(false, false, N, D, Vc, 1, S.dlogits.get(), V.W(lm_head_), 0, S.dh.get(), DType::f32, st);
+  stage("bwd: LM head");
+  mm(true, false, Vc, D, N, 1, S.dlogits.get(), S.hf.get(), 0, V.G(lm_head_), DType::f32, st);
+  mm(false, false, N, D, Vc, 1, S.dlogits.get(), V.W(lm_head_), 0, S.dh.get(), DType::f32, st);
+  stage("bwd: norms");
   dev.fill_zero(S.dx.get(), S.dx.bytes(), st);
   k.rmsnorm_bwd(N, D, xl, V.P(final_norm_), S.rstd_f.f32(), S.dh.f32(), S.dx.f32(), V.G(final_norm_), st);
   for (int l = c_.layers - 1; l >= 0; --l) backward_layer(l);
+  stage("bwd: embedding");
   k.embedding_bwd(N, D, static_cast<const int32_t*>(S.tokens.get()), S.dx.f32(), V.G(embed_), st);
+  stage("gradient all-reduce");
   if (rt_.world() > 1) {
     TimelineSpan span(rt_, "grad_all_reduce", Lane::compute);
     rt_.comm->all_reduce_sum(grads_.f32(), n_params_, st);
   }
 
+  stage("loss to the host");
   std::vector<float> losses(static_cast<size_t>(N));
   dev.download(losses.data(), S.losses.get(), size_t(N) * 4);
   double sum = 0;
@@ -364,6 +406,7 @@ double GlaModel::forward_backward(const std::vector<int32_t>& tokens) {
 
 void GlaModel::optimizer_step(const AdamWConfig& o) {
   ++step_;
+  stage("AdamW + bf16 weights");
   mk_->adamw(n_params_, params_.f32(), grads_.f32(), adam_m_.f32(), adam_v_.f32(), o.lr, o.beta1, o.beta2, o.eps,
              o.weight_decay, step_, rt_.dev->compute_stream());
   refresh_act_weights();

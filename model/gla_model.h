@@ -23,6 +23,7 @@
 #include "harness/method.h"
 #include "harness/runtime.h"
 #include "model/model_kernels.h"
+#include "model/stage_clock.h"
 
 namespace spb {
 
@@ -86,6 +87,9 @@ class GlaModel {
   SpMethod& method(int layer) { return *methods_.at(recompute_ ? 0 : size_t(layer)); }
   int steps_done() const { return step_; }
   const GlaModelConfig& config() const { return c_; }
+  Runtime& runtime() { return rt_; }
+  // Stage marks for a profile (nullptr: none); the caller ends each step on the clock.
+  void set_clock(StageClock* clock) { clock_ = clock; }
 
   // Bytes of device memory the model allocates for `batch` x `tokens_per_rank` tokens (without the SP method's own).
   static size_t device_bytes(const GlaModelConfig& c, int batch, int tokens_per_rank, DType act);
@@ -98,6 +102,10 @@ class GlaModel {
   // The flat parameter vector's tensors (and each block's offsets into it, where `layers` is given).
   static std::vector<ParamInfo> layout(const GlaModelConfig& c, std::vector<Layer>* layers, size_t* total);
   static size_t plan_acts(const GlaModelConfig& c, int rows, DType act, Acts& A, Device* dev);
+  void stage(const char* name);
+  // mk_->gemm, its FLOPs counted on the clock
+  void mm(bool ta, bool tb, int M, int N, int K, float alpha, const void* A, const void* B, float beta, void* C,
+          DType c_type, Stream st);
   void forward_layer(int l);
   void backward_layer(int l);
   void init_params(uint64_t seed);
@@ -118,6 +126,7 @@ class GlaModel {
   std::unique_ptr<Acts> acts_;
   std::vector<std::unique_ptr<SpMethod>> methods_;
   int step_ = 0;
+  StageClock* clock_ = nullptr;
 };
 
 }  // namespace spb
