@@ -64,7 +64,8 @@ void add_model_command(CLI::App& app, ModelOptions& o) {
                  "(tests/model/torch_reference.py checks them)");
   app.add_option("--csv", o.csv, "append result rows to this CSV");
   app.add_flag("--recompute", o.recompute,
-               "one attention object for every block, its forward run again in the backward (less memory)");
+               "less memory: one attention object for every block, its forward run again in the backward, and the "
+               "norms' and SwiGLU's outputs made again there");
   app.add_option("--check,-c", o.check, "check the first step against a reference method (1) or not (0)")
       ->check(CLI::Range(0, 1));
   app.add_option("--tolerance", o.tolerance, "largest relative error that passes (default 1e-5 cpu, 5e-3 gpu)");
@@ -213,7 +214,7 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
   // --recompute), against what the device has free; every rank agrees before any allocation.
   const GlaShape local = sp.local;
   const size_t method_bytes = 2 * local.chunk_state_elems() * 4 * size_t(o.recompute ? 1 : mc.layers);
-  const double need_gib = double(GlaModel::device_bytes(mc, o.batch, L, act) + method_bytes) / double(1ull << 30);
+  const double need_gib = double(GlaModel::device_bytes(mc, o.batch, L, act, o.recompute) + method_bytes) / double(1ull << 30);
   const double free_gib = boot.min(double(dev.free_memory_bytes()) / double(1ull << 30));
   SPB_USAGE(need_gib < 0.95 * free_gib,
             "the model needs about " + std::to_string(int(std::ceil(need_gib))) + " GiB per rank (" +
@@ -244,7 +245,7 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
     r.set("pass", std::string("step")).set("comm", rt->comm->name()).set("warmup", o.warmup).set("iters", o.steps);
     r.set("layers", mc.layers).set("hidden", mc.hidden).set("vocab", mc.vocab).set("expand_k", mc.expand_k);
     r.set("expand_v", mc.expand_v).set("mlp", mc.mlp_size()).set("steps", o.steps).set("seed", (long long)o.seed);
-    r.set("recompute", std::string(o.recompute ? "attention" : "none"));
+    r.set("recompute", std::string(o.recompute ? "attention+elementwise" : "none"));
     r.set("params", (long long)model.param_count()).set("flops_per_token", flops_tok);
     r.set("gemm_tflops", ceiling).set("nodes", rt->topo.nodes).set("ranks_per_node", rt->topo.ranks_per_node);
     add_provenance(r, dev);
@@ -282,7 +283,7 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
                 flops_tok, ceiling);
     std::printf("# B %d  T %d (%d per rank)  K %d  recompute %s  data %s  warm-up %d  steps %d  seed %llu  lr %g  "
                 "tolerance %.0e  memory about %.1f GiB per rank\n",
-                o.batch, T, L, o.blocks, o.recompute ? "attention" : "none",
+                o.batch, T, L, o.blocks, o.recompute ? "attention+elementwise" : "none",
                 o.data.empty() ? "random tokens" : o.data.c_str(), o.warmup, o.steps, (unsigned long long)o.seed,
                 double(o.lr), tol, need_gib);
     std::printf("#\n# %8s %5s %11s %9s %10s %10s %10s %10s %12s %6s %8s %9s %6s\n", "method", "ranks", "tokens/rank",

@@ -47,6 +47,7 @@ struct GlaModel::Acts {
   };
   std::vector<Buffer> x;  // the residual stream entering block l (x[layers]: entering the final norm), f32 [N, D]
   std::vector<PerLayer> layer;
+  Buffer h1s, h2s, ys, ms;             // the blocks' h1, h2, y, m with recompute
   Buffer tokens, targets;              // int32 [N]
   Buffer rstd_f, hf, logits, dlogits, losses;
   Buffer dx, dxa, dh, dmy, da, db, dq, dk, dv, dg, dz, d_o, dpre, dgl;
@@ -93,7 +94,7 @@ std::vector<ParamInfo> GlaModel::layout(const GlaModelConfig& c, std::vector<Lay
 }
 
 // The one list of the activation buffers: allocate() makes them, device_bytes() adds them up.
-size_t GlaModel::plan_acts(const GlaModelConfig& c, int rows, DType act, Acts& A, Device* dev) {
+size_t GlaModel::plan_acts(const GlaModelConfig& c, int rows, DType act, bool recompute, Acts& A, Device* dev) {
   const size_t N = rows, D = c.hidden, Kd = c.key_dim(), Vd = c.value_dim(), F = c.mlp_size(), R = c.gate_rank;
   const size_t a = dtype_size(act), f = 4;
   size_t total = 0;
@@ -107,12 +108,15 @@ size_t GlaModel::plan_acts(const GlaModelConfig& c, int rows, DType act, Acts& A
   for (Acts::PerLayer& p : A.layer) {
     take(p.x_mid, N * D * f);
     take(p.rstd1, N * f), take(p.rstd2, N * f), take(p.rstd_gn, N * c.heads * f);
-    take(p.h1, N * D * a), take(p.h2, N * D * a);
+    if (!recompute) take(p.h1, N * D * a), take(p.h2, N * D * a), take(p.y, N * Vd * a), take(p.m, N * F * a);
     take(p.q, N * Kd * a), take(p.k, N * Kd * a), take(p.pre, N * Kd * a), take(p.g, N * Kd * a);
-    take(p.v, N * Vd * a), take(p.z, N * Vd * a), take(p.o, N * Vd * a), take(p.y, N * Vd * a);
+    take(p.v, N * Vd * a), take(p.z, N * Vd * a), take(p.o, N * Vd * a);
     take(p.gl, N * R * a);
-    take(p.a, N * F * a), take(p.b, N * F * a), take(p.m, N * F * a);
+    take(p.a, N * F * a), take(p.b, N * F * a);
   }
+  // With recompute, one block's normalised inputs, gated output and SwiGLU output at a time: the backward makes them
+  // again from what each block keeps (x, rstd, o, z, a, b).
+  if (recompute) take(A.h1s, N * D * a), take(A.h2s, N * D * a), take(A.ys, N * Vd * a), take(A.ms, N * F * a);
   take(A.tokens, N * 4), take(A.targets, N * 4);
   take(A.rstd_f, N * f), take(A.hf, N * D * a);
   take(A.logits, N * c.vocab * f), take(A.dlogits, N * c.vocab * a), take(A.losses, N * f);
@@ -123,13 +127,13 @@ size_t GlaModel::plan_acts(const GlaModelConfig& c, int rows, DType act, Acts& A
   return total;
 }
 
-size_t GlaModel::device_bytes(const GlaModelConfig& c, int batch, int tokens_per_rank, DType act) {
+size_t GlaModel::device_bytes(const GlaModelConfig& c, int batch, int tokens_per_rank, DType act, bool recompute) {
   size_t n = 0;
   layout(c, nullptr, &n);
   Acts none;
   // fp32 master, gradient and two AdamW moments, and the act copy where act is not fp32
   const size_t weights = n * (16 + (act == DType::f32 ? 0 : dtype_size(act)));
-  return weights + plan_acts(c, batch * tokens_per_rank, act, none, nullptr);
+  return weights + plan_acts(c, batch * tokens_per_rank, act, recompute, none, nullptr);
 }
 
 GlaModel::GlaModel(Runtime& rt, const GlaModelConfig& c, int batch, int tokens_per_rank, const std::string& method,
@@ -152,7 +156,7 @@ GlaModel::GlaModel(Runtime& rt, const GlaModelConfig& c, int batch, int tokens_p
   if (act_ != DType::f32) act_weights_ = Buffer(dev, n_params_ * dtype_size(act_));
   reset(seed);
   acts_ = std::make_unique<Acts>();
-  plan_acts(c_, N_, act_, *acts_, &dev);
+  plan_acts(c_, N_, act_, recompute_, *acts_, &dev);
   set_method(method);
 }
 
@@ -248,15 +252,19 @@ void GlaModel::forward_layer(int l) {
   const DType t = act_;
   float* x = acts_->x[size_t(l)].f32();
   float* x_next = acts_->x[size_t(l) + 1].f32();
+  void* h1 = recompute_ ? acts_->h1s.get() : A.h1.get();
+  void* h2 = recompute_ ? acts_->h2s.get() : A.h2.get();
+  void* yo = recompute_ ? acts_->ys.get() : A.y.get();
+  void* m = recompute_ ? acts_->ms.get() : A.m.get();
 
   stage("norms");
-  k.rmsnorm_fwd(N, D, x, V.P(y.attn_norm), c_.norm_eps, A.h1.get(), A.rstd1.f32(), st);
+  k.rmsnorm_fwd(N, D, x, V.P(y.attn_norm), c_.norm_eps, h1, A.rstd1.f32(), st);
   stage("q, k, v, gate projections");
-  mm(false, true, N, Kd, D, 1, A.h1.get(), V.W(y.wq), 0, A.q.get(), t, st);
-  mm(false, true, N, Kd, D, 1, A.h1.get(), V.W(y.wk), 0, A.k.get(), t, st);
-  mm(false, true, N, Vd, D, 1, A.h1.get(), V.W(y.wv), 0, A.v.get(), t, st);
-  mm(false, true, N, Vd, D, 1, A.h1.get(), V.W(y.wg), 0, A.z.get(), t, st);
-  mm(false, true, N, R, D, 1, A.h1.get(), V.W(y.wgk0), 0, A.gl.get(), t, st);
+  mm(false, true, N, Kd, D, 1, h1, V.W(y.wq), 0, A.q.get(), t, st);
+  mm(false, true, N, Kd, D, 1, h1, V.W(y.wk), 0, A.k.get(), t, st);
+  mm(false, true, N, Vd, D, 1, h1, V.W(y.wv), 0, A.v.get(), t, st);
+  mm(false, true, N, Vd, D, 1, h1, V.W(y.wg), 0, A.z.get(), t, st);
+  mm(false, true, N, R, D, 1, h1, V.W(y.wgk0), 0, A.gl.get(), t, st);
   mm(false, true, N, Kd, R, 1, A.gl.get(), V.W(y.wgk1), 0, A.pre.get(), t, st);
   stage("forget gate");
   k.forget_gate_fwd(N, Kd, A.pre.get(), V.P(y.bgk1), c_.gate_normaliser, A.g.get(), st);
@@ -266,22 +274,22 @@ void GlaModel::forward_layer(int l) {
     method(l).forward({A.q.get(), A.k.get(), A.v.get(), A.g.get(), nullptr, A.o.get(), nullptr});
   }
   stage("output gate norm");
-  k.gated_rmsnorm_fwd(N * c_.heads, c_.dv(), A.o.get(), A.z.get(), V.P(y.g_norm), c_.norm_eps, A.y.get(),
+  k.gated_rmsnorm_fwd(N * c_.heads, c_.dv(), A.o.get(), A.z.get(), V.P(y.g_norm), c_.norm_eps, yo,
                       A.rstd_gn.f32(), st);
   stage("o_proj + residual");
   rt_.dev->copy(A.x_mid.get(), x, size_t(N) * D * 4, st);
-  mm(false, true, N, D, Vd, 1, A.y.get(), V.W(y.wo), 1, A.x_mid.get(), DType::f32, st);
+  mm(false, true, N, D, Vd, 1, yo, V.W(y.wo), 1, A.x_mid.get(), DType::f32, st);
 
   stage("norms");
-  k.rmsnorm_fwd(N, D, A.x_mid.f32(), V.P(y.mlp_norm), c_.norm_eps, A.h2.get(), A.rstd2.f32(), st);
+  k.rmsnorm_fwd(N, D, A.x_mid.f32(), V.P(y.mlp_norm), c_.norm_eps, h2, A.rstd2.f32(), st);
   stage("MLP gate, up");
-  mm(false, true, N, F, D, 1, A.h2.get(), V.W(y.w_gate), 0, A.a.get(), t, st);
-  mm(false, true, N, F, D, 1, A.h2.get(), V.W(y.w_up), 0, A.b.get(), t, st);
+  mm(false, true, N, F, D, 1, h2, V.W(y.w_gate), 0, A.a.get(), t, st);
+  mm(false, true, N, F, D, 1, h2, V.W(y.w_up), 0, A.b.get(), t, st);
   stage("swiglu");
-  k.swiglu_fwd(size_t(N) * F, A.a.get(), A.b.get(), A.m.get(), st);
+  k.swiglu_fwd(size_t(N) * F, A.a.get(), A.b.get(), m, st);
   stage("MLP down + residual");
   rt_.dev->copy(x_next, A.x_mid.get(), size_t(N) * D * 4, st);
-  mm(false, true, N, D, F, 1, A.m.get(), V.W(y.w_down), 1, x_next, DType::f32, st);
+  mm(false, true, N, D, F, 1, m, V.W(y.w_down), 1, x_next, DType::f32, st);
 }
 
 // acts_->dx holds the gradient of block l's output on entry and of its input on return.
@@ -294,18 +302,32 @@ void GlaModel::backward_layer(int l) {
   const Stream st = rt_.dev->compute_stream();
   const int N = N_, D = c_.hidden, Kd = c_.key_dim(), Vd = c_.value_dim(), F = c_.mlp_size(), R = c_.gate_rank;
   const DType t = act_, f32 = DType::f32;
+  float* x = acts_->x[size_t(l)].f32();
+  // With recompute, h1, h2, y and m are made again (into one buffer each) just before the products that read them.
+  void* h1 = recompute_ ? S.h1s.get() : A.h1.get();
+  void* h2 = recompute_ ? S.h2s.get() : A.h2.get();
+  void* yo = recompute_ ? S.ys.get() : A.y.get();
+  void* m = recompute_ ? S.ms.get() : A.m.get();
+  if (recompute_) {
+    stage("recompute");
+    k.swiglu_fwd(size_t(N) * F, A.a.get(), A.b.get(), m, st);
+    k.rmsnorm_fwd(N, D, A.x_mid.f32(), V.P(y.mlp_norm), c_.norm_eps, h2, A.rstd2.f32(), st);
+    k.gated_rmsnorm_fwd(N * c_.heads, c_.dv(), A.o.get(), A.z.get(), V.P(y.g_norm), c_.norm_eps, yo, A.rstd_gn.f32(),
+                        st);
+    k.rmsnorm_fwd(N, D, x, V.P(y.attn_norm), c_.norm_eps, h1, A.rstd1.f32(), st);
+  }
 
   // MLP
   stage("bwd: casts");
   k.convert(size_t(N) * D, S.dx.get(), f32, S.dxa.get(), t, st);
   stage("bwd: MLP down");
-  mm(true, false, D, F, N, 1, S.dxa.get(), A.m.get(), 0, V.G(y.w_down), f32, st);
+  mm(true, false, D, F, N, 1, S.dxa.get(), m, 0, V.G(y.w_down), f32, st);
   mm(false, false, N, F, D, 1, S.dxa.get(), V.W(y.w_down), 0, S.dmy.get(), t, st);
   stage("bwd: swiglu");
   k.swiglu_bwd(size_t(N) * F, A.a.get(), A.b.get(), S.dmy.get(), S.da.get(), S.db.get(), st);
   stage("bwd: MLP gate, up");
-  mm(true, false, F, D, N, 1, S.da.get(), A.h2.get(), 0, V.G(y.w_gate), f32, st);
-  mm(true, false, F, D, N, 1, S.db.get(), A.h2.get(), 0, V.G(y.w_up), f32, st);
+  mm(true, false, F, D, N, 1, S.da.get(), h2, 0, V.G(y.w_gate), f32, st);
+  mm(true, false, F, D, N, 1, S.db.get(), h2, 0, V.G(y.w_up), f32, st);
   mm(false, false, N, D, F, 1, S.da.get(), V.W(y.w_gate), 0, S.dh.get(), f32, st);
   mm(false, false, N, D, F, 1, S.db.get(), V.W(y.w_up), 1, S.dh.get(), f32, st);
   stage("bwd: norms");
@@ -315,7 +337,7 @@ void GlaModel::backward_layer(int l) {
   stage("bwd: casts");
   k.convert(size_t(N) * D, S.dx.get(), f32, S.dxa.get(), t, st);
   stage("bwd: o_proj");
-  mm(true, false, D, Vd, N, 1, S.dxa.get(), A.y.get(), 0, V.G(y.wo), f32, st);
+  mm(true, false, D, Vd, N, 1, S.dxa.get(), yo, 0, V.G(y.wo), f32, st);
   mm(false, false, N, Vd, D, 1, S.dxa.get(), V.W(y.wo), 0, S.dmy.get(), t, st);
   stage("bwd: output gate norm");
   k.gated_rmsnorm_bwd(N * c_.heads, c_.dv(), A.o.get(), A.z.get(), V.P(y.g_norm), A.rstd_gn.f32(), S.dmy.get(),
@@ -332,18 +354,18 @@ void GlaModel::backward_layer(int l) {
   stage("bwd: q, k, v, gate projections");
   mm(true, false, Kd, R, N, 1, S.dpre.get(), A.gl.get(), 0, V.G(y.wgk1), f32, st);
   mm(false, false, N, R, Kd, 1, S.dpre.get(), V.W(y.wgk1), 0, S.dgl.get(), t, st);
-  mm(true, false, Kd, D, N, 1, S.dq.get(), A.h1.get(), 0, V.G(y.wq), f32, st);
-  mm(true, false, Kd, D, N, 1, S.dk.get(), A.h1.get(), 0, V.G(y.wk), f32, st);
-  mm(true, false, Vd, D, N, 1, S.dv.get(), A.h1.get(), 0, V.G(y.wv), f32, st);
-  mm(true, false, Vd, D, N, 1, S.dz.get(), A.h1.get(), 0, V.G(y.wg), f32, st);
-  mm(true, false, R, D, N, 1, S.dgl.get(), A.h1.get(), 0, V.G(y.wgk0), f32, st);
+  mm(true, false, Kd, D, N, 1, S.dq.get(), h1, 0, V.G(y.wq), f32, st);
+  mm(true, false, Kd, D, N, 1, S.dk.get(), h1, 0, V.G(y.wk), f32, st);
+  mm(true, false, Vd, D, N, 1, S.dv.get(), h1, 0, V.G(y.wv), f32, st);
+  mm(true, false, Vd, D, N, 1, S.dz.get(), h1, 0, V.G(y.wg), f32, st);
+  mm(true, false, R, D, N, 1, S.dgl.get(), h1, 0, V.G(y.wgk0), f32, st);
   mm(false, false, N, D, Kd, 1, S.dq.get(), V.W(y.wq), 0, S.dh.get(), f32, st);
   mm(false, false, N, D, Kd, 1, S.dk.get(), V.W(y.wk), 1, S.dh.get(), f32, st);
   mm(false, false, N, D, Vd, 1, S.dv.get(), V.W(y.wv), 1, S.dh.get(), f32, st);
   mm(false, false, N, D, Vd, 1, S.dz.get(), V.W(y.wg), 1, S.dh.get(), f32, st);
   mm(false, false, N, D, R, 1, S.dgl.get(), V.W(y.wgk0), 1, S.dh.get(), f32, st);
   stage("bwd: norms");
-  k.rmsnorm_bwd(N, D, acts_->x[size_t(l)].f32(), V.P(y.attn_norm), A.rstd1.f32(), S.dh.f32(), S.dx.f32(),
+  k.rmsnorm_bwd(N, D, x, V.P(y.attn_norm), A.rstd1.f32(), S.dh.f32(), S.dx.f32(),
                 V.G(y.attn_norm), st);
 }
 

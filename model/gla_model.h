@@ -58,8 +58,9 @@ struct ParamInfo {
 class GlaModel {
  public:
   // method, sp: the SP method every block's attention runs (sp.local is filled in here). recompute: one method object
-  // for every block, whose forward runs again before its backward (the chunk states are not kept between the passes);
-  // otherwise one per block. Weights are drawn from `seed`, the same on every rank.
+  // for every block, whose forward runs again before its backward (the chunk states are not kept between the passes),
+  // and each block's normalised inputs, gated output and SwiGLU output made again in the backward; otherwise one
+  // method object per block and every activation kept. Weights are drawn from `seed`, the same on every rank.
   GlaModel(Runtime& rt, const GlaModelConfig& c, int batch, int tokens_per_rank, const std::string& method,
            const SpConfig& sp, bool recompute, uint64_t seed);
   ~GlaModel();
@@ -92,7 +93,7 @@ class GlaModel {
   void set_clock(StageClock* clock) { clock_ = clock; }
 
   // Bytes of device memory the model allocates for `batch` x `tokens_per_rank` tokens (without the SP method's own).
-  static size_t device_bytes(const GlaModelConfig& c, int batch, int tokens_per_rank, DType act);
+  static size_t device_bytes(const GlaModelConfig& c, int batch, int tokens_per_rank, DType act, bool recompute);
 
  private:
   struct Layer;
@@ -101,7 +102,7 @@ class GlaModel {
   Views views() const;
   // The flat parameter vector's tensors (and each block's offsets into it, where `layers` is given).
   static std::vector<ParamInfo> layout(const GlaModelConfig& c, std::vector<Layer>* layers, size_t* total);
-  static size_t plan_acts(const GlaModelConfig& c, int rows, DType act, Acts& A, Device* dev);
+  static size_t plan_acts(const GlaModelConfig& c, int rows, DType act, bool recompute, Acts& A, Device* dev);
   void stage(const char* name);
   // mk_->gemm, its FLOPs counted on the clock
   void mm(bool ta, bool tb, int M, int N, int K, float alpha, const void* A, const void* B, float beta, void* C,

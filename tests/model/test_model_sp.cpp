@@ -82,6 +82,25 @@ TEST(ModelSp, EveryMethodMatchesTheSingleDeviceModel) {
   }
 }
 
+// --recompute makes again in the backward what the default keeps (the attention's chunk states, the norms' and
+// SwiGLU's outputs): the same step, the same gradients.
+TEST(ModelSp, RecomputeGivesTheSameStep) {
+  if (!have_devices()) GTEST_SKIP() << "fewer GPUs than ranks";
+  Bootstrap& boot = *test::boot();
+  auto rt = make_runtime(boot, backend());
+  const int P = boot.size(), p = boot.rank(), L = kSeq / P;
+  const TokenData data("", tiny().vocab, kBatch, kSeq, 9);
+  std::vector<float> grads[2];
+  double loss[2];
+  for (int recompute = 0; recompute < 2; ++recompute) {
+    GlaModel model(*rt, tiny(), kBatch, L, "zeco", SpConfig{}, recompute, 5);
+    loss[recompute] = model.forward_backward(data.window(0, p * L, (p + 1) * L));
+    grads[recompute] = model.download_grads();
+  }
+  EXPECT_NEAR(loss[1], loss[0], 1e-6 * loss[0]);
+  EXPECT_LT(rel_rms(grads[0].data(), grads[1].data(), grads[0].size()), gpu() ? 1e-3 : 1e-6);
+}
+
 // The backward of the whole model (every layer, the SP method's attention, the all-reduce) against central
 // differences of the loss, one parameter tensor at a time: along a random direction d on that tensor,
 // (loss(w + h d) - loss(w - h d)) / 2h must equal <grad, d>. In fp32 a step of 1e-4 or more per element (weights are
