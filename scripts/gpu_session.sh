@@ -2,7 +2,7 @@
 # One call of a lent GPU machine (where nothing can be installed): build there with the header-only packages carried
 # as .deb files in .deps/ (apt-get download libcli11-dev libfccp-dev nlohmann-json3-dev), then run the stages named
 # on the command line; logs and CSVs go to $OUT.
-#   stages: test (GPU ctest), bench (kernel benchmark), collective, operator, timeline, model, all
+#   stages: test (GPU ctest), bench (kernel benchmark), collective, operator, timeline, model, model-profile, all
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-$PWD/out}
@@ -73,6 +73,12 @@ for stage in "${@:-all}"; do
       | grep -E "passed|failed|FAIL|skipped|error" | tail -8
     SPB_BUILD=$PWD/$B SPB_CSV="$OUT/${machine}_model_$day.csv" bash scripts/sweep_model_gpu.sh 2>&1 | tee -a "$LOG" \
       | grep -E "^\[|^ |wrong|error" ;;&
+  model-profile|all)
+    stamp "model level: where a GLA-1B step's time goes (16384 tokens, 32 and 4 heads)"
+    for H in 32 4; do
+      $MPI -np 1 $B/spbench model --backend gpu -m dp -H $H -L 16384 -w 3 -n 5 --profile 5 --log-every 0 -c 0 2>&1 \
+        | tee -a "$LOG" | grep -vE "^# [a-z0-9]+ step"
+    done ;;&
   timeline|all)
     stamp "timelines"
     for overlap in 0 1 2; do
