@@ -16,6 +16,7 @@
 #include "harness/method.h"
 #include "harness/npy.h"
 #include "harness/provenance.h"
+#include "harness/resume.h"
 #include "harness/runtime.h"
 #include "harness/sp_local.h"
 #include "harness/stats.h"
@@ -254,21 +255,13 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
   std::unique_ptr<CsvAppender> csv;
   std::vector<std::string> todo = methods;
   if (!o.csv.empty()) {
-    std::vector<int> skip(methods.size(), 0);
-    agree_on_usage_errors(boot, [&] {
-      if (p != 0) return;
-      csv = std::make_unique<CsvAppender>(
-          o.csv, std::vector<std::string>{"layers", "hidden", "vocab", "expand_k", "expand_v", "mlp", "steps", "seed",
-                                          "loss", "peak_mem_gib", "mfu", "recompute", "tokens_per_s", "gemm_tflops",
-                                          "params", "flops_per_token", "nodes", "ranks_per_node", "head_groups"});
-      for (size_t i = 0; i < methods.size(); ++i) skip[i] = o.resume && csv->contains(row_for(methods[i], nullptr));
-    });
-    boot.broadcast(skip.data(), skip.size() * sizeof(int), 0);
-    todo.clear();
-    for (size_t i = 0; i < methods.size(); ++i) {
-      if (!skip[i]) todo.push_back(methods[i]);
-      else if (p == 0) std::printf("# %s P=%d L=%d: already in %s, skipped\n", methods[i].c_str(), P, L, o.csv.c_str());
-    }
+    todo = methods_to_measure(
+        boot, o.csv,
+        {"layers", "hidden", "vocab", "expand_k", "expand_v", "mlp", "steps", "seed", "loss", "peak_mem_gib", "mfu",
+         "recompute", "tokens_per_s", "gemm_tflops", "params", "flops_per_token", "nodes", "ranks_per_node",
+         "head_groups"},
+        o.resume, methods, [&](const CsvAppender& c, const std::string& m) { return c.contains(row_for(m, nullptr)); },
+        "P=" + std::to_string(P) + " L=" + std::to_string(L), csv);
     if (todo.empty()) return 0;
   }
 

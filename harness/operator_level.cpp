@@ -15,6 +15,7 @@
 #include "harness/method.h"
 #include "harness/npy.h"
 #include "harness/provenance.h"
+#include "harness/resume.h"
 #include "harness/runtime.h"
 #include "harness/sp_local.h"
 #include "harness/sp_run.h"
@@ -255,20 +256,12 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
   std::unique_ptr<CsvAppender> csv;
   std::vector<std::string> todo = methods;
   if (!o.csv.empty()) {
-    std::vector<int> skip(methods.size(), 0);
-    agree_on_usage_errors(boot, [&] {
-      if (p != 0) return;
-      csv = std::make_unique<CsvAppender>(o.csv, std::vector<std::string>{"head_groups", "nodes", "ranks_per_node"});
-      for (size_t i = 0; i < methods.size(); ++i)
-        skip[i] = o.resume && csv->contains(row_for(methods[i], "fwd")) && csv->contains(row_for(methods[i], "fwd_bwd"));
-    });
-    boot.broadcast(skip.data(), skip.size() * sizeof(int), 0);
-    todo.clear();
-    for (size_t i = 0; i < methods.size(); ++i) {
-      if (!skip[i]) todo.push_back(methods[i]);
-      else if (p == 0)
-        std::printf("# %s P=%d T/P=%d: already in %s, skipped\n", methods[i].c_str(), P, local.T, o.csv.c_str());
-    }
+    todo = methods_to_measure(
+        boot, o.csv, {"head_groups", "nodes", "ranks_per_node"}, o.resume, methods,
+        [&](const CsvAppender& c, const std::string& m) {
+          return c.contains(row_for(m, "fwd")) && c.contains(row_for(m, "fwd_bwd"));
+        },
+        "P=" + std::to_string(P) + " T/P=" + std::to_string(local.T), csv);
     if (todo.empty()) return 0;
   }
 

@@ -1,0 +1,30 @@
+#include "harness/resume.h"
+
+#include <cstdio>
+
+#include "harness/collective_errors.h"
+
+namespace spb {
+
+std::vector<std::string> methods_to_measure(const Bootstrap& boot, const std::string& path,
+                                            const std::vector<std::string>& extra, bool resume,
+                                            const std::vector<std::string>& methods,
+                                            const std::function<bool(const CsvAppender&, const std::string&)>& in_csv,
+                                            const std::string& where, std::unique_ptr<CsvAppender>& csv) {
+  std::vector<int> skip(methods.size(), 0);
+  agree_on_usage_errors(boot, [&] {
+    if (boot.rank() != 0) return;
+    csv = std::make_unique<CsvAppender>(path, extra);
+    for (size_t i = 0; i < methods.size(); ++i) skip[i] = resume && in_csv(*csv, methods[i]);
+  });
+  boot.broadcast(skip.data(), skip.size() * sizeof(int), 0);
+  std::vector<std::string> todo;
+  for (size_t i = 0; i < methods.size(); ++i) {
+    if (!skip[i]) todo.push_back(methods[i]);
+    else if (boot.rank() == 0)
+      std::printf("# %s %s: already in %s, skipped\n", methods[i].c_str(), where.c_str(), path.c_str());
+  }
+  return todo;
+}
+
+}  // namespace spb

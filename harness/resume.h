@@ -1,0 +1,24 @@
+// A rerun skips what its CSV already holds (DESIGN §6): the operator and model levels open their CSV on rank 0 and
+// agree, before anything runs, on which of the requested methods still need measuring.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harness/bootstrap.h"
+#include "harness/csv.h"
+
+namespace spb {
+
+// Opens `path` on rank 0 (the schema plus `extra` columns; UsageError on every rank when it cannot) into `csv`, and
+// returns the methods for which `in_csv(csv, method)` is false (every method where !resume), the same on every rank;
+// rank 0 prints "# <method> <where>: already in <path>, skipped" for the others.
+std::vector<std::string> methods_to_measure(const Bootstrap& boot, const std::string& path,
+                                            const std::vector<std::string>& extra, bool resume,
+                                            const std::vector<std::string>& methods,
+                                            const std::function<bool(const CsvAppender&, const std::string&)>& in_csv,
+                                            const std::string& where, std::unique_ptr<CsvAppender>& csv);
+
+}  // namespace spb
