@@ -22,25 +22,14 @@
 #include "kernels/cuda/gla_cuda_internal.h"
 #include "kernels/cuda/tf32_model.h"
 #include "kernels/gla.h"
+#include "../gpu_test_util.h"
 
 namespace spb {
 namespace {
 
-bool have_gpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
+using test::have_gpu;
+using test::round_bf16;
 
-// Round to the nearest bf16 (ties to even), as __float2bfloat16 does.
-float round_bf16(float x) {
-  if (std::isnan(x)) return x;
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  u &= 0xffff0000u;
-  std::memcpy(&x, &u, 4);
-  return x;
-}
 std::vector<float> bf16_rounded(std::vector<float> x) {
   for (float& v : x) v = round_bf16(v);
   return x;
