@@ -29,6 +29,7 @@
 #include "harness/device.h"
 #include "harness/stats.h"
 #include "model/model_kernels.h"
+#include "../gpu_test_util.h"
 
 namespace spb {
 namespace {
@@ -37,21 +38,8 @@ constexpr double kBf16Out = 5e-3;
 constexpr double kF32Out = 1e-5;
 constexpr double kGemmF32 = 1e-4;
 
-bool have_gpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
-// Round to the nearest bf16 (ties to even), as __float2bfloat16 does.
-float round_bf16(float x) {
-  if (std::isnan(x)) return x;
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  u &= 0xffff0000u;
-  std::memcpy(&x, &u, 4);
-  return x;
-}
+using test::have_gpu;
+using test::round_bf16;
 
 // n normal numbers scale * N(0, 1) + shift, rounded to bf16.
 std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.f, float shift = 0.f) {
