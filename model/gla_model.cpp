@@ -317,9 +317,7 @@ void GlaModel::backward_layer(int l) {
     k.rmsnorm_fwd(N, D, x, V.P(y.attn_norm), c_.norm_eps, h1, A.rstd1.f32(), st);
   }
 
-  // MLP
-  stage("bwd: casts");
-  k.convert(size_t(N) * D, S.dx.get(), f32, S.dxa.get(), t, st);
+  // MLP (S.dxa: the act copy of dx, from the norm's backward above)
   stage("bwd: MLP down");
   mm(true, false, D, F, N, 1, S.dxa.get(), m, 0, V.G(y.w_down), f32, st);
   mm(false, false, N, F, D, 1, S.dxa.get(), V.W(y.w_down), 0, S.dmy.get(), t, st);
@@ -331,11 +329,10 @@ void GlaModel::backward_layer(int l) {
   mm(false, false, N, D, F, 1, S.da.get(), V.W(y.w_gate), 0, S.dh.get(), f32, st);
   mm(false, false, N, D, F, 1, S.db.get(), V.W(y.w_up), 1, S.dh.get(), f32, st);
   stage("bwd: norms");
-  k.rmsnorm_bwd(N, D, A.x_mid.f32(), V.P(y.mlp_norm), A.rstd2.f32(), S.dh.f32(), S.dx.f32(), V.G(y.mlp_norm), st);
+  k.rmsnorm_bwd(N, D, A.x_mid.f32(), V.P(y.mlp_norm), A.rstd2.f32(), S.dh.f32(), S.dx.f32(), V.G(y.mlp_norm),
+                S.dxa.get(), st);
 
   // attention
-  stage("bwd: casts");
-  k.convert(size_t(N) * D, S.dx.get(), f32, S.dxa.get(), t, st);
   stage("bwd: o_proj");
   mm(true, false, D, Vd, N, 1, S.dxa.get(), yo, 0, V.G(y.wo), f32, st);
   mm(false, false, N, Vd, D, 1, S.dxa.get(), V.W(y.wo), 0, S.dmy.get(), t, st);
@@ -365,8 +362,8 @@ void GlaModel::backward_layer(int l) {
   mm(false, false, N, D, Vd, 1, S.dz.get(), V.W(y.wg), 1, S.dh.get(), f32, st);
   mm(false, false, N, D, R, 1, S.dgl.get(), V.W(y.wgk0), 1, S.dh.get(), f32, st);
   stage("bwd: norms");
-  k.rmsnorm_bwd(N, D, x, V.P(y.attn_norm), A.rstd1.f32(), S.dh.f32(), S.dx.f32(),
-                V.G(y.attn_norm), st);
+  k.rmsnorm_bwd(N, D, x, V.P(y.attn_norm), A.rstd1.f32(), S.dh.f32(), S.dx.f32(), V.G(y.attn_norm), S.dxa.get(),
+                st);
 }
 
 double GlaModel::forward_backward(const std::vector<int32_t>& tokens) {
@@ -408,7 +405,8 @@ double GlaModel::forward_backward(const std::vector<int32_t>& tokens) {
   mm(false, false, N, D, Vc, 1, S.dlogits.get(), V.W(lm_head_), 0, S.dh.get(), DType::f32, st);
   stage("bwd: norms");
   dev.fill_zero(S.dx.get(), S.dx.bytes(), st);
-  k.rmsnorm_bwd(N, D, xl, V.P(final_norm_), S.rstd_f.f32(), S.dh.f32(), S.dx.f32(), V.G(final_norm_), st);
+  k.rmsnorm_bwd(N, D, xl, V.P(final_norm_), S.rstd_f.f32(), S.dh.f32(), S.dx.f32(), V.G(final_norm_), S.dxa.get(),
+                st);
   for (int l = c_.layers - 1; l >= 0; --l) backward_layer(l);
   stage("bwd: embedding");
   k.embedding_bwd(N, D, static_cast<const int32_t*>(S.tokens.get()), S.dx.f32(), V.G(embed_), st);

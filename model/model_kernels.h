@@ -40,9 +40,10 @@ class ModelKernels {
   // x f32 [n, D], w f32 [D], rstd f32 [n] = 1 / rms(x) (kept for the backward).
   virtual void rmsnorm_fwd(int n, int D, const float* x, const float* w, float eps, void* y, float* rstd,
                            Stream st) = 0;
-  // dx (f32) += d/dx, dw (f32) += d/dw, from dy f32 [n, D].
+  // dx (f32) += d/dx, dw (f32) += d/dw, from dy f32 [n, D]; dx_act (nullable) = the act copy of the new dx (what the
+  // products before the norm read next).
   virtual void rmsnorm_bwd(int n, int D, const float* x, const float* w, const float* rstd, const float* dy,
-                           float* dx, float* dw, Stream st) = 0;
+                           float* dx, float* dw, void* dx_act, Stream st) = 0;
 
   // GLA's forget gate: g (act) = logsigmoid(pre + bias) / normaliser, pre act [n, C], bias f32 [C].
   virtual void forget_gate_fwd(int n, int C, const void* pre, const float* bias, float normaliser, void* g,

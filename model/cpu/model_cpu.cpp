@@ -34,8 +34,9 @@ class CpuModelKernels final : public ModelKernels {
     cpu_ops::rmsnorm_fwd(n, D, x, w, eps, F(y), rstd);
   }
   void rmsnorm_bwd(int n, int D, const float* x, const float* w, const float* rstd, const float* dy, float* dx,
-                   float* dw, Stream) override {
+                   float* dw, void* dx_act, Stream) override {
     cpu_ops::rmsnorm_bwd(n, D, x, w, rstd, dy, dx, dw, true);
+    if (dx_act && dx_act != dx) std::memcpy(dx_act, dx, size_t(n) * D * sizeof(float));
   }
   void forget_gate_fwd(int n, int C, const void* pre, const float* bias, float normaliser, void* g, Stream) override {
     cpu_ops::forget_gate_fwd(n, C, F(pre), bias, normaliser, F(g));

@@ -172,20 +172,28 @@ __global__ void rmsnorm_fwd_kernel(int n, int D, const T* x, const float* w, con
 }
 
 // With u = x r (the normalised row) and a = dy w (* swish(z) where gated): dx = r (a - u mean(a u)) (+= where
-// ACCUMULATE: the residual stream's gradient), dw += dy u (* swish(z)), dz = dy u w swish'(z).
-template <int G, int VW, bool ACCUMULATE, class T, class DT>
+// ACCUMULATE: the residual stream's gradient; dx_act, where given, receives its bf16 copy for the next products),
+// dw += dy u (* swish(z)), dz = dy u w swish'(z). ITERS > 0: D = ITERS x G x VW exactly, and each lane keeps its
+// columns' share of dw in registers across its rows (one shared-memory atomic per column and warp instead of one per
+// element); ITERS = 0: any D, each element's share added to shared memory at once.
+template <int G, int VW, int ITERS, bool ACCUMULATE, class T, class DT>
 __global__ void rmsnorm_bwd_kernel(int n, int D, const T* x, const float* w, const T* z, const float* rstd, const DT* dy,
-                                   T* dx, T* dz, float* dw) {
+                                   T* dx, T* dz, float* dw, bf16* dx_act) {
   extern __shared__ float dw_part[];
   for (int j = threadIdx.x; j < D; j += blockDim.x) dw_part[j] = 0.f;
   __syncthreads();
   const int g = threadIdx.x % G;
+  constexpr int kRegs = ITERS > 0 ? ITERS : 1;
+  float acc[kRegs][VW] = {};
+  const int iters = ITERS > 0 ? ITERS : (D - g * VW + G * VW - 1) / (G * VW);
   SPB_FOR_EACH_ROW_OF_GROUP(n, G, row, live) {
     const size_t base = size_t(live ? row : 0) * D;
     const float r = live ? rstd[row] : 0.f;
     float dot = 0.f;  // sum of a u
     if (live)
-      for (int j = g * VW; j < D; j += G * VW) {
+#pragma unroll
+      for (int i = 0; i < (ITERS > 0 ? ITERS : iters); ++i) {
+        const int j = g * VW + i * G * VW;
         float xv[VW], dv[VW], wv[VW];
         loadv<VW>(x + base + j, xv);
         loadv<VW>(dy + base + j, dv);
@@ -199,7 +207,9 @@ __global__ void rmsnorm_bwd_kernel(int n, int D, const T* x, const float* w, con
       }
     const float mean = group_sum<G>(dot) / D;
     if (!live) continue;
-    for (int j = g * VW; j < D; j += G * VW) {
+#pragma unroll
+    for (int i = 0; i < (ITERS > 0 ? ITERS : iters); ++i) {
+      const int j = g * VW + i * G * VW;
       float xv[VW], dv[VW], wv[VW], out[VW], dzv[VW];
       loadv<VW>(x + base + j, xv);
       loadv<VW>(dy + base + j, dv);
@@ -219,11 +229,17 @@ __global__ void rmsnorm_bwd_kernel(int n, int D, const T* x, const float* w, con
         const float u = xv[k] * r;
         const float v = r * (dv[k] * wv[k] - u * mean);
         out[k] = ACCUMULATE ? out[k] + v : v;
-        atomicAdd(&dw_part[j + k], dv[k] * u);
+        if (ITERS > 0) acc[ITERS > 0 ? i : 0][k] += dv[k] * u;
+        else atomicAdd(&dw_part[j + k], dv[k] * u);
       }
       storev<VW>(dx + base + j, out);
+      if (dx_act) storev<VW>(dx_act + base + j, out);
     }
   }
+  if (ITERS > 0)
+#pragma unroll
+    for (int i = 0; i < kRegs; ++i)
+      for (int k = 0; k < VW; ++k) atomicAdd(&dw_part[g * VW + i * G * VW + k], acc[i][k]);
   __syncthreads();
   for (int j = threadIdx.x; j < D; j += blockDim.x) atomicAdd(dw + j, dw_part[j]);
 }
@@ -468,8 +484,8 @@ class CudaModelKernels final : public ModelKernels {
     norm_fwd<float>(n, D, x, w, nullptr, eps, as_bf16(y), rstd, st);
   }
   void rmsnorm_bwd(int n, int D, const float* x, const float* w, const float* rstd, const float* dy, float* dx,
-                   float* dw, Stream st) override {
-    norm_bwd<true, float, float>(n, D, x, w, nullptr, rstd, dy, dx, nullptr, dw, st);
+                   float* dw, void* dx_act, Stream st) override {
+    norm_bwd<true, float, float>(n, D, x, w, nullptr, rstd, dy, dx, nullptr, dw, as_bf16(dx_act), st);
   }
 
   void forget_gate_fwd(int n, int C, const void* pre, const float* bias, float normaliser, void* g,
@@ -494,7 +510,7 @@ class CudaModelKernels final : public ModelKernels {
   void gated_rmsnorm_bwd(int rows, int D, const void* o, const void* z, const float* w, const float* rstd,
                          const void* dy, void* d_o, void* dz, float* dw, Stream st) override {
     norm_bwd<false, bf16, bf16>(rows, D, as_bf16(o), w, as_bf16(z), rstd, as_bf16(dy), as_bf16(d_o), as_bf16(dz), dw,
-                                st);
+                                nullptr, st);
   }
 
   void swiglu_fwd(size_t n, const void* a, const void* b, void* y, Stream st) override {
@@ -553,20 +569,22 @@ class CudaModelKernels final : public ModelKernels {
   }
   template <bool ACCUMULATE, class T, class DT>
   void norm_bwd(int n, int D, const T* x, const float* w, const T* z, const float* rstd, const DT* dy, T* dx, T* dz,
-                float* dw, Stream st) {
+                float* dw, bf16* dx_act, Stream st) {
     if (n <= 0 || D <= 0) return;
     SPB_CHECK(size_t(D) * 4 <= 48 * 1024, "RMSNorm backward: D = " + std::to_string(D) + " exceeds the 12288 columns "
                                           "whose weight gradient a block sums in shared memory");
     const bool vec = D % 4 == 0 && aligned(x, 16) && aligned(w, 16) && (!z || aligned(z, 16)) && aligned(dy, 16) &&
-                     aligned(dx, 16) && (!dz || aligned(dz, 16));
+                     aligned(dx, 16) && (!dz || aligned(dz, 16)) && (!dx_act || aligned(dx_act, 8));
     const bool half = D <= 64;
     const unsigned blocks = norm_blocks(n, half, 4);  // few blocks: one atomicAdd of dw per column and block
     auto launch = [&](auto kernel) {
-      kernel<<<blocks, kThreads, size_t(D) * 4, stream(st)>>>(n, D, x, w, z, rstd, dy, dx, dz, dw);
+      kernel<<<blocks, kThreads, size_t(D) * 4, stream(st)>>>(n, D, x, w, z, rstd, dy, dx, dz, dw, dx_act);
       SPB_CUDA_LAUNCH();
     };
-    if (vec) half ? launch(rmsnorm_bwd_kernel<16, 4, ACCUMULATE, T, DT>) : launch(rmsnorm_bwd_kernel<32, 4, ACCUMULATE, T, DT>);
-    else half ? launch(rmsnorm_bwd_kernel<16, 1, ACCUMULATE, T, DT>) : launch(rmsnorm_bwd_kernel<32, 1, ACCUMULATE, T, DT>);
+    // The model's hidden size (2048) with dw in registers; every other D through shared memory.
+    if (vec && D == 2048) launch(rmsnorm_bwd_kernel<32, 4, 16, ACCUMULATE, T, DT>);
+    else if (vec) half ? launch(rmsnorm_bwd_kernel<16, 4, 0, ACCUMULATE, T, DT>) : launch(rmsnorm_bwd_kernel<32, 4, 0, ACCUMULATE, T, DT>);
+    else half ? launch(rmsnorm_bwd_kernel<16, 1, 0, ACCUMULATE, T, DT>) : launch(rmsnorm_bwd_kernel<32, 1, 0, ACCUMULATE, T, DT>);
   }
   // Blocks of kThreads for n rows (two per warp where `half`), at most per_sm per SM.
   unsigned norm_blocks(int n, bool half, int per_sm) const {

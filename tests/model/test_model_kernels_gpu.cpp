@@ -250,7 +250,7 @@ TEST_F(ModelKernelsGpu, Embedding) {
 TEST_F(ModelKernelsGpu, RmsNorm) {
   const int n = 37;
   const float eps = 1e-6f;
-  for (int D : {95, 2048}) {
+  for (int D : {95, 64, 2048, 4096}) {  // 2048: dw in registers; 64: two rows per warp; 95: 4-byte accesses
     SCOPED_TRACE("D " + std::to_string(D));
     const size_t nd = size_t(n) * D;
     Twin x = f32(randn(nd, 41)), w = f32(randn(D, 42, 0.1f, 1.f));
@@ -262,10 +262,12 @@ TEST_F(ModelKernelsGpu, RmsNorm) {
 
     Twin r = f32(cpu_values(rstd));  // the backward of both sides reads the same rstd
     Twin dy = f32(randn(nd, 43)), dx = f32(randn(nd, 44)), dw = f32(randn(D, 45));
-    cpu_->rmsnorm_bwd(n, D, x.cf(), w.cf(), r.cf(), dy.cf(), dx.cf(), dw.cf(), Stream{});
-    gpu_->rmsnorm_bwd(n, D, x.gf(), w.gf(), r.gf(), dy.gf(), dx.gf(), dw.gf(), st_);
+    Twin dxa = out_act(nd);
+    cpu_->rmsnorm_bwd(n, D, x.cf(), w.cf(), r.cf(), dy.cf(), dx.cf(), dw.cf(), dxa.c(), Stream{});
+    gpu_->rmsnorm_bwd(n, D, x.gf(), w.gf(), r.gf(), dy.gf(), dx.gf(), dw.gf(), dxa.g(), st_);
     expect_close(dx, kF32Out, "dx +=");
     expect_close(dw, kF32Out, "dw +=");
+    expect_close(dxa, kBf16Out, "the act copy of dx");
   }
 }
 
