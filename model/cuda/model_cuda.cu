@@ -2,9 +2,9 @@
 //   gemm                     cublasGemmEx, bf16 A and B, bf16 or fp32 C, fp32 compute; row-major mapped onto cuBLAS
 //   convert                  fp32 <-> bf16, 4 elements a thread where the pointers allow it
 //   embedding_fwd/bwd        gather rows; scatter-add with fp32 atomics
-//   rmsnorm_fwd/bwd          one warp per row; dw by the column-sum kernel
+//   rmsnorm_fwd/bwd          one kernel each, the row read once (in registers) by 16..256 threads; dw summed per block
 //   forget_gate_fwd/bwd      logsigmoid / normaliser; the backward writes dpre and sums dbias in one pass
-//   gated_rmsnorm_fwd/bwd    per-head RMSNorm times swish(z), one warp per row; dw by the column-sum kernel
+//   gated_rmsnorm_fwd/bwd    per-head RMSNorm times swish(z): the same kernels (two rows per warp at dv = 64)
 //   swiglu_fwd/bwd           elementwise, 4 elements a thread
 //   cross_entropy            one block per row, online log-sum-exp, then dlogits in a second pass over the row
 //   adamw                    elementwise fp32, 4 elements a thread; bias corrections from the host in double
@@ -17,9 +17,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
+#include <utility>
 
 #include "harness/cuda_check.h"
 #include "harness/error.h"
@@ -109,18 +112,27 @@ __global__ void embedding_bwd_kernel(int n, int D, const int32_t* tokens, const 
   }
 }
 
-// ---- RMSNorms: one pass per row, the weight gradient summed in shared memory ---------------------------------------
-// A row belongs to a group of G lanes (G = 32, or 16 where D <= 64 so that a warp holds two rows and no lane idles),
-// each lane taking VW = 4 consecutive elements at a time (16-byte fp32 / 8-byte bf16 accesses; VW = 1 where D or a
-// pointer does not allow it). The backward adds each row's share of dw into a shared-memory copy of dw (D floats) and
-// adds that to dw once per block, so the inputs are read once instead of once for dx and once more for dw.
-// At [16384, 2048] fp32 the residual norm's backward moves 512 MB (x, dy, dx read, dx written): 0.17 ms at 3 TB/s;
-// the gated norm's over [16384 x 32, 64] bf16 moves 320 MB: 0.11 ms. Their forwards: 192 MB each, 0.065 ms.
-template <int G>
-__device__ __forceinline__ float group_sum(float x) {
-  for (int o = G / 2; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
-}
+// ---- RMSNorms: one kernel per op, each input read once ----------------------------------------------------------
+// A row belongs to a group of G threads (16 or 32: within a warp; 128 or 256: across warps, the row's sum of squares
+// or dot meeting in shared memory), a block of kThreads holding kThreads / G rows at a time. A thread takes VW = 4
+// consecutive elements at a time (16-byte fp32 / 8-byte bf16 accesses; VW = 1 where D or a pointer does not allow
+// it), NCH such chunks of a row, columns g VW + c G VW: the row stays in registers between its sum and its outputs
+// (NCH > 0, D <= NCH G VW), so every input is read from memory once. NCH = 0 (D beyond what the registers hold:
+// more than 4096 columns, or 1024 with VW = 1): a whole block per row, two passes over it (the second mostly from
+// L1/L2). The backward keeps each thread's columns' share of dw in registers across all its rows and adds it to dw
+// once per block at the end (straight into dw where the block holds one row at a time: a column then has one owner;
+// through a shared-memory copy of dw otherwise); the grid has at most 4 blocks per SM, so there are few atomics.
+//
+// Predicted per call on an H100 (~3.35 TB/s peak, ~2.9-3.0 TB/s reached by streaming kernels), at 16384 tokens:
+//   rmsnorm_bwd       [16384, 2048] f32: x, dy, dx read, dx written (512 MB) + the bf16 dx copy (64 MB) = 576 MB:
+//                     ~0.21 ms (0.19 ms at 3 TB/s, plus ~5% tail and the 528 x 2048 dw atomics). Was 0.45.
+//   gated_rmsnorm_bwd [524288, 64] and [65536, 512] bf16: o, z, dy read, d_o, dz written = 320 MB: ~0.12 ms
+//                     (0.107 at 3 TB/s; sigmoid once per element, no longer a second read). Was 0.59 (dv 64).
+//   rmsnorm_fwd       x f32 read (128 MB), y bf16 written (64 MB) = 192 MB: ~0.07 ms. Was 0.14.
+//   gated_rmsnorm_fwd o, z read, y written, bf16 = 192 MB: ~0.07 ms. Was 0.22 (dv 64).
+// Why: the kernels only stream their inputs once and write their outputs once, with 16/8-byte accesses and several
+// chunks in flight per thread before the first reduction; the math (one sigmoid per element) is far below the
+// memory time, so they should sit at 85-95% of the bandwidth bound.
 template <int VW, class T>
 __device__ __forceinline__ void loadv(const T* p, float (&v)[VW]) {
   if constexpr (VW == 4) load4(p, v);
@@ -132,116 +144,234 @@ __device__ __forceinline__ void storev(T* p, const float (&v)[VW]) {
   else store1(p, v[0]);
 }
 
-// The rows of a warp: `base` is warp-uniform (the loop and the shuffles see every lane), a lane's row is base + its
-// group, and a lane whose row is past the end computes on nothing and stores nothing.
-#define SPB_FOR_EACH_ROW_OF_GROUP(rows, G, row, live)                                                     \
-  for (int base_ = (int(blockIdx.x) * int(blockDim.x / 32) + int(threadIdx.x / 32)) * (32 / G),           \
-           row = base_ + int(threadIdx.x % 32) / G;                                                       \
-       base_ < (rows); base_ += int(gridDim.x * (blockDim.x / 32)) * (32 / G), row = base_ + int(threadIdx.x % 32) / G) \
-    if (const bool live = row < (rows); true)
+// The sum of x over the G threads of a row group, the same in all of them. Every thread of the block calls it (the
+// row loops are block-uniform). G <= 32: butterfly shuffles inside the warp. G > 32 (a multiple of 32): the warps'
+// sums through red[parity]; parity flips every call, so one barrier a call suffices (a warp that writes the other
+// buffer next cannot pass the next barrier before every warp has read this one).
+template <int G>
+__device__ __forceinline__ float row_sum(float x, float (*red)[kThreads / 32], int parity) {
+  for (int o = (G < 32 ? G : 32) / 2; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  if constexpr (G > 32) {
+    const int warp = int(threadIdx.x / 32), first = warp / (G / 32) * (G / 32);
+    if (threadIdx.x % 32 == 0) red[parity][warp] = x;
+    __syncthreads();
+    x = 0.f;
+    for (int k = 0; k < G / 32; ++k) x += red[parity][first + k];
+  }
+  return x;
+}
 
-template <int G, int VW, class T>
-__global__ void rmsnorm_fwd_kernel(int n, int D, const T* x, const float* w, const T* z, float eps, bf16* y,
-                                   float* rstd) {
-  const int g = threadIdx.x % G;
-  SPB_FOR_EACH_ROW_OF_GROUP(n, G, row, live) {
-    const size_t base = size_t(live ? row : 0) * D;
+// The block's rows: `base` is block-uniform; a thread's row is base + its group, and a thread whose row is past the
+// end takes part in the sums with zeros and stores nothing.
+#define SPB_FOR_EACH_ROW_OF_BLOCK(n, G, row, live, parity)                                                        \
+  for (int base_ = int(blockIdx.x) * (kThreads / G), parity = 0; base_ < (n);                                    \
+       base_ += int(gridDim.x) * (kThreads / G), parity ^= 1)                                                    \
+    if (const int row = base_ + int(threadIdx.x) / G; true)                                                       \
+      if (const bool live = row < (n); true)
+
+template <int G, int VW, int NCH, bool GATED, class T>
+__global__ void __launch_bounds__(kThreads)
+    rmsnorm_fwd_kernel(int n, int D, const T* x, const float* w, const T* z, float eps, bf16* y, float* rstd) {
+  static_assert(kThreads % G == 0 && (G <= 32 || G % 32 == 0) && (NCH > 0 || G == kThreads), "norm shape");
+  __shared__ float red[2][kThreads / 32];
+  const int g = int(threadIdx.x) % G;
+  SPB_FOR_EACH_ROW_OF_BLOCK(n, G, row, live, parity) {
+    const size_t off = size_t(live ? row : 0) * D;
     float ss = 0.f;
-    if (live)
+    if constexpr (NCH > 0) {
+      float v[NCH][VW], zv[GATED ? NCH : 1][VW];
+#pragma unroll
+      for (int c = 0; c < NCH; ++c) {
+        const int j = g * VW + c * G * VW;
+        if (live && j < D) {
+          loadv<VW>(x + off + j, v[c]);
+          if constexpr (GATED) loadv<VW>(z + off + j, zv[c]);
+        } else {
+#pragma unroll
+          for (int k = 0; k < VW; ++k) v[c][k] = 0.f;
+        }
+#pragma unroll
+        for (int k = 0; k < VW; ++k) ss += v[c][k] * v[c][k];
+      }
+      const float r = 1.f / sqrtf(row_sum<G>(ss, red, parity) / D + eps);
+      if (!live) continue;
+#pragma unroll
+      for (int c = 0; c < NCH; ++c) {
+        const int j = g * VW + c * G * VW;
+        if (j >= D) continue;
+        float wv[VW];
+        loadv<VW>(w + j, wv);
+#pragma unroll
+        for (int k = 0; k < VW; ++k) {
+          if constexpr (GATED) v[c][k] *= zv[c][k] * sigmoid(zv[c][k]);  // GLA's output gate: times swish(z)
+          v[c][k] *= r * wv[k];
+        }
+        storev<VW>(y + off + j, v[c]);
+      }
+      if (g == 0) rstd[row] = r;
+    } else {
+      if (live)
+        for (int j = g * VW; j < D; j += G * VW) {
+          float v[VW];
+          loadv<VW>(x + off + j, v);
+          for (int k = 0; k < VW; ++k) ss += v[k] * v[k];
+        }
+      const float r = 1.f / sqrtf(row_sum<G>(ss, red, parity) / D + eps);
+      if (!live) continue;
       for (int j = g * VW; j < D; j += G * VW) {
-        float v[VW];
-        loadv<VW>(x + base + j, v);
-        for (int k = 0; k < VW; ++k) ss += v[k] * v[k];
+        float v[VW], wv[VW];
+        loadv<VW>(x + off + j, v);
+        loadv<VW>(w + j, wv);
+        if constexpr (GATED) {
+          float zv[VW];
+          loadv<VW>(z + off + j, zv);
+          for (int k = 0; k < VW; ++k) v[k] *= zv[k] * sigmoid(zv[k]);
+        }
+        for (int k = 0; k < VW; ++k) v[k] *= r * wv[k];
+        storev<VW>(y + off + j, v);
       }
-    const float r = 1.f / sqrtf(group_sum<G>(ss) / D + eps);
-    if (!live) continue;
-    for (int j = g * VW; j < D; j += G * VW) {
-      float v[VW], wv[VW];
-      loadv<VW>(x + base + j, v);
-      loadv<VW>(w + j, wv);
-      if (z) {  // GLA's output gate: times swish(z)
-        float zv[VW];
-        loadv<VW>(z + base + j, zv);
-        for (int k = 0; k < VW; ++k) v[k] *= zv[k] * sigmoid(zv[k]);
-      }
-      for (int k = 0; k < VW; ++k) v[k] *= r * wv[k];
-      storev<VW>(y + base + j, v);
+      if (g == 0) rstd[row] = r;
     }
-    if (g == 0) rstd[row] = r;
   }
 }
 
-// With u = x r (the normalised row) and a = dy w (* swish(z) where gated): dx = r (a - u mean(a u)) (+= where
+// With u = x r (the normalised row), s = swish(z) (1 where not GATED), a = dy s w: dx = r (a - u mean(a u)) (+= where
 // ACCUMULATE: the residual stream's gradient; dx_act, where given, receives its bf16 copy for the next products),
-// dw += dy u (* swish(z)), dz = dy u w swish'(z). ITERS > 0: D = ITERS x G x VW exactly, and each lane keeps its
-// columns' share of dw in registers across its rows (one shared-memory atomic per column and warp instead of one per
-// element); ITERS = 0: any D, each element's share added to shared memory at once.
-template <int G, int VW, int ITERS, bool ACCUMULATE, class T, class DT>
-__global__ void rmsnorm_bwd_kernel(int n, int D, const T* x, const float* w, const T* z, const float* rstd, const DT* dy,
-                                   T* dx, T* dz, float* dw, bf16* dx_act) {
-  extern __shared__ float dw_part[];
-  for (int j = threadIdx.x; j < D; j += blockDim.x) dw_part[j] = 0.f;
-  __syncthreads();
-  const int g = threadIdx.x % G;
-  constexpr int kRegs = ITERS > 0 ? ITERS : 1;
-  float acc[kRegs][VW] = {};
-  const int iters = ITERS > 0 ? ITERS : (D - g * VW + G * VW - 1) / (G * VW);
-  SPB_FOR_EACH_ROW_OF_GROUP(n, G, row, live) {
-    const size_t base = size_t(live ? row : 0) * D;
+// dw += dy s u, dz = dy u w swish'(z), swish'(z) = sigmoid(z) (1 + z (1 - sigmoid(z))).
+template <int G, int VW, int NCH, bool GATED, bool ACCUMULATE, class T, class DT>
+__global__ void __launch_bounds__(kThreads)
+    rmsnorm_bwd_kernel(int n, int D, const T* x, const float* w, const T* z, const float* rstd, const DT* dy, T* dx,
+                       T* dz, float* dw, bf16* dx_act) {
+  static_assert(kThreads % G == 0 && (G <= 32 || G % 32 == 0) && (NCH > 0 || G == kThreads), "norm shape");
+  constexpr bool kSharedDw = kThreads / G > 1 || NCH == 0;  // else each column has one owner in the block
+  extern __shared__ float dw_part[];                        // D floats where kSharedDw
+  __shared__ float red[2][kThreads / 32];
+  if constexpr (kSharedDw) {
+    for (int j = threadIdx.x; j < D; j += blockDim.x) dw_part[j] = 0.f;
+    __syncthreads();
+  }
+  const int g = int(threadIdx.x) % G;
+  float acc[NCH > 0 ? NCH : 1][VW] = {};
+  SPB_FOR_EACH_ROW_OF_BLOCK(n, G, row, live, parity) {
+    const size_t off = size_t(live ? row : 0) * D;
     const float r = live ? rstd[row] : 0.f;
     float dot = 0.f;  // sum of a u
-    if (live)
+    if constexpr (NCH > 0) {
+      // xv = x, dv = dy s, gz = dy swish'(z): all that the outputs need, kept from the one read.
+      float xv[NCH][VW], dv[NCH][VW], gz[GATED ? NCH : 1][VW];
 #pragma unroll
-      for (int i = 0; i < (ITERS > 0 ? ITERS : iters); ++i) {
-        const int j = g * VW + i * G * VW;
-        float xv[VW], dv[VW], wv[VW];
-        loadv<VW>(x + base + j, xv);
-        loadv<VW>(dy + base + j, dv);
+      for (int c = 0; c < NCH; ++c) {
+        const int j = g * VW + c * G * VW;
+        if (live && j < D) {
+          float wv[VW];
+          loadv<VW>(x + off + j, xv[c]);
+          loadv<VW>(dy + off + j, dv[c]);
+          loadv<VW>(w + j, wv);
+          if constexpr (GATED) {
+            float zv[VW];
+            loadv<VW>(z + off + j, zv);
+#pragma unroll
+            for (int k = 0; k < VW; ++k) {
+              const float sg = sigmoid(zv[k]);
+              gz[c][k] = dv[c][k] * sg * (1.f + zv[k] * (1.f - sg));
+              dv[c][k] *= zv[k] * sg;
+            }
+          }
+#pragma unroll
+          for (int k = 0; k < VW; ++k) dot += dv[c][k] * wv[k] * xv[c][k] * r;
+        } else {
+#pragma unroll
+          for (int k = 0; k < VW; ++k) xv[c][k] = dv[c][k] = 0.f;
+        }
+      }
+      const float mean = row_sum<G>(dot, red, parity) / D;
+      if (!live) continue;
+#pragma unroll
+      for (int c = 0; c < NCH; ++c) {
+        const int j = g * VW + c * G * VW;
+        if (j >= D) continue;
+        float wv[VW], out[VW];
         loadv<VW>(w + j, wv);
-        if (z) {
-          float zv[VW];
-          loadv<VW>(z + base + j, zv);
-          for (int k = 0; k < VW; ++k) dv[k] *= zv[k] * sigmoid(zv[k]);
-        }
-        for (int k = 0; k < VW; ++k) dot += dv[k] * wv[k] * xv[k] * r;
-      }
-    const float mean = group_sum<G>(dot) / D;
-    if (!live) continue;
+        if constexpr (GATED) {
+          float dzv[VW];
 #pragma unroll
-    for (int i = 0; i < (ITERS > 0 ? ITERS : iters); ++i) {
-      const int j = g * VW + i * G * VW;
-      float xv[VW], dv[VW], wv[VW], out[VW], dzv[VW];
-      loadv<VW>(x + base + j, xv);
-      loadv<VW>(dy + base + j, dv);
-      loadv<VW>(w + j, wv);
-      if (z) {
-        float zv[VW];
-        loadv<VW>(z + base + j, zv);
-        for (int k = 0; k < VW; ++k) {
-          const float sg = sigmoid(zv[k]);
-          dzv[k] = dv[k] * xv[k] * r * wv[k] * sg * (1.f + zv[k] * (1.f - sg));
-          dv[k] *= zv[k] * sg;
+          for (int k = 0; k < VW; ++k) dzv[k] = gz[c][k] * xv[c][k] * r * wv[k];
+          storev<VW>(dz + off + j, dzv);
         }
-        storev<VW>(dz + base + j, dzv);
+        if constexpr (ACCUMULATE) loadv<VW>(dx + off + j, out);
+#pragma unroll
+        for (int k = 0; k < VW; ++k) {
+          const float u = xv[c][k] * r;
+          const float v = r * (dv[c][k] * wv[k] - u * mean);
+          out[k] = ACCUMULATE ? out[k] + v : v;
+          acc[c][k] += dv[c][k] * u;
+        }
+        storev<VW>(dx + off + j, out);
+        if (dx_act) storev<VW>(dx_act + off + j, out);
       }
-      if (ACCUMULATE) loadv<VW>(dx + base + j, out);
-      for (int k = 0; k < VW; ++k) {
-        const float u = xv[k] * r;
-        const float v = r * (dv[k] * wv[k] - u * mean);
-        out[k] = ACCUMULATE ? out[k] + v : v;
-        if (ITERS > 0) acc[ITERS > 0 ? i : 0][k] += dv[k] * u;
-        else atomicAdd(&dw_part[j + k], dv[k] * u);
+    } else {  // one row per block (G = kThreads): column j belongs to one thread, so dw_part needs no atomics
+      if (live)
+        for (int j = g * VW; j < D; j += G * VW) {
+          float xv[VW], dv[VW], wv[VW];
+          loadv<VW>(x + off + j, xv);
+          loadv<VW>(dy + off + j, dv);
+          loadv<VW>(w + j, wv);
+          if constexpr (GATED) {
+            float zv[VW];
+            loadv<VW>(z + off + j, zv);
+            for (int k = 0; k < VW; ++k) dv[k] *= zv[k] * sigmoid(zv[k]);
+          }
+          for (int k = 0; k < VW; ++k) dot += dv[k] * wv[k] * xv[k] * r;
+        }
+      const float mean = row_sum<G>(dot, red, parity) / D;
+      if (!live) continue;
+      for (int j = g * VW; j < D; j += G * VW) {
+        float xv[VW], dv[VW], wv[VW], out[VW];
+        loadv<VW>(x + off + j, xv);
+        loadv<VW>(dy + off + j, dv);
+        loadv<VW>(w + j, wv);
+        if constexpr (GATED) {
+          float zv[VW], dzv[VW];
+          loadv<VW>(z + off + j, zv);
+          for (int k = 0; k < VW; ++k) {
+            const float sg = sigmoid(zv[k]);
+            dzv[k] = dv[k] * sg * (1.f + zv[k] * (1.f - sg)) * xv[k] * r * wv[k];
+            dv[k] *= zv[k] * sg;
+          }
+          storev<VW>(dz + off + j, dzv);
+        }
+        if constexpr (ACCUMULATE) loadv<VW>(dx + off + j, out);
+        for (int k = 0; k < VW; ++k) {
+          const float u = xv[k] * r;
+          const float v = r * (dv[k] * wv[k] - u * mean);
+          out[k] = ACCUMULATE ? out[k] + v : v;
+          dw_part[j + k] += dv[k] * u;
+        }
+        storev<VW>(dx + off + j, out);
+        if (dx_act) storev<VW>(dx_act + off + j, out);
       }
-      storev<VW>(dx + base + j, out);
-      if (dx_act) storev<VW>(dx_act + base + j, out);
     }
   }
-  if (ITERS > 0)
+  if constexpr (!kSharedDw) {
 #pragma unroll
-    for (int i = 0; i < kRegs; ++i)
-      for (int k = 0; k < VW; ++k) atomicAdd(&dw_part[g * VW + i * G * VW + k], acc[i][k]);
-  __syncthreads();
-  for (int j = threadIdx.x; j < D; j += blockDim.x) atomicAdd(dw + j, dw_part[j]);
+    for (int c = 0; c < NCH; ++c) {
+      const int j = g * VW + c * G * VW;
+      if (j < D)
+#pragma unroll
+        for (int k = 0; k < VW; ++k) atomicAdd(dw + j + k, acc[c][k]);
+    }
+  } else {
+    if constexpr (NCH > 0)
+#pragma unroll
+      for (int c = 0; c < NCH; ++c) {
+        const int j = g * VW + c * G * VW;
+        if (j < D)
+#pragma unroll
+          for (int k = 0; k < VW; ++k) atomicAdd(&dw_part[j + k], acc[c][k]);
+      }
+    __syncthreads();
+    for (int j = threadIdx.x; j < D; j += blockDim.x) atomicAdd(dw + j, dw_part[j]);
+  }
 }
 
 // ---- column sums over rows ------------------------------------------------------------------------------------------
@@ -481,11 +611,11 @@ class CudaModelKernels final : public ModelKernels {
   }
 
   void rmsnorm_fwd(int n, int D, const float* x, const float* w, float eps, void* y, float* rstd, Stream st) override {
-    norm_fwd<float>(n, D, x, w, nullptr, eps, as_bf16(y), rstd, st);
+    norm_fwd<false, float>(n, D, x, w, nullptr, eps, as_bf16(y), rstd, st);
   }
   void rmsnorm_bwd(int n, int D, const float* x, const float* w, const float* rstd, const float* dy, float* dx,
                    float* dw, void* dx_act, Stream st) override {
-    norm_bwd<true, float, float>(n, D, x, w, nullptr, rstd, dy, dx, nullptr, dw, as_bf16(dx_act), st);
+    norm_bwd<false, true, float, float>(n, D, x, w, nullptr, rstd, dy, dx, nullptr, dw, as_bf16(dx_act), st);
   }
 
   void forget_gate_fwd(int n, int C, const void* pre, const float* bias, float normaliser, void* g,
@@ -505,11 +635,11 @@ class CudaModelKernels final : public ModelKernels {
 
   void gated_rmsnorm_fwd(int rows, int D, const void* o, const void* z, const float* w, float eps, void* y, float* rstd,
                          Stream st) override {
-    norm_fwd<bf16>(rows, D, as_bf16(o), w, as_bf16(z), eps, as_bf16(y), rstd, st);
+    norm_fwd<true, bf16>(rows, D, as_bf16(o), w, as_bf16(z), eps, as_bf16(y), rstd, st);
   }
   void gated_rmsnorm_bwd(int rows, int D, const void* o, const void* z, const float* w, const float* rstd,
                          const void* dy, void* d_o, void* dz, float* dw, Stream st) override {
-    norm_bwd<false, bf16, bf16>(rows, D, as_bf16(o), w, as_bf16(z), rstd, as_bf16(dy), as_bf16(d_o), as_bf16(dz), dw,
+    norm_bwd<true, false, bf16, bf16>(rows, D, as_bf16(o), w, as_bf16(z), rstd, as_bf16(dy), as_bf16(d_o), as_bf16(dz), dw,
                                 nullptr, st);
   }
 
@@ -553,44 +683,77 @@ class CudaModelKernels final : public ModelKernels {
  private:
   static cudaStream_t stream(Stream st) { return static_cast<cudaStream_t>(st.handle); }  // nullptr: the default stream
 
-  // The norm kernels at (G lanes per row, VW elements per access) for this D and these pointers.
-  template <class T>
+  // The norm kernels at (G threads per row, VW elements per access, NCH chunks a thread) for this D and these
+  // pointers: the smallest group whose registers hold the row with VW = 4 chunks at most 4 per thread, so that
+  // even D = 64 keeps all 32 lanes of a warp busy (two rows each) and D = 2048 spreads a row over 4 warps.
+  template <class Launch>
+  static void norm_dispatch(int D, bool vec, Launch&& launch) {
+    using std::integral_constant;
+    using I = int;
+    auto shape = [&](auto G, auto VW, auto NCH) { launch(G, VW, NCH); };
+    if (vec) {
+      if (D <= 64) shape(integral_constant<I, 16>{}, integral_constant<I, 4>{}, integral_constant<I, 1>{});
+      else if (D <= 128) shape(integral_constant<I, 32>{}, integral_constant<I, 4>{}, integral_constant<I, 1>{});
+      else if (D <= 512) shape(integral_constant<I, 32>{}, integral_constant<I, 4>{}, integral_constant<I, 4>{});
+      else if (D <= 2048) shape(integral_constant<I, 128>{}, integral_constant<I, 4>{}, integral_constant<I, 4>{});
+      else if (D <= 4096) shape(integral_constant<I, 256>{}, integral_constant<I, 4>{}, integral_constant<I, 4>{});
+      else shape(integral_constant<I, 256>{}, integral_constant<I, 4>{}, integral_constant<I, 0>{});
+    } else {
+      if (D <= 128) shape(integral_constant<I, 32>{}, integral_constant<I, 1>{}, integral_constant<I, 4>{});
+      else if (D <= 1024) shape(integral_constant<I, 256>{}, integral_constant<I, 1>{}, integral_constant<I, 4>{});
+      else shape(integral_constant<I, 256>{}, integral_constant<I, 1>{}, integral_constant<I, 0>{});
+    }
+  }
+  template <bool GATED, class T>
   void norm_fwd(int n, int D, const T* x, const float* w, const T* z, float eps, bf16* y, float* rstd, Stream st) {
     if (n <= 0 || D <= 0) return;
     const bool vec = D % 4 == 0 && aligned(x, 16) && aligned(w, 16) && (!z || aligned(z, 16)) && aligned(y, 8);
-    const bool half = D <= 64;
-    const unsigned blocks = norm_blocks(n, half, 16);
-    auto launch = [&](auto kernel) {
-      kernel<<<blocks, kThreads, 0, stream(st)>>>(n, D, x, w, z, eps, y, rstd);
+    norm_dispatch(D, vec, [&](auto G, auto VW, auto NCH) {
+      auto kernel = rmsnorm_fwd_kernel<decltype(G)::value, decltype(VW)::value, decltype(NCH)::value, GATED, T>;
+      kernel<<<norm_blocks(n, kThreads / decltype(G)::value, resident(kernel, 0, 8)), kThreads, 0, stream(st)>>>(
+          n, D, x, w, z, eps, y, rstd);
       SPB_CUDA_LAUNCH();
-    };
-    if (vec) half ? launch(rmsnorm_fwd_kernel<16, 4, T>) : launch(rmsnorm_fwd_kernel<32, 4, T>);
-    else half ? launch(rmsnorm_fwd_kernel<16, 1, T>) : launch(rmsnorm_fwd_kernel<32, 1, T>);
+    });
   }
-  template <bool ACCUMULATE, class T, class DT>
+  template <bool GATED, bool ACCUMULATE, class T, class DT>
   void norm_bwd(int n, int D, const T* x, const float* w, const T* z, const float* rstd, const DT* dy, T* dx, T* dz,
                 float* dw, bf16* dx_act, Stream st) {
     if (n <= 0 || D <= 0) return;
-    SPB_CHECK(size_t(D) * 4 <= 48 * 1024, "RMSNorm backward: D = " + std::to_string(D) + " exceeds the 12288 columns "
-                                          "whose weight gradient a block sums in shared memory");
     const bool vec = D % 4 == 0 && aligned(x, 16) && aligned(w, 16) && (!z || aligned(z, 16)) && aligned(dy, 16) &&
                      aligned(dx, 16) && (!dz || aligned(dz, 16)) && (!dx_act || aligned(dx_act, 8));
-    const bool half = D <= 64;
-    const unsigned blocks = norm_blocks(n, half, 4);  // few blocks: one atomicAdd of dw per column and block
-    auto launch = [&](auto kernel) {
-      kernel<<<blocks, kThreads, size_t(D) * 4, stream(st)>>>(n, D, x, w, z, rstd, dy, dx, dz, dw, dx_act);
+    norm_dispatch(D, vec, [&](auto G, auto VW, auto NCH) {
+      const int rows_per_block = kThreads / decltype(G)::value;
+      const bool shared_dw = rows_per_block > 1 || decltype(NCH)::value == 0;
+      SPB_CHECK(!shared_dw || size_t(D) * 4 <= 48 * 1024,
+                "RMSNorm backward: D = " + std::to_string(D) +
+                    " exceeds the 12288 columns whose weight gradient a block sums in shared memory");
+      // At most 4 blocks per SM (one atomicAdd of dw per column and block), and no more than fit at once.
+      auto kernel =
+          rmsnorm_bwd_kernel<decltype(G)::value, decltype(VW)::value, decltype(NCH)::value, GATED, ACCUMULATE, T, DT>;
+      const size_t smem = shared_dw ? size_t(D) * 4 : 0;
+      kernel<<<norm_blocks(n, rows_per_block, resident(kernel, smem, 4)), kThreads, smem, stream(st)>>>(
+          n, D, x, w, z, rstd, dy, dx, dz, dw, dx_act);
       SPB_CUDA_LAUNCH();
-    };
-    // The model's hidden size (2048) with dw in registers; every other D through shared memory.
-    if (vec && D == 2048) launch(rmsnorm_bwd_kernel<32, 4, 16, ACCUMULATE, T, DT>);
-    else if (vec) half ? launch(rmsnorm_bwd_kernel<16, 4, 0, ACCUMULATE, T, DT>) : launch(rmsnorm_bwd_kernel<32, 4, 0, ACCUMULATE, T, DT>);
-    else half ? launch(rmsnorm_bwd_kernel<16, 1, 0, ACCUMULATE, T, DT>) : launch(rmsnorm_bwd_kernel<32, 1, 0, ACCUMULATE, T, DT>);
+    });
   }
-  // Blocks of kThreads for n rows (two per warp where `half`), at most per_sm per SM.
-  unsigned norm_blocks(int n, bool half, int per_sm) const {
-    const size_t rows_per_block = kThreads / 32 * (half ? 2 : 1);
-    return unsigned(std::max<size_t>(1, std::min<size_t>((size_t(n) + rows_per_block - 1) / rows_per_block,
-                                                         size_t(sms_) * per_sm)));
+  // How many blocks of `kernel` (kThreads each, smem bytes of dynamic shared memory) an SM holds at once, at most cap
+  // (asked of the runtime once per kernel and size).
+  template <class Kernel>
+  int resident(Kernel* kernel, size_t smem, int cap) {
+    int& b = resident_[{reinterpret_cast<const void*>(kernel), smem}];
+    if (b == 0) {
+      SPB_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, kThreads, smem));
+      b = std::max(1, b);
+    }
+    return std::min(b, cap);
+  }
+  // Blocks for n rows, rows_per_block at a time, at most per_sm per SM; as many as make every block loop the same
+  // number of times (no block with one row group more than the others at the end).
+  unsigned norm_blocks(int n, int rows_per_block, int per_sm) const {
+    const size_t units = (size_t(n) + rows_per_block - 1) / rows_per_block;
+    const size_t max_blocks = std::max<size_t>(1, size_t(sms_) * per_sm);
+    const size_t iters = (units + max_blocks - 1) / max_blocks;
+    return unsigned(std::max<size_t>(1, (units + iters - 1) / iters));
   }
 
   // Blocks for a grid-stride loop over `work` items: enough to fill every SM several times over, no more.
@@ -614,6 +777,7 @@ class CudaModelKernels final : public ModelKernels {
   }
 
   int sms_ = 1;
+  std::map<std::pair<const void*, size_t>, int> resident_;  // resident(): blocks per SM by (kernel, shared memory)
   cublasHandle_t cublas_ = nullptr;
   std::unordered_map<cudaStream_t, void*> workspaces_;
 };

@@ -247,11 +247,20 @@ TEST_F(ModelKernelsGpu, Embedding) {
   expect_close(dtable, kF32Out, "dtable +=");
 }
 
+// Every kernel shape of model_cuda.cu's norm_dispatch: 16-byte accesses with the row in registers at D = 64 (two rows
+// a warp), 96 (a warp, some lanes idle), 512 (a warp), 2048 (4 warps a row), 4096 (a block a row); 4-byte accesses at
+// D = 95 (a warp) and 301 (a block); two passes over the row at D = 6144 (16-byte) and 1501 (4-byte). 37 rows is no
+// multiple of any block's rows; 2001 rows at D = 2048 make every block loop over several row pairs.
+struct NormShape {
+  int n, D;
+};
+
 TEST_F(ModelKernelsGpu, RmsNorm) {
-  const int n = 37;
   const float eps = 1e-6f;
-  for (int D : {95, 64, 2048, 4096}) {  // 2048: dw in registers; 64: two rows per warp; 95: 4-byte accesses
-    SCOPED_TRACE("D " + std::to_string(D));
+  for (const NormShape s : std::vector<NormShape>{
+           {37, 95}, {37, 64}, {37, 2048}, {37, 4096}, {37, 96}, {37, 301}, {37, 1501}, {37, 6144}, {2001, 2048}}) {
+    const int n = s.n, D = s.D;
+    SCOPED_TRACE("n " + std::to_string(n) + ", D " + std::to_string(D));
     const size_t nd = size_t(n) * D;
     Twin x = f32(randn(nd, 41)), w = f32(randn(D, 42, 0.1f, 1.f));
     Twin y = out_act(nd), rstd = out_f32(n);
@@ -290,11 +299,13 @@ TEST_F(ModelKernelsGpu, ForgetGate) {
   }
 }
 
+// 37 tokens of 4 heads at dv = 64, 512 and odd 95; 9001 rows at dv = 64 (16 rows a block) and 3001 at dv = 512 (8 a
+// block) make every block loop over several row groups, the last one partial.
 TEST_F(ModelKernelsGpu, GatedRmsNorm) {
-  const int rows = 37 * 4;  // 37 tokens of 4 heads
   const float eps = 1e-5f;
-  for (int D : {64, 512, 95}) {
-    SCOPED_TRACE("D " + std::to_string(D));
+  for (const NormShape s : std::vector<NormShape>{{37 * 4, 64}, {37 * 4, 512}, {37 * 4, 95}, {9001, 64}, {3001, 512}}) {
+    const int rows = s.n, D = s.D;
+    SCOPED_TRACE("rows " + std::to_string(rows) + ", D " + std::to_string(D));
     const size_t nd = size_t(rows) * D;
     Twin o = act(randn(nd, 61)), z = act(randn(nd, 62, 2.f)), w = f32(randn(D, 63, 0.1f, 1.f));
     Twin y = out_act(nd), rstd = out_f32(rows);
