@@ -44,3 +44,17 @@ spb_build() {
   for t in "$@"; do targets+=(--target "$t"); done
   cmake --build "$SPB_BUILD" -j "$(nproc)" "${targets[@]}"
 }
+
+# spb_gpu_sweep LEVEL: what a sweep on this node's GPUs shares: the environment (no NVLink multicast), SPB (the
+# binary), gpus, machine (SPB_MACHINE, else <GPUs>x<model>), csv (SPB_CSV, else results/<machine>_<LEVEL>_<date>.csv)
+# and worlds (1, 2, 4, 8 up to the GPUs present).
+spb_gpu_sweep() {
+  spb_mpi_env
+  export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}  # never NVLink multicast on shared machines
+  SPB=$SPB_BUILD/spbench
+  gpus=$(nvidia-smi -L | wc -l)
+  machine=${SPB_MACHINE:-${gpus}x$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | awk '{print $NF}')}
+  csv=${SPB_CSV:-$SPB_ROOT/results/${machine}_${1}_$(date -u +%Y-%m-%d).csv}
+  mkdir -p "$(dirname "$csv")"
+  worlds=(); for P in 1 2 4 8; do if [ "$P" -le "$gpus" ]; then worlds+=("$P"); fi; done
+}

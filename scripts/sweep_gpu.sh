@@ -2,14 +2,7 @@
 # The paper's operator sweep on this node's GPUs (Tables 3 and 4): H=16, dk=dv=128, B=1, bf16, 16384 and 32768
 # tokens per GPU, every method, P = 1, 2, 4, ... up to the GPUs present; one process per GPU.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-spb_mpi_env
-export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}  # never NVLink multicast on shared machines
-SPB=$SPB_BUILD/spbench
-gpus=$(nvidia-smi -L | wc -l)
-machine=${SPB_MACHINE:-${gpus}x$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | awk '{print $NF}')}
-csv=${SPB_CSV:-$SPB_ROOT/results/${machine}_operator_$(date -u +%Y-%m-%d).csv}
-mkdir -p "$(dirname "$csv")"
-worlds=(); for P in 1 2 4 8; do [ "$P" -le "$gpus" ] && worlds+=("$P"); done
+spb_gpu_sweep operator
 # Weak scaling (Tables 3 and 4): fixed tokens per GPU. Strong scaling: a 65536-token sequence on 1, 2, 4, ... GPUs.
 # One process per configuration runs every method over the same inputs and reference (-m all).
 configs=()

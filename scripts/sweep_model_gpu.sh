@@ -6,14 +6,7 @@
 # elements, as the paper's. A configuration that does not fit retries with --recompute, and is skipped if it still
 # does not. Environment: SPB_MODEL_LENGTHS, SPB_MODEL_HEADS, SPB_MODEL_STEPS, SPB_MODEL_WARMUP override the defaults.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-spb_mpi_env
-export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}  # never NVLink multicast on shared machines
-SPB=$SPB_BUILD/spbench
-gpus=$(nvidia-smi -L | wc -l)
-machine=${SPB_MACHINE:-${gpus}x$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | awk '{print $NF}')}
-csv=${SPB_CSV:-$SPB_ROOT/results/${machine}_model_$(date -u +%Y-%m-%d).csv}
-mkdir -p "$(dirname "$csv")"
-worlds=(); for P in 1 2 4 8; do [ "$P" -le "$gpus" ] && worlds+=("$P"); done
+spb_gpu_sweep model
 configs=()
 for L in ${SPB_MODEL_LENGTHS:-16384 32768}; do
   for H in ${SPB_MODEL_HEADS:-32 4}; do for P in "${worlds[@]}"; do configs+=("$P $L $H"); done; done
