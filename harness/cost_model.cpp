@@ -1,7 +1,13 @@
 #include "harness/cost_model.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+
+#include "harness/error.h"
 
 namespace spb {
 
@@ -27,6 +33,15 @@ std::pair<double, double> blocks_of(double bytes, double block_bytes) {
 
 double record_bytes(double bytes, int dv) { return bytes * (1.0 + 1.0 / dv); }
 
+// The flow line of K equal blocks of b bytes through n_in hops over `in` and n_net over `net`: the first block's
+// hops, then K-1 more blocks through the slowest hop used.
+double pipe(int n_in, const Link& in, int n_net, const Link& net, double b, double K) {
+  double worst = 0;
+  if (n_in > 0) worst = in.hop(b);
+  if (n_net > 0) worst = std::max(worst, net.hop(b));
+  return n_in * in.hop(b) + n_net * net.hop(b) + (K - 1) * worst;
+}
+
 }  // namespace
 
 std::optional<double> collective_time(const std::string& pattern, int P, double bytes, double block_bytes, int dv,
@@ -40,13 +55,9 @@ std::optional<double> collective_time(const std::string& pattern, int P, double 
   const Link& slowest_ring = multi_node ? net : intra;  // a ring over several nodes crosses the network
   if (pattern == "allscan" || pattern == "chain") {
     auto [b, K] = pattern == "chain" ? std::pair<double, double>{bytes, 1.0} : blocks_of(bytes, block_bytes);
-    double sum = 0, worst = 0;
-    for (int h = 0; h + 1 < P; ++h) {
-      const double t = hop_link(h).hop(b);
-      sum += t;
-      worst = std::max(worst, t);
-    }
-    return sum + (K - 1) * worst;
+    int n_net = 0;
+    for (int h = 0; h + 1 < P; ++h) n_net += &hop_link(h) == &net;
+    return pipe(P - 1 - n_net, intra, n_net, net, b, K);
   }
   if (pattern == "allgather") return (P - 1) * slowest_ring.hop(record_bytes(bytes, dv));
   if (pattern == "ring") return (P - 1) * slowest_ring.hop(bytes);
@@ -55,6 +66,90 @@ std::optional<double> collective_time(const std::string& pattern, int P, double 
   const double part = bytes / P;
   const double t_in = in_node * intra.hop(part), t_off = off_node * net.hop(part);
   return std::max(t_in, t_off);
+}
+
+const std::vector<std::string>& allscan_variants() {
+  static const std::vector<std::string> v = {"host", "host-hier", "host-logdepth"};
+  return v;
+}
+
+std::optional<double> allscan_variant_time(const std::string& variant, int P, double bytes, double block_bytes,
+                                           int dv, const Link& intra, const ModelParams& p) {
+  if (std::find(allscan_variants().begin(), allscan_variants().end(), variant) == allscan_variants().end())
+    return std::nullopt;
+  const int R = p.gpus_per_node;
+  if (variant == "host" || P <= R) return collective_time("allscan", P, bytes, block_bytes, dv, intra, p);
+  if (P % R != 0) return std::nullopt;
+  const int N = P / R;
+  const auto [b, K] = blocks_of(bytes, block_bytes);
+  const double d = bytes / dv;
+  const double hand_on = R > 1 ? intra.hop(d) + intra.hop(bytes) : 0.0;  // the decay row ahead, the prefix after
+  if (variant == "host-hier") return pipe(R - 1, intra, N - 1, p.network, b, K) + hand_on;
+  const int steps = int(std::ceil(std::log2(double(N))));
+  return pipe(R - 1, intra, 0, p.network, b, K) + steps * p.network.hop(bytes + d) + hand_on;
+}
+
+std::string fastest_of(const std::map<std::string, double>& times, const std::vector<std::string>& names) {
+  std::string best;
+  double t_best = INFINITY;
+  for (const auto& n : names) {
+    auto it = times.find(n);
+    if (it == times.end() || !std::isfinite(it->second)) continue;
+    if (best.empty() || it->second < t_best * (1 - 1e-9)) best = n, t_best = it->second;
+  }
+  return best;
+}
+
+std::optional<int> wins_from(const std::map<int, std::map<std::string, double>>& times,
+                             const std::vector<std::string>& names, const std::string& name) {
+  std::optional<int> from;
+  for (auto it = times.rbegin(); it != times.rend() && fastest_of(it->second, names) == name; ++it) from = it->first;
+  return from;
+}
+
+LinkConstants read_link_constants(const std::string& path) {
+  const std::string where = "--constants " + path + ": ";
+  std::ifstream in(path);
+  SPB_USAGE(bool(in), where + "cannot be read");
+  std::map<std::string, double> v;
+  const std::set<std::string> keys = {"intra_alpha_us", "intra_gbps", "net_alpha_us", "net_gbps"};
+  std::string line;
+  for (int no = 1; std::getline(in, line); ++no) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
+    const size_t start = line.find_first_not_of(" \t");
+    if (start == std::string::npos || line[start] == '#') continue;
+    line = line.substr(start);
+    const size_t comma = line.find(',');
+    const std::string at = where + "line " + std::to_string(no) + ": ";
+    SPB_USAGE(comma != std::string::npos, at + "'" + line + "' is not key,value");
+    std::string key = line.substr(0, comma), val = line.substr(comma + 1);
+    while (!key.empty() && key.back() == ' ') key.pop_back();
+    val.erase(0, std::min(val.size(), val.find_first_not_of(' ')));
+    if (no == 1 && key == "key" && val == "value") continue;
+    SPB_USAGE(keys.count(key), at + "unknown key '" + key + "' (keys: intra_alpha_us, intra_gbps, net_alpha_us, net_gbps)");
+    SPB_USAGE(!v.count(key), at + key + " given twice");
+    char* end = nullptr;
+    const double x = std::strtod(val.c_str(), &end);
+    SPB_USAGE(!val.empty() && end && *end == '\0' && std::isfinite(x), at + key + " = '" + val + "' is not a number");
+    const bool alpha = key.find("alpha") != std::string::npos;
+    SPB_USAGE(alpha ? x >= 0 : x > 0, at + key + " = " + val + (alpha ? " is negative" : " is not > 0"));
+    v[key] = x;
+  }
+  LinkConstants c;
+  for (const char* kind : {"intra", "net"}) {
+    const std::string a = std::string(kind) + "_alpha_us", g = std::string(kind) + "_gbps";
+    SPB_USAGE(v.count(a) == v.count(g), where + "gives " + (v.count(a) ? a : g) + " without " + (v.count(a) ? g : a));
+    if (!v.count(a)) continue;
+    (std::string(kind) == "intra" ? c.intra : c.network) = Link{v[a] * 1e-6, v[g] * 1e9 / 8};
+  }
+  SPB_USAGE(c.intra || c.network, where + "no constants (keys: intra_alpha_us, intra_gbps, net_alpha_us, net_gbps)");
+  return c;
+}
+
+LinkFit fit_network_link(const std::vector<CollectivePoint>& points) {
+  ModelParams one_kind;  // every hop is the link fitted: no node boundary to leave points out at
+  one_kind.gpus_per_node = INT_MAX;
+  return fit_link(points, one_kind);
 }
 
 double allreduce_time(int P, double bytes, const Link& intra, const ModelParams& p) {
@@ -185,6 +280,13 @@ std::optional<double> CostModel::collective(const std::string& pattern, int worl
   const Link* l = link_for(pattern);
   if (!l) return std::nullopt;
   return collective_time(pattern, world, bytes, block_bytes, dv, *l, params);
+}
+
+std::optional<double> CostModel::allscan_variant(const std::string& variant, int world, double bytes,
+                                                double block_bytes, int dv) const {
+  const Link* l = link_for("allscan");
+  if (!l) return std::nullopt;
+  return allscan_variant_time(variant, world, bytes, block_bytes, dv, *l, params);
 }
 
 std::optional<double> CostModel::operator_time(const std::string& method, const OperatorShape& s) const {

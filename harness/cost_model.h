@@ -14,6 +14,20 @@
 //   ring      P-1 rotation steps of S bytes through the slowest link
 //   alltoall  S/P bytes to each of the other P-1 ranks: (P-1) alpha + (P-1)/P S / beta per link kind, the NVLink and
 //             network parts at the same time
+// The All-Scans across nodes (zeco/all_scan.h; --allscan names them), R = gpus_per_node ranks a node, N = P / R nodes,
+// d = S / dv the decay row (rows x 4 bytes), pipe(n_in, n_net) = n_in hop_in(b) + n_net hop_net(b) + (K-1) x the
+// slowest of the hop kinds used (the flow line of K equal blocks through n_in NVLink and n_net network hops):
+//   host           the chain: allscan above = pipe(P - N, N - 1)
+//   host-hier      each node's chain and the chain of node aggregates form one flow line (a leader forwards block k
+//                  once its node's block k and the previous node's are in), the decay row one more item ahead of the
+//                  blocks inside the node, then the leader hands the whole prefix to its node (R - 1 sends at once to
+//                  distinct peers, one hop): pipe(R - 1, N - 1) + hop_in(d) + hop_in(S)
+//   host-logdepth  each node's chain, then ceil(log2 N) recursive-doubling steps of one whole aggregate (state and
+//                  decay row) sent and one received at once, then the prefix handed on:
+//                  pipe(R - 1, 0) + hop_in(d) + ceil(log2 N) hop_net(S + d) + hop_in(S)
+// (R = 1: no hop_in terms). On one node (P <= R) all three are the chain; P > R needs R | P (zeco's nodes are equal).
+// The local folds are not modelled (they are memory-bound passes over the state, microseconds at 2 MiB).
+//
 // and the operator level (local dp compute T_dp = t0 + t_token L, fitted to the dp rows; state S = B H dk dv fp32;
 // activations of `act_bytes` per element):
 //   dp        T_dp
@@ -70,6 +84,29 @@ std::optional<double> collective_time(const std::string& pattern, int world, dou
 // The ring all-reduce of `bytes` on P ranks (the model level's weight gradients), over `intra` inside a node and
 // `p.network` between nodes. One rank: 0.
 double allreduce_time(int world, double bytes, const Link& intra, const ModelParams& p);
+// The All-Scan algorithms across nodes, in the order a tie goes to (the simpler first): host, host-hier, host-logdepth.
+const std::vector<std::string>& allscan_variants();
+// A variant's time on P ranks (formulas above); nullopt for an unknown variant or P > R not a multiple of R.
+std::optional<double> allscan_variant_time(const std::string& variant, int world, double bytes, double block_bytes,
+                                           int dv, const Link& intra, const ModelParams& p);
+// Of `names`, the fastest at each GPU count of `times` (count -> name -> seconds; a tie within 1e-9 relative goes to
+// the name listed first), and the GPU count from which `name` is the fastest at every count of `times` from there on
+// (nullopt: not at the largest count).
+std::string fastest_of(const std::map<std::string, double>& times, const std::vector<std::string>& names);
+std::optional<int> wins_from(const std::map<int, std::map<std::string, double>>& times,
+                             const std::vector<std::string>& names, const std::string& name);
+
+// A user's own link constants (`spbench report --constants FILE`): a CSV of `key,value` lines (an optional
+// `key,value` header, blank lines and lines starting with # are skipped) with the keys intra_alpha_us and intra_gbps
+// (the link inside a node), net_alpha_us and net_gbps (the network between nodes); alphas in microseconds, bandwidths
+// in Gb/s (gigabits). Each pair is optional but comes whole. Anything else (an unknown or repeated key, a value that
+// is not a number, a negative alpha, a bandwidth <= 0, half a pair, no pair at all, a file that cannot be read) is a
+// UsageError naming --constants.
+struct LinkConstants {
+  std::optional<Link> intra, network;
+};
+LinkConstants read_link_constants(const std::string& path);
+
 // On one link kind every pattern is linear in (alpha, 1/beta): time = a alpha + c / beta. Returns {a, c}.
 std::optional<std::pair<double, double>> collective_features(const std::string& pattern, int world, double bytes,
                                                              double block_bytes, int dv);
@@ -86,6 +123,10 @@ struct LinkFit {
 LinkFit fit_link(const std::vector<CollectivePoint>& points, const ModelParams& p);
 // The same with beta given (taken from another pattern on the same link): fits alpha alone; needs one point.
 LinkFit fit_link_alpha(const std::vector<CollectivePoint>& points, const ModelParams& p, double beta_Bps);
+
+// The network link fitted to collective rows where every hop crosses the network (rows of runs on several (simulated)
+// nodes with one rank per node): fit_link on one link kind. Not ok with fewer than two independent points.
+LinkFit fit_network_link(const std::vector<CollectivePoint>& points);
 
 // The dp kernel: T = t0 + per_token L, least squares over (L, time) points (t0 = 0 when one length was measured).
 struct KernelFit {
@@ -126,6 +167,9 @@ struct CostModel {
   const Link* link_for(const std::string& pattern) const;
   std::optional<double> collective(const std::string& pattern, int world, double bytes, double block_bytes,
                                    int dv) const;
+  // allscan_variant_time over the fitted allscan link; nullopt where it was not fitted.
+  std::optional<double> allscan_variant(const std::string& variant, int world, double bytes, double block_bytes,
+                                        int dv) const;
   // nullopt: the method has no formula, a pattern it needs was not fitted, or the shape is impossible (ulysses with
   // H not divisible by P).
   std::optional<double> operator_time(const std::string& method, const OperatorShape& s) const;

@@ -18,6 +18,7 @@
 #include "harness/method.h"
 #include "harness/report_data.h"
 #include "harness/report_plot.h"
+#include "zeco/all_scan.h"
 
 namespace spb {
 
@@ -31,9 +32,14 @@ void add_report_command(CLI::App& app, ReportOptions& o) {
   app.add_option("--gpus-per-node", o.gpus_per_node, "cost model: GPUs per node (NVLink inside)")
       ->check(CLI::PositiveNumber);
   app.add_option("--net-gbps", o.net_gbps, "cost model: network bandwidth between nodes (Gb/s)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::PositiveNumber)
+      ->each([&o](const std::string&) { o.net_given = true; });
   app.add_option("--net-latency-us", o.net_latency_us, "cost model: network latency per hop (us)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::NonNegativeNumber)
+      ->each([&o](const std::string&) { o.net_given = true; });
+  app.add_option("--constants", o.constants,
+                 "cost model: a CSV of key,value lines with intra_alpha_us, intra_gbps (inside a node) and/or "
+                 "net_alpha_us, net_gbps (between nodes); Gb/s, us");
   app.add_option("--overlap", o.overlap, "cost model: share of a pass's compute that hides zeco's/lasp2's collective")
       ->check(CLI::Range(0.0, 1.0));
 }
@@ -157,6 +163,8 @@ struct Context {
   std::optional<MachineFit> gpu_fit, cpu_fit;
   std::string plots_dir, tables_dir;
   std::vector<std::string> plots;  // written
+  std::string net_source;          // where params.network comes from, in words
+  std::optional<Link> user_intra;  // --constants' link inside a node
 };
 
 std::vector<Line> build_lines(const Context& c, const TableDef& t) {
@@ -1580,6 +1588,169 @@ std::string section_cpu(Context& c, const std::vector<Figure>& figs) {
 }
 
 // Removes what an earlier report wrote, so nothing stale survives a regeneration.
+// --- the network, and the All-Scans beyond one node -----------------------------------------------------------------
+// The network's constants, first found: --constants, --net-gbps/--net-latency-us, a fit to the reference GPU's
+// collective rows over several nodes of one rank each, the default (an assumption).
+void resolve_network(Context& c) {
+  const std::string flags = fmt("%g", c.o.net_gbps) + " Gb/s, " + fmt("%g", c.o.net_latency_us) + " us";
+  if (!c.o.constants.empty()) {
+    const LinkConstants k = read_link_constants(c.o.constants);
+    SPB_USAGE(!(k.network && c.o.net_given), "--constants " + c.o.constants +
+                                                 ": gives the network, and so do --net-gbps/--net-latency-us; give one");
+    c.user_intra = k.intra;
+    if (k.network) {
+      c.params.network = *k.network;
+      c.net_source = "the user's constants (--constants " + c.o.constants + "), not measured here";
+      return;
+    }
+  }
+  if (c.o.net_given) {
+    c.net_source = "given (--net-gbps/--net-latency-us: " + flags + "), not measured here";
+    return;
+  }
+  if (!c.ref_gpu.empty()) {
+    const auto pts = network_points(c.res.rows, c.ref_gpu);
+    const LinkFit f = fit_network_link(pts);
+    if (f.ok && std::isfinite(f.link.beta_Bps)) {
+      c.params.network = f.link;
+      c.net_source = "fitted to " + std::to_string(f.points) + " collective configurations of " + c.ref_gpu +
+                     " over several nodes of one rank each (RMS residual " + fmt("%.1f%%", 100 * f.rms_rel_residual) +
+                     "; the transport those runs used, e.g. sockets, not necessarily InfiniBand)";
+      return;
+    }
+  }
+  c.net_source = "assumed (" + flags + ", the defaults of --net-gbps/--net-latency-us: InfiniBand NDR), not measured: "
+                 "no collective rows over several nodes of one rank each";
+}
+
+std::string section_beyond_one_node(const Context& c) {
+  const ModelParams& p = c.params;
+  const int R = p.gpus_per_node;
+  const double S = kTable2Bytes, b = 4.0 * kPaperBlockElems;
+  const int dv = 128;
+  std::ostringstream s;
+  s << "## All-Scan variants beyond one node (model)\n\n"
+    << "**A model, not a measurement**: the cost model's prediction of one collective call at Table 2's setting (state "
+    << bytes_str(S) << " per rank, blocks of " << bytes_str(b) << ", K=" << int_str(S / b) << ", dv=" << dv << ") on "
+    << R << " GPUs per node, for zeco's three All-Scans across nodes (`--allscan host`, `host-hier`, `host-logdepth`; "
+    << "`zeco/all_scan.h`), LASP-1's chain, LASP-2's all-gather and ring's rotation. With R = " << R
+    << " ranks per node, N = P / R nodes, d = S / dv the decay row and pipe(a, c) = a hop_in(b) + c hop_net(b) + (K-1) "
+       "x the slowest hop kind used (`harness/cost_model.h`):\n\n"
+    << "- chain (`host`): pipe(P - N, N - 1)\n"
+    << "- hierarchical (`host-hier`): pipe(R - 1, N - 1) + hop_in(d) + hop_in(S) (the nodes' chains and the chain of node "
+       "aggregates form one flow line; the decay row goes ahead inside the node; the leader hands the prefix on)\n"
+    << "- log-depth (`host-logdepth`): pipe(R - 1, 0) + hop_in(d) + ceil(log2 N) hop_net(S + d) + hop_in(S)\n"
+    << "- LASP-1: (P - 1) whole-state hops in series; LASP-2: ring all-gather of P records of S + d; ring: P - 1 steps "
+       "of S (the formulas of the cost model section)\n\n";
+  // The links: inside a node the user's or each pattern's fitted one, between nodes params.network.
+  std::optional<CostModel> cm;
+  if (c.gpu_fit) cm = c.gpu_fit->collective_model();
+  auto intra_for = [&](const std::string& pattern) -> std::optional<Link> {
+    if (c.user_intra) return c.user_intra;
+    if (cm && cm->link_for(pattern)) return *cm->link_for(pattern);
+    return std::nullopt;
+  };
+  std::string intra_words;
+  if (c.user_intra)
+    intra_words = link_str(*c.user_intra) + " for every pattern, the user's constants (--constants " + c.o.constants +
+                  "), not measured here";
+  else if (cm)
+    intra_words = "each pattern's link fitted on " + c.ref_gpu + " (the cost model section; the All-Scans use the "
+                  "allscan link, " + (cm->link_for("allscan") ? link_str(*cm->link_for("allscan")) : "not fitted") + ")";
+  const std::string net_words = link_str(p.network) + " (" + fmt("%g", p.network.beta_Bps * 8 / 1e9) + " Gb/s), " +
+                                c.net_source;
+  s << "Constants: inside a node " << (intra_words.empty() ? "none (no GPU rows and no --constants)" : intra_words)
+    << "; between nodes " << net_words << ". `spbench report --constants FILE` (intra_alpha_us, intra_gbps, "
+    << "net_alpha_us, net_gbps) or `--net-gbps`/`--net-latency-us` put a cluster's own figures in.\n\n";
+  const std::vector<std::string> scans = allscan_variants();
+  const std::vector<std::string> others = {"chain", "allgather", "ring"};
+  std::map<int, std::map<std::string, double>> scan_t, all_t;
+  std::vector<std::vector<std::string>> rows;
+  std::ostringstream csv;
+  csv << "gpus,nodes,host,host-hier,host-logdepth,fastest_allscan,lasp1_chain,lasp2_allgather,ring,intra_alpha_us,"
+         "intra_GBps,net_alpha_us,net_GBps,net_source\n";
+  const std::optional<Link> scan_link = intra_for("allscan");
+  for (int P : kPredictGpus) {
+    if (P > R && P % R) continue;
+    std::vector<std::string> row = {std::to_string(P), std::to_string(P > R ? P / R : 1)};
+    std::vector<std::string> crow = row;
+    for (const auto& v : scans) {
+      std::optional<double> t;
+      if (scan_link) t = allscan_variant_time(v, P, S, b, dv, *scan_link, p);
+      if (t) scan_t[P][v] = all_t[P][v] = *t;
+      row.push_back(t ? num_cell(*t * 1e3) : "—");
+      crow.push_back(t ? fmt("%.6g", *t * 1e3) : "");
+    }
+    const std::string best = fastest_of(scan_t[P], scans);
+    row.push_back(best.empty() ? "—" : "`" + best + "`");
+    crow.push_back(best);
+    for (const auto& pat : others) {
+      const std::optional<Link> l = intra_for(pat);
+      std::optional<double> t;
+      if (l) t = collective_time(pat, P, S, 0, dv, *l, p);
+      if (t) all_t[P][pat] = *t;
+      row.push_back(t ? num_cell(*t * 1e3) : "—");
+      crow.push_back(t ? fmt("%.6g", *t * 1e3) : "");
+    }
+    row.push_back(P > R ? "intra + network (" + link_str(p.network) + ", " +
+                              (c.net_source.rfind("fitted", 0) == 0 ? "fitted" : "assumed") + ")"
+                        : "intra only");
+    const Link in = scan_link.value_or(Link{});
+    crow.insert(crow.end(), {fmt("%.6g", in.alpha_s * 1e6), fmt("%.6g", in.beta_Bps / 1e9),
+                             fmt("%.6g", p.network.alpha_s * 1e6), fmt("%.6g", p.network.beta_Bps / 1e9),
+                             csv_field(c.net_source)});
+    rows.push_back(row);
+    csv << join(crow, ",") << "\n";
+  }
+  std::ofstream(c.tables_dir + "/allscan_beyond_one_node.csv") << csv.str();
+  if (!scan_link) {
+    s << "No prediction: no All-Scan link inside a node (no GPU collective rows and no intra constants).\n\n";
+    return s.str();
+  }
+  s << md_table({"GPUs", "nodes", "chain `host` (ms)", "hierarchical `host-hier` (ms)", "log-depth `host-logdepth` (ms)",
+                 "fastest All-Scan", "LASP-1 chain (ms)", "LASP-2 all-gather (ms)", "ring (ms)", "constants used"},
+                rows, "rrrrrlrrrl")
+    << "\n(`tables/allscan_beyond_one_node.csv` has the same numbers and the constants.)\n\n";
+  // Who wins, and from where.
+  auto names = [](const std::vector<int>& g) {
+    std::vector<std::string> v;
+    for (int x : g) v.push_back(std::to_string(x));
+    return v.empty() ? std::string("none of these counts") : join(v, ", ");
+  };
+  s << "Fastest All-Scan by GPU count (a tie goes to the simpler: on one node the three are the same chain):";
+  for (const auto& v : scans) {
+    std::vector<int> at;
+    for (auto& [P, m] : scan_t)
+      if (fastest_of(m, scans) == v) at.push_back(P);
+    const auto from = wins_from(scan_t, scans, v);
+    s << " `" << v << "` at " << names(at) << (from ? " (from " + std::to_string(*from) + " GPUs on)" : "") << ";";
+  }
+  std::vector<std::string> every = scans;
+  every.insert(every.end(), others.begin(), others.end());
+  s << " of all six collectives the fastest is";
+  for (auto& [P, m] : all_t) s << " " << P << ": `" << fastest_of(m, every) << "`" << (P == all_t.rbegin()->first ? "." : ",");
+  s << "\n\n";
+  // zeco's `auto` against the model.
+  const auto ld = wins_from(scan_t, scans, "host-logdepth"), hier = wins_from(scan_t, scans, "host-hier");
+  Topology several;
+  several.nodes = 2, several.ranks_per_node = R;
+  const std::string pick = resolve_allscan("auto", true, several);
+  s << "zeco's `--allscan auto` picks `" << pick << "` wherever the world spans several nodes (`resolve_allscan`, "
+    << "`zeco/all_scan.cpp`). ";
+  if ((pick == "host-logdepth" && ld && *ld <= 2 * R) || (pick == "host-hier" && hier && *hier <= 2 * R))
+    s << "The model agrees with these constants: `" << pick << "` is the fastest from " << 2 * R << " GPUs ("
+      << "2 nodes) to " << kPredictGpus.back() << ".";
+  else
+    s << "With these constants the model says otherwise (above). `auto` keeps its rule because the network's constants "
+         "here are not measured, and which variant wins turns on the network's alpha against S / beta: log-depth "
+         "sends ceil(log2 N) whole states, host-hier N - 1 + K - 1 blocks, so on a fast network with a large alpha "
+         "(InfiniBand) log-depth wins, and on a slow one (sockets: 50 us, 10 Gb/s) host-hier wins from 4 nodes on "
+         "(`tests/harness/test_cost_model.cpp`, Crossover). Rerun the report with the cluster's constants and pass "
+         "`--allscan` explicitly where they say so.";
+  s << "\n\n";
+  return s.str();
+}
+
 void clean(const std::string& dir, const std::vector<std::string>& exts) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return;
@@ -1605,6 +1776,7 @@ int run_report(const ReportOptions& o) {
   clean(c.tables_dir, {".csv"});
 
   c.ref_gpu = reference_gpu(c.res.rows);
+  resolve_network(c);
   if (!c.ref_gpu.empty()) c.gpu_fit = fit_machine(c.res.rows, c.ref_gpu, c.params);
   bool cpu_rows = false;
   for (auto& r : c.res.rows) cpu_rows |= is_cpu_row(r);
@@ -1692,6 +1864,7 @@ int run_report(const ReportOptions& o) {
   }
   md << section_model_level(c, 16384, "5") << section_model_level(c, 32768, "6");
   md << section_cost_model(c);
+  md << section_beyond_one_node(c);
 
   md << "## Plots\n\n"
      << "Solid lines with dots are measured, dashed lines the cost model's predictions, open circles the paper's "

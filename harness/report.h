@@ -21,6 +21,8 @@ struct ReportOptions {
   // The cost model's parameters that are not fitted (harness/cost_model.h).
   int gpus_per_node = 8;
   double net_gbps = 400, net_latency_us = 5;  // the link between nodes
+  bool net_given = false;                      // --net-gbps or --net-latency-us was given
+  std::string constants;                       // --constants FILE (cost_model.h read_link_constants), "" for none
   // Share of a pass's local compute that can hide zeco's/lasp2's collective: 0 by default, as in their default order
   // (the incoming state is folded into the chunk states before the output; --overlap 1 of spbench operator hides it).
   double overlap = 0.0;

@@ -132,6 +132,13 @@ std::vector<CollectivePoint> collective_points(const std::vector<Row>& rows, con
   return pts;
 }
 
+std::vector<CollectivePoint> network_points(const std::vector<Row>& rows, const std::string& gpu) {
+  std::vector<Row> net;
+  for (const Row& r : rows)
+    if (num(r, "nodes") > 1 && num(r, "ranks_per_node") == 1 && !is_node_aware_allscan(col(r, "backend"))) net.push_back(r);
+  return collective_points(net, gpu);
+}
+
 MachineFit fit_machine(const std::vector<Row>& rows, const std::string& gpu, const ModelParams& params) {
   MachineFit m;
   m.gpu = gpu;
@@ -139,7 +146,8 @@ MachineFit fit_machine(const std::vector<Row>& rows, const std::string& gpu, con
   // Points per (pattern, backend): a host-driven and a device All-Scan are fitted apart.
   std::map<std::string, std::vector<Row>> by_backend;
   for (const Row& r : rows)
-    if (col(r, "level") == "collective" && col(r, "gpu") == gpu) by_backend[col(r, "backend")].push_back(r);
+    if (col(r, "level") == "collective" && col(r, "gpu") == gpu && !(num(r, "nodes") > 1))
+      by_backend[col(r, "backend")].push_back(r);
   std::map<std::pair<std::string, std::string>, std::vector<CollectivePoint>> groups;
   for (auto& [be, sub] : by_backend)
     for (auto& p : collective_points(sub, gpu)) groups[{p.pattern, be}].push_back(p);

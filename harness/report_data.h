@@ -59,7 +59,11 @@ std::map<std::string, const Row*> newest_by(const std::vector<Row>& rows, Keep k
 // The collective rows of `gpu` as fit points (a point per configuration, the newest row).
 std::vector<CollectivePoint> collective_points(const std::vector<Row>& rows, const std::string& gpu);
 
-// One fitted link per (pattern, backend) of a machine, the dp kernel fits per operator shape, and a hold-out check.
+// The collective rows of `gpu` where every hop crosses the network (several nodes of one rank each, `nodes` > 1 and
+// `ranks_per_node` = 1; the node-aware All-Scans left out) as fit points of the network link.
+std::vector<CollectivePoint> network_points(const std::vector<Row>& rows, const std::string& gpu);
+
+// One fitted link per (pattern, backend) of a machine (from the rows of one node: rows over several nodes are left out), the dp kernel fits per operator shape, and a hold-out check.
 struct MachineFit {
   std::string gpu;
   struct Pattern {

@@ -6,10 +6,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <map>
 #include <set>
 
 #include "harness/cost_model.h"
 #include "harness/csv.h"
+#include "harness/error.h"
 #include "harness/report_data.h"
 
 namespace spb {
@@ -270,6 +273,121 @@ TEST(CostModel, HoldOutOnMeasuredRows) {
     ++checked;
   }
   EXPECT_EQ(checked, int(model_patterns().size()));
+}
+
+
+// --- the All-Scans across nodes, a user's constants, the network fit ---------------------------------------------------
+
+TEST(CostModel, AllScanVariantsAcrossNodes) {
+  const ModelParams p = one_node();  // 8 GPUs a node, network 5 us, 50 GB/s
+  const Link in = kNvlink, net = p.network;
+  const double S = 2 * kMiB, b = 65536, d = S / 128;  // K = 32 blocks; d the decay row
+  auto v = [&](const char* variant, int P) {
+    auto x = allscan_variant_time(variant, P, S, b, 128, in, p);
+    EXPECT_TRUE(x.has_value()) << variant << " P=" << P;
+    return x.value_or(NAN);
+  };
+  const double hand_on = in.hop(d) + in.hop(S);
+  // 2 nodes: the chain crosses the network once in 15 hops; host-hier runs 7 NVLink hops and 1 network hop in one
+  // flow line; host-logdepth the node's chain, then one exchange of a whole aggregate.
+  EXPECT_DOUBLE_EQ(v("host", 16), 14 * in.hop(b) + net.hop(b) + 31 * net.hop(b));
+  EXPECT_DOUBLE_EQ(v("host-hier", 16), 7 * in.hop(b) + net.hop(b) + 31 * net.hop(b) + hand_on);
+  EXPECT_DOUBLE_EQ(v("host-logdepth", 16), (7 + 31) * in.hop(b) + net.hop(S + d) + hand_on);
+  // 4 nodes: 3 network hops in a chain, 2 = log2 4 exchange steps.
+  EXPECT_DOUBLE_EQ(v("host", 32), 28 * in.hop(b) + 3 * net.hop(b) + 31 * net.hop(b));
+  EXPECT_DOUBLE_EQ(v("host-hier", 32), 7 * in.hop(b) + 3 * net.hop(b) + 31 * net.hop(b) + hand_on);
+  EXPECT_DOUBLE_EQ(v("host-logdepth", 32), 38 * in.hop(b) + 2 * net.hop(S + d) + hand_on);
+  EXPECT_DOUBLE_EQ(v("host-logdepth", 24), 38 * in.hop(b) + 2 * net.hop(S + d) + hand_on);  // ceil(log2 3) = 2
+  // One node: all three are the chain. Nodes of unequal size, or an unknown variant: no answer.
+  for (const char* variant : {"host", "host-hier", "host-logdepth"})
+    EXPECT_DOUBLE_EQ(v(variant, 8), *collective_time("allscan", 8, S, b, 128, in, p)) << variant;
+  EXPECT_FALSE(allscan_variant_time("host-hier", 20, S, b, 128, in, p).has_value());
+  EXPECT_FALSE(allscan_variant_time("device-ll16", 16, S, b, 128, in, p).has_value());
+  // One rank a node: no hand-on inside a node.
+  ModelParams solo = p;
+  solo.gpus_per_node = 1;
+  EXPECT_DOUBLE_EQ(*allscan_variant_time("host-hier", 4, S, b, 128, in, solo), 3 * net.hop(b) + 31 * net.hop(b));
+  EXPECT_DOUBLE_EQ(*allscan_variant_time("host-logdepth", 4, S, b, 128, in, solo), 2 * net.hop(S + d));
+}
+
+TEST(CostModel, Crossover) {
+  const std::vector<std::string> names = {"host", "host-hier", "host-logdepth"};
+  std::map<int, std::map<std::string, double>> t;
+  t[8] = {{"host", 1}, {"host-hier", 1}, {"host-logdepth", 1}};  // a tie goes to the first listed
+  t[16] = {{"host", 2}, {"host-hier", 1.5}, {"host-logdepth", 1.8}};
+  t[32] = {{"host", 4}, {"host-hier", 2}, {"host-logdepth", 2.5}};
+  t[64] = {{"host", 8}, {"host-hier", 3}, {"host-logdepth", 2.9}};
+  t[128] = {{"host", 16}, {"host-hier", 5}, {"host-logdepth", 3.2}};
+  EXPECT_EQ(fastest_of(t[8], names), "host");
+  EXPECT_EQ(fastest_of(t[16], names), "host-hier");
+  EXPECT_EQ(wins_from(t, names, "host-logdepth"), 64);
+  EXPECT_FALSE(wins_from(t, names, "host-hier").has_value());  // wins at 16 and 32, not at the end
+  EXPECT_FALSE(wins_from(t, names, "host").has_value());
+  // The model at the report's default constants (NVLink as fitted in the ballpark, 400 Gb/s and 5 us between nodes):
+  // the K - 1 network alphas of the pipelined chains cost more than log2 N whole states, so log-depth wins from 2 nodes.
+  ModelParams p;
+  std::map<int, std::map<std::string, double>> m;
+  for (int P : {8, 16, 32, 64, 128, 256})
+    for (const auto& v : names) m[P][v] = *allscan_variant_time(v, P, 2 * kMiB, 65536, 128, Link{0.2e-6, 367e9}, p);
+  EXPECT_EQ(wins_from(m, names, "host-logdepth"), 16);
+  // A slow network (sockets: 50 us, 10 Gb/s) turns it round from 4 nodes on: log2 N whole states over it outweigh the
+  // alphas of N - 1 + K - 1 blocks.
+  p.network = {50e-6, 10e9 / 8};
+  for (int P : {8, 16, 32, 64, 128, 256})
+    for (const auto& v : names) m[P][v] = *allscan_variant_time(v, P, 2 * kMiB, 65536, 128, Link{0.2e-6, 367e9}, p);
+  EXPECT_EQ(fastest_of(m[16], names), "host-logdepth");
+  EXPECT_EQ(wins_from(m, names, "host-hier"), 32);
+}
+
+std::string write_file(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(CostModel, ConstantsFile) {
+  const auto k = read_link_constants(write_file(
+      "constants.csv", "key,value\n# a cluster\nintra_alpha_us,2\nintra_gbps,7200\n\nnet_alpha_us, 3.5\nnet_gbps,400\n"));
+  ASSERT_TRUE(k.intra && k.network);
+  EXPECT_DOUBLE_EQ(k.intra->alpha_s, 2e-6);
+  EXPECT_DOUBLE_EQ(k.intra->beta_Bps, 900e9);
+  EXPECT_DOUBLE_EQ(k.network->alpha_s, 3.5e-6);
+  EXPECT_DOUBLE_EQ(k.network->beta_Bps, 50e9);
+  const auto net_only = read_link_constants(write_file("net.csv", "net_alpha_us,5\nnet_gbps,100\n"));
+  EXPECT_FALSE(net_only.intra.has_value());
+  EXPECT_TRUE(net_only.network.has_value());
+  for (const char* bad : {"net_alpha_us,5\n",                       // half a pair
+                          "net_alpha_us,5\nnet_gbps,fast\n",        // not a number
+                          "net_alpha_us,-1\nnet_gbps,100\n",        // negative alpha
+                          "net_alpha_us,5\nnet_gbps,0\n",           // no bandwidth
+                          "net_alpha_us,5\nnet_gbps,100\nnet_gbps,200\n",  // twice
+                          "wan_gbps,100\n",                         // unknown key
+                          "net_alpha_us 5\n",                       // no comma
+                          "# nothing\n"}) {
+    try {
+      read_link_constants(write_file("bad.csv", bad));
+      ADD_FAILURE() << "accepted: " << bad;
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("--constants"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(read_link_constants(::testing::TempDir() + "/no_such_constants.csv"), UsageError);
+}
+
+// The network link from rows over several nodes of one rank each (a synthetic fixture: chain times of a known link,
+// 20 us and 10 GB/s, plus a one-node row and a node-aware All-Scan row that must be left out).
+TEST(CostModel, NetworkFitFromRowsOverSeveralNodes) {
+  const auto rows = read_csv(std::string(SPB_TEST_DATA_DIR) + "/net_collective_fixture.csv");
+  const auto pts = network_points(rows, "synthetic-net");
+  EXPECT_EQ(pts.size(), 8u);
+  const LinkFit f = fit_network_link(pts);
+  ASSERT_TRUE(f.ok);
+  EXPECT_NEAR(f.link.alpha_s, 20e-6, 1e-9);
+  EXPECT_NEAR(f.link.beta_Bps, 10e9, 1e4);
+  EXPECT_FALSE(fit_network_link({}).ok);  // no rows: the caller falls back to the flags or the default
+  // The one-node fit leaves the rows over several nodes out.
+  const MachineFit m = fit_machine(rows, "synthetic-net", ModelParams{});
+  for (const auto& pf : m.patterns) EXPECT_LE(pf.fit.points, 1) << pf.pattern;
 }
 
 }  // namespace
