@@ -289,17 +289,20 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
   const Stream st = dev.compute_stream();
   auto tokens_of = [&](int step) { return data->window(step, p * L, (p + 1) * L); };
   for (const std::string& name : todo) {
-    // Each method starts from the same weights, the same AdamW state and the same tokens.
-    agree_on_usage_errors(boot, [&] { model.set_method(name); });
+    // Each method starts from the same weights, the same AdamW state and the same tokens; the reference method's
+    // first step (no update) runs before the method's own objects are made.
     model.reset(o.seed);
+    const std::string ref = o.check ? reference_method(name, P) : "";
+    double ref_loss = 0, ref_norm = 0;
+    if (!ref.empty()) {
+      model.set_method(ref);
+      ref_loss = model.forward_backward(tokens_of(0)), ref_norm = model.grad_norm();
+    }
+    agree_on_usage_errors(boot, [&] { model.set_method(name); });
     if (p == 0 && !model.method(0).notice().empty()) std::printf("# %s\n", model.method(0).notice().c_str());
 
     double err = NAN;
-    const std::string ref = o.check ? reference_method(name, P) : "";
     if (!ref.empty()) {
-      model.set_method(ref);
-      const double ref_loss = model.forward_backward(tokens_of(0)), ref_norm = model.grad_norm();
-      model.set_method(name);
       const double loss = model.forward_backward(tokens_of(0)), norm = model.grad_norm();
       err = std::max(std::abs(loss - ref_loss) / std::abs(ref_loss), std::abs(norm - ref_norm) / ref_norm);
       if (p == 0)
