@@ -1,7 +1,7 @@
 // `dp`, the paper's "DP baseline" and the ideal: every rank runs its own tokens as an independent sequence, so there
 // is no communication at all. Its result is checked against the single-device run of each rank's own tokens.
-#include "harness/method.h"
-#include "harness/timeline.h"
+#include "sp/method.h"
+#include "sp/timeline.h"
 #include "kernels/gla.h"
 
 namespace spb {

@@ -1,9 +1,9 @@
 // LASP-1: the serial chain, faithful to the official code. Rank p receives S_in from p-1 *before* its own compute,
 // runs the whole local forward from it, and sends its final state on to p+1; the backward runs the chain in reverse.
 // Nothing overlaps, so the chain's P-1 hops and the ranks' computes add up.
-#include "harness/method.h"
-#include "harness/sp_local.h"
-#include "harness/timeline.h"
+#include "sp/method.h"
+#include "sp/sp_local.h"
+#include "sp/timeline.h"
 #include "kernels/gla.h"
 
 namespace spb {

@@ -2,9 +2,9 @@
 // the backward). The all-gather and the fold run on the communication stream, overlapped with the local compute,
 // as the LASP-2 paper does; the price is P states of traffic per rank instead of one. The orders (--overlap) are
 // zeco's: the local schedule is SpLocalGla's for both.
-#include "harness/method.h"
-#include "harness/sp_local.h"
-#include "harness/timeline.h"
+#include "sp/method.h"
+#include "sp/sp_local.h"
+#include "sp/timeline.h"
 
 namespace spb {
 namespace {

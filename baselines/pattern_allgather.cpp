@@ -1,7 +1,7 @@
 // LASP-2's collective: every rank gathers every rank's (state, decay) record. nccl-tests' all-gather convention:
 // algbw = the gathered bytes (P records) / time, busbw = algbw * (P-1)/P.
-#include "harness/collective.h"
-#include "harness/stats.h"
+#include "sp/collective.h"
+#include "runtime/stats.h"
 
 namespace spb {
 namespace {

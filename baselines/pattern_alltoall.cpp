@@ -1,8 +1,8 @@
 // Ulysses' collective: an all-to-all of a rank's elements, 1/P of them to each rank. nccl-tests' convention:
 // algbw = the rank's bytes / time, busbw = algbw * (P-1)/P.
-#include "harness/collective.h"
-#include "harness/error.h"
-#include "harness/stats.h"
+#include "sp/collective.h"
+#include "runtime/error.h"
+#include "runtime/stats.h"
 
 namespace spb {
 namespace {

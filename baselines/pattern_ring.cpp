@@ -1,8 +1,8 @@
 // The ring method's collective: P-1 steps, each a simultaneous send to p+1 and receive from p-1 of one block
 // (in the method, a rank's k, v, g). algbw = the bytes a rank receives over all steps / time; each link carries every
 // step's block once, so busbw = algbw.
-#include "harness/collective.h"
-#include "harness/stats.h"
+#include "sp/collective.h"
+#include "runtime/stats.h"
 
 namespace spb {
 namespace {

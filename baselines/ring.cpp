@@ -4,9 +4,9 @@
 // gradients D of the ranks after it into dS_out. Each step's transfer (communication stream) overlaps the previous
 // step's compute (compute stream); two ring buffers alternate, and a transfer never overwrites a buffer the compute
 // stream is still reading.
-#include "harness/method.h"
-#include "harness/sp_local.h"
-#include "harness/timeline.h"
+#include "sp/method.h"
+#include "sp/sp_local.h"
+#include "sp/timeline.h"
 
 namespace spb {
 namespace {

@@ -2,9 +2,9 @@
 // [B, P*L, H/P, D], each rank runs the single-device GLA over the whole sequence for its H/P heads, and an all-to-all
 // turns the outputs (and in the backward, the gradients) back. No state passes between ranks; the traffic is the
 // activations themselves. The whole sequence's ht and dh0 come back to every rank by an all-gather over heads.
-#include "harness/error.h"
-#include "harness/method.h"
-#include "harness/timeline.h"
+#include "runtime/error.h"
+#include "sp/method.h"
+#include "sp/timeline.h"
 #include "kernels/gla.h"
 
 namespace spb {

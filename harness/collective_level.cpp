@@ -7,13 +7,13 @@
 #include <cstdio>
 #include <memory>
 
-#include "harness/collective.h"
-#include "harness/collective_errors.h"
-#include "harness/csv.h"
-#include "harness/error.h"
-#include "harness/provenance.h"
-#include "harness/runtime.h"
-#include "harness/stats.h"
+#include "sp/collective.h"
+#include "runtime/collective_errors.h"
+#include "runtime/csv.h"
+#include "runtime/error.h"
+#include "runtime/provenance.h"
+#include "sp/runtime.h"
+#include "runtime/stats.h"
 #include "zeco/all_scan.h"
 #ifdef SPB_HAVE_CUDA
 #include "zeco/all_scan_device.h"

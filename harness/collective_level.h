@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/bootstrap.h"
+#include "runtime/bootstrap.h"
 
 namespace spb {
 

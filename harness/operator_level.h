@@ -5,7 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
-#include "harness/bootstrap.h"
+#include "runtime/bootstrap.h"
 
 namespace spb {
 

@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "harness/collective_errors.h"
+#include "runtime/collective_errors.h"
 
 namespace spb {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "harness/bootstrap.h"
-#include "harness/csv.h"
+#include "runtime/bootstrap.h"
+#include "runtime/csv.h"
 
 namespace spb {
 

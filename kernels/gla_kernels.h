@@ -18,7 +18,7 @@
 #include <memory>
 #include <vector>
 
-#include "harness/device.h"
+#include "runtime/device.h"
 
 namespace spb {
 

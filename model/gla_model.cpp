@@ -3,9 +3,9 @@
 #include <cmath>
 #include <numeric>
 
-#include "harness/error.h"
-#include "harness/inputs.h"
-#include "harness/timeline.h"
+#include "runtime/error.h"
+#include "sp/inputs.h"
+#include "sp/timeline.h"
 
 namespace spb {
 

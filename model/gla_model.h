@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "harness/method.h"
-#include "harness/runtime.h"
+#include "sp/method.h"
+#include "sp/runtime.h"
 #include "model/model_kernels.h"
 #include "model/stage_clock.h"
 

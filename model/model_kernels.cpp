@@ -1,6 +1,6 @@
 #include "model/model_kernels.h"
 
-#include "harness/error.h"
+#include "runtime/error.h"
 
 namespace spb {
 

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "harness/device.h"
+#include "runtime/device.h"
 
 namespace spb {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/device.h"
+#include "runtime/device.h"
 
 namespace spb {
 

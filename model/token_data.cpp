@@ -3,8 +3,8 @@
 #include <fstream>
 #include <iterator>
 
-#include "harness/error.h"
-#include "harness/inputs.h"
+#include "runtime/error.h"
+#include "sp/inputs.h"
 
 namespace spb {
 

@@ -6,7 +6,7 @@
 #   - the images (plots/*.png, plots/*.svg) are not compared byte for byte: gnuplot and cairo builds differ in how they
 #     encode the same drawing. Only their names must match, so a plot that appeared or vanished is still caught.
 #   - report/paper/ is the paper's published numbers, an input kept by hand (its README says where they come from):
-#     the report is generated from it, and it is not compared.
+#     the report is generated from it, and it is not compared; nor is report/src/, the generator's source.
 # Usage: scripts/check_report.sh [SPBENCH]   (default: build/spbench). On drift it prints the diff and how to
 # regenerate, and exits 1.
 set -euo pipefail
@@ -31,12 +31,12 @@ if [ ! -d "$root/report" ]; then
   echo "check_report: report/ is missing; $regen"; exit 1
 fi
 status=0
-if ! diff -r -u -x '*.png' -x '*.svg' -x paper "$root/report" "$tmp/report" >"$tmp/diff"; then
+if ! diff -r -u -x '*.png' -x '*.svg' -x paper -x src "$root/report" "$tmp/report" >"$tmp/diff"; then
   head -200 "$tmp/diff"
   echo "check_report: report/ has drifted from results/ (text files differ above); $regen"
   status=1
 fi
-images() { (cd "$1" && find . -path ./paper -prune -o -type f \( -name '*.png' -o -name '*.svg' \) -print | LC_ALL=C sort); }
+images() { (cd "$1" && find . \( -path ./paper -o -path ./src \) -prune -o -type f \( -name '*.png' -o -name '*.svg' \) -print | LC_ALL=C sort); }
 if [ ${#plots[@]} -eq 0 ] && ! diff -u <(images "$root/report") <(images "$tmp/report"); then
   echo "check_report: report/ has other plot images than results/ gives (names above); $regen"
   status=1

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "harness/bootstrap.h"
+#include "runtime/bootstrap.h"
 
 #include <cstdio>
 #ifdef SPB_HAVE_CUDA

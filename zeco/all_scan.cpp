@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "harness/error.h"
+#include "runtime/error.h"
 
 namespace spb {
 

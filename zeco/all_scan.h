@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/runtime.h"
+#include "sp/runtime.h"
 
 namespace spb {
 

@@ -74,9 +74,9 @@
 #include <utility>
 #include <vector>
 
-#include "harness/bootstrap.h"
-#include "harness/cuda_check.h"
-#include "harness/error.h"
+#include "runtime/bootstrap.h"
+#include "runtime/cuda_check.h"
+#include "runtime/error.h"
 #include "zeco/all_scan_device.h"
 
 // An NCCL call that must return ncclSuccess (or, on a non-blocking communicator, ncclInProgress and then finish).

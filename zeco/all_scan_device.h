@@ -23,7 +23,7 @@
 //                          (clock64 rate and globaltimer step measured on the GPU, and an estimate of the offset of
 //                          rank r-1's globaltimer from rank r's by a ping-pong). The first object of a process to
 //                          write a file truncates it, later ones append (scan_id tells them apart). Unset, the
-//                          untraced kernels run, identical to a build without the trace. scripts/dev_allscan_trace.sh
+//                          untraced kernels run, identical to a build without the trace. tools/dev_allscan_trace.sh
 //                          runs it and prints the breakdown of a call (zeco/NOTES.md, session 4).
 #pragma once
 

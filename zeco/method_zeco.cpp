@@ -17,10 +17,10 @@
 #include <memory>
 #include <vector>
 
-#include "harness/error.h"
-#include "harness/method.h"
-#include "harness/sp_local.h"
-#include "harness/timeline.h"
+#include "runtime/error.h"
+#include "sp/method.h"
+#include "sp/sp_local.h"
+#include "sp/timeline.h"
 #include "zeco/all_scan.h"
 #ifdef SPB_HAVE_CUDA
 #include "zeco/all_scan_device.h"

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <memory>
 
-#include "harness/collective.h"
-#include "harness/error.h"
-#include "harness/stats.h"
+#include "sp/collective.h"
+#include "runtime/error.h"
+#include "runtime/stats.h"
 #include "zeco/all_scan.h"
 #ifdef SPB_HAVE_CUDA
 #include "zeco/all_scan_device.h"

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "harness/error.h"
+#include "runtime/error.h"
 #include "kernels/gla_kernels.h"
 
 namespace spb {

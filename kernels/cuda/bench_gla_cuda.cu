@@ -26,17 +26,17 @@
 #include <string>
 #include <vector>
 
-#include "harness/cuda_check.h"
-#include "harness/device.h"
-#include "harness/stats.h"
+#include "runtime/cuda_check.h"
+#include "runtime/device.h"
+#include "runtime/stats.h"
 #include "kernels/cpu/gla_reference.h"
 #include "kernels/cuda/gla_cuda.h"
 #include "kernels/cuda/gla_cuda_internal.h"
 #include "kernels/gla.h"
 
 #if SPB_BENCH_CSV
-#include "harness/csv.h"
-#include "harness/provenance.h"
+#include "runtime/csv.h"
+#include "runtime/provenance.h"
 #else
 #include <fstream>
 #endif
@@ -425,7 +425,7 @@ void print_breakdown(Problem& p) {
         {"output" + tag, 8 * TD + 4 * TE + HS, with_override(gla_cuda::set_intra_tiles, tiles, run_output)});
     stages.push_back({"dv" + tag, 8 * TD + 4 * TE + HS, with_override(gla_cuda::set_intra_tiles, tiles, run_dv)});
   }
-  // zeco's local schedule (harness/sp_local.cpp, in order, without chunk_cumsum) over the whole shape and over head
+  // zeco's local schedule (sp/sp_local.cpp, in order, without chunk_cumsum) over the whole shape and over head
   // groups (GlaShape::pair_range): each group's boundary call, then each group's states after it and its output
   // (forward) or gradients (backward); and single stages split into the same groups.
   for (int G : {1, 2, 4}) {

@@ -91,8 +91,8 @@
 #include <vector>
 #endif
 
-#include "harness/cuda_check.h"
-#include "harness/error.h"
+#include "runtime/cuda_check.h"
+#include "runtime/error.h"
 #include "kernels/cuda/gla_cuda_common.cuh"
 #include "kernels/cuda/gla_cuda_internal.h"
 

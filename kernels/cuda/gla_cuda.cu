@@ -11,8 +11,8 @@
 #include <cmath>
 #include <vector>
 
-#include "harness/cuda_check.h"
-#include "harness/error.h"
+#include "runtime/cuda_check.h"
+#include "runtime/error.h"
 #include "kernels/cuda/gla_cuda_common.cuh"
 #include "kernels/cuda/gla_cuda_internal.h"
 

@@ -20,7 +20,7 @@
 //   operand of the dq product (k-permutation, see gla_cuda_common.cuh); dk needs dA^T, read from shared memory.
 //   The diagonal blocks fall back to exact element-wise sums when the in-sub-chunk decay exceeds kMaxSubchunkDecay.
 // - dg: the reverse cumsum runs on the accumulator fragments (warp shuffles, then the totals of later warps).
-#include "harness/cuda_check.h"
+#include "runtime/cuda_check.h"
 #include "kernels/cuda/gla_cuda_common.cuh"
 #include "kernels/cuda/gla_cuda_internal.h"
 

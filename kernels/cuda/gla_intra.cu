@@ -20,7 +20,7 @@
 #include <algorithm>
 #include <type_traits>
 
-#include "harness/cuda_check.h"
+#include "runtime/cuda_check.h"
 #include "kernels/cuda/gla_cuda_common.cuh"
 #include "kernels/cuda/gla_cuda_internal.h"
 

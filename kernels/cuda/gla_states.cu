@@ -16,7 +16,7 @@
 //   SMs with one block, so that 16 warps per SM hide each other's latency.
 // - X~ is rounded to tf32 once when it is written; y is exact in tf32 (bf16 bits); accumulation in fp32 registers,
 //   odd k-steps into a second register set to halve the dependent mma chain.
-#include "harness/cuda_check.h"
+#include "runtime/cuda_check.h"
 #include "kernels/cuda/gla_cuda_common.cuh"
 #include "kernels/cuda/gla_cuda_internal.h"
 

@@ -1,7 +1,7 @@
 // The model's kernels on CPU ranks: fp32 activations, the templates of model_cpu_ops.h at float.
 #include <cstring>
 
-#include "harness/error.h"
+#include "runtime/error.h"
 #include "model/cpu/model_cpu_ops.h"
 #include "model/model_kernels.h"
 

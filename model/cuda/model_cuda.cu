@@ -24,8 +24,8 @@
 #include <unordered_map>
 #include <utility>
 
-#include "harness/cuda_check.h"
-#include "harness/error.h"
+#include "runtime/cuda_check.h"
+#include "runtime/error.h"
 #include "model/model_kernels.h"
 
 #define SPB_CUBLAS(call)                                                                      \

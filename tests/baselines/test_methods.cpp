@@ -6,8 +6,8 @@
 #include <cstdlib>
 
 #include "../mpi_test_main.h"
-#include "harness/error.h"
-#include "harness/sp_run.h"
+#include "runtime/error.h"
+#include "sp/sp_run.h"
 
 namespace spb {
 namespace {

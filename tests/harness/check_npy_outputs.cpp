@@ -2,10 +2,10 @@
 // fp64 token loop on the inputs in IN; exit 0 when every relative RMS error is < 1e-5 (fp32 CPU ranks).
 #include <cstdio>
 
-#include "harness/error.h"
-#include "harness/inputs.h"
-#include "harness/npy.h"
-#include "harness/stats.h"
+#include "runtime/error.h"
+#include "sp/inputs.h"
+#include "runtime/npy.h"
+#include "runtime/stats.h"
 #include "kernels/cpu/gla_reference.h"
 
 int main(int argc, char** argv) {

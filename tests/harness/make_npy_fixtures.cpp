@@ -3,8 +3,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "harness/inputs.h"
-#include "harness/npy.h"
+#include "sp/inputs.h"
+#include "runtime/npy.h"
 
 int main(int argc, char** argv) {
   if (argc != 2) return 2;

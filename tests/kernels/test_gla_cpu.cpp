@@ -5,8 +5,8 @@
 #include <cmath>
 #include <tuple>
 
-#include "harness/inputs.h"
-#include "harness/stats.h"
+#include "sp/inputs.h"
+#include "runtime/stats.h"
 #include "kernels/cpu/gla_reference.h"
 #include "kernels/gla.h"
 

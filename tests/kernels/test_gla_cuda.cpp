@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "harness/cuda_check.h"
-#include "harness/device.h"
-#include "harness/inputs.h"
-#include "harness/stats.h"
+#include "runtime/cuda_check.h"
+#include "runtime/device.h"
+#include "sp/inputs.h"
+#include "runtime/stats.h"
 #include "kernels/cpu/gla_reference.h"
 #include "kernels/cuda/gla_cuda.h"
 #include "kernels/cuda/gla_cuda_internal.h"

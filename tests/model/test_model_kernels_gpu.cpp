@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "harness/cuda_check.h"
-#include "harness/device.h"
-#include "harness/stats.h"
+#include "runtime/cuda_check.h"
+#include "runtime/device.h"
+#include "runtime/stats.h"
 #include "model/model_kernels.h"
 #include "../gpu_test_util.h"
 

@@ -10,7 +10,7 @@
 #include <random>
 
 #include "../mpi_test_main.h"
-#include "harness/runtime.h"
+#include "sp/runtime.h"
 #include "model/gla_model.h"
 #include "model/token_data.h"
 

@@ -9,7 +9,7 @@
 #include <random>
 
 #include "../mpi_test_main.h"
-#include "harness/error.h"
+#include "runtime/error.h"
 #include "zeco/all_scan.h"
 
 namespace spb {

@@ -27,12 +27,12 @@
 #include <string>
 #include <vector>
 
-#include "harness/bootstrap.h"
-#include "harness/communicator.h"
-#include "harness/csv.h"
-#include "harness/device.h"
-#include "harness/error.h"
-#include "harness/runtime.h"
+#include "runtime/bootstrap.h"
+#include "runtime/communicator.h"
+#include "runtime/csv.h"
+#include "runtime/device.h"
+#include "runtime/error.h"
+#include "sp/runtime.h"
 #include "kernels/gla_kernels.h"
 #include "zeco/all_scan.h"
 #include "kernels/cuda/gla_cuda.h"
@@ -497,7 +497,7 @@ TEST(AllScanGpuProbe, AllScanTimes) {
 // SPB_ALLSCAN_TRACE: the traced kernels give the same results as the untraced ones, and at destruction every rank
 // writes one row per CTA for each of the ring's last 64 calls (70 are made: the ring wraps), with stamps in the
 // order the kernel takes them, and one meta row (calibration, clock offset to rank p-1). Read back by
-// harness/csv.h's read_csv (which also rejects a row with too few or too many fields).
+// runtime/csv.h's read_csv (which also rejects a row with too few or too many fields).
 TEST(AllScanGpuTrace, TracedCallsAreCorrectAndEveryRankWritesOrderedStamps) {
   SKIP_IF_NO_GPU();
   if (g_scans.empty()) GTEST_SKIP() << "device backend unavailable: " << g_device_unavailable;

@@ -1,0 +1,354 @@
+#include "report/src/cost_model.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+
+#include "runtime/error.h"
+
+namespace spb {
+
+const std::vector<std::string>& model_patterns() {
+  static const std::vector<std::string> p = {"allscan", "chain", "allgather", "ring", "alltoall"};
+  return p;
+}
+
+const std::vector<std::string>& model_methods() {
+  static const std::vector<std::string> m = {"dp", "zeco", "lasp2", "lasp1", "ring", "ulysses"};
+  return m;
+}
+
+namespace {
+
+bool crosses_network(int to_rank, const ModelParams& p) { return to_rank % p.gpus_per_node == 0; }
+
+// The block actually sent and the number of blocks: 0 or a block >= the state means one block.
+std::pair<double, double> blocks_of(double bytes, double block_bytes) {
+  const double b = block_bytes <= 0 || block_bytes >= bytes ? bytes : block_bytes;
+  return {b, std::max(1.0, std::round(bytes / b))};
+}
+
+double record_bytes(double bytes, int dv) { return bytes * (1.0 + 1.0 / dv); }
+
+// The flow line of K equal blocks of b bytes through n_in hops over `in` and n_net over `net`: the first block's
+// hops, then K-1 more blocks through the slowest hop used.
+double pipe(int n_in, const Link& in, int n_net, const Link& net, double b, double K) {
+  double worst = 0;
+  if (n_in > 0) worst = in.hop(b);
+  if (n_net > 0) worst = std::max(worst, net.hop(b));
+  return n_in * in.hop(b) + n_net * net.hop(b) + (K - 1) * worst;
+}
+
+}  // namespace
+
+std::optional<double> collective_time(const std::string& pattern, int P, double bytes, double block_bytes, int dv,
+                                      const Link& intra, const ModelParams& p) {
+  if (std::find(model_patterns().begin(), model_patterns().end(), pattern) == model_patterns().end())
+    return std::nullopt;
+  if (P <= 1) return 0.0;
+  const Link& net = p.network;
+  auto hop_link = [&](int h) -> const Link& { return crosses_network(h + 1, p) ? net : intra; };  // hop h -> h+1
+  const bool multi_node = P > p.gpus_per_node;
+  const Link& slowest_ring = multi_node ? net : intra;  // a ring over several nodes crosses the network
+  if (pattern == "allscan" || pattern == "chain") {
+    auto [b, K] = pattern == "chain" ? std::pair<double, double>{bytes, 1.0} : blocks_of(bytes, block_bytes);
+    int n_net = 0;
+    for (int h = 0; h + 1 < P; ++h) n_net += &hop_link(h) == &net;
+    return pipe(P - 1 - n_net, intra, n_net, net, b, K);
+  }
+  if (pattern == "allgather") return (P - 1) * slowest_ring.hop(record_bytes(bytes, dv));
+  if (pattern == "ring") return (P - 1) * slowest_ring.hop(bytes);
+  // alltoall: the NVLink peers and the network peers are served at the same time
+  const int in_node = std::min(P, p.gpus_per_node) - 1, off_node = P - 1 - in_node;
+  const double part = bytes / P;
+  const double t_in = in_node * intra.hop(part), t_off = off_node * net.hop(part);
+  return std::max(t_in, t_off);
+}
+
+const std::vector<std::string>& allscan_variants() {
+  static const std::vector<std::string> v = {"host", "host-hier", "host-logdepth"};
+  return v;
+}
+
+std::optional<double> allscan_variant_time(const std::string& variant, int P, double bytes, double block_bytes,
+                                           int dv, const Link& intra, const ModelParams& p) {
+  if (std::find(allscan_variants().begin(), allscan_variants().end(), variant) == allscan_variants().end())
+    return std::nullopt;
+  const int R = p.gpus_per_node;
+  if (variant == "host" || P <= R) return collective_time("allscan", P, bytes, block_bytes, dv, intra, p);
+  if (P % R != 0) return std::nullopt;
+  const int N = P / R;
+  const auto [b, K] = blocks_of(bytes, block_bytes);
+  const double d = bytes / dv;
+  const double hand_on = R > 1 ? intra.hop(d) + intra.hop(bytes) : 0.0;  // the decay row ahead, the prefix after
+  if (variant == "host-hier") return pipe(R - 1, intra, N - 1, p.network, b, K) + hand_on;
+  const int steps = int(std::ceil(std::log2(double(N))));
+  return pipe(R - 1, intra, 0, p.network, b, K) + steps * p.network.hop(bytes + d) + hand_on;
+}
+
+std::string fastest_of(const std::map<std::string, double>& times, const std::vector<std::string>& names) {
+  std::string best;
+  double t_best = INFINITY;
+  for (const auto& n : names) {
+    auto it = times.find(n);
+    if (it == times.end() || !std::isfinite(it->second)) continue;
+    if (best.empty() || it->second < t_best * (1 - 1e-9)) best = n, t_best = it->second;
+  }
+  return best;
+}
+
+std::optional<int> wins_from(const std::map<int, std::map<std::string, double>>& times,
+                             const std::vector<std::string>& names, const std::string& name) {
+  std::optional<int> from;
+  for (auto it = times.rbegin(); it != times.rend() && fastest_of(it->second, names) == name; ++it) from = it->first;
+  return from;
+}
+
+LinkConstants read_link_constants(const std::string& path) {
+  const std::string where = "--constants " + path + ": ";
+  std::ifstream in(path);
+  SPB_USAGE(bool(in), where + "cannot be read");
+  std::map<std::string, double> v;
+  const std::set<std::string> keys = {"intra_alpha_us", "intra_gbps", "net_alpha_us", "net_gbps"};
+  std::string line;
+  for (int no = 1; std::getline(in, line); ++no) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
+    const size_t start = line.find_first_not_of(" \t");
+    if (start == std::string::npos || line[start] == '#') continue;
+    line = line.substr(start);
+    const size_t comma = line.find(',');
+    const std::string at = where + "line " + std::to_string(no) + ": ";
+    SPB_USAGE(comma != std::string::npos, at + "'" + line + "' is not key,value");
+    std::string key = line.substr(0, comma), val = line.substr(comma + 1);
+    while (!key.empty() && key.back() == ' ') key.pop_back();
+    val.erase(0, std::min(val.size(), val.find_first_not_of(' ')));
+    if (no == 1 && key == "key" && val == "value") continue;
+    SPB_USAGE(keys.count(key), at + "unknown key '" + key + "' (keys: intra_alpha_us, intra_gbps, net_alpha_us, net_gbps)");
+    SPB_USAGE(!v.count(key), at + key + " given twice");
+    char* end = nullptr;
+    const double x = std::strtod(val.c_str(), &end);
+    SPB_USAGE(!val.empty() && end && *end == '\0' && std::isfinite(x), at + key + " = '" + val + "' is not a number");
+    const bool alpha = key.find("alpha") != std::string::npos;
+    SPB_USAGE(alpha ? x >= 0 : x > 0, at + key + " = " + val + (alpha ? " is negative" : " is not > 0"));
+    v[key] = x;
+  }
+  LinkConstants c;
+  for (const char* kind : {"intra", "net"}) {
+    const std::string a = std::string(kind) + "_alpha_us", g = std::string(kind) + "_gbps";
+    SPB_USAGE(v.count(a) == v.count(g), where + "gives " + (v.count(a) ? a : g) + " without " + (v.count(a) ? g : a));
+    if (!v.count(a)) continue;
+    (std::string(kind) == "intra" ? c.intra : c.network) = Link{v[a] * 1e-6, v[g] * 1e9 / 8};
+  }
+  SPB_USAGE(c.intra || c.network, where + "no constants (keys: intra_alpha_us, intra_gbps, net_alpha_us, net_gbps)");
+  return c;
+}
+
+LinkFit fit_network_link(const std::vector<CollectivePoint>& points) {
+  ModelParams one_kind;  // every hop is the link fitted: no node boundary to leave points out at
+  one_kind.gpus_per_node = INT_MAX;
+  return fit_link(points, one_kind);
+}
+
+double allreduce_time(int P, double bytes, const Link& intra, const ModelParams& p) {
+  if (P <= 1) return 0.0;
+  const Link& slowest_ring = P > p.gpus_per_node ? p.network : intra;
+  return 2.0 * (P - 1) * slowest_ring.hop(bytes / P);
+}
+
+std::optional<std::pair<double, double>> collective_features(const std::string& pattern, int P, double bytes,
+                                                             double block_bytes, int dv) {
+  if (std::find(model_patterns().begin(), model_patterns().end(), pattern) == model_patterns().end())
+    return std::nullopt;
+  if (P <= 1) return std::pair<double, double>{0, 0};
+  if (pattern == "allscan") {
+    auto [b, K] = blocks_of(bytes, block_bytes);
+    const double hops = P - 1 + K - 1;
+    return std::pair<double, double>{hops, hops * b};
+  }
+  if (pattern == "chain") return std::pair<double, double>{double(P - 1), (P - 1) * bytes};
+  if (pattern == "allgather") return std::pair<double, double>{double(P - 1), (P - 1) * record_bytes(bytes, dv)};
+  if (pattern == "ring") return std::pair<double, double>{double(P - 1), (P - 1) * bytes};
+  return std::pair<double, double>{double(P - 1), double(P - 1) / P * bytes};  // alltoall
+}
+
+LinkFit fit_link(const std::vector<CollectivePoint>& points, const ModelParams& p) {
+  // Relative error: each equation a alpha + c g = T is divided by T, so small and large sizes weigh the same.
+  std::vector<std::pair<double, double>> xy;  // (a/T, c/T)
+  for (const auto& pt : points) {
+    if (pt.world <= 1 || pt.world > p.gpus_per_node || !(pt.time_s > 0)) continue;
+    auto f = collective_features(pt.pattern, pt.world, pt.bytes, pt.block_bytes, pt.dv);
+    if (!f) continue;
+    xy.push_back({f->first / pt.time_s, f->second / pt.time_s});
+  }
+  LinkFit fit;
+  fit.points = int(xy.size());
+  if (xy.size() < 2) return fit;
+  // Columns scaled to unit norm: alpha (~1e-6 s) and 1/beta (~1e-11 s/B) differ by orders of magnitude.
+  double nx = 0, ny = 0;
+  for (auto [x, y] : xy) nx += x * x, ny += y * y;
+  nx = std::sqrt(nx), ny = std::sqrt(ny);
+  if (!(nx > 0) || !(ny > 0)) return fit;
+  double sxx = 0, sxy = 0, syy = 0, sx = 0, sy = 0;
+  for (auto [x, y] : xy) {
+    x /= nx, y /= ny;
+    sxx += x * x, sxy += x * y, syy += y * y, sx += x, sy += y;
+  }
+  auto residual = [&](double a, double g) {  // in unscaled units
+    double r = 0;
+    for (auto [x, y] : xy) r += (a * x + g * y - 1) * (a * x + g * y - 1);
+    return r;
+  };
+  const double det = sxx * syy - sxy * sxy;
+  double a = -1, g = -1;
+  if (det > 1e-12) {
+    a = (sx * syy - sy * sxy) / det / nx;
+    g = (sy * sxx - sx * sxy) / det / ny;
+  }
+  if (!(a >= 0 && g >= 0)) {
+    // On the boundary: the better of latency only and bandwidth only.
+    const double a_only = sx / sxx / nx, g_only = sy / syy / ny;
+    if (det <= 1e-12) return fit;  // features not independent: alpha and beta cannot be told apart
+    if (residual(a_only, 0) <= residual(0, g_only)) a = a_only, g = 0;
+    else a = 0, g = g_only;
+  }
+  fit.link.alpha_s = a;
+  fit.link.beta_Bps = g > 0 ? 1.0 / g : INFINITY;
+  fit.rms_rel_residual = std::sqrt(residual(a, g) / double(xy.size()));
+  fit.ok = true;
+  return fit;
+}
+
+LinkFit fit_link_alpha(const std::vector<CollectivePoint>& points, const ModelParams& p, double beta_Bps) {
+  LinkFit fit;
+  double sxx = 0, sx = 0;  // minimise sum (x alpha - (1 - y g))^2 with x = a/T, y = c/T
+  std::vector<std::pair<double, double>> xy;
+  const double g = 1.0 / beta_Bps;
+  for (const auto& pt : points) {
+    if (pt.world <= 1 || pt.world > p.gpus_per_node || !(pt.time_s > 0)) continue;
+    auto f = collective_features(pt.pattern, pt.world, pt.bytes, pt.block_bytes, pt.dv);
+    if (!f) continue;
+    const double x = f->first / pt.time_s, y = f->second / pt.time_s;
+    xy.push_back({x, y});
+    sxx += x * x, sx += x * (1 - y * g);
+  }
+  fit.points = int(xy.size());
+  if (xy.empty() || !(sxx > 0) || !(beta_Bps > 0)) return fit;
+  const double a = std::max(0.0, sx / sxx);
+  double r = 0;
+  for (auto [x, y] : xy) r += (a * x + g * y - 1) * (a * x + g * y - 1);
+  fit.link = {a, beta_Bps};
+  fit.rms_rel_residual = std::sqrt(r / double(xy.size()));
+  fit.ok = true;
+  return fit;
+}
+
+KernelFit fit_kernel(const std::vector<std::pair<double, double>>& pts) {
+  KernelFit k;
+  std::vector<std::pair<double, double>> use;
+  for (auto [L, t] : pts)
+    if (L > 0 && t > 0) use.push_back({L, t});
+  k.points = int(use.size());
+  if (use.empty()) return k;
+  // Relative least squares of t = t0 + s L: rows (1/t, L/t) -> 1.
+  double s00 = 0, s01 = 0, s11 = 0, b0 = 0, b1 = 0;
+  for (auto [L, t] : use) {
+    const double x0 = 1 / t, x1 = L / t;
+    s00 += x0 * x0, s01 += x0 * x1, s11 += x1 * x1, b0 += x0, b1 += x1;
+  }
+  const double det = s00 * s11 - s01 * s01;
+  double t0 = -1, s = -1;
+  if (det > 1e-12 * s00 * s11) {
+    t0 = (b0 * s11 - b1 * s01) / det;
+    s = (b1 * s00 - b0 * s01) / det;
+  }
+  if (!(t0 >= 0 && s > 0)) t0 = 0, s = b1 / s11;  // one length measured, or an intercept below zero
+  k.t0_s = t0, k.per_token_s = s, k.ok = true;
+  return k;
+}
+
+const Link* CostModel::link_for(const std::string& pattern) const {
+  auto it = links.find(pattern);
+  return it != links.end() && it->second.ok ? &it->second.link : nullptr;
+}
+
+std::optional<double> CostModel::collective(const std::string& pattern, int world, double bytes, double block_bytes,
+                                            int dv) const {
+  if (world <= 1) return 0.0;
+  const Link* l = link_for(pattern);
+  if (!l) return std::nullopt;
+  return collective_time(pattern, world, bytes, block_bytes, dv, *l, params);
+}
+
+std::optional<double> CostModel::allscan_variant(const std::string& variant, int world, double bytes,
+                                                double block_bytes, int dv) const {
+  const Link* l = link_for("allscan");
+  if (!l) return std::nullopt;
+  return allscan_variant_time(variant, world, bytes, block_bytes, dv, *l, params);
+}
+
+std::optional<double> CostModel::operator_time(const std::string& method, const OperatorShape& s) const {
+  if (!fwd_bwd.ok) return std::nullopt;
+  const double L = double(s.tokens_per_rank), P = s.world;
+  const double t_dp0 = fwd_bwd.at(L);
+  const double t_fwd = std::min(t_dp0, fwd.ok ? fwd.at(L) : t_dp0 / 3), t_bwd = t_dp0 - t_fwd;
+  const double S = s.state_bytes();
+  if (method == "dp") return t_dp0;
+  auto ov = local_overhead.find(method);
+  const double t_dp = t_dp0 * (1 + (ov == local_overhead.end() ? 0.0 : ov->second));  // the method's local compute
+  if (s.world <= 1 && method != "ulysses") return t_dp;
+  if (method == "lasp1") {
+    auto chain = collective("chain", s.world, S, 0, s.dv);
+    if (!chain) return std::nullopt;
+    return P * t_dp + 2 * *chain;
+  }
+  if (method == "zeco" || method == "lasp2") {
+    std::optional<double> comm = method == "zeco" ? collective("allscan", s.world, S, s.block_bytes, s.dv)
+                                                  : collective("allgather", s.world, S, 0, s.dv);
+    if (!comm) return std::nullopt;
+    if (method == "lasp2") *comm += P * S / params.fold_Bps;
+    const double ov = params.overlap_fraction;
+    return t_dp + std::max(0.0, *comm - ov * t_fwd) + std::max(0.0, *comm - ov * t_bwd);
+  }
+  if (method == "ring") {
+    const double step_bytes = L * s.batch * s.heads * (2.0 * s.dk + s.dv) * s.act_bytes;
+    auto all_steps = collective("ring", s.world, step_bytes, 0, s.dv);
+    if (!all_steps) return std::nullopt;
+    const double step = *all_steps / (P - 1), sig = params.ring_step_fraction;
+    return t_dp + (P - 1) * (std::max(step, sig * t_fwd) + std::max(step, sig * t_bwd));
+  }
+  if (method == "ulysses") {
+    if (s.heads % s.world != 0) return std::nullopt;
+    if (s.world <= 1) return t_dp;
+    const double per_elem = L * s.batch * s.heads * s.act_bytes;
+    const double qkvg = per_elem * (3.0 * s.dk + s.dv), o = per_elem * s.dv;
+    double comm = 0;
+    for (double bytes : {qkvg, o, o, qkvg}) {  // forward: q,k,v,g in, o out; backward: do in, dq,dk,dv,dg out
+      auto t = collective("alltoall", s.world, bytes, 0, s.dv);
+      if (!t) return std::nullopt;
+      comm += *t;
+    }
+    return t_dp + comm;
+  }
+  return std::nullopt;
+}
+
+std::optional<double> CostModel::allreduce(int world, double bytes) const {
+  if (world <= 1) return 0.0;
+  const Link* l = link_for("allgather");
+  if (!l) l = link_for("ring");
+  if (!l) return std::nullopt;
+  return allreduce_time(world, bytes, *l, params);
+}
+
+std::optional<double> CostModel::model_step_time(const std::string& method, const OperatorShape& layer, int layers,
+                                                 double grad_bytes, double compute_s) const {
+  const auto t = operator_time(method, layer), t_dp = operator_time("dp", layer);
+  const auto ar = allreduce(layer.world, grad_bytes);
+  if (!t || !t_dp || !ar) return std::nullopt;
+  return compute_s + layers * (*t - *t_dp) + *ar;
+}
+
+}  // namespace spb

@@ -1,0 +1,342 @@
+#include "report/src/report_data.h"
+
+#include <libfccp/csv.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+
+#include "runtime/csv.h"
+#include "runtime/error.h"
+#include "zeco/all_scan.h"
+
+namespace spb {
+
+namespace fs = std::filesystem;
+
+const std::string& col(const Row& r, const std::string& c) {
+  static const std::string empty;
+  auto it = r.find(c);
+  return it == r.end() ? empty : it->second;
+}
+
+double num(const Row& r, const std::string& c) {
+  const std::string& s = col(r, c);
+  if (s.empty()) return NAN;
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  return end && *end == '\0' ? v : NAN;
+}
+
+long long lnum(const Row& r, const std::string& c) {
+  const double v = num(r, c);
+  return std::isfinite(v) && std::fabs(v) < 9e18 ? (long long)std::llround(v) : 0;
+}
+
+bool is_cpu_row(const Row& r) { return col(r, "backend") == "cpu"; }
+
+ResultFiles load_results(const std::string& dir) {
+  std::error_code ec;
+  SPB_USAGE(fs::is_directory(dir, ec), "--results " + dir + ": not a directory");
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_regular_file() && e.path().extension() == ".csv") names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());  // the order rows are read in, so ties between rows resolve the same way
+  ResultFiles out;
+  for (const std::string& name : names) {
+    auto rows = read_csv(dir + "/" + name);
+    const bool timeline = name.find("timeline") != std::string::npos;
+    if (timeline) {
+      const bool ok = rows.empty() || (rows[0].count("rank") && rows[0].count("stream") && rows[0].count("span") &&
+                                       rows[0].count("start_us") && rows[0].count("end_us"));
+      if (!ok) {
+        out.skipped.push_back({name, "a timeline CSV needs the columns rank, stream, span, start_us, end_us"});
+        continue;
+      }
+      out.timeline_files.push_back({name, rows.size()});
+      for (auto& r : rows)
+        if (lnum(r, "rank") >= 0 && lnum(r, "rank") < 4096 && std::isfinite(num(r, "start_us")) &&
+            std::isfinite(num(r, "end_us")))
+          out.timeline.push_back(std::move(r));
+      continue;
+    }
+    if (!rows.empty() && !(rows[0].count("level") && rows[0].count("method") && rows[0].count("time_ms_mean"))) {
+      out.skipped.push_back({name, "not a results CSV (no level, method or time_ms_mean column)"});
+      continue;
+    }
+    out.files.push_back({name, rows.size()});
+    size_t bad = 0, grouped = 0;
+    for (auto& r : rows) {
+      // A row the tables cannot place: no level or method, or no world size.
+      if (col(r, "level").empty() || col(r, "method").empty() || lnum(r, "world_size") < 1) {
+        ++bad;
+        continue;
+      }
+      // Collective rows timed with an event per group of calls (--calls-per-event) measure without the per-call
+      // event; the tables compare calls timed one event each, so they stay in the CSV but out of the tables.
+      if (col(r, "timing").rfind("back_to_back_per", 0) == 0) {
+        ++grouped;
+        continue;
+      }
+      out.rows.push_back(std::move(r));
+    }
+    if (bad) out.skipped.push_back({name, std::to_string(bad) + " rows without a level, method or world size"});
+    if (grouped) out.skipped.push_back({name, std::to_string(grouped) + " rows timed per group of calls (left out)"});
+  }
+  return out;
+}
+
+std::vector<PaperValue> load_paper(const std::string& path) {
+  std::vector<PaperValue> out;
+  try {
+    io::CSVReader<9> in(path);
+    in.read_header(io::ignore_extra_column, "table", "level", "gpus", "seq_per_gpu", "method", "metric", "value", "unit",
+                   "source");
+    PaperValue v;
+    while (in.read_row(v.table, v.level, v.gpus, v.seq_per_gpu, v.method, v.metric, v.value, v.unit, v.source))
+      out.push_back(v);
+  } catch (const io::error::base& e) {
+    throw UsageError("--paper " + path + ": " + e.what());
+  }
+  return out;
+}
+
+double paper_value(const std::vector<PaperValue>& paper, const std::string& level, int gpus, long long seq,
+                   const std::string& method) {
+  for (const auto& v : paper)
+    if (v.level == level && v.gpus == gpus && v.seq_per_gpu == seq && v.method == method) return v.value;
+  return NAN;
+}
+
+std::vector<CollectivePoint> collective_points(const std::vector<Row>& rows, const std::string& gpu) {
+  auto keep = [&](const Row& r) { return col(r, "level") == "collective" && col(r, "gpu") == gpu && num(r, "time_ms_mean") > 0; };
+  auto key = [](const Row& r) {
+    return col(r, "method") + "|" + col(r, "backend") + "|" + col(r, "world_size") + "|" + col(r, "bytes") + "|" +
+           col(r, "block_elems") + "|" + col(r, "dv");
+  };
+  std::vector<CollectivePoint> pts;
+  for (auto& [k, r] : newest_by(rows, keep, key)) {
+    CollectivePoint p;
+    p.pattern = col(*r, "method");
+    p.world = inum(*r, "world_size");
+    p.dv = std::isfinite(num(*r, "dv")) && num(*r, "dv") > 0 ? inum(*r, "dv") : 128;
+    p.bytes = num(*r, "bytes");
+    if (!(p.bytes > 0)) p.bytes = 4.0 * num(*r, "heads") * num(*r, "dk") * num(*r, "dv");
+    const double blk = num(*r, "block_elems");
+    p.block_bytes = blk > 0 ? 4 * blk : 0;
+    p.time_s = num(*r, "time_ms_mean") * 1e-3;
+    if (p.world > 0 && p.bytes > 0) pts.push_back(p);
+  }
+  return pts;
+}
+
+std::vector<CollectivePoint> network_points(const std::vector<Row>& rows, const std::string& gpu) {
+  std::vector<Row> net;
+  for (const Row& r : rows)
+    if (num(r, "nodes") > 1 && num(r, "ranks_per_node") == 1 && !is_node_aware_allscan(col(r, "backend"))) net.push_back(r);
+  return collective_points(net, gpu);
+}
+
+MachineFit fit_machine(const std::vector<Row>& rows, const std::string& gpu, const ModelParams& params) {
+  MachineFit m;
+  m.gpu = gpu;
+  m.params = params;
+  // Points per (pattern, backend): a host-driven and a device All-Scan are fitted apart.
+  std::map<std::string, std::vector<Row>> by_backend;
+  for (const Row& r : rows)
+    if (col(r, "level") == "collective" && col(r, "gpu") == gpu && !(num(r, "nodes") > 1))
+      by_backend[col(r, "backend")].push_back(r);
+  std::map<std::pair<std::string, std::string>, std::vector<CollectivePoint>> groups;
+  for (auto& [be, sub] : by_backend)
+    for (auto& p : collective_points(sub, gpu)) groups[{p.pattern, be}].push_back(p);
+  for (auto& [key, pts] : groups) {
+    if (std::find(model_patterns().begin(), model_patterns().end(), key.first) == model_patterns().end()) continue;
+    MachineFit::Pattern pf;
+    pf.pattern = key.first, pf.backend = key.second;
+    pf.fit = fit_link(pts, params);
+    // Hold-out: fit on the smaller half of the sizes, predict the larger half.
+    std::set<double> sizes;
+    for (auto& p : pts) sizes.insert(p.bytes);
+    if (sizes.size() >= 4) {
+      const double cut = *std::next(sizes.begin(), long(sizes.size() / 2 - 1));
+      std::vector<CollectivePoint> train, test;
+      for (auto& p : pts) (p.bytes <= cut ? train : test).push_back(p);
+      const LinkFit tf = fit_link(train, params);
+      std::vector<double> errs;
+      if (tf.ok)
+        for (auto& p : test) {
+          if (p.world <= 1 || p.world > params.gpus_per_node) continue;
+          auto t = collective_time(p.pattern, p.world, p.bytes, p.block_bytes, p.dv, tf.link, params);
+          if (t) errs.push_back(std::fabs(*t - p.time_s) / p.time_s);
+        }
+      if (!errs.empty()) {
+        std::sort(errs.begin(), errs.end());
+        pf.holdout_points = int(errs.size());
+        pf.holdout_median_rel = errs.size() % 2 ? errs[errs.size() / 2]
+                                                : 0.5 * (errs[errs.size() / 2 - 1] + errs[errs.size() / 2]);
+        pf.holdout_max_rel = errs.back();
+      }
+    }
+    m.patterns.push_back(pf);
+  }
+  // An All-Scan swept at one block size (the default sweep) fixes only alpha + block / beta: take beta from another
+  // pattern on the same link (the chain first: the same point-to-point path), of the same backend if fitted.
+  for (auto& pf : m.patterns) {
+    if (pf.fit.ok || pf.fit.points == 0) continue;
+    const MachineFit::Pattern* donor = nullptr;
+    for (const char* pat : {"chain", "ring", "allgather", "alltoall", "allscan"})
+      for (const auto& d : m.patterns)
+        if (!donor && d.pattern == pat && d.fit.ok && d.beta_from.empty() && std::isfinite(d.fit.link.beta_Bps) &&
+            d.backend == pf.backend)
+          donor = &d;
+    for (const char* pat : {"chain", "ring", "allgather", "alltoall", "allscan"})
+      for (const auto& d : m.patterns)
+        if (!donor && d.pattern == pat && d.fit.ok && d.beta_from.empty() && std::isfinite(d.fit.link.beta_Bps))
+          donor = &d;
+    if (!donor) continue;
+    pf.fit = fit_link_alpha(groups[{pf.pattern, pf.backend}], params, donor->fit.link.beta_Bps);
+    pf.beta_from = donor->pattern + " (" + donor->backend + ")";
+  }
+  return m;
+}
+
+CostModel MachineFit::collective_model() const {
+  CostModel cm;
+  cm.params = params;
+  // One link per pattern: for allscan the default device protocol where measured (what zeco uses on GPUs), else
+  // another device protocol; otherwise the backend with the most points.
+  auto rank = [](const MachineFit::Pattern& p) {
+    return p.pattern != "allscan" ? 0 : p.backend == kDefaultDeviceAllScan ? 2 : is_device_allscan(p.backend) ? 1 : 0;
+  };
+  std::map<std::string, const MachineFit::Pattern*> chosen;
+  for (const auto& p : patterns) {
+    if (!p.fit.ok) continue;
+    auto it = chosen.find(p.pattern);
+    if (it == chosen.end() || rank(p) > rank(*it->second) ||
+        (rank(p) == rank(*it->second) && p.fit.points > it->second->fit.points))
+      chosen[p.pattern] = &p;
+  }
+  for (const auto& [name, p] : chosen) cm.links[name] = p->fit;
+  return cm;
+}
+
+CostModel MachineFit::model_for(const std::vector<Row>& rows, int batch, int heads, int dk, int dv,
+                                const std::string& dtype, int world) const {
+  CostModel cm = collective_model();
+  for (const char* pass : {"fwd_bwd", "fwd"}) {
+    auto keep = [&](const Row& r) {
+      return col(r, "level") == "operator" && col(r, "method") == "dp" && col(r, "gpu") == gpu &&
+             col(r, "pass") == pass && num(r, "batch") == batch && num(r, "heads") == heads && num(r, "dk") == dk &&
+             num(r, "dv") == dv && col(r, "dtype") == dtype && num(r, "time_ms_mean") > 0;
+    };
+    auto key = [](const Row& r) { return col(r, "world_size") + "|" + col(r, "tokens_per_rank"); };
+    std::vector<std::pair<double, double>> all, same_world;
+    for (auto& [k, r] : newest_by(rows, keep, key)) {
+      const std::pair<double, double> pt{num(*r, "tokens_per_rank"), num(*r, "time_ms_mean") * 1e-3};
+      all.push_back(pt);
+      if (world > 0 && num(*r, "world_size") == world) same_world.push_back(pt);
+    }
+    (std::string(pass) == "fwd" ? cm.fwd : cm.fwd_bwd) = fit_kernel(same_world.empty() ? all : same_world);
+  }
+  // Each method's local overhead: its one-rank fwd_bwd time over dp's at the same length, averaged over lengths.
+  auto one_rank = [&](const Row& r) {
+    return col(r, "level") == "operator" && col(r, "gpu") == gpu && col(r, "pass") == "fwd_bwd" &&
+           num(r, "world_size") == 1 && num(r, "batch") == batch && num(r, "heads") == heads && num(r, "dk") == dk &&
+           num(r, "dv") == dv && col(r, "dtype") == dtype && num(r, "time_ms_mean") > 0;
+  };
+  auto method_tokens = [](const Row& r) { return col(r, "method") + "|" + col(r, "tokens_per_rank"); };
+  const auto newest = newest_by(rows, one_rank, method_tokens);
+  std::map<std::string, std::pair<double, int>> sum;  // method -> (sum of ratios - 1, count)
+  for (auto& [k, r] : newest) {
+    auto dp = newest.find("dp|" + col(*r, "tokens_per_rank"));
+    if (col(*r, "method") == "dp" || dp == newest.end()) continue;
+    auto& acc = sum[col(*r, "method")];
+    acc.first += num(*r, "time_ms_mean") / num(*dp->second, "time_ms_mean") - 1;
+    acc.second += 1;
+  }
+  for (auto& [m, acc] : sum) cm.local_overhead[m] = acc.first / acc.second;
+  return cm;
+}
+
+namespace {
+
+bool model_row(const Row& r, long long L, bool cpu) {
+  return col(r, "level") == "model" && is_cpu_row(r) == cpu && lnum(r, "tokens_per_rank") == L &&
+         num(r, "tokens_per_s_per_gpu") > 0 && (col(r, "pass").empty() || col(r, "pass") == "step");
+}
+
+// `b` is preferred over `a`: the paper's configuration first, then the newer date (the later row on a tie).
+bool model_row_better(const Row& a, const Row& b) {
+  const bool pa = paper_model_config(a), pb = paper_model_config(b);
+  if (pa != pb) return pb;
+  return col(a, "date") <= col(b, "date");
+}
+
+}  // namespace
+
+bool paper_model_config(const Row& r) {
+  return lnum(r, "heads") == 32 && lnum(r, "hidden") == 2048 && lnum(r, "layers") == 20;
+}
+
+std::string model_config_key(const Row& r) {
+  std::string k;
+  for (const char* c : {"batch", "heads", "dk", "dv", "hidden", "layers", "vocab", "expand_k", "expand_v", "mlp",
+                        "dtype", "recompute"})
+    k += col(r, c) + "|";
+  return k;
+}
+
+std::string model_config_str(const Row& r) {
+  const std::string& rc = col(r, "recompute");
+  return "H=" + col(r, "heads") + " (dk " + col(r, "dk") + ", dv " + col(r, "dv") + "), hidden " + col(r, "hidden") +
+         ", " + col(r, "layers") + " layers, vocab " + col(r, "vocab") + ", mlp " + col(r, "mlp") + ", B=" +
+         col(r, "batch") + ", " + col(r, "dtype") + (rc.empty() || rc == "none" ? "" : ", recompute " + rc);
+}
+
+std::vector<const Row*> model_rows_shown(const std::vector<Row>& rows, long long L, bool cpu) {
+  std::map<std::string, const Row*> best;
+  for (const Row& r : rows) {
+    if (!model_row(r, L, cpu)) continue;
+    const Row*& slot =
+        best[col(r, "method") + "|" + col(r, "world_size") + "|" + col(r, "gpu") + "|" + col(r, "backend")];
+    if (!slot || model_row_better(*slot, r)) slot = &r;
+  }
+  std::vector<const Row*> out;
+  for (auto& [k, r] : best) out.push_back(r);
+  return out;
+}
+
+const Row* model_dp_row(const std::vector<Row>& rows, const Row& r) {
+  const Row* same_code = nullptr;
+  const Row* newest = nullptr;
+  const std::string config = model_config_key(r);
+  for (const Row& d : rows) {
+    if (col(d, "method") != "dp" || !model_row(d, lnum(r, "tokens_per_rank"), is_cpu_row(r)) ||
+        col(d, "gpu") != col(r, "gpu") || lnum(d, "world_size") != lnum(r, "world_size") ||
+        model_config_key(d) != config)
+      continue;
+    if (!newest || col(*newest, "date") <= col(d, "date")) newest = &d;
+    if (col(d, "git_sha") == col(r, "git_sha") && (!same_code || col(*same_code, "date") <= col(d, "date")))
+      same_code = &d;
+  }
+  return same_code ? same_code : newest;
+}
+
+std::string reference_gpu(const std::vector<Row>& rows) {
+  std::map<std::string, std::pair<int, int>> count;  // gpu -> (collective rows, rows)
+  for (const Row& r : rows) {
+    if (is_cpu_row(r)) continue;
+    auto& c = count[col(r, "gpu")];
+    c.first += col(r, "level") == "collective";
+    c.second += 1;
+  }
+  std::string best;
+  std::pair<int, int> best_count{-1, -1};
+  for (auto& [gpu, c] : count)
+    if (c > best_count) best = gpu, best_count = c;  // map order: the first name wins a tie
+  return best;
+}
+
+}  // namespace spb

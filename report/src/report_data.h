@@ -1,0 +1,107 @@
+// spbench report, its inputs: the result rows of results/*.csv, the overlap timelines (results/*timeline*.csv), the
+// paper's published numbers, and the cost model fitted to the rows of one machine.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "report/src/cost_model.h"
+
+namespace spb {
+
+using Row = std::map<std::string, std::string>;
+
+// A column's value ("" when absent) and as a number (NaN when absent, empty or not a number).
+const std::string& col(const Row& r, const std::string& c);
+double num(const Row& r, const std::string& c);
+// Integers: 0 when absent or not a number (a NaN never reaches an integer conversion).
+long long lnum(const Row& r, const std::string& c);
+inline int inum(const Row& r, const std::string& c) { return int(lnum(r, c)); }
+// CPU ranks: not comparable with the paper's GPUs.
+bool is_cpu_row(const Row& r);
+
+struct ResultFiles {
+  std::vector<Row> rows;                         // every result row, files in name order, rows in file order
+  std::vector<Row> timeline;                     // rows of results/*timeline*.csv
+  std::vector<std::pair<std::string, size_t>> files, timeline_files;  // basename, rows
+  std::vector<std::pair<std::string, std::string>> skipped;          // basename, why
+};
+// Reads every *.csv of `dir` (a UsageError if `dir` is not a directory or a file is malformed).
+ResultFiles load_results(const std::string& dir);
+
+struct PaperValue {
+  std::string table, level;
+  int gpus = 0;
+  long long seq_per_gpu = 0;
+  std::string method, metric;
+  double value = 0;
+  std::string unit, source;
+};
+// paper_tables.csv through libfccp's CSVReader<9> (a UsageError if it cannot be read).
+std::vector<PaperValue> load_paper(const std::string& path);
+// The paper's value or NaN ("not published here").
+double paper_value(const std::vector<PaperValue>& paper, const std::string& level, int gpus, long long seq,
+                   const std::string& method);
+
+// Of the rows that pass `keep`, the newest (by `date`; a later file or row wins a tie) per key(row).
+template <class Keep, class Key>
+std::map<std::string, const Row*> newest_by(const std::vector<Row>& rows, Keep keep, Key key) {
+  std::map<std::string, const Row*> out;
+  for (const Row& r : rows) {
+    if (!keep(r)) continue;
+    const Row*& slot = out[key(r)];
+    if (!slot || col(*slot, "date") <= col(r, "date")) slot = &r;
+  }
+  return out;
+}
+
+// The collective rows of `gpu` as fit points (a point per configuration, the newest row).
+std::vector<CollectivePoint> collective_points(const std::vector<Row>& rows, const std::string& gpu);
+
+// The collective rows of `gpu` where every hop crosses the network (several nodes of one rank each, `nodes` > 1 and
+// `ranks_per_node` = 1; the node-aware All-Scans left out) as fit points of the network link.
+std::vector<CollectivePoint> network_points(const std::vector<Row>& rows, const std::string& gpu);
+
+// One fitted link per (pattern, backend) of a machine (from the rows of one node: rows over several nodes are left out), the dp kernel fits per operator shape, and a hold-out check.
+struct MachineFit {
+  std::string gpu;
+  struct Pattern {
+    std::string pattern, backend;
+    LinkFit fit;
+    std::string beta_from;         // where alpha and beta could not be told apart: the pattern beta was taken from
+    int holdout_points = 0;        // predicted, not fitted
+    double holdout_median_rel = 0;  // |predicted - measured| / measured
+    double holdout_max_rel = 0;
+  };
+  std::vector<Pattern> patterns;
+  // The model for one operator shape (heads, dk, dv, batch, dtype) of this machine: the links plus that shape's dp
+  // fits. With `world` > 0 the dp fits use the dp rows of that world size where there are any (CPU ranks share
+  // cores, so their dp time depends on how many run); otherwise every world size's.
+  CostModel model_for(const std::vector<Row>& rows, int batch, int heads, int dk, int dv, const std::string& dtype,
+                      int world = 0) const;
+  CostModel collective_model() const;  // links only
+  ModelParams params;
+};
+MachineFit fit_machine(const std::vector<Row>& rows, const std::string& gpu, const ModelParams& params);
+
+// --- the model level (Tables 5 and 6) ---
+// A model row at the paper's configuration: H = 32 heads, hidden 2048, 20 layers.
+bool paper_model_config(const Row& r);
+// What a model row's throughput depends on besides its method, world size, machine and code: batch, heads, dk, dv,
+// hidden, layers, vocab, expand_k, expand_v, mlp, dtype, recompute (a key, and the same in words).
+std::string model_config_key(const Row& r);
+std::string model_config_str(const Row& r);
+// The model rows a table shows at `tokens_per_rank` (CPU ranks or not): one per (method, world size, gpu, backend),
+// a row at the paper's configuration where the group has one, and of those the newest (by date; a later file or row
+// wins a tie).
+std::vector<const Row*> model_rows_shown(const std::vector<Row>& rows, long long tokens_per_rank, bool cpu);
+// The dp row that `r`'s share of dp compares with: the same gpu, world size, tokens per rank and configuration; of
+// the same code (git_sha) where there is one, else the newest. nullptr when dp was not measured there.
+const Row* model_dp_row(const std::vector<Row>& rows, const Row& r);
+
+// The GPU machine whose rows the GPU predictions are fitted on: the one with the most collective rows (then most rows,
+// then name). "" when no GPU rows exist.
+std::string reference_gpu(const std::vector<Row>& rows);
+
+}  // namespace spb

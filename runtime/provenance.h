@@ -1,0 +1,10 @@
+// Where a number came from: git sha (and dirty flag), GPU, driver, CUDA, NCCL and MPI versions, host, date.
+#pragma once
+
+#include "runtime/csv.h"
+
+namespace spb {
+class Device;
+// Fills the provenance columns of `row` (gpu, git_sha, date, host, driver, cuda, nccl, mpi).
+void add_provenance(ResultRow& row, const Device& dev);
+}  // namespace spb

@@ -1,0 +1,99 @@
+// The SP method interface and its registry (DESIGN §3). A method is one file under zeco/ or baselines/ that
+// subclasses SpMethod and registers a name with SPB_REGISTER_METHOD; the harness, the tests, the tables and the plots
+// find it by that name. A method is written once over the Runtime and runs on CPU ranks and on GPUs alike.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sp/runtime.h"
+#include "kernels/gla_kernels.h"
+
+namespace spb {
+
+// What zeco and lasp2 overlap their communication with (--overlap; sp/sp_local.h has the schedules):
+//   none    in order: the boundary state alone, the communication, then the chunk states from the true incoming
+//           state and the outputs;
+//   output  the zero-start chunk states and the output during the communication, the output corrected after;
+//   states  in order, but the chunk states start beside the communication and take the incoming state as it arrives.
+enum class SpOverlap { none = 0, output = 1, states = 2 };
+
+struct SpConfig {
+  GlaShape local;                // this rank's tensors: T = tokens per rank
+  int blocks = 1;                // All-Scan block count K (zeco): K blocks of whole state rows
+  // All-Scan backend (zeco): "host" (over the communicator), "device", or "auto" (device where this rank's GPU peers
+  // are reachable over NVLink/P2P, host otherwise; the method says which in comm_backend() and notice()).
+  std::string allscan = "host";
+  // zeco, lasp2: what overlaps the communication (SpOverlap; see sp/sp_local.h for what each costs).
+  SpOverlap overlap = SpOverlap::none;
+  // zeco, in order: the heads split into this many groups, each scanned on its own so that one group's scan overlaps
+  // another group's compute (0: the method's default, one group; zeco/method_zeco.cpp).
+  int head_groups = 0;
+};
+
+// This rank's tensors (device pointers, layouts of gla_kernels.h). h0 is the initial state of the whole sequence and
+// is the same on every rank (nullptr: zero); h_out receives the state after this rank's last token, so on the last
+// rank it is the final state of the whole sequence.
+struct SpForwardArgs {
+  const void *q = nullptr, *k = nullptr, *v = nullptr, *g = nullptr;
+  const float* h0 = nullptr;
+  void* o = nullptr;
+  float* h_out = nullptr;
+};
+
+// dht is the gradient of the whole sequence's final state, the same on every rank (nullptr: zero); dh_in receives the
+// gradient of the state entering this rank, so on rank 0 it is dh0 of the whole sequence.
+struct SpBackwardArgs {
+  const void* d_o = nullptr;
+  const float* dht = nullptr;
+  void *dq = nullptr, *dk = nullptr, *dv = nullptr, *dg = nullptr;
+  float* dh_in = nullptr;
+};
+
+class SpMethod {
+ public:
+  virtual ~SpMethod() = default;
+  virtual void forward(const SpForwardArgs& a) = 0;
+  // Runs after forward() on the same inputs (methods keep what they need from it).
+  virtual void backward(const SpForwardArgs& fwd, const SpBackwardArgs& a) = 0;
+  // After the timed iterations, before the check: report any failure the method detected asynchronously (the device
+  // All-Scan's timeouts) by throwing.
+  virtual void finish() {}
+  // What carries the method's communication when it is not the communicator itself ("device": the device All-Scan).
+  virtual std::string comm_backend() const { return ""; }
+  // A line for the output, e.g. that zeco's `auto` All-Scan fell back to the host one, and why.
+  virtual std::string notice() const { return ""; }
+  // dp computes each rank's tokens as a sequence of their own; every other method, the whole sequence.
+  virtual bool independent_sequences() const { return false; }
+  // How many head groups the method pipelines its communication over (SpConfig::head_groups); 1: none.
+  virtual int head_groups() const { return 1; }
+};
+
+using MethodFactory = std::function<std::unique_ptr<SpMethod>(Runtime&, const SpConfig&)>;
+
+struct MethodInfo {
+  std::string name;
+  std::string summary;
+  MethodFactory make;
+};
+
+// Registers at static-initialisation time; returns true so it can initialise a namespace-scope constant.
+bool register_method(MethodInfo info);
+const MethodInfo* find_method(const std::string& name);
+// The method called `name`, or a UsageError naming --method and every registered method.
+const MethodInfo& require_method(const std::string& name);
+std::vector<std::string> method_names();
+// "a,b,c" -> {a, b, c}; "all" -> every registered method (the --method flag of the operator and model levels).
+std::vector<std::string> split_method_list(const std::string& list);
+
+}  // namespace spb
+
+#define SPB_REGISTER_METHOD(NAME, SUMMARY, CLASS)                                                       \
+  namespace {                                                                                           \
+  const bool spb_registered_##CLASS = ::spb::register_method(                                           \
+      {NAME, SUMMARY, [](::spb::Runtime& rt, const ::spb::SpConfig& c) -> std::unique_ptr<::spb::SpMethod> { \
+         return std::make_unique<CLASS>(rt, c);                                                          \
+       }});                                                                                             \
+  }

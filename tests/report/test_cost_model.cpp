@@ -1,0 +1,394 @@
+// The alpha-beta cost model (report/src/cost_model.h): every formula against a hand-computed value, the fit recovering a
+// known alpha and beta exactly from synthetic times, the operator formulas, and a hold-out on real measured rows
+// (a committed CPU-rank fixture written by `spbench collective`): fitted on the small sizes, it must predict the
+// large ones it never saw, within a stated tolerance.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "report/src/cost_model.h"
+#include "runtime/csv.h"
+#include "runtime/error.h"
+#include "report/src/report_data.h"
+
+namespace spb {
+namespace {
+
+constexpr double kMiB = 1048576;
+const Link kNvlink{2e-6, 100e9};
+
+ModelParams one_node() {
+  ModelParams p;
+  p.gpus_per_node = 8;
+  p.network = {5e-6, 50e9};
+  return p;
+}
+
+double t(const std::string& pattern, int P, double bytes, double block, const Link& l, const ModelParams& p,
+         int dv = 128) {
+  auto v = collective_time(pattern, P, bytes, block, dv, l, p);
+  EXPECT_TRUE(v.has_value()) << pattern;
+  return v.value_or(NAN);
+}
+
+TEST(CostModel, FormulasInsideANode) {
+  const ModelParams p = one_node();
+  const double S = 2 * kMiB, b = 65536;  // the paper's setting: K = 32 blocks of 16384 fp32
+  const double hop_b = 2e-6 + b / 100e9, hop_S = 2e-6 + S / 100e9;
+  // All-Scan: the first block takes P-1 hops, the other K-1 follow one hop apart.
+  EXPECT_DOUBLE_EQ(t("allscan", 4, S, b, kNvlink, p), (3 + 31) * hop_b);
+  EXPECT_DOUBLE_EQ(t("allscan", 4, S, 0, kNvlink, p), 3 * hop_S);  // one block: the chain
+  EXPECT_DOUBLE_EQ(t("chain", 4, S, b, kNvlink, p), 3 * hop_S);    // the chain ignores the block
+  EXPECT_DOUBLE_EQ(t("allgather", 4, S, 0, kNvlink, p), 3 * (2e-6 + S * (1 + 1.0 / 128) / 100e9));
+  EXPECT_DOUBLE_EQ(t("ring", 4, S, 0, kNvlink, p), 3 * hop_S);
+  EXPECT_DOUBLE_EQ(t("alltoall", 4, S, 0, kNvlink, p), 3 * (2e-6 + S / 4 / 100e9));
+  for (const auto& pat : model_patterns()) EXPECT_EQ(t(pat, 1, S, b, kNvlink, p), 0.0) << "one rank moves nothing";
+  EXPECT_FALSE(collective_time("broadcast", 4, S, b, 128, kNvlink, p).has_value());
+}
+
+TEST(CostModel, FormulasAcrossNodes) {
+  const ModelParams p = one_node();
+  const Link net = p.network;
+  const double S = 2 * kMiB, b = 65536, rec = S * (1 + 1.0 / 128);
+  // 16 ranks on 2 nodes of 8: the hop 7 -> 8 crosses the network, and a ring closes through it.
+  EXPECT_DOUBLE_EQ(t("allscan", 16, S, b, kNvlink, p), 14 * kNvlink.hop(b) + net.hop(b) + 31 * net.hop(b));
+  EXPECT_DOUBLE_EQ(t("chain", 16, S, 0, kNvlink, p), 14 * kNvlink.hop(S) + net.hop(S));
+  EXPECT_DOUBLE_EQ(t("allgather", 16, S, 0, kNvlink, p), 15 * net.hop(rec));
+  EXPECT_DOUBLE_EQ(t("ring", 16, S, 0, kNvlink, p), 15 * net.hop(S));
+  EXPECT_DOUBLE_EQ(t("alltoall", 16, S, 0, kNvlink, p), std::max(7 * kNvlink.hop(S / 16), 8 * net.hop(S / 16)));
+  // 256 GPUs: All-Scan grows with P by one block per hop, the all-gather by one record per step.
+  EXPECT_LT(t("allscan", 256, S, b, kNvlink, p), t("allgather", 256, S, 0, kNvlink, p) / 3);
+}
+
+TEST(CostModel, FeaturesAreTheFormulasOnOneLink) {
+  const ModelParams p = one_node();
+  for (const auto& pat : model_patterns())
+    for (int P : {2, 3, 5, 8})
+      for (double S : {65536.0, 2 * kMiB})
+        for (double b : {0.0, 16384.0, 65536.0}) {
+          auto f = collective_features(pat, P, S, b, 128);
+          ASSERT_TRUE(f.has_value());
+          EXPECT_NEAR(f->first * kNvlink.alpha_s + f->second / kNvlink.beta_Bps, t(pat, P, S, b, kNvlink, p),
+                      1e-15)
+              << pat << " P=" << P << " S=" << S << " b=" << b;
+        }
+}
+
+// Times of every pattern from the model itself; the All-Scan at two block sizes (one would not separate alpha and
+// beta: its hops would all carry the same block).
+std::vector<CollectivePoint> synthetic(const Link& l, const ModelParams& p, std::vector<double> blocks = {16384, 65536}) {
+  std::vector<CollectivePoint> pts;
+  for (const auto& pat : model_patterns())
+    for (int P : {2, 4, 8})
+      for (double S = 65536; S <= 2 * kMiB; S *= 2)
+        for (double b : pat == "allscan" ? blocks : std::vector<double>{0}) {
+          CollectivePoint c{pat, P, S, b, 128, 0};
+          c.time_s = t(pat, P, S, c.block_bytes, l, p);
+          pts.push_back(c);
+        }
+  return pts;
+}
+
+TEST(CostModel, FitRecoversAKnownLinkExactly) {
+  const ModelParams p = one_node();
+  const Link truth{3.5e-6, 180e9};
+  for (const auto& pat : model_patterns()) {
+    std::vector<CollectivePoint> pts;
+    for (auto& c : synthetic(truth, p))
+      if (c.pattern == pat) pts.push_back(c);
+    // Points on more ranks than a node cross the network: not used for the NVLink fit, whatever they say.
+    pts.push_back({pat, 16, 2 * kMiB, 0, 128, 1.0});
+    const LinkFit f = fit_link(pts, p);
+    ASSERT_TRUE(f.ok) << pat;
+    EXPECT_EQ(f.points, int(pts.size()) - 1) << pat;
+    EXPECT_NEAR(f.link.alpha_s / truth.alpha_s, 1.0, 1e-9) << pat;
+    EXPECT_NEAR(f.link.beta_Bps / truth.beta_Bps, 1.0, 1e-9) << pat;
+    EXPECT_LT(f.rms_rel_residual, 1e-9) << pat;
+  }
+}
+
+TEST(CostModel, FitKeepsAlphaAndBetaPhysical) {
+  const ModelParams p = one_node();
+  // Pure bandwidth (alpha = 0): the unconstrained optimum may round below zero; the fit stays at >= 0.
+  const Link truth{0, 120e9};
+  const LinkFit f = fit_link(synthetic(truth, p), p);
+  ASSERT_TRUE(f.ok);
+  EXPECT_GE(f.link.alpha_s, 0);
+  EXPECT_LT(f.link.alpha_s, 1e-12);
+  EXPECT_NEAR(f.link.beta_Bps / truth.beta_Bps, 1.0, 1e-9);
+  // One point cannot separate alpha from beta.
+  EXPECT_FALSE(fit_link({{"chain", 2, kMiB, 0, 128, 1e-4}}, p).ok);
+  // Two points of the same features neither.
+  EXPECT_FALSE(fit_link({{"chain", 2, kMiB, 0, 128, 1e-4}, {"chain", 2, kMiB, 0, 128, 1.1e-4}}, p).ok);
+}
+
+TEST(CostModel, AnAllScanAtOneBlockSizeNeedsBetaFromElsewhere) {
+  const ModelParams p = one_node();
+  const Link truth{1.5e-6, 160e9};
+  std::vector<CollectivePoint> pts;
+  for (auto& c : synthetic(truth, p, {65536}))
+    if (c.pattern == "allscan") pts.push_back(c);
+  EXPECT_FALSE(fit_link(pts, p).ok);  // every hop carries 64 KiB: only alpha + 64 KiB / beta is measured
+  const LinkFit f = fit_link_alpha(pts, p, truth.beta_Bps);
+  ASSERT_TRUE(f.ok);
+  EXPECT_NEAR(f.link.alpha_s / truth.alpha_s, 1.0, 1e-9);
+  EXPECT_EQ(f.link.beta_Bps, truth.beta_Bps);
+}
+
+TEST(CostModel, KernelFit) {
+  const KernelFit k = fit_kernel({{1024, 0.2e-3 + 1024 * 3e-7}, {4096, 0.2e-3 + 4096 * 3e-7}, {16384, 0.2e-3 + 16384 * 3e-7}});
+  ASSERT_TRUE(k.ok);
+  EXPECT_NEAR(k.t0_s / 0.2e-3, 1.0, 1e-9);
+  EXPECT_NEAR(k.per_token_s / 3e-7, 1.0, 1e-9);
+  const KernelFit one = fit_kernel({{16384, 6.4e-3}, {16384, 6.6e-3}});  // one length: time per token, no intercept
+  ASSERT_TRUE(one.ok);
+  EXPECT_EQ(one.t0_s, 0);
+  EXPECT_NEAR(one.at(16384), 6.5e-3, 0.02e-3);
+  EXPECT_FALSE(fit_kernel({}).ok);
+}
+
+TEST(CostModel, OperatorFormulas) {
+  CostModel m;
+  m.params = one_node();
+  m.params.overlap_fraction = 0;  // nothing hides: every collective is exposed
+  for (const auto& pat : model_patterns()) {
+    m.links[pat].ok = true;
+    m.links[pat].link = kNvlink;
+  }
+  m.fwd_bwd = fit_kernel({{1000, 1e-3}, {2000, 2e-3}});
+  m.fwd = fit_kernel({{1000, 0.25e-3}, {2000, 0.5e-3}});
+  OperatorShape s;
+  s.world = 4, s.batch = 1, s.heads = 16, s.dk = 128, s.dv = 128, s.tokens_per_rank = 16384;
+  s.block_bytes = 65536, s.act_bytes = 2;
+  const double dp = 16384e-6, S = 16.0 * 128 * 128 * 4;
+  const ModelParams& p = m.params;
+  EXPECT_NEAR(*m.operator_time("dp", s), dp, 1e-12);
+  EXPECT_NEAR(*m.operator_time("lasp1", s), 4 * dp + 2 * t("chain", 4, S, 0, kNvlink, p), 1e-12);
+  EXPECT_NEAR(*m.operator_time("zeco", s), dp + 2 * t("allscan", 4, S, 65536, kNvlink, p), 1e-12);
+  EXPECT_NEAR(*m.operator_time("lasp2", s), dp + 2 * (t("allgather", 4, S, 0, kNvlink, p) + 4 * S / p.fold_Bps), 1e-12);
+  const double step = kNvlink.hop(16384.0 * 16 * (2 * 128 + 128) * 2);
+  const double tf = dp / 4, tb = dp - tf, sig = p.ring_step_fraction;
+  EXPECT_NEAR(*m.operator_time("ring", s), dp + 3 * (std::max(step, sig * tf) + std::max(step, sig * tb)), 1e-12);
+  const double qkvg = 16384.0 * 16 * (3 * 128 + 128) * 2, o = 16384.0 * 16 * 128 * 2;
+  EXPECT_NEAR(*m.operator_time("ulysses", s),
+              dp + 2 * t("alltoall", 4, qkvg, 0, kNvlink, p) + 2 * t("alltoall", 4, o, 0, kNvlink, p), 1e-12);
+  // Overlap: with the whole pass available to hide it, zeco's small All-Scan costs nothing.
+  m.params.overlap_fraction = 1;
+  EXPECT_NEAR(*m.operator_time("zeco", s), dp, 1e-12);
+  // A method's local overhead (its one-rank time over dp's) scales its compute, and only its own.
+  m.local_overhead["zeco"] = 0.25;
+  EXPECT_NEAR(*m.operator_time("zeco", s), 1.25 * dp, 1e-12);
+  EXPECT_NEAR(*m.operator_time("dp", s), dp, 1e-12);
+  m.local_overhead.clear();
+  // Ulysses splits heads: H=16 over 32 ranks is impossible. An unknown method has no formula.
+  s.world = 32;
+  EXPECT_FALSE(m.operator_time("ulysses", s).has_value());
+  EXPECT_FALSE(m.operator_time("attention", s).has_value());
+  // Without the pattern it needs, no prediction.
+  m.links.erase("chain");
+  EXPECT_FALSE(m.operator_time("lasp1", s).has_value());
+}
+
+TEST(CostModel, ModelLevelFormulas) {
+  const ModelParams p = one_node();
+  const Link net = p.network;
+  const double G = 4e9;  // the gradients of 1e9 fp32 parameters
+  // Ring all-reduce: 2 (P-1) steps of G/P through the slowest link of the ring (the network once it spans nodes).
+  EXPECT_DOUBLE_EQ(allreduce_time(1, G, kNvlink, p), 0.0);
+  EXPECT_DOUBLE_EQ(allreduce_time(8, G, kNvlink, p), 2 * 7 * kNvlink.alpha_s + 2.0 * 7 / 8 * G / kNvlink.beta_Bps);
+  EXPECT_DOUBLE_EQ(allreduce_time(16, G, kNvlink, p), 2 * 15 * net.hop(G / 16));
+
+  CostModel m;
+  m.params = p;
+  m.params.overlap_fraction = 0;
+  m.links["allscan"] = {kNvlink, 2, 0, true};
+  m.links["ring"] = {Link{1e-6, 50e9}, 2, 0, true};
+  m.fwd_bwd = fit_kernel({{1000, 1e-3}, {2000, 2e-3}});
+  // The all-reduce runs over the all-gather's link where it was fitted, else over the ring pattern's.
+  EXPECT_DOUBLE_EQ(*m.allreduce(8, G), allreduce_time(8, G, Link{1e-6, 50e9}, m.params));
+  m.links["allgather"] = {kNvlink, 2, 0, true};
+  EXPECT_DOUBLE_EQ(*m.allreduce(8, G), allreduce_time(8, G, kNvlink, m.params));
+  // step = T_compute + layers x (the method's attention - dp's) + the all-reduce.
+  OperatorShape s;
+  s.world = 8, s.batch = 1, s.heads = 32, s.dk = 32, s.dv = 64, s.tokens_per_rank = 32768;
+  s.block_bytes = 65536, s.act_bytes = 2;
+  const double S = 4.0 * 32 * 32 * 64, ar = allreduce_time(8, G, kNvlink, m.params);
+  EXPECT_NEAR(*m.model_step_time("dp", s, 20, G, 0.7), 0.7 + ar, 1e-12);
+  EXPECT_NEAR(*m.model_step_time("zeco", s, 20, G, 0.7), 0.7 + 20 * 2 * t("allscan", 8, S, 65536, kNvlink, p) + ar,
+              1e-12);
+  EXPECT_FALSE(m.model_step_time("lasp1", s, 20, G, 0.7).has_value()) << "no chain fitted: no prediction";
+  // One rank: no communication, dp's compute for every method.
+  s.world = 1;
+  EXPECT_NEAR(*m.model_step_time("zeco", s, 20, G, 0.7), 0.7, 1e-12);
+  // Without the links it needs, no prediction.
+  s.world = 8;
+  m.links.erase("allgather"), m.links.erase("ring");
+  EXPECT_FALSE(m.model_step_time("dp", s, 20, G, 0.7).has_value());
+}
+
+TEST(CostModel, KernelScaledToAnotherShape) {
+  OperatorShape ref, layer;
+  ref.heads = 16, ref.dk = 128, ref.dv = 128;
+  layer.heads = 32, layer.dk = 32, layer.dv = 64;
+  // 32 (4 32 64 + 64 96) / (16 (4 128 128 + 64 256)) = 458752 / 1310720
+  EXPECT_DOUBLE_EQ(layer.work_per_token(64) / ref.work_per_token(64), 0.35);
+  const KernelFit k = fit_kernel({{1000, 1.2e-3}, {2000, 2.2e-3}}).scaled(0.35);
+  ASSERT_TRUE(k.ok);
+  EXPECT_NEAR(k.at(4000), 0.35 * 4.2e-3, 1e-12);
+}
+
+// Hold-out on measured rows: the committed fixture is a real `spbench collective` run on CPU ranks (64 KiB to 2 MiB,
+// All-Scan blocks of 4096, 16384 and 65536 elements, 5 warm-up and 50 timed calls). Each pattern is fitted on the
+// 2-rank rows up to 512 KiB and must predict the 1 and 2 MiB rows, which it never saw: every point within 50% and the
+// median within 25% (what shared-memory MPI on two cores gives: the fit's residual there is ~10%). The 4-rank rows
+// of the fixture are left out: four ranks on a two-core machine time-share the cores, which no alpha-beta link
+// describes (the report's CPU section shows those errors openly).
+TEST(CostModel, HoldOutOnMeasuredRows) {
+  const auto rows = read_csv(std::string(SPB_TEST_DATA_DIR) + "/cpu_collective_fixture.csv");
+  ASSERT_FALSE(rows.empty());
+  const auto pts = collective_points(rows, "cpu");
+  const ModelParams p = one_node();
+  int checked = 0;
+  for (const auto& pat : model_patterns()) {
+    std::vector<CollectivePoint> train, test;
+    for (auto& c : pts)
+      if (c.pattern == pat && c.world == 2) (c.bytes <= 512 * 1024 ? train : test).push_back(c);
+    ASSERT_FALSE(train.empty()) << pat;
+    ASSERT_FALSE(test.empty()) << pat;
+    const LinkFit f = fit_link(train, p);
+    ASSERT_TRUE(f.ok) << pat;
+    std::vector<double> err;
+    for (auto& c : test) {
+      const double predicted = t(pat, c.world, c.bytes, c.block_bytes, f.link, p);
+      err.push_back(std::fabs(predicted - c.time_s) / c.time_s);
+      EXPECT_LE(err.back(), 0.5) << pat << " P=" << c.world << " bytes=" << c.bytes << " block=" << c.block_bytes
+                                 << ": predicted " << predicted << " s, measured " << c.time_s << " s";
+    }
+    std::sort(err.begin(), err.end());
+    EXPECT_LE(err[(err.size() - 1) / 2], 0.25) << pat << ": median hold-out error";
+    ++checked;
+  }
+  EXPECT_EQ(checked, int(model_patterns().size()));
+}
+
+
+// --- the All-Scans across nodes, a user's constants, the network fit ---------------------------------------------------
+
+TEST(CostModel, AllScanVariantsAcrossNodes) {
+  const ModelParams p = one_node();  // 8 GPUs a node, network 5 us, 50 GB/s
+  const Link in = kNvlink, net = p.network;
+  const double S = 2 * kMiB, b = 65536, d = S / 128;  // K = 32 blocks; d the decay row
+  auto v = [&](const char* variant, int P) {
+    auto x = allscan_variant_time(variant, P, S, b, 128, in, p);
+    EXPECT_TRUE(x.has_value()) << variant << " P=" << P;
+    return x.value_or(NAN);
+  };
+  const double hand_on = in.hop(d) + in.hop(S);
+  // 2 nodes: the chain crosses the network once in 15 hops; host-hier runs 7 NVLink hops and 1 network hop in one
+  // flow line; host-logdepth the node's chain, then one exchange of a whole aggregate.
+  EXPECT_DOUBLE_EQ(v("host", 16), 14 * in.hop(b) + net.hop(b) + 31 * net.hop(b));
+  EXPECT_DOUBLE_EQ(v("host-hier", 16), 7 * in.hop(b) + net.hop(b) + 31 * net.hop(b) + hand_on);
+  EXPECT_DOUBLE_EQ(v("host-logdepth", 16), (7 + 31) * in.hop(b) + net.hop(S + d) + hand_on);
+  // 4 nodes: 3 network hops in a chain, 2 = log2 4 exchange steps.
+  EXPECT_DOUBLE_EQ(v("host", 32), 28 * in.hop(b) + 3 * net.hop(b) + 31 * net.hop(b));
+  EXPECT_DOUBLE_EQ(v("host-hier", 32), 7 * in.hop(b) + 3 * net.hop(b) + 31 * net.hop(b) + hand_on);
+  EXPECT_DOUBLE_EQ(v("host-logdepth", 32), 38 * in.hop(b) + 2 * net.hop(S + d) + hand_on);
+  EXPECT_DOUBLE_EQ(v("host-logdepth", 24), 38 * in.hop(b) + 2 * net.hop(S + d) + hand_on);  // ceil(log2 3) = 2
+  // One node: all three are the chain. Nodes of unequal size, or an unknown variant: no answer.
+  for (const char* variant : {"host", "host-hier", "host-logdepth"})
+    EXPECT_DOUBLE_EQ(v(variant, 8), *collective_time("allscan", 8, S, b, 128, in, p)) << variant;
+  EXPECT_FALSE(allscan_variant_time("host-hier", 20, S, b, 128, in, p).has_value());
+  EXPECT_FALSE(allscan_variant_time("device-ll16", 16, S, b, 128, in, p).has_value());
+  // One rank a node: no hand-on inside a node.
+  ModelParams solo = p;
+  solo.gpus_per_node = 1;
+  EXPECT_DOUBLE_EQ(*allscan_variant_time("host-hier", 4, S, b, 128, in, solo), 3 * net.hop(b) + 31 * net.hop(b));
+  EXPECT_DOUBLE_EQ(*allscan_variant_time("host-logdepth", 4, S, b, 128, in, solo), 2 * net.hop(S + d));
+}
+
+TEST(CostModel, Crossover) {
+  const std::vector<std::string> names = {"host", "host-hier", "host-logdepth"};
+  std::map<int, std::map<std::string, double>> t;
+  t[8] = {{"host", 1}, {"host-hier", 1}, {"host-logdepth", 1}};  // a tie goes to the first listed
+  t[16] = {{"host", 2}, {"host-hier", 1.5}, {"host-logdepth", 1.8}};
+  t[32] = {{"host", 4}, {"host-hier", 2}, {"host-logdepth", 2.5}};
+  t[64] = {{"host", 8}, {"host-hier", 3}, {"host-logdepth", 2.9}};
+  t[128] = {{"host", 16}, {"host-hier", 5}, {"host-logdepth", 3.2}};
+  EXPECT_EQ(fastest_of(t[8], names), "host");
+  EXPECT_EQ(fastest_of(t[16], names), "host-hier");
+  EXPECT_EQ(wins_from(t, names, "host-logdepth"), 64);
+  EXPECT_FALSE(wins_from(t, names, "host-hier").has_value());  // wins at 16 and 32, not at the end
+  EXPECT_FALSE(wins_from(t, names, "host").has_value());
+  // The model at the report's default constants (NVLink as fitted in the ballpark, 400 Gb/s and 5 us between nodes):
+  // the K - 1 network alphas of the pipelined chains cost more than log2 N whole states, so log-depth wins from 2 nodes.
+  ModelParams p;
+  std::map<int, std::map<std::string, double>> m;
+  for (int P : {8, 16, 32, 64, 128, 256})
+    for (const auto& v : names) m[P][v] = *allscan_variant_time(v, P, 2 * kMiB, 65536, 128, Link{0.2e-6, 367e9}, p);
+  EXPECT_EQ(wins_from(m, names, "host-logdepth"), 16);
+  // A slow network (sockets: 50 us, 10 Gb/s) turns it round from 4 nodes on: log2 N whole states over it outweigh the
+  // alphas of N - 1 + K - 1 blocks.
+  p.network = {50e-6, 10e9 / 8};
+  for (int P : {8, 16, 32, 64, 128, 256})
+    for (const auto& v : names) m[P][v] = *allscan_variant_time(v, P, 2 * kMiB, 65536, 128, Link{0.2e-6, 367e9}, p);
+  EXPECT_EQ(fastest_of(m[16], names), "host-logdepth");
+  EXPECT_EQ(wins_from(m, names, "host-hier"), 32);
+}
+
+std::string write_file(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(CostModel, ConstantsFile) {
+  const auto k = read_link_constants(write_file(
+      "constants.csv", "key,value\n# a cluster\nintra_alpha_us,2\nintra_gbps,7200\n\nnet_alpha_us, 3.5\nnet_gbps,400\n"));
+  ASSERT_TRUE(k.intra && k.network);
+  EXPECT_DOUBLE_EQ(k.intra->alpha_s, 2e-6);
+  EXPECT_DOUBLE_EQ(k.intra->beta_Bps, 900e9);
+  EXPECT_DOUBLE_EQ(k.network->alpha_s, 3.5e-6);
+  EXPECT_DOUBLE_EQ(k.network->beta_Bps, 50e9);
+  const auto net_only = read_link_constants(write_file("net.csv", "net_alpha_us,5\nnet_gbps,100\n"));
+  EXPECT_FALSE(net_only.intra.has_value());
+  EXPECT_TRUE(net_only.network.has_value());
+  for (const char* bad : {"net_alpha_us,5\n",                       // half a pair
+                          "net_alpha_us,5\nnet_gbps,fast\n",        // not a number
+                          "net_alpha_us,-1\nnet_gbps,100\n",        // negative alpha
+                          "net_alpha_us,5\nnet_gbps,0\n",           // no bandwidth
+                          "net_alpha_us,5\nnet_gbps,100\nnet_gbps,200\n",  // twice
+                          "wan_gbps,100\n",                         // unknown key
+                          "net_alpha_us 5\n",                       // no comma
+                          "# nothing\n"}) {
+    try {
+      read_link_constants(write_file("bad.csv", bad));
+      ADD_FAILURE() << "accepted: " << bad;
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("--constants"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(read_link_constants(::testing::TempDir() + "/no_such_constants.csv"), UsageError);
+}
+
+// The network link from rows over several nodes of one rank each (a synthetic fixture: chain times of a known link,
+// 20 us and 10 GB/s, plus a one-node row and a node-aware All-Scan row that must be left out).
+TEST(CostModel, NetworkFitFromRowsOverSeveralNodes) {
+  const auto rows = read_csv(std::string(SPB_TEST_DATA_DIR) + "/net_collective_fixture.csv");
+  const auto pts = network_points(rows, "synthetic-net");
+  EXPECT_EQ(pts.size(), 8u);
+  const LinkFit f = fit_network_link(pts);
+  ASSERT_TRUE(f.ok);
+  EXPECT_NEAR(f.link.alpha_s, 20e-6, 1e-9);
+  EXPECT_NEAR(f.link.beta_Bps, 10e9, 1e4);
+  EXPECT_FALSE(fit_network_link({}).ok);  // no rows: the caller falls back to the flags or the default
+  // The one-node fit leaves the rows over several nodes out.
+  const MachineFit m = fit_machine(rows, "synthetic-net", ModelParams{});
+  for (const auto& pf : m.patterns) EXPECT_LE(pf.fit.points, 1) << pf.pattern;
+}
+
+}  // namespace
+}  // namespace spb
