@@ -13,6 +13,7 @@
 #include "harness/model_level.h"
 #include "harness/operator_level.h"
 #include "report/src/report.h"
+#include "runtime/provenance.h"
 
 int main(int argc, char** argv) {
   spb::Bootstrap boot(&argc, &argv);
@@ -20,6 +21,7 @@ int main(int argc, char** argv) {
 
   CLI::App app{"spbench: sequence parallelism for linear attention (GLA), measured"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", "spbench " + spb::git_sha());  // the sha its rows carry (scripts compare it)
   spb::OperatorOptions op;
   CLI::App* op_cmd = app.add_subcommand("operator", "SP GLA attention forward+backward of one method, timed and checked");
   spb::add_operator_command(*op_cmd, op);
@@ -41,6 +43,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
+    return root ? app.exit(e) : 0;
+  } catch (const CLI::CallForVersion& e) {
     return root ? app.exit(e) : 0;
   } catch (const CLI::ParseError& e) {
     // Every rank parses the same arguments, so all stop here together; one prints, on one line.

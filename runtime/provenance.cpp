@@ -23,9 +23,13 @@ std::string version3(int v) {  // CUDA's 12080 -> "12.8"
 }
 }  // namespace
 
-void add_provenance(ResultRow& row, const Device& dev) {
+std::string git_sha() {
   const char* sha = std::getenv("SPB_GIT_SHA");  // a run from a copied tree can say which commit it is
-  row.set("git_sha", sha && *sha ? std::string(sha) : std::string(SPB_GIT_SHA));
+  return sha && *sha ? std::string(sha) : std::string(SPB_GIT_SHA);
+}
+
+void add_provenance(ResultRow& row, const Device& dev) {
+  row.set("git_sha", git_sha());
   row.set("gpu", dev.name());
   char host[256] = {0};
   gethostname(host, sizeof host - 1);

@@ -45,16 +45,41 @@ spb_build() {
   cmake --build "$SPB_BUILD" -j "$(nproc)" "${targets[@]}"
 }
 
+# spb_results_csv MACHINE LEVEL SPBENCH: the path results/<MACHINE>_<LEVEL>.csv, the one file of that machine and level
+# (a rerun of the same commit appends to it and skips the rows already there). Rows of another commit in it are
+# superseded: the file moves to results/archive/<MACHINE>_<LEVEL>_<its sha>.csv, with a line in archive/README.md
+# saying which commit superseded it, and the new run starts a fresh file.
+spb_results_csv() {
+  local machine=$1 level=$2 spbench=$3 dir=$SPB_ROOT/results
+  local csv=$dir/${machine}_${level}.csv sha old
+  sha=$("$spbench" --version | awk '{print $2}')
+  if [ -s "$csv" ]; then
+    old=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "git_sha") c = i; next }
+                   c && $c != "" { print $c }' "$csv" | sort -u | grep -vxF "$sha" | head -1 || true)
+    if [ -n "$old" ]; then
+      mkdir -p "$dir/archive"
+      mv "$csv" "$dir/archive/${machine}_${level}_${old}.csv"
+      printf '| `%s_%s_%s.csv` | superseded by a run of %s on %s |\n' "$machine" "$level" "$old" "$sha" \
+        "$(date -u +%Y-%m-%d)" >> "$dir/archive/README.md"
+      spb_log "results/${machine}_${level}.csv held rows of $old: moved to results/archive/ (this run is $sha)" >&2
+    fi
+  fi
+  mkdir -p "$dir"
+  echo "$csv"
+}
+
 # spb_gpu_sweep LEVEL: what a sweep on this node's GPUs shares: the environment (no NVLink multicast), SPB (the
-# binary), gpus, machine (SPB_MACHINE, else <GPUs>x<model>), csv (SPB_CSV, else results/<machine>_<LEVEL>_<date>.csv)
+# binary), gpus, machine (SPB_MACHINE, else nvidia-<model>-x<GPUs>), csv (SPB_CSV, else spb_results_csv's)
 # and worlds (1, 2, 4, 8 up to the GPUs present).
 spb_gpu_sweep() {
   spb_mpi_env
   export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}  # never NVLink multicast on shared machines
   SPB=$SPB_BUILD/spbench
   gpus=$(nvidia-smi -L | wc -l)
-  machine=${SPB_MACHINE:-${gpus}x$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | awk '{print $NF}')}
-  csv=${SPB_CSV:-$SPB_ROOT/results/${machine}_${1}_$(date -u +%Y-%m-%d).csv}
+  local model
+  model=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | awk '{print tolower($NF)}')
+  machine=${SPB_MACHINE:-nvidia-${model}-x${gpus}}
+  csv=${SPB_CSV:-$(spb_results_csv "$machine" "$1" "$SPB")}
   mkdir -p "$(dirname "$csv")"
   worlds=(); for P in 1 2 4 8; do if [ "$P" -le "$gpus" ]; then worlds+=("$P"); fi; done
 }

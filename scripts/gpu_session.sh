@@ -24,8 +24,7 @@ fi
 cmake --build $B -j "$(nproc)" >> "$LOG" 2>&1 || { grep -E "error" -A3 "$LOG" | head -60; exit 1; }
 stamp "built"
 gpus=$(nvidia-smi -L | wc -l)
-machine=${SPB_MACHINE:-${gpus}xH200}
-day=$(date -u +%Y-%m-%d)${SPB_RUN_TAG:+_$SPB_RUN_TAG}  # a second run on one day names itself
+machine=${SPB_MACHINE:-nvidia-$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | awk '{print tolower($NF)}')-x$gpus}
 MPI="mpirun --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH -x SPB_GIT_SHA"
 
 for stage in "${@:-all}"; do
@@ -37,7 +36,7 @@ for stage in "${@:-all}"; do
   bench|all)
     if [ -x $B/kernels/cuda/bench_gla_cuda ]; then
       stamp "kernel benchmark"
-      SPB_CSV="$OUT/${machine}_kernel_$day.csv" timeout 200 $B/kernels/cuda/bench_gla_cuda \
+      SPB_CSV="$OUT/${machine}_kernel.csv" timeout 200 $B/kernels/cuda/bench_gla_cuda \
         2>&1 | tee -a "$LOG" | tail -14
     fi ;;&
   collective|all)
@@ -46,24 +45,24 @@ for stage in "${@:-all}"; do
       [ "$P" -le "$gpus" ] || continue
       probe=""; [ "$P" -eq 2 ] && probe=--probe
       $MPI -np $P $B/spbench collective --backend gpu -b 64K -e 32M -f 2 --block-elems 16384 $probe \
-        --csv "$OUT/${machine}_collective_$day.csv" 2>&1 | tee -a "$LOG" | grep -E "^ |wrong|error"
+        --csv "$OUT/${machine}_collective.csv" 2>&1 | tee -a "$LOG" | grep -E "^ |wrong|error"
       $MPI -np $P $B/spbench collective --backend gpu -p allscan -b 1M -e 2M --block-elems 1024,4096,16384,65536,262144 \
-        --allscan host --csv "$OUT/${machine}_collective_$day.csv" 2>&1 | tee -a "$LOG" | grep -E "^ |wrong|error"
+        --allscan host --csv "$OUT/${machine}_collective.csv" 2>&1 | tee -a "$LOG" | grep -E "^ |wrong|error"
       $MPI -np $P $B/spbench collective --backend gpu -p allscan -b 1M -e 2M --block-elems 1024,4096,16384,65536,262144 \
-        --allscan device-flag --csv "$OUT/${machine}_collective_$day.csv" 2>&1 | tee -a "$LOG" | grep -E "^ |wrong|error"
+        --allscan device-flag --csv "$OUT/${machine}_collective.csv" 2>&1 | tee -a "$LOG" | grep -E "^ |wrong|error"
       # The default protocol and LASP-2's all-gather with an event after every 10 calls (nccl-tests' loop timing):
       # what the per-call event itself costs.
       $MPI -np $P $B/spbench collective --backend gpu -p allscan,allgather -b 256K -e 8M -f 2 --calls-per-event 10 \
-        --csv "$OUT/${machine}_collective_$day.csv" 2>&1 | tee -a "$LOG" | grep -E "^ |wrong|error"
+        --csv "$OUT/${machine}_collective.csv" 2>&1 | tee -a "$LOG" | grep -E "^ |wrong|error"
       # The other device protocols over the state sizes (the packet ones ignore the block size).
       for proto in device-flag device-ll; do
         $MPI -np $P $B/spbench collective --backend gpu -p allscan -b 64K -e 32M -f 2 --block-elems 16384 \
-          --allscan $proto --csv "$OUT/${machine}_collective_$day.csv" 2>&1 | tee -a "$LOG" | grep -E "^ |wrong|error"
+          --allscan $proto --csv "$OUT/${machine}_collective.csv" 2>&1 | tee -a "$LOG" | grep -E "^ |wrong|error"
       done
     done ;;&
   operator|all)
     stamp "operator sweep"
-    SPB_BUILD=$PWD/$B SPB_CSV="$OUT/${machine}_operator_$day.csv" bash scripts/sweep_gpu.sh 2>&1 | tee -a "$LOG" \
+    SPB_BUILD=$PWD/$B SPB_CSV="$OUT/${machine}_operator.csv" bash scripts/sweep_gpu.sh 2>&1 | tee -a "$LOG" \
       | grep -E "^\[|^ |wrong|error" ;;&
   model|all)
     stamp "model level: GPU tests, the PyTorch reference, GLA-1B sweep"
@@ -71,7 +70,7 @@ for stage in "${@:-all}"; do
       | grep -E "tests passed|Failed|\*\*\*|loss:" | tail -15
     bash tests/model/check_against_torch.sh $B/spbench "$OUT/torch" 2>&1 | tee -a "$LOG" \
       | grep -E "passed|failed|FAIL|skipped|error" | tail -8
-    SPB_BUILD=$PWD/$B SPB_CSV="$OUT/${machine}_model_$day.csv" bash scripts/sweep_model_gpu.sh 2>&1 | tee -a "$LOG" \
+    SPB_BUILD=$PWD/$B SPB_CSV="$OUT/${machine}_model.csv" bash scripts/sweep_model_gpu.sh 2>&1 | tee -a "$LOG" \
       | grep -E "^\[|^ |wrong|error" ;;&
   model-profile|all)
     stamp "model level: where a GLA-1B step's time goes (16384 tokens, 32 and 4 heads)"
@@ -83,7 +82,7 @@ for stage in "${@:-all}"; do
     stamp "timelines"
     for overlap in 0 1 2; do
       $MPI -np "$gpus" $B/spbench operator --backend gpu -m zeco,lasp2,ring,dp -B 1 -H 16 --dk 128 --dv 128 -L 16384 \
-        -K 16 --overlap $overlap -w 5 -n 10 --timeline-iters 10 --timeline "$OUT/${machine}_timeline_$day.csv" 2>&1 | grep -E "^ |wrong|error"
+        -K 16 --overlap $overlap -w 5 -n 10 --timeline-iters 10 --timeline "$OUT/${machine}_timeline.csv" 2>&1 | grep -E "^ |wrong|error"
     done ;;
   esac
 done

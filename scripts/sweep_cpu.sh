@@ -7,8 +7,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 spb_mpi_env
 SPB=$SPB_BUILD/spbench
 machine=${SPB_MACHINE:-cpu-$(nproc)core}
-csv=${SPB_CSV:-$SPB_ROOT/results/${machine}_operator_$(date -u +%Y-%m-%d).csv}
-mkdir -p "$(dirname "$csv")"
+csv=${SPB_CSV:-$(spb_results_csv "$machine" operator "$SPB")}
 configs=()  # one process per configuration runs every method over the same inputs (-m all)
 for P in 1 2 4; do for L in 256 1024; do configs+=("all $P $L"); done; done
 i=0
@@ -19,7 +18,7 @@ for c in "${configs[@]}"; do
   mpirun -np "$P" --bind-to none "$SPB" operator --backend cpu -m "$m" -B 1 -H 4 --dk 32 --dv 32 -L "$L" -K 4 \
     -w 5 -n 50 --csv "$csv" | grep -E '^ |skipped|wrong results: [1-9]' || true
 done
-model_csv=${SPB_MODEL_CSV:-$SPB_ROOT/results/${machine}_model_$(date -u +%Y-%m-%d).csv}
+model_csv=${SPB_MODEL_CSV:-$(spb_results_csv "$machine" model "$SPB")}
 for P in 1 2 4; do
   spb_log "[model] every method on $P CPU ranks: a tiny GLA LM (4 heads, hidden 64, 2 layers), 512 tokens"
   mpirun -np "$P" --bind-to none "$SPB" model --backend cpu -m all --vocab 256 --hidden 64 --layers 2 --heads 4 \

@@ -39,11 +39,10 @@ spb_run() {
 # spb_cluster_sweep: needs NODES and spb_launch.
 spb_cluster_sweep() {
   : "${NODES:?NODES: the number of nodes}"
-  local total=$((NODES * GPUS_PER_NODE)) gpu day P worlds=()
+  local total=$((NODES * GPUS_PER_NODE)) gpu P worlds=()
   gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | awk '{print $NF}') || true
-  day=$(date -u +%Y-%m-%d)
   local machine=${SPB_MACHINE:-${NODES}x${GPUS_PER_NODE}x${gpu:-GPU}} dir=${SPB_RESULTS:-$SPB_ROOT/results}
-  local coll=$dir/${machine}_collective_$day.csv op=$dir/${machine}_operator_$day.csv
+  local coll=$dir/${machine}_collective.csv op=$dir/${machine}_operator.csv
   mkdir -p "$dir"
   for P in ${SPB_WORLDS:-8 16 32 64 128 256}; do [ "$P" -le "$total" ] && worlds+=("$P"); done
   [ ${#worlds[@]} -gt 0 ] || { spb_log "no world size fits on $NODES x $GPUS_PER_NODE GPUs"; return 1; }
