@@ -1,0 +1,199 @@
+// spbench report, what its sections share: the paper's settings, the run's context, a paper table's definition and
+// lines, the formatting helpers, and every section's entry point. Internal to the generator (report*.cpp); the
+// command itself is report.h's.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "report/src/cost_model.h"
+#include "report/src/report.h"
+#include "report/src/report_data.h"
+#include "report/src/report_plot.h"
+
+namespace spb {
+namespace report_detail {
+
+// --- the paper's settings -------------------------------------------------------------------------------------------
+constexpr double kTable2Bytes = 2097152;    // 32 heads x 128 x 128 fp32 per rank
+constexpr long long kPaperBlockElems = 16384;  // All-Scan block of the paper
+constexpr long long kTable2Seq = 8192;
+inline const std::vector<int> kPredictGpus = {8, 16, 32, 64, 128, 256};
+inline const char* const kNotMeasured = "not measured";
+inline const char* const kNotPublished = "not published here";
+
+// --- one paper table: measured, model, paper per (GPUs, method) ------------------------------------------------------
+struct TableDef {
+  std::string id, what;
+  std::string ref;  // ratios are method / ref
+  std::string paper_level;
+  long long paper_seq = 0;
+  std::vector<std::string> methods;
+  std::function<bool(const Row&)> setting;  // a non-CPU row at the paper's setting (method and world size free)
+  std::function<std::pair<double, std::string>(const std::string&, int)> model;  // ms or NaN with a reason
+  bool cpu = false;     // CPU-rank rows, at the measured world sizes only
+  bool fitted = false;  // the model was fitted (then every GPU count gets a line per method)
+};
+
+struct Line {
+  int gpus = 0;
+  std::string method;
+  const Row* row = nullptr;
+  double measured = NAN, model = NAN, paper = NAN;
+  std::string model_note;
+  double r_measured = NAN, r_model = NAN, r_paper = NAN;
+};
+
+struct Context {
+  const ReportOptions& o;
+  ResultFiles res;
+  std::vector<PaperValue> paper;
+  ModelParams params;
+  std::string ref_gpu;  // GPU machine the GPU predictions are fitted on ("" when none)
+  std::optional<MachineFit> gpu_fit, cpu_fit;
+  std::string plots_dir, tables_dir;
+  std::vector<std::string> plots;  // written
+  std::string net_source;          // where params.network comes from, in words
+  std::optional<Link> user_intra;  // --constants' link inside a node
+};
+
+struct Figure {
+  std::string name, caption, missing;  // missing: why it was not drawn
+};
+
+// Operator configurations (shape) present among `cpu` rows: batch, heads, dk, dv, dtype.
+struct Shape {
+  int batch, heads, dk, dv;
+  std::string dtype;
+  bool operator<(const Shape& o) const {
+    return std::tie(batch, heads, dk, dv, dtype) < std::tie(o.batch, o.heads, o.dk, o.dv, o.dtype);
+  }
+  std::string str() const {
+    return "B=" + std::to_string(batch) + ", H=" + std::to_string(heads) + ", dk=" + std::to_string(dk) +
+           ", dv=" + std::to_string(dv) + ", " + dtype;
+  }
+  std::string tag() const {
+    return "B" + std::to_string(batch) + "_H" + std::to_string(heads) + "_dk" + std::to_string(dk) + "_dv" +
+           std::to_string(dv);
+  }
+};
+
+// --- the model level (Tables 5 and 6) ---------------------------------------------------------------------------------
+// The cost model carried to the model level at one tokens-per-GPU (cost_model.h: step(P) = T_compute + layers x the
+// attention's excess over dp + the gradient all-reduce): what the prediction rests on, or why there is none.
+struct ModelLevelFit {
+  std::string why;          // not empty: no prediction, and why
+  const Row* dp = nullptr;  // the dp row T_compute comes from
+  CostModel cm;             // the links of the reference GPU and the dp kernel at the per-layer shape
+  OperatorShape layer;      // one block's attention (world set per prediction)
+  int layers = 0;
+  double grad_bytes = 0, allreduce_dp_s = 0, compute_s = 0, tokens_per_step = 0;
+  std::string kernel_basis;  // where the per-layer dp kernel time comes from
+  // tokens/s per GPU, or NaN with the reason.
+  std::pair<double, std::string> predict(const std::string& method, int P) const {
+    if (!why.empty()) return {NAN, why};
+    if (std::find(model_methods().begin(), model_methods().end(), method) == model_methods().end())
+      return {NAN, "no formula"};
+    OperatorShape s = layer;
+    s.world = P;
+    if (method == "ulysses" && s.heads % P != 0)
+      return {NAN, "n/a (H=" + std::to_string(s.heads) + " not divisible by P)"};
+    auto t = cm.model_step_time(method, s, layers, grad_bytes, compute_s);
+    if (!t) return {NAN, "no fit (a pattern it needs was not measured)"};
+    return {tokens_per_step / *t, ""};
+  }
+};
+
+// --- formatting -----------------------------------------------------------------------------------------------------
+std::string fmt(const char* f, double v);
+std::string num_cell(double v);
+std::string ratio_cell(double v);
+std::string int_str(double v);
+std::string bytes_str(double b);
+// `align`: one letter per column, l or r (numbers); missing letters are l.
+std::string md_table(const std::vector<std::string>& head, const std::vector<std::vector<std::string>>& rows,
+                     const std::string& align = "");
+std::string csv_field(std::string s);
+std::string join(const std::vector<std::string>& v, const std::string& sep);
+std::string link_str(const Link& l);
+
+// --- rows -----------------------------------------------------------------------------------------------------------
+bool is(const Row& r, const char* c, double v);
+double ms(const Row& r);
+double tokens_per_s(const Row& r);
+std::string machine_of(const Row& r);
+// A measured series' label: the gpu, and the backend where it says more.
+std::string series_label(const std::string& what, const Row& r);
+// Methods in the order of the paper's tables, then any other, alphabetically: a new method shows up by itself.
+std::vector<std::string> ordered(const std::set<std::string>& names, const std::vector<std::string>& first);
+// The operator-level methods (the model's, the registered ones and any measured) and the collective patterns (the
+// paper's two and LASP-1's chain, then every pattern measured on GPUs, or on CPU ranks for `cpu`), in table order.
+std::vector<std::string> operator_methods(const Context& c);
+std::vector<std::string> collective_methods(const Context& c, bool cpu);
+Shape shape_of(const Row& r);
+// The methods' default schedule (zeco and lasp2 in order, zeco's one head group); an operator row of it.
+bool default_order(const Row& r);
+bool operator_row(const Row& r, bool cpu);
+
+// --- a paper table's lines, and the verdicts against the paper (report_common.cpp) ---------------------------------
+std::vector<Line> build_lines(const Context& c, const TableDef& t);
+// "measured 1.16x ÷ paper 1.15x = 1.01" ("model ..." where the line was not measured), "—" where there is none.
+std::string versus_cell(const Line& l, const std::string& ref);
+// Per method: the ratios to the reference and the verdict against the paper. `quantity`: "time" or "throughput".
+std::string trend_paragraph(const std::vector<Line>& lines, const TableDef& t, const ModelParams& params,
+                            const std::string& quantity = "time");
+std::string render_lines(const std::vector<Line>& lines, const std::string& ref, const std::string& value,
+                         bool with_paper = true);
+void write_table_csv(const Context& c, const std::string& id, const std::vector<Line>& lines);
+
+// --- Tables 2-4 (report_tables.cpp) --------------------------------------------------------------------------------
+std::pair<double, std::string> no_fit(const Context& c, const char* what);
+std::function<std::pair<double, std::string>(const std::string&, int)> collective_model(const Context& c);
+std::function<std::pair<double, std::string>(const std::string&, int)> operator_model(const Context& c, long long L);
+std::string section_floors(const Context& c);
+std::string section_data(const Context& c);
+std::string gpu_table(Context& c, const TableDef& t, const std::string& heading, const std::string& setting,
+                      const std::string& value);
+
+// --- the plots (report_figures.cpp, report_timeline.cpp) -----------------------------------------------------------
+std::string order_key(const std::vector<std::string>& order, const std::string& method, const std::string& title);
+std::vector<int> model_gpus(bool cpu, int max_measured);
+// Writes the plot if it has a series of ours (not only the paper's); else the figure says `missing`.
+Figure draw(Context& c, const PlotSpec& p, const std::string& caption, const std::string& missing);
+std::string class_label(bool cpu);
+Figure plot_collective_vs_gpus(Context& c, bool cpu);
+Figure plot_collective_vs_bytes(Context& c, bool cpu);
+Figure plot_allscan_vs_block(Context& c, bool cpu);
+std::vector<Figure> plot_operator_vs_gpus(Context& c, bool cpu);
+std::vector<Figure> plot_scaling(Context& c, bool cpu, bool weak);
+std::vector<Figure> plot_timelines(Context& c);
+std::string section_exposed(const Context& c);
+std::string figure_md(const Figure& f);
+
+// --- the model level (report_model_level.cpp) ----------------------------------------------------------------------
+ModelLevelFit fit_model_level(const Context& c, long long L);
+std::vector<Line> model_lines(const Context& c, long long L, bool cpu, const ModelLevelFit& fit,
+                              const std::string& config = "");
+void write_model_table_csv(const Context& c, const std::string& id, const std::vector<Line>& lines);
+Figure plot_model_throughput(Context& c, long long L, const ModelLevelFit& fit, const std::vector<Line>& lines);
+std::string section_model_level(Context& c, long long L, const std::string& table);
+
+// --- the cost model, the network, beyond one node (report_cost.cpp) -------------------------------------------------
+std::string fits_table(const MachineFit& f);
+std::string section_cost_model(const Context& c);
+void resolve_network(Context& c);
+std::string section_beyond_one_node(const Context& c);
+
+// --- CPU ranks (report_cpu.cpp) -------------------------------------------------------------------------------------
+std::string section_cpu_model(const Context& c);
+std::string section_cpu(Context& c, const std::vector<Figure>& figs);
+
+}  // namespace report_detail
+}  // namespace spb

@@ -1,0 +1,248 @@
+// spbench report: the cost model's section (its fits), the network's constants, and the All-Scan variants beyond one
+// node.
+#include "report/src/report_common.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "runtime/error.h"
+#include "zeco/all_scan.h"
+
+namespace spb {
+namespace report_detail {
+
+std::string fits_table(const MachineFit& f) {
+  std::vector<std::vector<std::string>> rows;
+  for (auto& p : f.patterns)
+    rows.push_back({p.pattern, p.backend, std::to_string(p.fit.points),
+                    p.fit.ok ? fmt("%.3g", p.fit.link.alpha_s * 1e6) : "—",
+                    p.fit.ok && std::isfinite(p.fit.link.beta_Bps)
+                        ? fmt("%.4g", p.fit.link.beta_Bps / 1e9) + (p.beta_from.empty() ? "" : " (from " + p.beta_from + ")")
+                        : "—",
+                    p.fit.ok ? fmt("%.1f%%", 100 * p.fit.rms_rel_residual) : "too few points",
+                    p.holdout_points ? fmt("%.1f%%", 100 * p.holdout_median_rel) + " / " +
+                                           fmt("%.1f%%", 100 * p.holdout_max_rel) + " (" +
+                                           std::to_string(p.holdout_points) + " points)"
+                                     : "—"});
+  return md_table({"pattern", "backend", "points", "alpha (us)", "beta (GB/s)", "RMS residual of the fit",
+                   "hold-out error, median / max"},
+                  rows, "llrrrrr");
+}
+
+std::string section_cost_model(const Context& c) {
+  std::ostringstream s;
+  const ModelParams& p = c.params;
+  s << "## The cost model\n\n"
+    << "An alpha-beta model (`report/src/cost_model.h`): a hop of b bytes takes alpha + b / beta. Inside a node of "
+    << p.gpus_per_node << " GPUs the link is NVLink with alpha and beta fitted by least squares (on relative error) to "
+    << "the measured collective rows, one fit per pattern and backend; between nodes it is the network, a parameter: "
+    << link_str(p.network) << " (" << fmt("%g", p.network.beta_Bps * 8 / 1e9) << " Gb/s). The operator level adds the "
+    << "local dp time per token, fitted to the dp rows. The formulas (P ranks, state S, K blocks of b bytes):\n\n"
+    << "- All-Scan: (P-1) hops of one block + the rest of the state through the slowest link: "
+       "sum_h hop_h(b) + (K-1) max_h hop_h(b)\n"
+    << "- chain (LASP-1): (P-1) x hop(S), in series\n"
+    << "- all-gather (LASP-2): ring all-gather of P records of S (1 + 1/dv): (P-1) steps through the slowest link\n"
+    << "- ring: (P-1) rotation steps of S; all-to-all: S/P to each of the P-1 others\n"
+    << "- operator: dp = t0 + t_token L; every other method's local compute = dp x (1 + its local overhead, its "
+       "one-rank time over dp's, measured); lasp1 = P x dp + 2 chains (serial, as implemented: a rank computes after "
+       "its predecessor); zeco and lasp2 = local + per pass the collective minus what " << fmt("%g", 100 * p.overlap_fraction)
+    << "% of the pass's compute hides; ring = local + per pass (P-1) x max(step transfer, " << fmt("%g", 100 * p.ring_step_fraction)
+    << "% of the pass's compute); ulysses = local + the all-to-alls of q,k,v,g,o and their gradients (H must divide by P)\n\n";
+  if (c.gpu_fit) {
+    s << "GPU predictions are fitted on **" << c.ref_gpu << "**:\n\n" << fits_table(*c.gpu_fit) << "\n";
+    const CostModel cm = c.gpu_fit->model_for(c.res.rows, 1, 16, 128, 128, "bf16");
+    if (cm.fwd_bwd.ok)
+      s << "dp kernel (H=16, dk=dv=128, bf16), forward+backward: " << fmt("%.4g", cm.fwd_bwd.t0_s * 1e3) << " ms + "
+        << fmt("%.4g", cm.fwd_bwd.per_token_s * 1e9) << " ns per token (" << cm.fwd_bwd.points << " points).\n\n";
+    if (cm.fwd_bwd.ok && !cm.local_overhead.empty()) {
+      s << "Local overhead over dp, each method on one GPU (its extra passes, no communication):";
+      for (auto& [m, ov] : cm.local_overhead) s << " " << m << " " << fmt("%+.0f%%", 100 * ov) << ";";
+      s << "\n\n";
+    }
+    if (!cm.fwd_bwd.ok)
+      s << "No dp operator rows at H=16, dk=dv=128, bf16 on this machine: no operator predictions.\n\n";
+  } else {
+    s << "**No GPU rows yet: nothing to fit, so the GPU tables carry no model predictions.** ";
+  }
+  if (c.cpu_fit) {
+    s << "For the CPU-rank section the same model is fitted to the CPU rows (where more ranks run than the machine has "
+         "cores they time-share the cores, which no alpha-beta link describes: large residuals there are expected):\n\n"
+      << fits_table(*c.cpu_fit) << "\n";
+  }
+  s << "A beta marked \"from\" another pattern: this pattern was measured at one block size only, which fixes "
+       "alpha + block / beta but not the two apart, so beta is taken from that pattern on the same machine and only "
+       "alpha is fitted.\n\n";
+  s << "Hold-out: each pattern is fitted again on the smaller half of its measured sizes and predicts the larger half, "
+       "which it was not fitted on; the error is |predicted - measured| / measured. The test "
+       "`tests/report/test_cost_model.cpp` checks every formula against hand-computed values, recovers a known alpha "
+       "and beta exactly from synthetic times, and on a committed CPU-rank fixture (a real `spbench collective` run) "
+       "fits the 2-rank rows up to 512 KiB and predicts the 1 and 2 MiB rows within 50% each (median within 25%).\n\n";
+  return s.str();
+}
+
+// --- the network, and the All-Scans beyond one node -----------------------------------------------------------------
+// The network's constants, first found: --constants, --net-gbps/--net-latency-us, a fit to the reference GPU's
+// collective rows over several nodes of one rank each, the default (an assumption).
+void resolve_network(Context& c) {
+  const std::string flags = fmt("%g", c.o.net_gbps) + " Gb/s, " + fmt("%g", c.o.net_latency_us) + " us";
+  if (!c.o.constants.empty()) {
+    const LinkConstants k = read_link_constants(c.o.constants);
+    SPB_USAGE(!(k.network && c.o.net_given), "--constants " + c.o.constants +
+                                                 ": gives the network, and so do --net-gbps/--net-latency-us; give one");
+    c.user_intra = k.intra;
+    if (k.network) {
+      c.params.network = *k.network;
+      c.net_source = "the user's constants (--constants " + c.o.constants + "), not measured here";
+      return;
+    }
+  }
+  if (c.o.net_given) {
+    c.net_source = "given (--net-gbps/--net-latency-us: " + flags + "), not measured here";
+    return;
+  }
+  if (!c.ref_gpu.empty()) {
+    const auto pts = network_points(c.res.rows, c.ref_gpu);
+    const LinkFit f = fit_network_link(pts);
+    if (f.ok && std::isfinite(f.link.beta_Bps)) {
+      c.params.network = f.link;
+      c.net_source = "fitted to " + std::to_string(f.points) + " collective configurations of " + c.ref_gpu +
+                     " over several nodes of one rank each (RMS residual " + fmt("%.1f%%", 100 * f.rms_rel_residual) +
+                     "; the transport those runs used, e.g. sockets, not necessarily InfiniBand)";
+      return;
+    }
+  }
+  c.net_source = "assumed (" + flags + ", the defaults of --net-gbps/--net-latency-us: InfiniBand NDR), not measured: "
+                 "no collective rows over several nodes of one rank each";
+}
+
+std::string section_beyond_one_node(const Context& c) {
+  const ModelParams& p = c.params;
+  const int R = p.gpus_per_node;
+  const double S = kTable2Bytes, b = 4.0 * kPaperBlockElems;
+  const int dv = 128;
+  std::ostringstream s;
+  s << "## All-Scan variants beyond one node (model)\n\n"
+    << "**A model, not a measurement**: the cost model's prediction of one collective call at Table 2's setting (state "
+    << bytes_str(S) << " per rank, blocks of " << bytes_str(b) << ", K=" << int_str(S / b) << ", dv=" << dv << ") on "
+    << R << " GPUs per node, for zeco's three All-Scans across nodes (`--allscan host`, `host-hier`, `host-logdepth`; "
+    << "`zeco/all_scan.h`), LASP-1's chain, LASP-2's all-gather and ring's rotation. With R = " << R
+    << " ranks per node, N = P / R nodes, d = S / dv the decay row and pipe(a, c) = a hop_in(b) + c hop_net(b) + (K-1) "
+       "x the slowest hop kind used (`report/src/cost_model.h`):\n\n"
+    << "- chain (`host`): pipe(P - N, N - 1)\n"
+    << "- hierarchical (`host-hier`): pipe(R - 1, N - 1) + hop_in(d) + hop_in(S) (the nodes' chains and the chain of node "
+       "aggregates form one flow line; the decay row goes ahead inside the node; the leader hands the prefix on)\n"
+    << "- log-depth (`host-logdepth`): pipe(R - 1, 0) + hop_in(d) + ceil(log2 N) hop_net(S + d) + hop_in(S)\n"
+    << "- LASP-1: (P - 1) whole-state hops in series; LASP-2: ring all-gather of P records of S + d; ring: P - 1 steps "
+       "of S (the formulas of the cost model section)\n\n";
+  // The links: inside a node the user's or each pattern's fitted one, between nodes params.network.
+  std::optional<CostModel> cm;
+  if (c.gpu_fit) cm = c.gpu_fit->collective_model();
+  auto intra_for = [&](const std::string& pattern) -> std::optional<Link> {
+    if (c.user_intra) return c.user_intra;
+    if (cm && cm->link_for(pattern)) return *cm->link_for(pattern);
+    return std::nullopt;
+  };
+  std::string intra_words;
+  if (c.user_intra)
+    intra_words = link_str(*c.user_intra) + " for every pattern, the user's constants (--constants " + c.o.constants +
+                  "), not measured here";
+  else if (cm)
+    intra_words = "each pattern's link fitted on " + c.ref_gpu + " (the cost model section; the All-Scans use the "
+                  "allscan link, " + (cm->link_for("allscan") ? link_str(*cm->link_for("allscan")) : "not fitted") + ")";
+  const std::string net_words = link_str(p.network) + " (" + fmt("%g", p.network.beta_Bps * 8 / 1e9) + " Gb/s), " +
+                                c.net_source;
+  s << "Constants: inside a node " << (intra_words.empty() ? "none (no GPU rows and no --constants)" : intra_words)
+    << "; between nodes " << net_words << ". `spbench report --constants FILE` (intra_alpha_us, intra_gbps, "
+    << "net_alpha_us, net_gbps) or `--net-gbps`/`--net-latency-us` put a cluster's own figures in.\n\n";
+  const std::vector<std::string> scans = allscan_variants();
+  const std::vector<std::string> others = {"chain", "allgather", "ring"};
+  std::map<int, std::map<std::string, double>> scan_t, all_t;
+  std::vector<std::vector<std::string>> rows;
+  std::ostringstream csv;
+  csv << "gpus,nodes,host,host-hier,host-logdepth,fastest_allscan,lasp1_chain,lasp2_allgather,ring,intra_alpha_us,"
+         "intra_GBps,net_alpha_us,net_GBps,net_source\n";
+  const std::optional<Link> scan_link = intra_for("allscan");
+  for (int P : kPredictGpus) {
+    if (P > R && P % R) continue;
+    std::vector<std::string> row = {std::to_string(P), std::to_string(P > R ? P / R : 1)};
+    std::vector<std::string> crow = row;
+    for (const auto& v : scans) {
+      std::optional<double> t;
+      if (scan_link) t = allscan_variant_time(v, P, S, b, dv, *scan_link, p);
+      if (t) scan_t[P][v] = all_t[P][v] = *t;
+      row.push_back(t ? num_cell(*t * 1e3) : "—");
+      crow.push_back(t ? fmt("%.6g", *t * 1e3) : "");
+    }
+    const std::string best = fastest_of(scan_t[P], scans);
+    row.push_back(best.empty() ? "—" : "`" + best + "`");
+    crow.push_back(best);
+    for (const auto& pat : others) {
+      const std::optional<Link> l = intra_for(pat);
+      std::optional<double> t;
+      if (l) t = collective_time(pat, P, S, 0, dv, *l, p);
+      if (t) all_t[P][pat] = *t;
+      row.push_back(t ? num_cell(*t * 1e3) : "—");
+      crow.push_back(t ? fmt("%.6g", *t * 1e3) : "");
+    }
+    row.push_back(P > R ? "intra + network (" + link_str(p.network) + ", " +
+                              (c.net_source.rfind("fitted", 0) == 0 ? "fitted" : "assumed") + ")"
+                        : "intra only");
+    const Link in = scan_link.value_or(Link{});
+    crow.insert(crow.end(), {fmt("%.6g", in.alpha_s * 1e6), fmt("%.6g", in.beta_Bps / 1e9),
+                             fmt("%.6g", p.network.alpha_s * 1e6), fmt("%.6g", p.network.beta_Bps / 1e9),
+                             csv_field(c.net_source)});
+    rows.push_back(row);
+    csv << join(crow, ",") << "\n";
+  }
+  std::ofstream(c.tables_dir + "/allscan_beyond_one_node.csv") << csv.str();
+  if (!scan_link) {
+    s << "No prediction: no All-Scan link inside a node (no GPU collective rows and no intra constants).\n\n";
+    return s.str();
+  }
+  s << md_table({"GPUs", "nodes", "chain `host` (ms)", "hierarchical `host-hier` (ms)", "log-depth `host-logdepth` (ms)",
+                 "fastest All-Scan", "LASP-1 chain (ms)", "LASP-2 all-gather (ms)", "ring (ms)", "constants used"},
+                rows, "rrrrrlrrrl")
+    << "\n(`tables/allscan_beyond_one_node.csv` has the same numbers and the constants.)\n\n";
+  // Who wins, and from where.
+  auto names = [](const std::vector<int>& g) {
+    std::vector<std::string> v;
+    for (int x : g) v.push_back(std::to_string(x));
+    return v.empty() ? std::string("none of these counts") : join(v, ", ");
+  };
+  s << "Fastest All-Scan by GPU count (a tie goes to the simpler: on one node the three are the same chain):";
+  for (const auto& v : scans) {
+    std::vector<int> at;
+    for (auto& [P, m] : scan_t)
+      if (fastest_of(m, scans) == v) at.push_back(P);
+    const auto from = wins_from(scan_t, scans, v);
+    s << " `" << v << "` at " << names(at) << (from ? " (from " + std::to_string(*from) + " GPUs on)" : "") << ";";
+  }
+  std::vector<std::string> every = scans;
+  every.insert(every.end(), others.begin(), others.end());
+  s << " of all six collectives the fastest is";
+  for (auto& [P, m] : all_t) s << " " << P << ": `" << fastest_of(m, every) << "`" << (P == all_t.rbegin()->first ? "." : ",");
+  s << "\n\n";
+  // zeco's `auto` against the model.
+  const auto ld = wins_from(scan_t, scans, "host-logdepth"), hier = wins_from(scan_t, scans, "host-hier");
+  Topology several;
+  several.nodes = 2, several.ranks_per_node = R;
+  const std::string pick = resolve_allscan("auto", true, several);
+  s << "zeco's `--allscan auto` picks `" << pick << "` wherever the world spans several nodes (`resolve_allscan`, "
+    << "`zeco/all_scan.cpp`). ";
+  if ((pick == "host-logdepth" && ld && *ld <= 2 * R) || (pick == "host-hier" && hier && *hier <= 2 * R))
+    s << "The model agrees with these constants: `" << pick << "` is the fastest from " << 2 * R << " GPUs ("
+      << "2 nodes) to " << kPredictGpus.back() << ".";
+  else
+    s << "With these constants the model says otherwise (above). `auto` keeps its rule because the network's constants "
+         "here are not measured, and which variant wins turns on the network's alpha against S / beta: log-depth "
+         "sends ceil(log2 N) whole states, host-hier N - 1 + K - 1 blocks, so on a fast network with a large alpha "
+         "(InfiniBand) log-depth wins, and on a slow one (sockets: 50 us, 10 Gb/s) host-hier wins from 4 nodes on "
+         "(`tests/report/test_cost_model.cpp`, Crossover). Rerun the report with the cluster's constants and pass "
+         "`--allscan` explicitly where they say so.";
+  s << "\n\n";
+  return s.str();
+}
+
+}  // namespace report_detail
+}  // namespace spb

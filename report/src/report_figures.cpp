@@ -1,0 +1,360 @@
+// spbench report: the plots of the collective and operator levels (time against GPUs, state size and block size;
+// weak and strong scaling) and how a figure goes into the README.
+#include "report/src/report_common.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+namespace spb {
+namespace report_detail {
+
+// --- plots ------------------------------------------------------------------------------------------------------------
+// Sorts a plot's measured series in the tables' order of methods (or of patterns).
+std::string order_key(const std::vector<std::string>& order, const std::string& method, const std::string& title) {
+  const size_t i = size_t(std::find(order.begin(), order.end(), method) - order.begin());
+  return fmt("%04.0f", double(i)) + title;
+}
+
+std::vector<int> model_gpus(bool cpu, int max_measured) {
+  std::vector<int> v;
+  if (cpu) {
+    for (int P = 2; P <= std::max(2, max_measured); ++P) v.push_back(P);
+  } else {
+    for (int P = 2; P <= 256; P *= 2) v.push_back(P);
+  }
+  return v;
+}
+
+Figure draw(Context& c, const PlotSpec& p, const std::string& caption, const std::string& missing) {
+  const bool has_ours = std::any_of(p.series.begin(), p.series.end(), [](const PlotSeries& s) {
+    return !s.rows.empty() && s.title.rfind("paper", 0) != 0;
+  });
+  if (has_ours && write_plot(c.plots_dir, p)) {
+    c.plots.push_back(p.name);
+    return {p.name, caption, ""};
+  }
+  return {p.name, caption, missing};
+}
+
+std::string class_label(bool cpu) { return cpu ? "CPU ranks" : "GPUs"; }
+
+Figure plot_collective_vs_gpus(Context& c, bool cpu) {
+  const MachineFit* fit = cpu ? (c.cpu_fit ? &*c.cpu_fit : nullptr) : (c.gpu_fit ? &*c.gpu_fit : nullptr);
+  // The paper's size where measured; on CPU ranks the largest size measured at two world sizes or more.
+  double bytes = kTable2Bytes;
+  std::map<double, std::set<int>> worlds_at;
+  for (auto& r : c.res.rows)
+    if (col(r, "level") == "collective" && is_cpu_row(r) == cpu) worlds_at[num(r, "bytes")].insert(inum(r, "world_size"));
+  if (!worlds_at.count(kTable2Bytes))
+    for (auto& [b, w] : worlds_at)
+      if (w.size() >= 2) bytes = b;
+  auto keep = [&](const Row& r) {
+    return col(r, "level") == "collective" && is_cpu_row(r) == cpu && num(r, "bytes") == bytes && ms(r) > 0 &&
+           (col(r, "method") != "allscan" || is(r, "block_elems", kPaperBlockElems));
+  };
+  auto key = [](const Row& r) { return col(r, "method") + "|" + col(r, "gpu") + "|" + col(r, "backend") + "|" + col(r, "world_size"); };
+  std::map<std::string, PlotSeries> series;
+  int maxP = 0;
+  for (auto& [k, r] : newest_by(c.res.rows, keep, key)) {
+    const std::string title = series_label(col(*r, "method"), *r);
+    PlotSeries& s = series[order_key(collective_methods(c, cpu), col(*r, "method"), title)];
+    s.title = title;
+    s.style = series_style(SeriesKind::measured, method_colour(col(*r, "method")), backend_point(col(*r, "backend")));
+    s.rows.push_back({num(*r, "world_size"), ms(*r)});
+    maxP = std::max(maxP, inum(*r, "world_size"));
+  }
+  PlotSpec p;
+  p.name = cpu ? "cpu_collective_vs_gpus" : "collective_vs_gpus";
+  p.title = "Collective time vs " + class_label(cpu) + " (" + bytes_str(bytes) + " state per rank, All-Scan block " +
+            int_str(kPaperBlockElems) + " elements)";
+  p.xlabel = cpu ? "CPU ranks (MPI processes)" : "GPUs";
+  p.ylabel = "time per call (ms)";
+  p.logx = true, p.logy = true;
+  for (auto& [k, s] : series) p.series.push_back(s);
+  if (fit)
+    for (const std::string& pat : collective_methods(c, cpu)) {
+      const CostModel cm = fit->collective_model();
+      PlotSeries s;
+      s.title = pat + " model prediction";
+      s.style = series_style(SeriesKind::model, method_colour(pat));
+      for (int P : model_gpus(cpu, maxP)) {
+        auto t = cm.collective(pat, P, bytes, 4.0 * kPaperBlockElems, 128);
+        if (t) s.rows.push_back({double(P), *t * 1e3});
+      }
+      if (!s.rows.empty()) p.series.push_back(s);
+    }
+  if (!cpu)
+    for (const char* pat : {"allscan", "allgather"}) {
+      PlotSeries s;
+      s.title = std::string("paper ") + pat + " (H100)";
+      s.style = series_style(SeriesKind::paper, method_colour(pat));
+      for (int P : kPredictGpus) {
+        const double v = paper_value(c.paper, "collective", P, kTable2Seq, pat);
+        if (std::isfinite(v)) s.rows.push_back({double(P), v});
+      }
+      p.series.push_back(s);
+    }
+  return draw(c, p,
+              "Collective time against the number of " + class_label(cpu) +
+                  ": measured (solid), cost-model prediction (dashed)" + (cpu ? "" : ", the paper's Table 2 (circles)") + ".",
+              "no " + std::string(cpu ? "CPU" : "GPU") + " collective rows yet");
+}
+
+Figure plot_collective_vs_bytes(Context& c, bool cpu) {
+  const MachineFit* fit = cpu ? (c.cpu_fit ? &*c.cpu_fit : nullptr) : (c.gpu_fit ? &*c.gpu_fit : nullptr);
+  int P = 0;
+  for (auto& r : c.res.rows)
+    if (col(r, "level") == "collective" && is_cpu_row(r) == cpu) P = std::max(P, inum(r, "world_size"));
+  auto keep = [&](const Row& r) {
+    return col(r, "level") == "collective" && is_cpu_row(r) == cpu && is(r, "world_size", P) && ms(r) > 0 &&
+           (col(r, "method") != "allscan" || is(r, "block_elems", kPaperBlockElems) || num(r, "bytes") < 4 * kPaperBlockElems);
+  };
+  auto key = [](const Row& r) { return col(r, "method") + "|" + col(r, "gpu") + "|" + col(r, "backend") + "|" + col(r, "bytes"); };
+  std::map<std::string, PlotSeries> series;
+  double lo = INFINITY, hi = 0;
+  for (auto& [k, r] : newest_by(c.res.rows, keep, key)) {
+    const std::string title = series_label(col(*r, "method"), *r);
+    PlotSeries& s = series[order_key(collective_methods(c, cpu), col(*r, "method"), title)];
+    s.title = title;
+    s.style = series_style(SeriesKind::measured, method_colour(col(*r, "method")), backend_point(col(*r, "backend")));
+    s.rows.push_back({num(*r, "bytes"), ms(*r)});
+    lo = std::min(lo, num(*r, "bytes")), hi = std::max(hi, num(*r, "bytes"));
+  }
+  PlotSpec p;
+  p.name = cpu ? "cpu_collective_vs_bytes" : "collective_vs_bytes";
+  p.title = "Collective time vs state size on " + std::to_string(P) + " " + class_label(cpu) + " (All-Scan block " +
+            int_str(kPaperBlockElems) + " elements)";
+  p.xlabel = "per-rank state (bytes)";
+  p.extra = "set format x \"%.0b %BB\"\n";
+  p.ylabel = "time per call (ms)";
+  p.logx = true, p.logy = true;
+  for (auto& [k, s] : series) p.series.push_back(s);
+  if (fit && P >= 2)
+    for (const std::string& pat : collective_methods(c, cpu)) {
+      const CostModel cm = fit->collective_model();
+      PlotSeries s;
+      s.title = pat + " model prediction";
+      s.style = series_style(SeriesKind::model, method_colour(pat));
+      for (double b = lo; b <= hi; b *= 2) {
+        auto t = cm.collective(pat, P, b, 4.0 * kPaperBlockElems, 128);
+        if (t) s.rows.push_back({b, *t * 1e3});
+      }
+      if (!s.rows.empty()) p.series.push_back(s);
+    }
+  return draw(c, p, "Collective time against the per-rank state size at the largest world size measured.",
+              "no " + std::string(cpu ? "CPU" : "GPU") + " collective rows yet");
+}
+
+Figure plot_allscan_vs_block(Context& c, bool cpu) {
+  const MachineFit* fit = cpu ? (c.cpu_fit ? &*c.cpu_fit : nullptr) : (c.gpu_fit ? &*c.gpu_fit : nullptr);
+  // The paper's size if swept over blocks there, else the largest size with two block sizes or more.
+  std::map<double, std::set<double>> blocks_at;
+  for (auto& r : c.res.rows)
+    if (col(r, "level") == "collective" && col(r, "method") == "allscan" && is_cpu_row(r) == cpu)
+      blocks_at[num(r, "bytes")].insert(num(r, "block_elems"));
+  double bytes = 0;
+  for (auto& [b, s] : blocks_at)
+    if (s.size() >= 2) bytes = b;
+  if (blocks_at.count(kTable2Bytes) && blocks_at[kTable2Bytes].size() >= 2) bytes = kTable2Bytes;
+  auto keep = [&](const Row& r) {
+    return col(r, "level") == "collective" && col(r, "method") == "allscan" && is_cpu_row(r) == cpu &&
+           num(r, "bytes") == bytes && ms(r) > 0;
+  };
+  auto key = [](const Row& r) {
+    return col(r, "world_size") + "|" + col(r, "gpu") + "|" + col(r, "backend") + "|" + col(r, "block_elems");
+  };
+  const auto rows = newest_by(c.res.rows, keep, key);
+  std::set<int> worlds;
+  for (auto& [k, r] : rows) worlds.insert(inum(*r, "world_size"));
+  std::set<int> model_worlds = worlds;
+  if (!cpu) model_worlds.insert({8, 64, 256});
+  auto colour = [&](int P) { return int(std::distance(model_worlds.begin(), model_worlds.find(P))); };
+  std::map<std::pair<int, std::string>, PlotSeries> series;
+  for (auto& [k, r] : rows) {
+    const int P = inum(*r, "world_size");
+    const std::string title = series_label("P=" + std::to_string(P), *r);
+    PlotSeries& s = series[{P, title}];
+    s.title = title, s.style = series_style(SeriesKind::measured, colour(P), backend_point(col(*r, "backend")));
+    s.rows.push_back({num(*r, "block_elems"), ms(*r)});
+  }
+  PlotSpec p;
+  p.name = cpu ? "cpu_allscan_vs_block" : "allscan_vs_block";
+  p.title = "All-Scan time vs block size (" + bytes_str(bytes) + " state per rank)";
+  p.xlabel = "All-Scan block (fp32 elements; K = state / block)";
+  p.ylabel = "time per call (ms)";
+  p.logx = true, p.logy = true;
+  for (auto& [k, s] : series) p.series.push_back(s);
+  if (fit && bytes > 0) {
+    const CostModel cm = fit->collective_model();
+    for (int P : model_worlds) {
+      PlotSeries s;
+      s.title = "P=" + std::to_string(P) + " model prediction";
+      s.style = series_style(SeriesKind::model, colour(P));
+      for (double b = 128; b <= bytes / 4; b *= 2) {
+        auto t = cm.collective("allscan", P, bytes, 4 * b, 128);
+        if (t) s.rows.push_back({b, *t * 1e3});
+      }
+      if (!s.rows.empty() && P >= 2) p.series.push_back(s);
+    }
+  }
+  if (series.empty()) p.series.clear();
+  return draw(c, p, "All-Scan time against its block size: small blocks pay the per-hop latency K times, large blocks "
+                    "lose the pipelining over the P-1 hops.",
+              "no " + std::string(cpu ? "CPU" : "GPU") + " All-Scan rows with two block sizes or more yet");
+}
+
+std::vector<Figure> plot_operator_vs_gpus(Context& c, bool cpu) {
+  std::vector<Figure> figs;
+  const MachineFit* fit = cpu ? (c.cpu_fit ? &*c.cpu_fit : nullptr) : (c.gpu_fit ? &*c.gpu_fit : nullptr);
+  // GPUs: the settings of Tables 3 and 4. CPU ranks: every (shape, tokens per rank) measured.
+  std::set<std::pair<Shape, long long>> configs;
+  if (!cpu) configs = {{Shape{1, 16, 128, 128, "bf16"}, 16384}, {Shape{1, 16, 128, 128, "bf16"}, 32768}};
+  else
+    for (auto& r : c.res.rows)
+      if (operator_row(r, true)) configs.insert({shape_of(r), lnum(r, "tokens_per_rank")});
+  for (auto& [shape, L] : configs) {
+    auto keep = [&, L = L, shape = shape](const Row& r) {
+      const Shape s = shape_of(r);
+      return operator_row(r, cpu) && !(s < shape) && !(shape < s) && is(r, "tokens_per_rank", double(L)) &&
+             (col(r, "method") != "zeco" || cpu || is(r, "block_elems", kPaperBlockElems));
+    };
+    auto key = [](const Row& r) { return col(r, "method") + "|" + col(r, "gpu") + "|" + col(r, "backend") + "|" + col(r, "world_size"); };
+    std::map<std::string, PlotSeries> series;
+    std::set<int> worlds;
+    double block_elems = kPaperBlockElems;
+    for (auto& [k, r] : newest_by(c.res.rows, keep, key)) {
+      const std::string title = series_label(col(*r, "method"), *r);
+      PlotSeries& s = series[order_key(operator_methods(c), col(*r, "method"), title)];
+      s.title = title;
+      s.style = series_style(SeriesKind::measured, method_colour(col(*r, "method")), backend_point(col(*r, "backend")));
+      s.rows.push_back({num(*r, "world_size"), ms(*r)});
+      worlds.insert(inum(*r, "world_size"));
+      if (col(*r, "method") == "zeco" && num(*r, "block_elems") > 0) block_elems = num(*r, "block_elems");
+    }
+    PlotSpec p;
+    p.name = std::string(cpu ? "cpu_" : "") + "operator_vs_gpus_" + (cpu ? shape.tag() + "_" : "") + "L" + std::to_string(L);
+    p.title = "Operator forward+backward vs " + class_label(cpu) + " (" + shape.str() + ", " + std::to_string(L) +
+              " tokens per rank)";
+    p.xlabel = cpu ? "CPU ranks (MPI processes)" : "GPUs";
+    p.ylabel = "forward + backward time (ms)";
+    p.logx = true, p.logy = true;
+    for (auto& [k, s] : series) p.series.push_back(s);
+    if (fit) {
+      for (const std::string& m : operator_methods(c)) {
+        PlotSeries s;
+        s.title = m + " model prediction";
+        s.style = series_style(SeriesKind::model, method_colour(m));
+        // CPU ranks: at the measured world sizes only (their dp time depends on how many ranks share the cores).
+        std::set<int> ps = worlds;
+        if (!cpu) {
+          ps.insert(1);
+          for (int P : model_gpus(false, 0)) ps.insert(P);
+        }
+        for (int P : ps) {
+          OperatorShape os;
+          os.world = P, os.batch = shape.batch, os.heads = shape.heads, os.dk = shape.dk, os.dv = shape.dv;
+          os.tokens_per_rank = L, os.block_bytes = 4 * block_elems, os.act_bytes = shape.dtype == "fp32" ? 4 : 2;
+          const CostModel cm =
+              fit->model_for(c.res.rows, shape.batch, shape.heads, shape.dk, shape.dv, shape.dtype, cpu ? P : 0);
+          auto t = cm.operator_time(m, os);
+          if (t) s.rows.push_back({double(P), *t * 1e3});
+        }
+        if (!s.rows.empty()) p.series.push_back(s);
+      }
+    }
+    if (!cpu)
+      for (const std::string& m : operator_methods(c)) {
+        PlotSeries s;
+        s.title = "paper " + m + " (H100)";
+        s.style = series_style(SeriesKind::paper, method_colour(m));
+        for (int P : kPredictGpus) {
+          const double v = paper_value(c.paper, "operator", P, L, m);
+          if (std::isfinite(v)) s.rows.push_back({double(P), v});
+        }
+        if (!s.rows.empty()) p.series.push_back(s);
+      }
+    figs.push_back(draw(c, p,
+                        "Operator forward+backward time per method against the number of " + class_label(cpu) + ", " +
+                            std::to_string(L) + " tokens per rank" +
+                            (cpu ? "." : " (Table " + std::string(L == 16384 ? "3" : "4") + "'s setting)."),
+                        "no " + std::string(cpu ? "CPU" : "GPU") + " operator rows at " + shape.str() + ", " +
+                            std::to_string(L) + " tokens per rank yet"));
+  }
+  return figs;
+}
+
+std::vector<Figure> plot_scaling(Context& c, bool cpu, bool weak) {
+  std::vector<Figure> figs;
+  // Groups: weak = (gpu, shape, tokens per rank); strong = (gpu, shape, total tokens = tokens per rank x P).
+  std::map<std::tuple<std::string, Shape, long long>, std::vector<const Row*>> groups;
+  auto key = [](const Row& r) {
+    return col(r, "method") + "|" + col(r, "gpu") + "|" + col(r, "backend") + "|" + col(r, "world_size") + "|" +
+           col(r, "tokens_per_rank") + "|" + col(r, "batch") + "|" + col(r, "heads") + "|" + col(r, "dk") + "|" +
+           col(r, "dv") + "|" + col(r, "dtype") + "|" + col(r, "block_elems");
+  };
+  for (auto& [k, r] : newest_by(c.res.rows, [&](const Row& r) { return operator_row(r, cpu); }, key)) {
+    const long long L = lnum(*r, "tokens_per_rank"), P = lnum(*r, "world_size");
+    groups[{col(*r, "gpu"), shape_of(*r), weak ? L : L * P}].push_back(r);
+  }
+  for (auto& [g, rows] : groups) {
+    auto& [gpu, shape, tokens] = g;
+    std::set<int> worlds;
+    for (auto* r : rows) worlds.insert(inum(*r, "world_size"));
+    if (worlds.size() < 2) continue;
+    std::map<std::string, PlotSeries> series;
+    double dp_first = NAN;
+    int p_first = *worlds.begin();
+    for (auto* r : rows) {
+      const std::string m = col(*r, "method");
+      const std::string title = m + " (" + col(*r, "backend") + (col(*r, "block_elems") != "0" && m == "zeco"
+                                                                     ? ", block " + col(*r, "block_elems") : "") + ")";
+      PlotSeries& s = series[order_key(operator_methods(c), m, title)];
+      s.title = title, s.style = series_style(SeriesKind::measured, method_colour(m), backend_point(col(*r, "backend")));
+      const double P = num(*r, "world_size"), L = num(*r, "tokens_per_rank");
+      const double y = weak ? num(*r, "batch") * L / (ms(*r) * 1e-3) : ms(*r);
+      s.rows.push_back({P, y});
+      if (m == "dp" && int(P) == p_first) dp_first = ms(*r);
+    }
+    for (auto& [k, s] : series) std::sort(s.rows.begin(), s.rows.end());
+    PlotSpec p;
+    const std::string sys = cpu ? "cpu_" : "";
+    p.name = sys + (weak ? "weak_scaling_" : "strong_scaling_") + shape.tag() + (weak ? "_L" : "_T") + std::to_string(tokens);
+    if (!cpu) p.name += "_" + [&] {
+      std::string t;
+      for (char ch : gpu) t += std::isalnum((unsigned char)ch) ? ch : '_';
+      return t;
+    }();
+    p.title = std::string(weak ? "Weak scaling: " : "Strong scaling: ") + std::to_string(tokens) +
+              (weak ? " tokens per rank" : " tokens in all") + " (" + shape.str() + ", " + gpu + ")";
+    p.xlabel = cpu ? "CPU ranks (MPI processes)" : "GPUs";
+    p.ylabel = weak ? "throughput per rank (tokens/s, forward+backward)" : "forward + backward time (ms)";
+    p.logx = true, p.logy = !weak;
+    if (weak) p.extra = "set yrange [0:*]\nset format y \"%.1s%c\"\n";
+    for (auto& [k, s] : series) p.series.push_back(s);
+    if (!weak && std::isfinite(dp_first)) {
+      PlotSeries ideal;
+      ideal.title = p_first == 1 ? std::string("ideal: dp at P=1, divided by P")
+                                 : "ideal: dp at P=" + std::to_string(p_first) + " x " + std::to_string(p_first) + "/P";
+      ideal.style = "with lines lw 1 dt 3 lc rgb \"#000000\"";
+      for (int P : worlds) ideal.rows.push_back({double(P), dp_first * p_first / P});
+      p.series.push_back(ideal);
+    }
+    figs.push_back(draw(c, p,
+                        weak ? "Weak scaling (fixed tokens per rank): throughput per rank; flat is ideal."
+                             : "Strong scaling (fixed total tokens): time against ranks; the dotted line is ideal.",
+                        ""));
+  }
+  return figs;
+}
+
+std::string figure_md(const Figure& f) {
+  if (!f.missing.empty()) return "- *" + f.caption + "* Not drawn: " + f.missing + ".\n";
+  return "![" + f.caption + "](plots/" + f.name + ".png)\n\n" + f.caption + " ([SVG](plots/" + f.name +
+         ".svg), [data](plots/" + f.name + ".dat), [script](plots/" + f.name + ".gp))\n\n";
+}
+
+}  // namespace report_detail
+}  // namespace spb

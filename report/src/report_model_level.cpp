@@ -1,0 +1,256 @@
+// spbench report: the model level (the paper's Tables 5 and 6): the measured throughput, the cost model carried to the
+// model level, and its plot.
+#include "report/src/report_common.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <tuple>
+
+namespace spb {
+namespace report_detail {
+
+ModelLevelFit fit_model_level(const Context& c, long long L) {
+  ModelLevelFit f;
+  if (!c.gpu_fit) {
+    f.why = no_fit(c, "").second;
+    return f;
+  }
+  // T_compute from dp's step: the paper's configuration first, then the fewest ranks (the least all-reduce), then the
+  // newest row.
+  for (const Row* r : model_rows_shown(c.res.rows, L, false)) {
+    if (col(*r, "method") != "dp") continue;
+    if (!f.dp || std::make_tuple(paper_model_config(*r), -lnum(*r, "world_size"), col(*r, "date")) >
+                     std::make_tuple(paper_model_config(*f.dp), -lnum(*f.dp, "world_size"), col(*f.dp, "date")))
+      f.dp = r;
+  }
+  if (!f.dp) {
+    f.why = "no fit (no dp row at " + std::to_string(L) + " tokens per GPU)";
+    return f;
+  }
+  const Row& dp = *f.dp;
+  OperatorShape& s = f.layer;
+  s.batch = inum(dp, "batch"), s.heads = inum(dp, "heads"), s.dk = inum(dp, "dk"), s.dv = inum(dp, "dv");
+  s.tokens_per_rank = L, s.act_bytes = col(dp, "dtype") == "fp32" ? 4 : 2;
+  s.block_bytes = 4.0 * kPaperBlockElems;
+  for (const Row* r : model_rows_shown(c.res.rows, L, false))  // zeco's block as measured at this configuration
+    if (col(*r, "method") == "zeco" && model_config_key(*r) == model_config_key(dp) && num(*r, "block_elems") > 0)
+      s.block_bytes = 4 * num(*r, "block_elems");
+  f.layers = inum(dp, "layers");
+  f.grad_bytes = 4 * num(dp, "params");
+  f.tokens_per_step = double(s.batch) * double(L);
+  if (!(f.grad_bytes > 0) || f.layers < 1 || s.heads < 1 || s.dk < 1 || s.dv < 1 || s.batch < 1) {
+    f.why = "no fit (the dp row lacks params, layers or its shape)";
+    return f;
+  }
+  f.cm = c.gpu_fit->model_for(c.res.rows, s.batch, s.heads, s.dk, s.dv, col(dp, "dtype"));
+  if (f.cm.fwd_bwd.ok) {
+    f.kernel_basis = "fitted to the dp operator rows at this shape";
+  } else {
+    // Not measured at the per-layer shape: the operator tables' dp kernel, scaled by the attention's work per token.
+    const CostModel ref = c.gpu_fit->model_for(c.res.rows, 1, 16, 128, 128, "bf16");
+    if (!ref.fwd_bwd.ok) {
+      f.why = "no fit (no dp operator rows to time the attention)";
+      return f;
+    }
+    OperatorShape ref_shape;
+    ref_shape.batch = 1, ref_shape.heads = 16, ref_shape.dk = 128, ref_shape.dv = 128;
+    const int chunk = lnum(dp, "chunk") > 0 ? inum(dp, "chunk") : 64;
+    const double factor = s.work_per_token(chunk) / ref_shape.work_per_token(chunk);
+    f.cm.fwd_bwd = ref.fwd_bwd.scaled(factor);
+    if (ref.fwd.ok) f.cm.fwd = ref.fwd.scaled(factor);
+    f.cm.local_overhead = ref.local_overhead;
+    f.kernel_basis = "the operator tables' dp kernel (H=16, dk=dv=128, bf16) scaled by the attention's work per token "
+                     "(B H (4 dk dv + chunk (dk + dv)), chunk " + std::to_string(chunk) + "): x" + fmt("%.3g", factor);
+  }
+  const int P0 = inum(dp, "world_size");
+  auto ar = f.cm.allreduce(P0, f.grad_bytes);
+  if (!ar) {
+    f.why = "no fit (no all-gather or ring rows for the all-reduce's link)";
+    return f;
+  }
+  f.allreduce_dp_s = *ar;
+  f.compute_s = ms(dp) * 1e-3 - *ar;
+  if (!(f.compute_s > 0)) f.why = "no fit (dp's step is shorter than the modelled all-reduce)";
+  return f;
+}
+
+// The lines of Table 5 or 6 (or of a CPU-rank model table: `cpu`, no paper, no prediction): per GPU count and method,
+// the row shown, the prediction, the paper's number, and each one's share of dp's throughput.
+std::vector<Line> model_lines(const Context& c, long long L, bool cpu, const ModelLevelFit& fit,
+                              const std::string& config) {
+  std::vector<const Row*> shown;
+  if (config.empty()) {
+    shown = model_rows_shown(c.res.rows, L, cpu);
+  } else {  // one configuration's table: its newest row per method, world size and backend
+    auto keep = [&](const Row& r) {
+      return col(r, "level") == "model" && is_cpu_row(r) && lnum(r, "tokens_per_rank") == L &&
+             tokens_per_s(r) > 0 && model_config_key(r) == config;
+    };
+    auto key = [](const Row& r) { return col(r, "method") + "|" + col(r, "world_size") + "|" + col(r, "backend"); };
+    for (auto& [k, r] : newest_by(c.res.rows, keep, key)) shown.push_back(r);
+  }
+  const auto methods = operator_methods(c);  // the model's methods, the registered ones and any measured
+  std::set<int> gpus;
+  for (const Row* r : shown) gpus.insert(inum(*r, "world_size"));
+  if (!cpu) {
+    for (auto& v : c.paper)
+      if (v.level == "model" && v.seq_per_gpu == L) gpus.insert(v.gpus);
+    if (fit.why.empty()) gpus.insert(kPredictGpus.begin(), kPredictGpus.end());
+  }
+  std::vector<Line> lines;
+  for (int P : gpus) {
+    const double paper_dp = cpu ? NAN : paper_value(c.paper, "model", P, L, "dp");
+    const double model_dp = cpu ? NAN : fit.predict("dp", P).first;
+    bool paper_row = false;
+    for (auto& m : methods) paper_row |= !cpu && std::isfinite(paper_value(c.paper, "model", P, L, m));
+    for (auto& m : methods) {
+      Line base;
+      base.gpus = P, base.method = m;
+      base.paper = cpu ? NAN : paper_value(c.paper, "model", P, L, m);
+      if (!cpu) std::tie(base.model, base.model_note) = fit.predict(m, P);
+      base.r_paper = base.paper / paper_dp;
+      base.r_model = base.model / model_dp;
+      std::vector<Line> mine;
+      for (const Row* r : shown)
+        if (col(*r, "method") == m && inum(*r, "world_size") == P) {
+          Line l = base;
+          l.row = r, l.measured = tokens_per_s(*r);
+          const Row* d = model_dp_row(c.res.rows, *r);
+          l.r_measured = d ? l.measured / tokens_per_s(*d) : NAN;
+          mine.push_back(l);
+        }
+      // Unmeasured lines where there is something to say: a prediction (or why there is none, once a fit exists), or
+      // a GPU count the paper published.
+      const bool said = std::isfinite(base.model) || (fit.why.empty() && !base.model_note.empty());
+      if (mine.empty() && !cpu && (said || std::isfinite(base.paper) || paper_row)) mine.push_back(base);
+      lines.insert(lines.end(), mine.begin(), mine.end());
+    }
+  }
+  return lines;
+}
+
+void write_model_table_csv(const Context& c, const std::string& id, const std::vector<Line>& lines) {
+  std::ofstream f(c.tables_dir + "/" + id + ".csv");
+  f << "gpus,method,measured_tokens_per_s_per_gpu,measured_gpu,measured_world_size,measured_backend,measured_date,"
+       "measured_config,model_tokens_per_s_per_gpu,paper_tokens_per_s_per_gpu,ratio_measured,ratio_model,ratio_paper\n";
+  auto n = [](double v) { return std::isfinite(v) ? fmt("%.6g", v) : std::string(); };
+  for (const Line& l : lines)
+    f << l.gpus << "," << l.method << "," << n(l.measured) << "," << (l.row ? csv_field(col(*l.row, "gpu")) : "") << ","
+      << (l.row ? col(*l.row, "world_size") : "") << "," << (l.row ? col(*l.row, "backend") : "") << ","
+      << (l.row ? col(*l.row, "date") : "") << "," << (l.row ? csv_field(model_config_str(*l.row)) : "") << ","
+      << n(l.model) << "," << n(l.paper) << "," << n(l.r_measured) << "," << n(l.r_model) << "," << n(l.r_paper)
+      << "\n";
+}
+
+Figure plot_model_throughput(Context& c, long long L, const ModelLevelFit& fit, const std::vector<Line>& lines) {
+  std::map<std::string, PlotSeries> series;
+  const auto methods = operator_methods(c);
+  for (const Line& l : lines) {
+    if (!l.row) continue;
+    const std::string title = series_label(l.method, *l.row);
+    PlotSeries& s = series[order_key(methods, l.method, title)];
+    s.title = title;
+    s.style = series_style(SeriesKind::measured, method_colour(l.method), backend_point(col(*l.row, "backend")));
+    s.rows.push_back({double(l.gpus), l.measured});
+  }
+  PlotSpec p;
+  p.name = "model_throughput_L" + std::to_string(L);
+  p.title = "Model-level training throughput vs GPUs (GLA LM, " + std::to_string(L) + " tokens per GPU)";
+  p.xlabel = "GPUs";
+  p.ylabel = "throughput per GPU (tokens/s)";
+  p.logx = true;
+  p.extra = "set yrange [0:*]\nset format y \"%.1s%c\"\n";
+  for (auto& [k, s] : series) p.series.push_back(s);
+  if (fit.why.empty())
+    for (const std::string& m : methods) {
+      PlotSeries s;
+      s.title = m + " model prediction";
+      s.style = series_style(SeriesKind::model, method_colour(m));
+      std::vector<int> ps = {1};
+      for (int P : model_gpus(false, 0)) ps.push_back(P);
+      for (int P : ps) {
+        const double v = fit.predict(m, P).first;
+        if (std::isfinite(v)) s.rows.push_back({double(P), v});
+      }
+      if (s.rows.size() >= 2) p.series.push_back(s);  // a line needs two points
+    }
+  for (const std::string& m : methods) {
+    PlotSeries s;
+    s.title = "paper " + m + " (H100)";
+    s.style = series_style(SeriesKind::paper, method_colour(m));
+    for (int P : kPredictGpus) {
+      const double v = paper_value(c.paper, "model", P, L, m);
+      if (std::isfinite(v)) s.rows.push_back({double(P), v});
+    }
+    if (!s.rows.empty()) p.series.push_back(s);
+  }
+  return draw(c, p,
+              "Training throughput per GPU against GPUs, " + std::to_string(L) +
+                  " tokens per GPU: measured (solid), the cost model carried to the model level (dashed, a model "
+                  "prediction), the paper's model table (circles).",
+              "no GPU model rows at " + std::to_string(L) + " tokens per GPU yet");
+}
+
+std::string section_model_level(Context& c, long long L, const std::string& table) {
+  std::ostringstream s;
+  s << "## Table " << table << ": model-level training throughput, " << L << " tokens per GPU\n\n"
+    << "GLA language-model training (`spbench model`; the paper's GLA-1B: H=32, 20 layers, hidden 2048), one step = "
+       "forward + backward + gradient all-reduce + AdamW; tokens per second per GPU. Each measured row is the newest of "
+       "its method, world size, GPU and backend, at the paper's configuration where one was measured (its "
+       "configuration is in the table). Ratios are method ÷ dp at the same world size (for measured rows: dp's row of "
+       "the same machine and configuration; higher is better, dp is the ideal).\n\n";
+  const ModelLevelFit fit = fit_model_level(c, L);
+  const auto lines = model_lines(c, L, false, fit);
+  write_model_table_csv(c, table == "5" ? "table5" : "table6", lines);
+  bool measured = false;
+  for (const Line& l : lines) measured |= l.row != nullptr;
+  if (!measured) s << "**Not measured yet**: results/ holds no GPU rows of level `model` at this setting.\n\n";
+  if (lines.empty()) {
+    s << "The paper's numbers at this setting are " << kNotPublished << ", and there is no model prediction.\n\n";
+  } else {
+    std::vector<std::vector<std::string>> rows;
+    for (const Line& l : lines)
+      rows.push_back({std::to_string(l.gpus), l.method, l.row ? num_cell(l.measured) : kNotMeasured,
+                      l.row ? model_config_str(*l.row) : "—", l.row ? machine_of(*l.row) : "—",
+                      std::isfinite(l.model) ? num_cell(l.model) : fit.why.empty() ? l.model_note : "—",
+                      std::isfinite(l.paper) ? num_cell(l.paper) : kNotPublished, ratio_cell(l.r_measured),
+                      ratio_cell(l.r_model), ratio_cell(l.r_paper), versus_cell(l, "dp")});
+    s << md_table({"GPUs", "method", "measured (tokens/s/GPU)", "configuration",
+                   "measured on (gpu, world size, backend, date)", "model prediction (tokens/s/GPU)",
+                   "paper (tokens/s/GPU)", "÷ dp: measured", "÷ dp: model", "÷ dp: paper", "ours ÷ paper (ratios)"},
+                  rows, "rlrllrrrrrl")
+      << "\n";
+    TableDef t;
+    t.ref = "dp";
+    for (const Line& l : lines)
+      if (std::find(t.methods.begin(), t.methods.end(), l.method) == t.methods.end()) t.methods.push_back(l.method);
+    s << "Against the paper:\n\n" << trend_paragraph(lines, t, c.params, "throughput") << "\n";
+  }
+  s << "**Model prediction** (the cost model carried to the model level, not a measurement): step time(P) = dp's "
+       "measured step time, less its own modelled gradient all-reduce (T_compute: every token-local part of the step) "
+       "+ layers x (the operator-level cost model's time of the method's attention forward + backward at P at the "
+       "model's per-layer shape, less dp's: its exposed communication and extra local work) + the gradient all-reduce "
+       "at P (a ring all-reduce of 4 x params bytes of fp32 gradients: 2 (P-1)/P x bytes / bandwidth + 2 (P-1) x "
+       "latency, over NVLink inside a node of "
+    << c.params.gpus_per_node << " and the network beyond); throughput = B x tokens per GPU / step time. ";
+  if (!fit.why.empty()) {
+    s << "Not predicted here: " << fit.why << ".\n\n";
+  } else {
+    const Row& dp = *fit.dp;
+    s << "Here: dp's step " << num_cell(ms(dp)) << " ms on " << machine_of(dp) << " (" << model_config_str(dp)
+      << "), of which the modelled all-reduce of " << num_cell(fit.grad_bytes / 1048576) << " MiB is "
+      << num_cell(fit.allreduce_dp_s * 1e3) << " ms, so T_compute = " << num_cell(fit.compute_s * 1e3) << " ms; "
+      << fit.layers << " layers of attention at B=" << fit.layer.batch << ", H=" << fit.layer.heads
+      << ", dk=" << fit.layer.dk << ", dv=" << fit.layer.dv << " (zeco's All-Scan block "
+      << int_str(fit.layer.block_bytes / 4) << " elements), the dp kernel time " << fit.kernel_basis
+      << "; the links fitted on " << c.ref_gpu << " (the cost model section), the network "
+      << link_str(c.params.network) << " (a parameter, not measured).\n\n";
+  }
+  if (!lines.empty()) s << figure_md(plot_model_throughput(c, L, fit, lines)) << "\n";
+  return s.str();
+}
+
+}  // namespace report_detail
+}  // namespace spb

@@ -1,0 +1,133 @@
+// spbench report: the paper's Tables 2-4 (collective and operator level), the cost model's predictions for them, and
+// the All-Scan against its floor.
+#include "report/src/report_common.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <sstream>
+#include <tuple>
+
+namespace spb {
+namespace report_detail {
+
+// --- the cost model's predictions for the GPU tables ------------------------------------------------------------------
+std::pair<double, std::string> no_fit(const Context& c, const char* what) {
+  return {NAN, c.ref_gpu.empty() ? "no fit yet (no GPU rows)" : std::string("no fit (") + what + ")"};
+}
+
+std::function<std::pair<double, std::string>(const std::string&, int)> collective_model(const Context& c) {
+  return [&c](const std::string& pattern, int P) -> std::pair<double, std::string> {
+    if (!c.gpu_fit) return no_fit(c, "");
+    const CostModel cm = c.gpu_fit->collective_model();
+    if (std::find(model_patterns().begin(), model_patterns().end(), pattern) == model_patterns().end())
+      return {NAN, "no formula"};
+    auto t = cm.collective(pattern, P, kTable2Bytes, 4.0 * kPaperBlockElems, 128);
+    if (!t) return no_fit(c, ("no " + pattern + " rows").c_str());
+    return {*t * 1e3, ""};
+  };
+}
+
+std::function<std::pair<double, std::string>(const std::string&, int)> operator_model(const Context& c, long long L) {
+  return [&c, L](const std::string& method, int P) -> std::pair<double, std::string> {
+    if (!c.gpu_fit) return no_fit(c, "");
+    if (std::find(model_methods().begin(), model_methods().end(), method) == model_methods().end())
+      return {NAN, "no formula"};
+    const CostModel cm = c.gpu_fit->model_for(c.res.rows, 1, 16, 128, 128, "bf16");
+    if (!cm.fwd_bwd.ok) return no_fit(c, "no dp rows at H=16, dk=dv=128, bf16");
+    OperatorShape s;
+    s.world = P, s.batch = 1, s.heads = 16, s.dk = 128, s.dv = 128, s.tokens_per_rank = L;
+    s.block_bytes = 4.0 * kPaperBlockElems, s.act_bytes = 2;
+    if (method == "ulysses" && s.heads % P != 0) return {NAN, "n/a (H=16 not divisible by P)"};
+    auto t = cm.operator_time(method, s);
+    if (!t) return no_fit(c, "a pattern it needs was not measured");
+    return {*t * 1e3, ""};
+  };
+}
+
+// Each measured All-Scan next to the floor the link probes give it (issue 4): the state over one link's bandwidth
+// plus the pipeline's fill (P-2 more blocks) and P-1 flag latencies, from the newest probe of each GPU.
+std::string section_floors(const Context& c) {
+  std::map<std::string, std::pair<double, double>> probe;  // gpu -> (hop latency us, pair bandwidth GB/s)
+  for (auto& r : c.res.rows)
+    if (col(r, "level") == "collective" && col(r, "pass") == "probe") {
+      auto& p = probe[col(r, "gpu")];
+      if (col(r, "method") == "hop_latency") p.first = ms(r) * 1e3;
+      if (col(r, "method") == "pair_bandwidth") p.second = num(r, "algbw_GBps");
+    }
+  std::ostringstream s;
+  s << "### All-Scan against its floor\n\n";
+  bool any = false;
+  for (auto& [gpu, p] : probe) {
+    if (p.first <= 0 || p.second <= 0) continue;
+    s << "Link probes on " << gpu << " (`spbench collective --probe`, ranks 0 and 1): one-hop flag latency "
+      << num_cell(p.first) << " us, pair bandwidth " << num_cell(p.second)
+      << " GB/s. Floor of a K-block pipeline over P-1 hops = (K + P - 2) x block bytes / bandwidth + (P-1) x latency "
+         "(K = 1: the chain, (P-1) x (latency + state / bandwidth)); for the packet protocols (device-ll, "
+         "device-ll16), which pipeline word by word whatever K, the floor of any All-Scan: state / bandwidth + (P-1) x "
+         "latency.\n\n"
+      << "| GPUs | backend | state | block (elements) | measured (us) | floor (us) | measured / floor |\n"
+      << "| ---: | --- | ---: | ---: | ---: | ---: | ---: |\n";
+    std::map<std::tuple<double, std::string, double, double>, const Row*> newest;
+    for (auto& r : c.res.rows)
+      if (col(r, "level") == "collective" && col(r, "method") == "allscan" && col(r, "gpu") == gpu &&
+          (num(r, "bytes") == kTable2Bytes || num(r, "bytes") == kTable2Bytes / 2)) {
+        auto& slot = newest[{num(r, "world_size"), col(r, "backend"), num(r, "bytes"), num(r, "block_elems")}];
+        if (!slot || col(r, "date") > col(*slot, "date")) slot = &r;
+      }
+    for (auto& [key, r] : newest) {
+      const double P = std::get<0>(key), bytes = std::get<2>(key), block = std::get<3>(key);
+      const double block_us = 4 * block / (p.second * 1e3), K = bytes / (4 * block);
+      const bool packets = std::get<1>(key).rfind("device-ll", 0) == 0;
+      const double floor_us = packets ? bytes / (p.second * 1e3) + (P - 1) * p.first
+                                      : (K + P - 2) * block_us + (P - 1) * p.first;
+      s << "| " << int_str(P) << " | " << std::get<1>(key) << " | " << bytes_str(bytes) << " | " << int_str(block)
+        << " | " << num_cell(ms(*r) * 1e3) << " | " << num_cell(floor_us) << " | " << num_cell(ms(*r) * 1e3 / floor_us)
+        << "x |\n";
+      any = true;
+    }
+    s << "\n";
+  }
+  if (!any) s << "No link probes or All-Scan rows at 1-2 MiB measured yet.\n\n";
+  return s.str();
+}
+
+// --- sections ---------------------------------------------------------------------------------------------------------
+std::string section_data(const Context& c) {
+  std::ostringstream s;
+  s << "## Data\n\n";
+  if (c.res.files.empty() && c.res.timeline_files.empty())
+    s << "No result CSVs in `results/` yet: every table below shows the paper's numbers only, and no plot is drawn. "
+         "Run a sweep (see the repository's README) and regenerate.\n\n";
+  for (auto& [name, n] : c.res.files) s << "- `results/" << name << "`: " << n << " rows\n";
+  for (auto& [name, n] : c.res.timeline_files) s << "- `results/" << name << "`: " << n << " timeline spans\n";
+  for (auto& [name, why] : c.res.skipped) s << "- `results/" << name << "`: skipped, " << why << "\n";
+  std::map<std::tuple<std::string, std::string, std::string>, int> counts;  // (level, gpu, backend)
+  for (auto& r : c.res.rows) counts[{col(r, "level"), col(r, "gpu"), col(r, "backend")}]++;
+  if (!counts.empty()) {
+    std::vector<std::vector<std::string>> rows;
+    for (auto& [k, n] : counts) rows.push_back({std::get<0>(k), std::get<1>(k), std::get<2>(k), std::to_string(n)});
+    s << "\n" << md_table({"level", "gpu", "backend", "rows"}, rows, "lllr");
+  }
+  s << "\n";
+  return s.str();
+}
+
+std::string gpu_table(Context& c, const TableDef& t, const std::string& heading, const std::string& setting,
+                      const std::string& value) {
+  std::ostringstream s;
+  s << "## " << heading << "\n\n" << setting << "\n\n";
+  const auto lines = build_lines(c, t);
+  write_table_csv(c, t.id, lines);
+  if (lines.empty()) {
+    s << "Nothing at this setting yet: no GPU rows, no model fit, and the paper's numbers are " << kNotPublished
+      << ".\n\n";
+    return s.str();
+  }
+  s << render_lines(lines, t.ref, value) << "\n";
+  s << "Against the paper:\n\n" << trend_paragraph(lines, t, c.params) << "\n";
+  return s.str();
+}
+
+}  // namespace report_detail
+}  // namespace spb
