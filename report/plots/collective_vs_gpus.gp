@@ -11,25 +11,21 @@ set logscale y
 set format y "%g"
 set terminal pngcairo size 1000,560 font "sans,10" noenhanced
 set output "collective_vs_gpus.png"
-plot "collective_vs_gpus.dat" index 0 using 1:2 with linespoints lw 2 pt 7 ps 1.1 lc rgb "#1f77b4" title "allscan measured (NVIDIA H200, device)", \
-     "collective_vs_gpus.dat" index 1 using 1:2 with linespoints lw 2 pt 7 ps 1.1 lc rgb "#1f77b4" title "allscan measured (NVIDIA H200, device-flag)", \
-     "collective_vs_gpus.dat" index 2 using 1:2 with linespoints lw 2 pt 7 ps 1.1 lc rgb "#1f77b4" title "allscan measured (NVIDIA H200, device-ll)", \
-     "collective_vs_gpus.dat" index 3 using 1:2 with linespoints lw 2 pt 7 ps 1.1 lc rgb "#1f77b4" title "allscan measured (NVIDIA H200, device-ll16)", \
-     "collective_vs_gpus.dat" index 4 using 1:2 with linespoints lw 2 pt 5 ps 1.1 lc rgb "#1f77b4" title "allscan measured (NVIDIA H200, nccl)", \
-     "collective_vs_gpus.dat" index 5 using 1:2 with linespoints lw 2 pt 7 ps 1.1 lc rgb "#d62728" title "allgather measured (NVIDIA H200, device)", \
-     "collective_vs_gpus.dat" index 6 using 1:2 with linespoints lw 2 pt 5 ps 1.1 lc rgb "#d62728" title "allgather measured (NVIDIA H200, nccl)", \
-     "collective_vs_gpus.dat" index 7 using 1:2 with linespoints lw 2 pt 5 ps 1.1 lc rgb "#2ca02c" title "chain measured (NVIDIA H200, nccl)", \
-     "collective_vs_gpus.dat" index 8 using 1:2 with linespoints lw 2 pt 7 ps 1.1 lc rgb "#ff7f0e" title "ring measured (NVIDIA H200, device)", \
-     "collective_vs_gpus.dat" index 9 using 1:2 with linespoints lw 2 pt 5 ps 1.1 lc rgb "#ff7f0e" title "ring measured (NVIDIA H200, nccl)", \
-     "collective_vs_gpus.dat" index 10 using 1:2 with linespoints lw 2 pt 7 ps 1.1 lc rgb "#9467bd" title "alltoall measured (NVIDIA H200, device)", \
-     "collective_vs_gpus.dat" index 11 using 1:2 with linespoints lw 2 pt 5 ps 1.1 lc rgb "#9467bd" title "alltoall measured (NVIDIA H200, nccl)", \
-     "collective_vs_gpus.dat" index 12 using 1:2 with lines lw 1.5 dt 2 lc rgb "#1f77b4" title "allscan model prediction", \
-     "collective_vs_gpus.dat" index 13 using 1:2 with lines lw 1.5 dt 2 lc rgb "#d62728" title "allgather model prediction", \
-     "collective_vs_gpus.dat" index 14 using 1:2 with lines lw 1.5 dt 2 lc rgb "#2ca02c" title "chain model prediction", \
-     "collective_vs_gpus.dat" index 15 using 1:2 with lines lw 1.5 dt 2 lc rgb "#ff7f0e" title "ring model prediction", \
-     "collective_vs_gpus.dat" index 16 using 1:2 with lines lw 1.5 dt 2 lc rgb "#9467bd" title "alltoall model prediction", \
-     "collective_vs_gpus.dat" index 17 using 1:2 with points pt 6 ps 1.6 lw 2 lc rgb "#1f77b4" title "paper allscan (H100)", \
-     "collective_vs_gpus.dat" index 18 using 1:2 with points pt 6 ps 1.6 lw 2 lc rgb "#d62728" title "paper allgather (H100)"
+plot "collective_vs_gpus.dat" index 0 using 1:2 with linespoints lw 2 pt 7 ps 1.1 lc rgb "#1f77b4" title "allscan measured (NVIDIA H200, device-flag)", \
+     "collective_vs_gpus.dat" index 1 using 1:2 with linespoints lw 2 pt 7 ps 1.1 lc rgb "#1f77b4" title "allscan measured (NVIDIA H200, device-ll)", \
+     "collective_vs_gpus.dat" index 2 using 1:2 with linespoints lw 2 pt 7 ps 1.1 lc rgb "#1f77b4" title "allscan measured (NVIDIA H200, device-ll16)", \
+     "collective_vs_gpus.dat" index 3 using 1:2 with linespoints lw 2 pt 5 ps 1.1 lc rgb "#1f77b4" title "allscan measured (NVIDIA H200, nccl)", \
+     "collective_vs_gpus.dat" index 4 using 1:2 with linespoints lw 2 pt 5 ps 1.1 lc rgb "#d62728" title "allgather measured (NVIDIA H200, nccl)", \
+     "collective_vs_gpus.dat" index 5 using 1:2 with linespoints lw 2 pt 5 ps 1.1 lc rgb "#2ca02c" title "chain measured (NVIDIA H200, nccl)", \
+     "collective_vs_gpus.dat" index 6 using 1:2 with linespoints lw 2 pt 5 ps 1.1 lc rgb "#ff7f0e" title "ring measured (NVIDIA H200, nccl)", \
+     "collective_vs_gpus.dat" index 7 using 1:2 with linespoints lw 2 pt 5 ps 1.1 lc rgb "#9467bd" title "alltoall measured (NVIDIA H200, nccl)", \
+     "collective_vs_gpus.dat" index 8 using 1:2 with lines lw 1.5 dt 2 lc rgb "#1f77b4" title "allscan model prediction", \
+     "collective_vs_gpus.dat" index 9 using 1:2 with lines lw 1.5 dt 2 lc rgb "#d62728" title "allgather model prediction", \
+     "collective_vs_gpus.dat" index 10 using 1:2 with lines lw 1.5 dt 2 lc rgb "#2ca02c" title "chain model prediction", \
+     "collective_vs_gpus.dat" index 11 using 1:2 with lines lw 1.5 dt 2 lc rgb "#ff7f0e" title "ring model prediction", \
+     "collective_vs_gpus.dat" index 12 using 1:2 with lines lw 1.5 dt 2 lc rgb "#9467bd" title "alltoall model prediction", \
+     "collective_vs_gpus.dat" index 13 using 1:2 with points pt 6 ps 1.6 lw 2 lc rgb "#1f77b4" title "paper allscan (H100)", \
+     "collective_vs_gpus.dat" index 14 using 1:2 with points pt 6 ps 1.6 lw 2 lc rgb "#d62728" title "paper allgather (H100)"
 set terminal svg size 1000,560 font "sans,10" noenhanced
 set output "collective_vs_gpus.svg"
 replot

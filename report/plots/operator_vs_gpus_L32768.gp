@@ -12,18 +12,17 @@ set format y "%g"
 set terminal pngcairo size 1000,560 font "sans,10" noenhanced
 set output "operator_vs_gpus_L32768.png"
 plot "operator_vs_gpus_L32768.dat" index 0 using 1:2 with linespoints lw 2 pt 5 ps 1.1 lc rgb "#7f7f7f" title "dp measured (NVIDIA H200, nccl)", \
-     "operator_vs_gpus_L32768.dat" index 1 using 1:2 with linespoints lw 2 pt 7 ps 1.1 lc rgb "#1f77b4" title "zeco measured (NVIDIA H200, device)", \
-     "operator_vs_gpus_L32768.dat" index 2 using 1:2 with linespoints lw 2 pt 7 ps 1.1 lc rgb "#1f77b4" title "zeco measured (NVIDIA H200, device-ll16)", \
-     "operator_vs_gpus_L32768.dat" index 3 using 1:2 with linespoints lw 2 pt 5 ps 1.1 lc rgb "#d62728" title "lasp2 measured (NVIDIA H200, nccl)", \
-     "operator_vs_gpus_L32768.dat" index 4 using 1:2 with linespoints lw 2 pt 5 ps 1.1 lc rgb "#2ca02c" title "lasp1 measured (NVIDIA H200, nccl)", \
-     "operator_vs_gpus_L32768.dat" index 5 using 1:2 with linespoints lw 2 pt 5 ps 1.1 lc rgb "#ff7f0e" title "ring measured (NVIDIA H200, nccl)", \
-     "operator_vs_gpus_L32768.dat" index 6 using 1:2 with linespoints lw 2 pt 5 ps 1.1 lc rgb "#9467bd" title "ulysses measured (NVIDIA H200, nccl)", \
-     "operator_vs_gpus_L32768.dat" index 7 using 1:2 with lines lw 1.5 dt 2 lc rgb "#7f7f7f" title "dp model prediction", \
-     "operator_vs_gpus_L32768.dat" index 8 using 1:2 with lines lw 1.5 dt 2 lc rgb "#1f77b4" title "zeco model prediction", \
-     "operator_vs_gpus_L32768.dat" index 9 using 1:2 with lines lw 1.5 dt 2 lc rgb "#d62728" title "lasp2 model prediction", \
-     "operator_vs_gpus_L32768.dat" index 10 using 1:2 with lines lw 1.5 dt 2 lc rgb "#2ca02c" title "lasp1 model prediction", \
-     "operator_vs_gpus_L32768.dat" index 11 using 1:2 with lines lw 1.5 dt 2 lc rgb "#ff7f0e" title "ring model prediction", \
-     "operator_vs_gpus_L32768.dat" index 12 using 1:2 with lines lw 1.5 dt 2 lc rgb "#9467bd" title "ulysses model prediction"
+     "operator_vs_gpus_L32768.dat" index 1 using 1:2 with linespoints lw 2 pt 7 ps 1.1 lc rgb "#1f77b4" title "zeco measured (NVIDIA H200, device-ll16)", \
+     "operator_vs_gpus_L32768.dat" index 2 using 1:2 with linespoints lw 2 pt 5 ps 1.1 lc rgb "#d62728" title "lasp2 measured (NVIDIA H200, nccl)", \
+     "operator_vs_gpus_L32768.dat" index 3 using 1:2 with linespoints lw 2 pt 5 ps 1.1 lc rgb "#2ca02c" title "lasp1 measured (NVIDIA H200, nccl)", \
+     "operator_vs_gpus_L32768.dat" index 4 using 1:2 with linespoints lw 2 pt 5 ps 1.1 lc rgb "#ff7f0e" title "ring measured (NVIDIA H200, nccl)", \
+     "operator_vs_gpus_L32768.dat" index 5 using 1:2 with linespoints lw 2 pt 5 ps 1.1 lc rgb "#9467bd" title "ulysses measured (NVIDIA H200, nccl)", \
+     "operator_vs_gpus_L32768.dat" index 6 using 1:2 with lines lw 1.5 dt 2 lc rgb "#7f7f7f" title "dp model prediction", \
+     "operator_vs_gpus_L32768.dat" index 7 using 1:2 with lines lw 1.5 dt 2 lc rgb "#1f77b4" title "zeco model prediction", \
+     "operator_vs_gpus_L32768.dat" index 8 using 1:2 with lines lw 1.5 dt 2 lc rgb "#d62728" title "lasp2 model prediction", \
+     "operator_vs_gpus_L32768.dat" index 9 using 1:2 with lines lw 1.5 dt 2 lc rgb "#2ca02c" title "lasp1 model prediction", \
+     "operator_vs_gpus_L32768.dat" index 10 using 1:2 with lines lw 1.5 dt 2 lc rgb "#ff7f0e" title "ring model prediction", \
+     "operator_vs_gpus_L32768.dat" index 11 using 1:2 with lines lw 1.5 dt 2 lc rgb "#9467bd" title "ulysses model prediction"
 set terminal svg size 1000,560 font "sans,10" noenhanced
 set output "operator_vs_gpus_L32768.svg"
 replot
