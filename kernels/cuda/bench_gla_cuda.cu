@@ -392,7 +392,7 @@ void print_breakdown(Problem& p) {
                      [&] { g_kern->chunk_cumsum(s, p.g.get(), ws.gc.f32(), ws.lambda.f32(), st); }, 2)},
       {"cumsum, no lambda", 6 * TD, [&] { g_kern->chunk_cumsum(s, p.g.get(), ws.gc.f32(), nullptr, st); }},
   };
-  // The sequential walk (set_states_variant(1), the default before the states by spans) at its own tile choice and
+  // The sequential walk (set_states_variant(1)) at its own tile choice and
   // at both tiles.
   for (int bk : {0, 16, 32}) {
     const std::string tag = bk ? ", bk=" + std::to_string(bk) : "";
@@ -417,7 +417,7 @@ void print_breakdown(Problem& p) {
       stages.push_back(
           {"dq dk dg" + tag, 14 * TD + 4 * TE + 2 * HS, with_override(gla_cuda::set_dqk_variant, variant, run_dqk)});
   }
-  // One column tile per block (A rebuilt for each, as before set_intra_tiles' plan; the same as the default where
+  // One column tile per block (A rebuilt for each, without set_intra_tiles' plan; the same as the default where
   // dv <= 128) and two.
   for (int tiles : {1, 2}) {
     const std::string tag = ", " + std::to_string(tiles) + " column tile" + (tiles > 1 ? "s" : "") + " per block";
@@ -536,8 +536,8 @@ void print_breakdown(Problem& p) {
                                                         cs);
                       }});
   }
-  // each variant of the boundary kernel (gla_boundary.cu; the default is one of them), forward only; measured in run
-  // g (NOTES.md), so only with SPB_BENCH_BOUNDARY_VARIANTS=1
+  // each variant of the boundary kernel (gla_boundary.cu; the default is one of them), forward only; their times are
+  // in NOTES.md ("The boundary kernel"), so only with SPB_BENCH_BOUNDARY_VARIANTS=1
   const char* bvar_env = std::getenv("SPB_BENCH_BOUNDARY_VARIANTS");
   const bool bvars = bvar_env && std::string(bvar_env) == "1";
   for (int bv = 1; bvars && bv <= gla_cuda::boundary_variants(); ++bv)

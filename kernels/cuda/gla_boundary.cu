@@ -14,7 +14,7 @@
 //   forward, S-1 .. 0 backward), one thread per 4 state elements. With one span (S == 1) stage 1 writes fin itself
 //   and stage 2 is skipped. Deterministic: fixed orders, no atomics.
 // - Numerics are the recurrence's: X~ = k * exp(B - b) (forward) or (s * q) * exp(b) (backward) by the same
-//   expression as gla_states.cu, rounded to tf32 once (nearest, ties away); y (v or do) is exact in tf32 (bf16
+//   expression as gla_states.cu, rounded to tf32 once (tf32_round); y (v or do) is exact in tf32 (bf16
 //   bits); fp32 accumulation on mma.sync m16n8k8 tf32; the chunk decay is applied to the accumulators in fp32 as the
 //   recurrence does. Only the order of the fp32 sums differs (and exp(sum B) instead of the product of exp(B) across
 //   spans): ~1e-7 relative. The variants below sum in the same order for the same span (the emulator gives them
@@ -30,55 +30,54 @@
 //   the layout's blocks per SM. Blocks of one (b*h, span) are adjacent in the grid (tile index fastest), so they run
 //   together and share their x / gc / y tiles through L2.
 //
-// Variants (set_boundary_variant; 0 = the default = 7, measured fastest in run g). NOTES.md ("Boundary kernel: why
-// 116 us") has the diagnosis and the per-step budget behind them.
-//   1  v1 as first written: 2 x 4 warps, 32-token steps, X~(s+1) built before the products of step s (its own basic
-//      block, __expf + cvt.rna: ~12.5 instructions per element), tiles 128 x 128 / 128 x 256 / 64 x ..., 1 block/SM.
-//   2  v1 kernel, 64-row tiles (64 x 128 where dv > 64): 2 blocks per SM, the two dk halves of a head share y in L2.
-//   3  v1 kernel, 64-column tiles (128 x 64): 2 blocks per SM; x / gc and the exps are duplicated per dv half.
-//   4  v1 with spans of 16 chunks (two waves at T = 16K, four at 32K; twice the partials).
-//   5  IL at v1's tiles: X~(s+1) built inside the products of step s (loads at the step's start, one quarter of the
-//      values per 8-token k-step, the stores after the products), ex2.approx.ftz and an integer tf32 rounding (~7
-//      instructions per element); 4 x 2 warps on 128 x 128 and 128 x 64 (half the A-fragment loads); at 128 x 256
-//      (k-loop not unrolled) X~(s+1) after the products.
+// Variants (set_boundary_variant; 0 = the default = 7, the fastest measured at every shape). kernels/cuda/NOTES.md
+// ("The boundary kernel") has the per-step budget behind them.
+//   1  plain: 2 x 4 warps, 32-token steps, X~(s+1) built before the products of step s (its own basic block,
+//      __expf), tiles 128 x 128 / 128 x 256 / 64 x ..., 1 block/SM.
+//   2  1 with 64-row tiles (64 x 128 where dv > 64): 2 blocks per SM, the two dk halves of a head share y in L2.
+//   3  1 with 64-column tiles (128 x 64): 2 blocks per SM; x / gc and the exps are duplicated per dv half.
+//   4  1 with spans of 16 chunks (two waves at T = 16K, four at 32K; twice the partials).
+//   5  IL at 1's tiles: X~(s+1) built inside the products of step s (loads at the step's start, one quarter of the
+//      values per 8-token k-step, the stores after the products) with exp_ftz (ex2.approx.ftz); 4 x 2 warps on
+//      128 x 128 and 128 x 64 (half the A-fragment loads); at 128 x 256 (k-loop not unrolled) X~(s+1) after the
+//      products.
 //   6  IL with 64-row tiles (64 x 128): 2 blocks per SM.
 //   7  as 5 with 64-token steps (half the barriers and waits; three stages only); 32-token at BN = 256.
 //   8  as 6 with bulk copies: whole-tile steps loaded by one cp.async.bulk per row (warp 0) completing on the
 //      stage's mbarrier (the TMA without a tensor map) instead of 16-byte cp.async per thread; edge tiles cp.async.
 //   9  as 5 with bulk copies (128 x 64 stays on cp.async: it spills at 128 registers).
 // Resources (nvcc 13.0, -arch=sm_90a -Xptxas -v; no spills anywhere), registers forward / backward:
-//   config (tile, warps, step)   v    regs     smem (stages)          blocks/SM
-//   128 x 128, 2x4, 32, v1       1 4  194/192  201 KB (6 x 33.5 KB)   1
-//   128 x 256, 2x4, 32, v1       1 4  254/255  207.5 KB (5 x 41.5)    1
-//   64 x 128, 2x4, 32, v1        2    122/120  106.2 KB (5 x 21.2)    2
-//   128 x 64, 2x4, 32, v1        3    126/124  88.5 KB (3 x 29.5)     2
-//   128 x 128, 4x2, 32, IL       5    202/200  201 KB (6 x 33.5)      1
-//   128 x 256, 2x4, 32, IL       5 7  254/255  207.5 KB (5 x 41.5)    1
-//   64 x 128, 2x4, 32, IL        6    126/122  106.2 KB (5 x 21.2)    2
-//   128 x 128, 4x2, 64, IL       7    209/206  199.5 KB (3 x 66.5)    1
-//   64 x 128, 2x4, 32, IL+bulk   8    128/128  106.3 KB (5 x 21.2)    2
-//   128 x 128, 4x2, 32, IL+bulk  9    226/220  201.1 KB (6 x 33.5)    1
-//   128 x 256, 2x4, 32, IL+bulk  9    255/255  207.6 KB (5 x 41.5)    1
-//   (others, edge shapes only: v1 64 x 256 182/181, 64 x 64 101/96; IL 64 x 256 190/192, 64 x 64 112/109,
+//   config (tile, warps, step)      variant  regs     smem (stages)          blocks/SM
+//   128 x 128, 2x4, 32, plain       1 4      194/192  201 KB (6 x 33.5 KB)   1
+//   128 x 256, 2x4, 32, plain       1 4      254/255  207.5 KB (5 x 41.5)    1
+//   64 x 128, 2x4, 32, plain        2        122/120  106.2 KB (5 x 21.2)    2
+//   128 x 64, 2x4, 32, plain        3        126/124  88.5 KB (3 x 29.5)     2
+//   128 x 128, 4x2, 32, IL          5        202/200  201 KB (6 x 33.5)      1
+//   128 x 256, 2x4, 32, IL          5 7      254/255  207.5 KB (5 x 41.5)    1
+//   64 x 128, 2x4, 32, IL           6        126/122  106.2 KB (5 x 21.2)    2
+//   128 x 128, 4x2, 64, IL          7        209/206  199.5 KB (3 x 66.5)    1
+//   64 x 128, 2x4, 32, IL+bulk      8        128/128  106.3 KB (5 x 21.2)    2
+//   128 x 128, 4x2, 32, IL+bulk     9        226/220  201.1 KB (6 x 33.5)    1
+//   128 x 256, 2x4, 32, IL+bulk     9        255/255  207.6 KB (5 x 41.5)    1
+//   (others, edge shapes only: plain 64 x 256 182/181, 64 x 64 101/96; IL 64 x 256 190/192, 64 x 64 112/109,
 //   128 x 64 4x2 111/112; IL 64-token 128 x 64 211/212, 64 x 128 158/160, 64 x 64 114/110; bulk 64 x 256 208/202,
 //   64 x 64 117/114.) Fold: 32 / 40 registers, no shared memory.
-// Grids: B1 T16K H16 128/128: v1/5/7/9 8 spans x 32 chunks, 128 blocks (1/SM); v2/3/6/8 8 x 32, 256 blocks (2/SM);
-//   v4 16 x 16, 256 blocks (1/SM, 2 waves). T32K: the same with 64-chunk spans (v4: 32 x 16, 512 blocks, 4 waves).
-//   B1 T16K H4 256/512: v1/5/7/9 128 x 256 tiles, 8 x 32, 128 blocks; v2/6/8 64 x 128, 4 spans x 64, 256 blocks
-//   (each x / gc tile read by 4 blocks, y by 4); v3 128 x 64, 4 x 64, 256 blocks; v4 16 x 16, 256 blocks.
-// Predictions, one H200, stage 1 + fold, written before any of these ran (measured v1: 116 / 216 us):
-//   B1 T16K H16 128/128 (us):  v1 116  v2 85  v3 95  v4 122  v5 84  v6 80  v7 83  v8 78  v9 82
-//   B1 T32K H16 128/128 (us):  v1 216  v2 160 v3 175 v4 226  v5 160 v6 152 v7 157 v8 148 v9 156
-//   B1 T16K H4 256/512 (us):   v1 ~160 v2 ~155 v3 ~165 v4 ~165 v5 ~150 v6 ~150 v7 =v5 v8 ~150 v9 ~148
-//   (tf32 mma.sync at ~4 clocks per m16n8k8 per SM, which is what fits v1's 116 us, puts a floor of ~71 us under
-//   stage 1 at T = 16K H16 and ~142 us at H4 256/512; NOTES.md.) Predictions above; measured in GPU run g (each
-//   alone, median of 20, stage 1 + fold; results/logs/gpu_2026-11-21_g_session.log):
-//   B1 T16K H16 128/128 (us):  v1 117  v2 108 v3 140 v4 128  v5 98  v6 102 v7 93  v8 256 v9 257
-//   B1 T32K H16 128/128 (us):  v1 219  v2 204 v3 267 v4 242  v5 181 v6 190 v7 171 v8 504 v9 504
-//   B1 T16K H4 256/512 (us):   v1 165  v2 194 v3 256 v4 174  v5 147 v6 181 v7 147 v8 499 v9 295
+// Grids: B1 T16K H16 128/128: variants 1/5/7/9 8 spans x 32 chunks, 128 blocks (1/SM); 2/3/6/8 8 x 32, 256 blocks
+//   (2/SM); 4 16 x 16, 256 blocks (1/SM, 2 waves). T32K: the same with 64-chunk spans (4: 32 x 16, 512 blocks, 4
+//   waves). B1 T16K H4 256/512: 1/5/7/9 128 x 256 tiles, 8 x 32, 128 blocks; 2/6/8 64 x 128, 4 spans x 64, 256
+//   blocks (each x / gc tile read by 4 blocks, y by 4); 3 128 x 64, 4 x 64, 256 blocks; 4 16 x 16, 256 blocks.
+// tf32 mma.sync at ~4 clocks per m16n8k8 per SM, which fits variant 1's 116 us, puts a floor of ~71 us under stage 1
+// at T = 16K H16 and ~142 us at H4 256/512. Measured, one H200, each alone, median of 20, stage 1 + fold (sha
+// 45a324d, results/logs/nvidia-h200-x4_collective_session.log):
+//   variant                      1    2    3    4    5    6    7    8    9
+//   B1 T16K H16 128/128 (us):  117  108  140  128   98  102   93  256  257
+//   B1 T32K H16 128/128 (us):  219  204  267  242  181  190  171  504  504
+//   B1 T16K H4 256/512 (us):   165  194  256  174  147  181  147  499  295
 //   Default 7 (= 5 where dv > 128). launch_boundary_gates runs 7 with RAW (reads g, scans each chunk itself; 128-row
-//   tiles, dv <= 128 per tile: 228 / 234 registers, 220 KB): 96 / 94 us at T16K, 173 / 172 at T32K (run i). The bulk copies (8, 9) are 2.5x slower than their cp.async twins, not yet
-//   understood (a guess: one warp issuing a 256-byte copy per row serialises the stage's requests).
+//   tiles, dv <= 128 per tile: 228 / 234 registers, 220 KB): 96 / 94 us at T16K, 173 / 172 at T32K (sha 1fb919a,
+//   results/logs/dev/boundary_from_raw_gates_session.log). The bulk copies (8, 9) are 2.5x slower than their
+//   cp.async twins, not understood (a guess: one warp issuing a 256-byte copy per row serialises the stage's
+//   requests).
 // - Any T >= 1, B, H; any dk, dv (tiles masked; element copies where a tensor is not 16-byte aligned, as
 //   gla_states.cu's vx / vy / vg).
 #include <algorithm>
@@ -244,8 +243,8 @@ struct BoundaryParams {
 };
 
 // The STORE kernel's late initial state (LATE; launch_states_spans' `late`), in a parameter type of the LATE kernels
-// alone: fields added to BoundaryParams change the registers ptxas gives every boundary kernel (session 13: the plain
-// STORE kernel 3-8 % slower). init is then the zero-start state, and the block adds late's share, diag(exp(decay since
+// alone: fields added to BoundaryParams change the registers ptxas gives every boundary kernel (with them there, the
+// plain STORE kernel measured 3-8 % slower). init is then the zero-start state, and the block adds late's share, diag(exp(decay since
 // the rank's edge)) late, once it sees *ready reach epoch at the start of a chunk, also to the states it stored
 // before, and writes pending[block] = 0; a block that never sees it writes 1 and leaves its states to
 // launch_states_settle. The decay to the span's edge is excl_at's (S > 1).
@@ -350,15 +349,15 @@ __device__ __forceinline__ void load_raw(bf16* s, const bf16* g, long gstride, i
 
 // BK x BN: the state tile; WM: warps along dk; TS: tokens per pipeline step (32: half a chunk, 64: a chunk); IL: X~ of
 // step s+1 is built inside the products of step s (a part per 8-token k-step, stored after the products), with
-// exp_ftz; else (v1) before them with __expf. BULK (with IL): whole-tile steps are loaded by
+// exp_ftz; else (variants 1-4) before them with __expf. BULK (with IL): whole-tile steps are loaded by
 // 1-D bulk copies (one per row, issued by warp 0) completing on the stage's mbarrier; partial tiles by cp.async.
 // RAW (with IL, TS = 64, BK = 128): the kernel reads the raw gates g (bf16) instead of gc (fp32) and scans each chunk
 // itself (raw_prefix .. raw_store below): 25 % fewer bytes, and the caller need not run chunk_cumsum first.
 // STORE (with IL, TS = 64, neither RAW nor BULK): the chunk states themselves, span by span (launch_states_spans):
 // the span starts from its true initial state and stores the accumulators at the first step of every chunk; with a
 // late initial state (LATE: p.late), from its zero-start one, adding late's share when it arrives (BoundaryParams).
-// LATE is a template parameter so that the kernel without it stays the code it was (its late branches, dead at run
-// time, cost the plain kernel 3-8 % when they were a run-time test: session 13).
+// LATE is a template parameter so that the kernel without it carries no late code: the late branches, dead at run
+// time, cost the plain kernel 3-8 % as a run-time test.
 template <bool REV, int BK, int BN, int WM, int TS, bool IL, bool BULK, bool RAW = false, bool STORE = false,
           bool LATE = false>
 __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS))
@@ -465,7 +464,7 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS))
   auto len_of = [&](int s) {
     return s < nsteps ? min(TS, p.T - (chunk_of(s) * kC + (s & (SPC - 1)) * TS)) : 0;
   };
-  auto make_xt = [&](int s) {  // the whole step at once (v1; IL: the first step, and every step where !kUnroll)
+  auto make_xt = [&](int s) {  // the whole step at once (plain; IL: the first step, and every step where !kUnroll)
     const int len = IL ? len_of(s) : min(TS, p.T - (chunk_of(s) * kC + (s & (SPC - 1)) * TS)), st = s % NS;
     const bf16* X = X_of(st);
     float* G = G_of(st);
@@ -482,7 +481,7 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS))
   // % 4), so the 8 row groups of a feature group are 8 lanes of one warp, 4 apart: the chunk's scan is 8 sums in
   // registers and 3 shuffle steps. Its sums run in another order than chunk_cumsum's (gc may differ in the last bit;
   // B_n is the group total). (rg = lane % 8 put the 8 rows of one feature group in one quarter-warp: the X~ stores
-  // then measured 29 wavefronts per request instead of 4, and the kernel 123 us against v7's 94 at T = 16K.)
+  // then measured 29 wavefronts per request instead of 4, and the kernel 123 us against 94 from gc at T = 16K.)
   constexpr int RR = TS / 8;  // rows per thread
   const int rg = lane >> 2, rxf = (warp * 4 + (lane & 3)) * 4;
   auto raw_load = [&](int s, uint2(&gw)[RR], uint2(&xw)[RR]) {
@@ -500,8 +499,8 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS))
                        __shfl_sync(0xffffffffu, v.z, src), __shfl_sync(0xffffffffu, v.w, src));
   };
   // The chunk's scan in parts, so that the IL loop can spread its dependent chain over the k-steps (one part per
-  // k-step, each consuming what the previous one produced). Measured with the old lane mapping: the same time as the
-  // whole scan in one k-step (the stores were what cost); kept, it costs nothing. Branch-free: selects, and + 0 where
+  // k-step, each consuming what the previous one produced). Measured with lane = rg + 8 x feature group: the same time
+  // as the whole scan in one k-step (the stores were what cost); it costs nothing. Branch-free: selects, and + 0 where
   // a lane has nothing to add (exact).
   // raw_prefix: gv = the in-thread inclusive sums of its 8 rows; inc = their total.
   auto raw_prefix = [&](const uint2(&gw)[RR], float4(&gv)[RR], float4& inc) {
@@ -655,7 +654,7 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS))
     applied = pre;
   }
   // The k-loop is not unrolled where a warp holds 128 accumulators (128 x 256 at WM = 2): 255 registers and a
-  // spill otherwise (v1: not where NT8 == 8, as first written). IL then builds X~(s+1) after the products.
+  // spill otherwise (the plain kernel: not where NT8 == 8). IL then builds X~(s+1) after the products.
   constexpr bool kUnroll = IL ? MT * NT8 < 32 : NT8 != 8;
   static_assert(!RAW || kUnroll, "RAW builds X~ inside the unrolled products");
   constexpr int SUB = TS / 8;  // k-steps per step
@@ -670,7 +669,7 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS))
     __syncthreads();          // ... and is visible; X~(s) is complete; every warp is done with step s-1
     if (s + NS - 1 < nsteps) load_step(s + NS - 1);  // into the stage of step s-1
     cp_async_commit();
-    if (!IL && s + 1 < nsteps) make_xt(s + 1);  // v1: before the products (a separate basic block)
+    if (!IL && s + 1 < nsteps) make_xt(s + 1);  // plain: before the products (a separate basic block)
 
     const int st = s % NS;
     if ((s & (SPC - 1)) == 0) {  // the first step of a chunk: acc = diag(exp B_n) acc
@@ -895,10 +894,10 @@ struct Plan {
   int span, S;
   bool raw = false;  // reads g, not gc (launch_boundary_gates)
 };
-// The variants (header comment): 1 v1 as first written; 2 v1 with 64-row tiles (2 blocks per SM where dv <= 128);
-// 3 v1 with 64-column tiles (2 blocks per SM); 4 v1 with spans of 16 chunks; 5 IL at v1's tiles (4 x 2 warps on
+// The variants (header comment): 1 the plain kernel; 2 1 with 64-row tiles (2 blocks per SM where dv <= 128);
+// 3 1 with 64-column tiles (2 blocks per SM); 4 1 with spans of 16 chunks; 5 IL at 1's tiles (4 x 2 warps on
 // 128 x 128 and 128 x 64); 6 IL with 64-row tiles; 7 as 5 with 64-token steps (32-token where 64 does not fit);
-// 8 as 6 with bulk copies; 9 as 5 with bulk copies. 0: the default, 7 (the fastest in run g at every shape).
+// 8 as 6 with bulk copies; 9 as 5 with bulk copies. 0: the default, 7 (the fastest measured at every shape).
 constexpr int kBoundaryVariants = 9;
 void set_spans(const Dims& d, Plan& pl, int span);
 Plan plan_of(const Dims& d) {
@@ -938,7 +937,7 @@ void set_spans(const Dims& d, Plan& pl, int span) {
   pl.S = (d.NT + span - 1) / span;
 }
 
-// The chunk states by spans (launch_states_spans): the STORE kernel at v7's configuration with at most 128 columns
+// The chunk states by spans (launch_states_spans): the STORE kernel at variant 7's configuration with at most 128 columns
 // per tile (128 x 256 holds 128 accumulators per warp at 255 registers: no room for the stores), and the spans of
 // plan_of(d) where its tiles are the same (the reduction an SP rank ran first is then reused), else its own. Not
 // affected by set_boundary_variant (the span override applies).
@@ -977,7 +976,7 @@ void launch_store(const KernelParams<LATE>& p, const Plan& c, cudaStream_t s) {
   else launch_t<REV, 64, 64, 2, 64, true, false, false, true, LATE>(p, s);
 }
 
-// Every configuration plan_of can produce (v1 kernels: WM 2, TS 32, all six tiles; IL kernels: WM 4 on 128 x 128
+// Every configuration plan_of can produce (plain kernels: WM 2, TS 32, all six tiles; IL kernels: WM 4 on 128 x 128
 // and 128 x 64, TS 32 or 64).
 template <bool REV>
 void launch_r(const BoundaryParams& p, const Plan& c, cudaStream_t s) {

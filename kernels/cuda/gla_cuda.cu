@@ -39,7 +39,7 @@ __device__ __forceinline__ int last_row(int n, int T) { return min(T, (n + 1) * 
 // later rows do not depend on the running sum, so the unrolled loop keeps several in flight. Memory-bound: reads g
 // once, writes gc once. VEC = 2 (4-byte loads, 8-byte stores) rather than 4: at B=1, T=16K, H=16, dk=128 VEC = 4
 // gave 131K threads, half of what the SMs hold (ncu: 45 % occupancy). Measured: the same time there (DRAM stays at
-// 67 %), 20 % less at T=16K, H=4, dk=256 (NOTES.md, v3).
+// 67 %), 20 % less at T=16K, H=4, dk=256 (NOTES.md, "chunk_cumsum and lambda").
 template <int VEC>
 __global__ void cumsum_kernel(const bf16* __restrict__ g, float* __restrict__ gc, int T, int H, int dk, int bh0,
                               int nbh, long total) {
@@ -80,7 +80,7 @@ __global__ void cumsum_kernel(const bf16* __restrict__ g, float* __restrict__ gc
 // warps; warp w sums a contiguous range of chunks, then warp 0 adds the partials in order: deterministic. 32 warps,
 // not 8: the grid is only dk/32 x B*H blocks (64 at H=16, dk=128), and with 8 warps each walked 32 chunks, 13 us.
 constexpr int kLambdaWarps = 32;
-int g_cumsum_vec = 2;  // features per cumsum thread: 2, or 4 (v2; kept for the benchmark's comparison)
+int g_cumsum_vec = 2;  // features per cumsum thread: 2, or 4 (for the benchmark's comparison)
 __global__ void __launch_bounds__(kLambdaWarps * 32)
     lambda_kernel(const float* __restrict__ gc, float* __restrict__ lambda, int T, int H, int dk, int NT, int bh0) {
   extern __shared__ float part_[];  // [kLambdaWarps][32]
@@ -153,7 +153,7 @@ __global__ void __launch_bounds__(128) output_add_initial_kernel(const bf16* q, 
     for (int s = 0; s < nsl; ++s) {
       const int f0 = s * 32;
       __syncthreads();
-      // 16-byte cp.async where aligned (v3 passed vec = false: element copies in the out-of-line edge loader, one
+      // 16-byte cp.async where aligned (with vec = false, element copies in the out-of-line edge loader, one
       // global latency after another, 0.63-0.93 ms at T=16K, H=16, 128/128).
       load_tile<bf16, kC, 32, 128>(Qs, OA_QS, q + qbase + f0, qrow, len, d.dk - f0, vq);
       load_tile<float, kC, 32, 128>(Gs, OA_GS, gc + qbase + f0, qrow, len, d.dk - f0, vg);
@@ -182,7 +182,7 @@ __global__ void __launch_bounds__(128) output_add_initial_kernel(const bf16* q, 
     if ((d.dv & 1) == 0 && (reinterpret_cast<uintptr_t>(o) & 3) == 0) {
       // Pairs of adjacent columns (4-byte aligned: dv is even and so is every offset), all 16 loaded before any store
       // (o may alias q or gc for all the compiler knows). Not measured alone: the kernel's time was the tile loads'
-      // (see the loads above); with both changes it took 0.24 ms at T=16K, H=16, 128/128 (run f).
+      // (see the loads above); with the 16-byte loads and these pairs it measured 0.24 ms at T=16K, H=16, 128/128.
       __nv_bfloat162 old[8][2];
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt)
@@ -241,7 +241,7 @@ __global__ void __launch_bounds__(256) add_state_kernel(const float* gc, const f
     __syncthreads();
     float* dst = (n >= 0 && n < d.NT) ? hs + (long(bh) * d.NT + n) * ss : (ht ? ht + long(bh) * ss : nullptr);
     if (dst && (d.dv & 3) == 0) {  // rows of whole float4s: 16-byte accesses (every state offset is a multiple too)
-      // A plain loop: loading 8 float4s per thread before any store (session 3, run e) measured no faster (~175 us,
+      // A plain loop: loading 8 float4s per thread before any store measured no faster (~175 us,
       // ~3 TB/s at T=16K, H=16, 128/128), so the simpler form stays.
       const int dv4 = d.dv / 4;
       float4* dst4 = reinterpret_cast<float4*>(dst);
@@ -337,7 +337,7 @@ class CudaKernels final : public GlaKernels {
 
   // The chunk states by spans (launch_states_spans: a reduction over spans, a fold, then every span's recurrence at
   // once) unless set_states_variant(1) asks for the sequential walk (launch_states), which also serves hs == nullptr.
-  // Measured at B1 T16K H16 128/128 on one H200: kernels/cuda/NOTES.md, "The chunk states by spans".
+  // Measured against the walk: kernels/cuda/NOTES.md, "The chunk states".
   void chunk_states_fwd(const GlaShape& s, const void* k, const void* v, const float* gc, const float* h0, float* hs,
                         float* ht, Stream st) override {
     states(s, false, k, v, gc, h0, hs, ht, false, st);
@@ -350,7 +350,7 @@ class CudaKernels final : public GlaKernels {
   // The boundary states by the chunk-parallel reduction of gla_boundary.cu (scratch: its per-span partials). The
   // forward reads g where boundary_reads_gates (no chunk_cumsum before it: that runs while M_p travels), else gc.
   // The backward has gc already; it reads g only where kDstateFromGates, i.e. where that kernel measured faster
-  // than the one reading gc (kernels/cuda/NOTES.md, "Boundary from the raw gates").
+  // than the one reading gc (kernels/cuda/NOTES.md, "The boundary kernel").
   bool chunk_final_state(const GlaShape& s, const void* k, const void* v, const void* g, float* gc, float* ht,
                          float* lambda, Stream st) override {
     const Dims d = dims_of(s);

@@ -22,7 +22,7 @@ struct Dims {
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
-// gla_cuda.cu: features per thread of the cumsum kernel (2: default; 4: v2's, for the benchmark's comparison).
+// gla_cuda.cu: features per thread of the cumsum kernel (2: default; 4: for the benchmark's comparison).
 void set_cumsum_vec(int v);
 // gla_cuda.cu: *ready = epoch `us` microseconds after this kernel starts on `stream` (GlaKernels::signal_ready: 0; the
 // tests of a state that arrives while the chunk states run: a delay).
@@ -99,7 +99,7 @@ int boundary_variants();
 // per SM; 2: 16-feature slices, 3 blocks per SM; 3: as 2 with one barrier per slice; 4: as 3 with the state slice in
 // 16-byte quads, one load per two mmas). For tests and the benchmark.
 void set_intra_variant(int v);
-// set_intra_tiles: column tiles per block (0: intra_tiles_per_block's plan; 1: A rebuilt for every tile, as before).
+// set_intra_tiles: column tiles per block (0: intra_tiles_per_block's plan; 1: A rebuilt for every tile).
 // intra_tiles_per_block: that plan, for ntile column tiles, other_blocks blocks per column tile (chunks x B x H) and
 // `resident` blocks per wave. For tests and the benchmark.
 void set_intra_tiles(int tiles);

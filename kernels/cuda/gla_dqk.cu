@@ -33,7 +33,7 @@ constexpr int DRS = 72;          // bf16 stride of resident q, k: 16-bit reads a
 constexpr int DGR = 68;          // fp32 stride of resident gc: reads at rows 2t, 2t+1 -> banks 8t + g
 constexpr int DAS = 68;          // fp32 stride of dA in shared memory
 constexpr int kDqkThreads = 128;
-// The variant is the prefetch distance AHEAD: 1 (one slice in flight, as up to session 9), 2, or 3 (the default).
+// The variant is the prefetch distance AHEAD: 1 (one slice in flight), 2, or 3 (the default).
 constexpr int kDqkDefaultVariant = 3;
 constexpr int DJS = 16;  // the dv slice of phase 1
 constexpr int DSS = DJS + 8;  // stride of the slice buffers (bf16 and fp32): pair / float2 reads conflict-free
@@ -229,7 +229,7 @@ __global__ void __launch_bounds__(kDqkThreads, 3) dqk_kernel(const DqkParams p) 
   float* dAs = reinterpret_cast<float*>(slot(nsl + 2));  // [64][DAS]
   // The exact diagonal terms (only when big) go through 32 slots per thread in the next ring slot, filled by a
   // runtime loop: one call site each for dq and dk instead of 32 in the unrolled epilogues, where that cold code made
-  // the kernel longer and slower through its instruction fetch (kernels/cuda/NOTES.md, session 9).
+  // the kernel longer and slower through its instruction fetch (kernels/cuda/NOTES.md, "dq, dk, dg").
   float* xslot = reinterpret_cast<float*>(slot(nsl + 3)) + tid;
   static_assert(32 * kDqkThreads * 4 <= L::slot, "the exact-term slots fit a ring slot");
   // dA: scale and causal mask; shared copy for dA^T.
@@ -284,7 +284,7 @@ __global__ void __launch_bounds__(kDqkThreads, 3) dqk_kernel(const DqkParams p) 
 
   if (active) {
     // dq intra: exp(b_r - b_ref) sum_j dA_rj [k_j exp(b_ref - b_j)], b_ref = b at row 16w. Runtime loops over the
-    // key steps keep the code small (v1's fully unrolled phase 2 did not fit the instruction cache).
+    // key steps keep the code small (a fully unrolled phase 2 does not fit the instruction cache).
     float refq[8], refk[8];
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) refq[nt] = Gr[16 * w * DGR + nt * 8 + g], refk[nt] = Gr[wlast * DGR + nt * 8 + g];

@@ -31,7 +31,7 @@ namespace {
 constexpr int MODE_OUT = 0, MODE_DV = 1;
 constexpr int IAS = 68;        // fp32 stride of A in shared memory (MODE_DV): reads at rows 2t, 2t+1 -> banks 8t + g
 constexpr int kIntraThreads = 128;
-// 1: 32-feature slices, 2 blocks per SM (v2); 2: 16-feature slices, 3 blocks per SM (registers <= 168);
+// 1: 32-feature slices, 2 blocks per SM; 2: 16-feature slices, 3 blocks per SM (registers <= 168);
 // 3: as 2, with one barrier per slice (EARLY, see intra_kernel); 4: as 3, the state slice in quads (QUADS).
 constexpr int kIntraDefaultVariant = 4;
 
@@ -60,8 +60,8 @@ struct IntraLayout {
 // b0, b1 of k-step 1 for lane (g, t) at column n = 8 nt + g, j = t: one 16-byte load per two mmas instead of four
 // 4-byte loads. Unit (j, n) sits at j * BV + (n ^ x_j), x = 0, 3, 5, 6: a quarter-warp's 8 lanes meet the 8 distinct
 // 16-byte bank groups both in the fragment loads (g = 0, 1; t = 0..3: x_t / 2 distinct) and in the copies of
-// load_state_quads / quads_finish (j = 0..3, c even and odd: x_j % 4 distinct). A plain n ^ 2j (session 8's first
-// try) left the copies 4-way conflicted, and the kernel 18 % slower than the row layout.
+// load_state_quads / quads_finish (j = 0..3, c even and odd: x_j % 4 distinct). A plain n ^ 2j leaves the copies
+// 4-way conflicted, and measured the kernel 18 % slower than the row layout.
 __device__ __forceinline__ int quad_x(int j) { return 2 * j + ((j ^ (j >> 1)) & 1); }
 // Thread idx -> (row group j = idx % 4, 4-column chunk c = idx / 4): it copies rows 2j, 2j+1, 2j+8, 2j+9 of columns
 // 4c .. 4c+3 of the slice (from `g`, row stride gstride; rows >= rmax and columns >= cmax as zeros) into its four
@@ -171,8 +171,8 @@ __device__ __noinline__ float exact_score(const bf16* q, const bf16* k, const fl
 //
 // QUADS (with EARLY): the state slice in quads (unit (j, n) at j * BV + (n ^ x_j), see quad_x): each lane's B
 // fragments of both k-steps of a slice in one 16-byte load. The products and their order are those of the row
-// layout, so the outputs are the same bits. Measured (session 8): 9-10 % faster than rows at one tile per block; with
-// MULTI 11 % slower (0.535 against 0.482 ms at GLA-1B, with fewer instructions executed; not understood yet), so
+// layout, so the outputs are the same bits. Measured: 9-10 % faster than rows at one tile per block; with
+// MULTI 11 % slower (0.535 against 0.482 ms at GLA-1B, with fewer instructions executed; not understood), so
 // launch_intra_v pairs QUADS with one tile per block only.
 template <int MODE, int BV, int IKS, int MINB, bool EARLY, bool MULTI, bool QUADS>
 __global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraParams p) {
