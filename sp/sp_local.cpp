@@ -16,7 +16,8 @@ int SpLocalGla::head_groups_for(const SpConfig& c) {
             "--overlap " + std::to_string(int(c.overlap)) + " has no head groups (--head-groups 0 or 1)");
   SPB_USAGE(groups <= s.pairs(), "--head-groups " + std::to_string(groups) + ": more groups than the " +
                                      std::to_string(s.pairs()) + " (batch, head) pairs");
-  // One group by default: on one H200 every extra group costs more than the scan it hides (zeco/NOTES.md, session 11).
+  // One group by default: on one H200 every extra group costs more than the scan it hides (zeco/NOTES.md, "Head
+  // groups").
   const int n = groups ? groups : 1;
   if (n == 1) return 1;  // (K against the whole state: validate_blocks)
   for (const GlaShape& g : s.split_pairs(n))

@@ -1,4 +1,4 @@
-// The overlap timeline (issue 5): spans of work on the compute streams and the communication stream of one iteration. A span is
+// The overlap timeline: spans of work on the compute streams and the communication stream of one iteration. A span is
 // a pair of events recorded on its stream; times are read against an origin event recorded first on the compute
 // stream, so every span of a rank shares one clock (the ranks' origins are aligned by a barrier just before).
 #pragma once

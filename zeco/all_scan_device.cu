@@ -57,7 +57,8 @@
 // stamp %globaltimer and %clock64 at entry, end of prologue, first unit in, last unit out and exit into a device
 // ring of the last 64 calls. At destruction every rank calibrates its clocks (clock64 rate, globaltimer step),
 // estimates its globaltimer's offset to rank p-1's by a ping-pong over the windows, and writes
-// <prefix>.rank<r>.csv and <prefix>.rank<r>.meta.csv (the trace section below; zeco/NOTES.md, session 4).
+// <prefix>.rank<r>.csv and <prefix>.rank<r>.meta.csv (the trace section below; zeco/NOTES.md, "Where a device
+// All-Scan call's time goes").
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <nccl_device.h>
@@ -89,8 +90,8 @@ constexpr int kThreads = 512;
 constexpr int kSlots = 64;              // flag slots per CTA and direction
 constexpr size_t kMinSlice = 2048;      // fp32 elements per CTA and block before another CTA joins (8 KB)
 constexpr int kMaxCtas = 128;
-// Default CTA counts, from the sweeps on 4 x H200 (zeco/NOTES.md): device-flag 32 (session 1); the packet protocols
-// 128 CTAs of one unit per round (session 3, dev run 1: ll16 at P=4, 2 MiB 16.6 us against 24.5 at 32 CTAs x 8).
+// Default CTA counts, from the sweeps on 4 x H200 (zeco/NOTES.md, "The device All-Scan"): device-flag 32; the packet
+// protocols 128 CTAs of one unit per round (ll16 at P=4, 2 MiB 16.6 us against 24.5 at 32 CTAs x 8).
 constexpr int kFlagCtas = 32, kPacketCtas = 128;
 constexpr uint64_t kAbortBit = 1ull << 63;
 
@@ -557,7 +558,7 @@ __global__ void __launch_bounds__(kThreads) all_scan_kernel(ScanParams p) {
 // (this rank's values and decays, `first` on the first rank) together with one look at each of the round's units
 // in its receive buffer, so their latencies overlap; then, unit by unit, it waits for the unit (re-reading that one
 // unit only), folds it and stores it to the next rank at once. A unit is therefore forwarded one poll after it
-// lands, whatever the round size (before, a thread forwarded nothing until its whole round had arrived).
+// lands, whatever the round size (forwarding a round only once all of it has arrived measured slower).
 // The loads of round 0 are issued before the prologue (abort word, credit), which they do not depend on.
 //
 // Memory-model choices: the polls are ld.relaxed.sys (the tag and the values are one access, so no acquire is
@@ -689,7 +690,7 @@ __device__ bool packet_prologue(const ScanParams& p, int& s_code, int& s_peer, i
   return true;
 }
 
-// kTrace: the trace stamps (above); the untraced instantiations (kTrace = false) are the kernels as they were.
+// kTrace: the trace stamps (above); the untraced instantiations (kTrace = false) carry no trace code at all.
 template <bool kB128, int kUnroll, bool kTrace>
 __global__ void __launch_bounds__(kThreads) all_scan_packet_kernel(ScanParams p) {
   __shared__ int s_code, s_peer, s_block;

@@ -24,7 +24,7 @@
 //                          rank r-1's globaltimer from rank r's by a ping-pong). The first object of a process to
 //                          write a file truncates it, later ones append (scan_id tells them apart). Unset, the
 //                          untraced kernels run, identical to a build without the trace. tools/dev_allscan_trace.sh
-//                          runs it and prints the breakdown of a call (zeco/NOTES.md, session 4).
+//                          runs it and prints the breakdown of a call (zeco/NOTES.md, "Where a device All-Scan call's time goes").
 #pragma once
 
 #include <cstddef>

@@ -4,15 +4,16 @@
 // is corrected after it; with --overlap 2 the chunk states run beside each scan and take the incoming state as it
 // arrives, so that neither scan stands between two kernels (SpLocalGla says what each order costs). The device
 // All-Scan then runs on few CTAs (kBesideCtas), so that it shares the GPU with the chunk states' one wave. Not the
-// default: on one H200 (P = 1, where there is no scan to hide) it cost ~50 us more than in order, most of it in the
-// states kernel that takes a late state (zeco/NOTES.md, session 13); P = 4 is still to be measured.
+// default: on one H200 (P = 1, where there is no scan to hide) it costs ~50 us more than in order, most of it in the
+// states kernel that takes a late state (zeco/NOTES.md, "The chunk states beside the scan"); P = 4 is not yet
+// measured.
 // In order, the heads may be split into groups (--head-groups N; default 1), each scanned on its own: group i's scan
 // runs while group i+1's boundary kernel runs, and the last group's while the first group's outputs (or gradients)
 // are computed, so that neither direction's scan leaves the GPU idle. Rows decay independently, so a group's scan is
 // the All-Scan of its rows of the state. Groups alternate between the two compute streams (SpLocalGla::stream), and
 // group i's boundary kernel starts once group i - 1's has finished. Not the default: on an H200 the split costs more
-// than the ~10-30 us of scan it hides (one stream, session 11: each launch's last wave; two streams, session 12: a
-// group's boundary kernel costs ~3/4 of the whole one; zeco/NOTES.md); where the scan is slower (across nodes), it
+// than the ~10-30 us of scan it hides (on one stream each launch's last wave; on two streams a group's boundary
+// kernel costs ~3/4 of the whole one; zeco/NOTES.md, "Head groups"); where the scan is slower (across nodes), it
 // may pay.
 #include <memory>
 #include <vector>
@@ -31,10 +32,10 @@ namespace {
 
 // The device All-Scan's CTAs beside the chunk states (--overlap 2; SPB_ALLSCAN_CTAS overrides): their kernel fills
 // 128 of an H100 / H200's 132 SMs with one block each at the paper's shapes, and a scan CTA of 512 threads does not fit
-// beside one; the 4 SMs left hold 16. Measured on one H200 (zeco/NOTES.md, session 13, call 3): 4 CTAs took 63-72 us
-// for a 1 MiB state beside the states (each thread's units one after another, under the states' memory traffic), 16
-// took 18-20 and 128 took 8, neither delaying the states; 16 was the fastest operator (8 units per thread and round
-// were slower at every count).
+// beside one; the 4 SMs left hold 16. Measured on one H200 (zeco/NOTES.md, "The chunk states beside the scan"):
+// 4 CTAs take 63-72 us for a 1 MiB state beside the states (each thread's units one after another, under the states'
+// memory traffic), 16 take 18-20 and 128 take 8, neither delaying the states; 16 give the fastest operator (8 units
+// per thread and round are slower at every count).
 constexpr int kBesideCtas = 16;
 
 class Zeco final : public SpMethod {
