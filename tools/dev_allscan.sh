@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Development sweep of the device All-Scan's packet protocols (device-ll, device-ll16) over the kernel's run-time
-# knobs, SPB_ALLSCAN_CTAS x SPB_ALLSCAN_UNROLL, at P=4 and P=2 (zeco/NOTES.md, session 3). Needs a built spbench
-# and >= 4 GPUs (P=4 is skipped on fewer).
+# knobs, SPB_ALLSCAN_CTAS x SPB_ALLSCAN_UNROLL, at P=4 and P=2 (zeco/NOTES.md, "The device All-Scan"). Needs a
+# built spbench and >= 4 GPUs (P=4 is skipped on fewer).
 #   usage: tools/dev_allscan.sh [BUILD_DIR]     BUILD_DIR: $SPB_BUILD, else build-gpu (scripts/gpu_session.sh
 #          builds that one: `bash scripts/gpu_session.sh build` builds and runs no stage)
 #   OUT               output folder (default ./out):

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Where the device All-Scan's fixed cost per call goes (zeco/NOTES.md, session 4): `spbench collective` for one
-# packet protocol (device-ll16) at P=4 and P=2, 256 KiB .. 2 MiB states, back to back, with SPB_ALLSCAN_TRACE set
-# (every CTA stamps %globaltimer / %clock64 at entry, end of prologue, first unit in, last unit out and exit; see
-# zeco/all_scan_device.h), plus the same runs untraced for the trace's own cost; then a summary per (P, size).
-# Needs a built spbench (CUDA) and >= 2 GPUs (P=4 is skipped on fewer than 4). About a minute of GPU time.
+# Where the device All-Scan's fixed cost per call goes (zeco/NOTES.md, "Where a device All-Scan call's time goes"):
+# `spbench collective` for one packet protocol (device-ll16) at P=4 and P=2, 256 KiB .. 2 MiB states, back to back,
+# with SPB_ALLSCAN_TRACE set (every CTA stamps %globaltimer / %clock64 at entry, end of prologue, first unit in, last
+# unit out and exit; see zeco/all_scan_device.h), plus the same runs untraced for the trace's own cost; then a summary
+# per (P, size). Needs a built spbench (CUDA) and >= 2 GPUs (P=4 is skipped on fewer than 4). About a minute of GPU
+# time.
 #   usage: tools/dev_allscan_trace.sh [BUILD_DIR]     BUILD_DIR: $SPB_BUILD, else build-gpu (scripts/gpu_session.sh
 #          builds that one: `bash scripts/gpu_session.sh build` builds and runs no stage)
 #   OUT                 output folder (default ./out); at most 4 files, the device tool brings back 8:

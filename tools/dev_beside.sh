@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Development measurement of the chunk states beside the communication (--overlap 2; zeco/NOTES.md, session 13) on
-# the GPUs present, in one call of a lent machine (at most 10 minutes): the build (scripts/gpu_session.sh), the GPU
-# tests of the kernels and of the methods on as many ranks as GPUs, the operator at the paper's shapes (H=16,
-# dk=dv=128, 16384 and 32768 tokens per GPU) for dp, zeco and lasp2 in order (0) and beside (2), three rounds
-# alternating the orders, on P = 1, 2, 4, 8 up to the GPUs present, a timeline of each order at 16384 tokens, and last
-# the kernel benchmark with what time is left (its "sp fwd" / "sp bwd" lines compare the orders' local schedules).
-# Writes to $OUT: session.log, dev_operator.csv, dev_timeline.csv, bench.log; prints a summary (the mean over the
-# rounds of each configuration's mean) at the end.
+# Development measurement of the chunk states beside the communication (--overlap 2; zeco/NOTES.md, "The chunk states
+# beside the scan") on the GPUs present, in one call of a lent machine (at most 10 minutes): the build
+# (scripts/gpu_session.sh), the GPU tests of the kernels and of the methods on as many ranks as GPUs, the operator at
+# the paper's shapes (H=16, dk=dv=128, 16384 and 32768 tokens per GPU) for dp, zeco and lasp2 in order (0) and beside
+# (2), three rounds alternating the orders, on P = 1, 2, 4, 8 up to the GPUs present, a timeline of each order at
+# 16384 tokens, and last the kernel benchmark with what time is left (its "sp fwd" / "sp bwd" lines compare the
+# orders' local schedules). Writes to $OUT: session.log, dev_operator.csv, dev_timeline.csv, bench.log; prints a
+# summary (the mean over the rounds of each configuration's mean) at the end.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export OUT=${OUT:-$PWD/out}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One call of a lent GPU machine for the CUDA GLA kernels (issue 3): build the kernel test and the benchmark, run the
+# One call of a lent GPU machine for the CUDA GLA kernels: build the kernel test and the benchmark, run the
 # stages named on the command line, logs and CSV to $OUT. From the repository root, with .deps/ (the header-only
 # packages as .deb files) carried:
 #   bash tools/run_device.sh test bench sanitize
@@ -21,7 +21,7 @@ TEST=$B/tests/test_gla_cuda
 BENCH=$B/kernels/cuda/bench_gla_cuda
 mkdir -p build-deps
 for f in .deps/*.deb; do [ -f "$f" ] && dpkg -x "$f" build-deps; done
-# -include cstdint: some project sources rely on <cstdint> arriving transitively, which GCC 13 no longer does.
+# -include cstdint: some project sources rely on <cstdint> arriving transitively, which GCC 13 does not do.
 cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DNCCL_ROOT="$NCCL_ROOT" -DSPB_DEPS_PREFIX="$PWD/build-deps" \
   -DCMAKE_CXX_FLAGS="-include cstdint" >"$OUT/build.log" 2>&1 &&
   cmake --build $B -j "$J" --target test_gla_cuda bench_gla_cuda -- -k 0 >>"$OUT/build.log" 2>&1

@@ -52,7 +52,7 @@ expect "| 256 | lasp1 | not measured | — | — | 2512 | not published here | �
 expect "| 8 | ring | not measured | — | — | no fit (a pattern it needs was not measured) | not published here | — | — | — | — |"
 expect "| 64 | ulysses | not measured | — | — | n/a (H=32 not divisible by P) | not published here | — | — | — | — |"
 expect_in "$readme" "so T_compute = 700 ms"
-# Against the paper, point by point (issue 25): ours ÷ paper at every GPU count the paper published, "agrees" only
+# Against the paper, point by point: ours ÷ paper at every GPU count the paper published, "agrees" only
 # where all are within 0.80-1.25. zeco: 1.04, 1.05, 1.04, 1.01 at 8, 64, 128, 256. lasp2 (ours 0.995, 0.970, 0.942,
 # 0.890 of dp against the paper's 0.865, 0.777, 0.697, 0.545): 1.15, 1.25, 1.35, 1.63.
 expect_in "$readme" "Ours ÷ paper: 8 GPUs 1.04 (model), 64 GPUs 1.05 (model), 128 GPUs 1.04 (model), 256 GPUs 1.01 (model): **agrees** (every point within 0.80-1.25)."

@@ -1,5 +1,5 @@
-# The spbench command line: every bad input of issue 2 fails with a one-line message naming the flag or file, a
-# non-zero exit and no hang; the happy paths run and check.
+# The spbench command line: every bad input (the README's list) fails with a one-line message naming the flag or
+# file, a non-zero exit and no hang; the happy paths run and check.
 set(SPB_EXPECT_ERROR ${CMAKE_CURRENT_SOURCE_DIR}/harness/expect_error.sh)
 set(SPB_FIXTURES ${CMAKE_CURRENT_BINARY_DIR}/npy_fixtures)
 # The mpirun prefix as one string, for the tests that go through sh -c.
@@ -42,7 +42,7 @@ spb_cli_error(allscan_device_on_cpu 2 "--allscan device: needs --backend gpu" -m
 spb_cli_error(allscan_unknown 2
               "--allscan: device-ll8 not in \\{host,host-hier,host-logdepth,device,device-flag,device-ll,device-ll16,auto\\}"
               -m zeco --allscan device-ll8)
-# Nodes (issue 26): --ranks-per-node, and SPB_RANKS_PER_NODE where the flag is not given, must be >= 1 and divide the
+# Nodes: --ranks-per-node, and SPB_RANKS_PER_NODE where the flag is not given, must be >= 1 and divide the
 # world; a results file of the layout before the nodes columns is refused, naming it.
 spb_cli_error(ranks_per_node_not_dividing 3 "--ranks-per-node 2: does not divide the world size 3" -m zeco
               --ranks-per-node 2)
@@ -116,7 +116,7 @@ spb_collective_error(ranks_per_node_not_dividing 4 "--ranks-per-node 3: does not
                      --ranks-per-node 3)
 spb_collective_error(allscan_unknown 2 "--allscan: host-tree not in" -p allscan --allscan host-tree)
 
-# Nodes simulated on one host (issue 26): on 2 nodes x 2 ranks, zeco with `auto` runs host-hier and says so, every
+# Nodes simulated on one host: on 2 nodes x 2 ranks, zeco with `auto` runs host-hier and says so, every
 # node-aware All-Scan checks, and the rows record the backend, nodes and ranks per node (the awk prints them).
 set(SPB_NODE_COLUMNS "awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) c[\$i] = i; next } \
 { print \"row:\", \$c[\"method\"], \$c[\"backend\"], \$c[\"nodes\"], \$c[\"ranks_per_node\"] }'")
@@ -151,7 +151,7 @@ bash ${CMAKE_SOURCE_DIR}/scripts/cluster/slurm_sbatch.sh")
 set_tests_properties(cli.cluster.slurm PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION
                      "srun --nodes=2 --ntasks=16 --ntasks-per-node=8 [^\n]*--distribution=block[^\n]*--allscan host-logdepth")
 
-# spbench compare (issue 6): a file against itself passes, an injected 20% slowdown exits 1, a malformed CSV stops
+# spbench compare: a file against itself passes, an injected 20% slowdown exits 1, a malformed CSV stops
 # with one `spbench: error:` line naming the file. The fixture is a real CPU-rank `spbench collective` run.
 set(SPB_COMPARE_FIXTURE ${CMAKE_CURRENT_SOURCE_DIR}/harness/data/cpu_collective_fixture.csv)
 add_test(NAME cli.compare.self
@@ -173,7 +173,7 @@ ${SPB_MPIRUN_STR} 1 ${SPB_MPI_FLAGS_STR} $<TARGET_FILE:spbench> compare ${SPB_CO
 ${CMAKE_CURRENT_BINARY_DIR}/compare_bad.csv")
 set_tests_properties(cli.error.compare_malformed PROPERTIES TIMEOUT 60)
 
-# spbench report (issue 6): an empty results directory still gives a report; report/ must match what the committed
+# spbench report: an empty results directory still gives a report; report/ must match what the committed
 # results/ and report/paper/paper_tables.csv give (scripts/check_report.sh compares every text file: README.md,
 # tables/*.csv, plots/*.gp and plots/*.dat; the PNG/SVG images differ between gnuplot builds and are not compared,
 # only their names are).

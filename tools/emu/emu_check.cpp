@@ -483,7 +483,7 @@ int main(int argc, char** argv) {
   for (int var = 1; var <= gla_cuda::boundary_variants(); ++var) {
     boundary_states(1, 485, 1, 128, 128, 3, GateKind::model, var);   // spans of 3, partial last chunk
     boundary_states(1, 200, 2, 40, 72, 2, GateKind::strong, var);    // edge tiles, an empty second half
-    boundary_states(1, 130, 1, 128, 256, 0, GateKind::model, var);   // 128 x 256 (v1, IL: X~ after the products)
+    boundary_states(1, 130, 1, 128, 256, 0, GateKind::model, var);   // 128 x 256 (plain, IL: X~ after the products)
     boundary_states(1, 91, 1, 13, 7, 1, GateKind::strong, var);      // odd sizes: element copies, scalar fold
   }
   boundary_from_gates();
