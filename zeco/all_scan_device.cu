@@ -40,7 +40,7 @@
 //  call; that is safe because one CTA writes a slot in increasing order of i and a larger tag still means "unit i
 //  is there" (its data was written before, and the buffer of unit i is not reused within the call).
 //  Buffer reuse across back-to-back calls: data of call E lives in parity E&1; the writer of call E+2 waits for the
-//  reader's ack of call E (step 1), so a buffer is never overwritten while being read, and the writer can run a
+//  reader's ack of call E (step 1), so a buffer is never overwritten while being read, and the writer can be a
 //  full call ahead of its reader without waiting at all.
 //
 // Timeouts. Every spin reads %globaltimer; after SPB_SPIN_TIMEOUT_S seconds (default 10; plus a tenth of that per
