@@ -386,7 +386,7 @@ void print_breakdown(Problem& p) {
       {"boundary bwd", 6 * TD + 2 * TE,
        [&] { gla_cuda::launch_boundary(d, true, q, d_o, ws.gc.f32(), p.dh0.f32(), bscratch.f32(), cs); }},
       // variants, for the notes: cumsum with 4 features per thread and without lambda; below: both state tiles, the
-      // earlier variants of the A-matrix and dq/dk/dg kernels, the other column tile of the A-matrix kernels
+      // other variants of the A-matrix and dq/dk/dg kernels, the other column tile of the A-matrix kernels
       {"cumsum, vec=4", 6 * TD,
        with_override(gla_cuda::set_cumsum_vec, 4,
                      [&] { g_kern->chunk_cumsum(s, p.g.get(), ws.gc.f32(), ws.lambda.f32(), st); }, 2)},
@@ -407,7 +407,7 @@ void print_breakdown(Problem& p) {
                           g_kern->chunk_states_bwd(s, q, d_o, ws.gc.f32(), nullptr, ws.dhs.f32(), p.dh0.f32(), st);
                         })});
   }
-  // Each earlier variant of the A-matrix (default 4) and dq/dk/dg (default 3: slices 3 ahead) kernels, run alone.
+  // Each other variant of the A-matrix (default 4) and dq/dk/dg (default 3: slices 3 ahead) kernels, run alone.
   for (int variant : {1, 2, 3}) {
     const std::string tag = ", variant " + std::to_string(variant);
     stages.push_back(
