@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <set>
+#include <tuple>
 
+#include "report/src/report_data.h"
 #include "runtime/error.h"
 
 namespace spb {
@@ -349,6 +352,186 @@ std::optional<double> CostModel::model_step_time(const std::string& method, cons
   const auto ar = allreduce(layer.world, grad_bytes);
   if (!t || !t_dp || !ar) return std::nullopt;
   return compute_s + layers * (*t - *t_dp) + *ar;
+}
+
+// --- the hold-out by world size ----------------------------------------------------------------------------------------
+
+std::vector<HoldOutError> summarize_holdout(const std::vector<HeldOutPoint>& points) {
+  std::vector<HoldOutError> out;
+  std::vector<std::vector<double>> errs;
+  for (const HeldOutPoint& p : points) {
+    const std::string backend = p.level == "operator" ? "" : p.backend;
+    size_t i = 0;
+    while (i < out.size() && !(out[i].level == p.level && out[i].method == p.method && out[i].backend == backend)) ++i;
+    if (i == out.size()) {
+      out.push_back({p.level, p.method, backend});
+      errs.emplace_back();
+    }
+    HoldOutError& e = out[i];
+    if (std::find(e.worlds.begin(), e.worlds.end(), p.world) == e.worlds.end()) e.worlds.push_back(p.world);
+    if (p.predicted() && p.measured_s > 0) errs[i].push_back(std::fabs(p.rel_error()));
+    else e.unpredicted += 1;
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    std::vector<double>& v = errs[i];
+    std::sort(out[i].worlds.begin(), out[i].worlds.end());
+    out[i].points = int(v.size());
+    if (v.empty()) continue;
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    out[i].median_abs = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    out[i].max_abs = v.back();
+  }
+  return out;
+}
+
+const HoldOutError* HoldOut::error_of(const std::string& level, const std::string& method,
+                                      const std::string& backend) const {
+  std::string be = backend;
+  if (level == "operator") be = "";
+  else if (be.empty()) {
+    auto it = link_backend.find(method);
+    if (it == link_backend.end()) return nullptr;
+    be = it->second;
+  }
+  for (const HoldOutError& e : errors)
+    if (e.level == level && e.method == method && e.backend == be) return &e;
+  return nullptr;
+}
+
+namespace {
+
+std::string pct(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, v < 0.095 ? "%.1f%%" : "%.0f%%", 100 * v);
+  return b;
+}
+
+std::string worlds_str(const std::vector<int>& w) {
+  std::string s;
+  for (int x : w) s += (s.empty() ? "" : ", ") + std::to_string(x);
+  return s;
+}
+
+}  // namespace
+
+const HeldOutPoint* HoldOut::point_at(const std::string& level, const std::string& method, double size,
+                                      double block_bytes, const std::string& backend) const {
+  const HoldOutError* e = error_of(level, method, backend);
+  if (!e || !(size > 0)) return nullptr;
+  const HeldOutPoint* best = nullptr;
+  for (const HeldOutPoint& p : points) {
+    if (p.level != level || p.method != method || !p.predicted()) continue;
+    if (level == "collective" && (p.backend != e->backend || p.bytes != size)) continue;
+    if (level == "operator" && double(p.tokens_per_rank) != size) continue;
+    const double b = p.block_bytes <= 0 || p.block_bytes >= p.bytes ? p.bytes : p.block_bytes;
+    const double want = block_bytes <= 0 || block_bytes >= size ? size : block_bytes;
+    if (level == "collective" && method == "allscan" && b != want) continue;
+    if (!best || std::fabs(p.rel_error()) > std::fabs(best->rel_error())) best = &p;  // the worst of several
+  }
+  return best;
+}
+
+std::string HoldOut::beside(const std::string& level, const std::string& method, double size, double block_bytes,
+                            const std::string& backend) const {
+  const HoldOutError* e = error_of(level, method, backend);
+  if (!e || e->points == 0)
+    return "no hold-out (nothing of " + method + " measured above P = " + std::to_string(fit_max_world) + ")";
+  std::string s = "hold-out error up to " + pct(e->max_abs) + " at P = " + worlds_str(e->worlds) + " (" +
+                  std::to_string(e->points) + (e->points == 1 ? " point" : " points");
+  if (const HeldOutPoint* p = point_at(level, method, size, block_bytes, backend))
+    s += std::string("; ") + (p->rel_error() < 0 ? "-" : "+") + pct(std::fabs(p->rel_error())) + " at this " +
+         (level == "operator" ? "length" : "size");
+  s += ")";
+  if (e->exceeds()) s += ": exceeds " + pct(kHoldOutWarn) + ", not reliable";
+  return s;
+}
+
+HoldOut hold_out_by_world(const std::vector<Row>& rows, const std::string& gpu, const ModelParams& params,
+                          int fit_max_world) {
+  HoldOut h;
+  h.machine = gpu, h.fit_max_world = fit_max_world, h.params = params;
+  // One node only, on both sides: the network is not what this validates.
+  auto one_node = [&](const Row& r) { return col(r, "gpu") == gpu && !(num(r, "nodes") > 1); };
+  std::vector<Row> fit_rows, held;
+  for (const Row& r : rows) {
+    if (!one_node(r)) continue;
+    (inum(r, "world_size") <= fit_max_world ? fit_rows : held).push_back(r);
+  }
+  const MachineFit f = fit_machine(fit_rows, gpu, params);
+  const CostModel links = f.collective_model();
+  for (const auto& [pattern, lf] : links.links)
+    for (const auto& pf : f.patterns)
+      if (pf.pattern == pattern && pf.fit.ok && pf.fit.link.alpha_s == lf.link.alpha_s &&
+          pf.fit.link.beta_Bps == lf.link.beta_Bps && !h.link_backend.count(pattern))
+        h.link_backend[pattern] = pf.backend;
+
+  // Collective: each held-out configuration with its own pattern's and backend's link.
+  std::map<std::string, std::vector<Row>> by_backend;
+  for (const Row& r : held)
+    if (col(r, "level") == "collective") by_backend[col(r, "backend")].push_back(r);
+  for (const auto& [backend, sub] : by_backend)
+    for (const CollectivePoint& c : collective_points(sub, gpu)) {
+      if (std::find(model_patterns().begin(), model_patterns().end(), c.pattern) == model_patterns().end()) continue;
+      HeldOutPoint p;
+      p.level = "collective", p.method = c.pattern, p.backend = backend, p.world = c.world;
+      p.bytes = c.bytes, p.block_bytes = c.block_bytes, p.dv = c.dv, p.measured_s = c.time_s;
+      const MachineFit::Pattern* pf = nullptr;
+      for (const auto& x : f.patterns)
+        if (x.pattern == c.pattern && x.backend == backend && x.fit.ok) pf = &x;
+      if (!pf) p.why = "no " + c.pattern + " (" + backend + ") link fitted on P <= " + std::to_string(fit_max_world);
+      else if (auto t = collective_time(c.pattern, c.world, c.bytes, c.block_bytes, c.dv, pf->fit.link, params))
+        p.predicted_s = *t;
+      else p.why = "no formula";
+      h.points.push_back(p);
+    }
+
+  // Operator: each held-out forward+backward configuration of the default schedule.
+  auto keep = [&](const Row& r) {
+    const std::string o = col(r, "overlap"), g = col(r, "head_groups");
+    return col(r, "level") == "operator" && col(r, "pass") == "fwd_bwd" && num(r, "time_ms_mean") > 0 &&
+           (o.empty() || o == "0") && (g.empty() || g == "1") &&
+           std::find(model_methods().begin(), model_methods().end(), col(r, "method")) != model_methods().end();
+  };
+  auto key = [](const Row& r) {
+    std::string k;
+    for (const char* c : {"method", "backend", "world_size", "tokens_per_rank", "batch", "heads", "dk", "dv", "dtype",
+                          "block_elems"})
+      k += col(r, c) + "|";
+    return k;
+  };
+  std::map<std::tuple<int, int, int, int, std::string, int>, CostModel> models;  // shape and P -> the small-P model
+  for (const auto& [k, r] : newest_by(held, keep, key)) {
+    HeldOutPoint p;
+    p.level = "operator", p.method = col(*r, "method"), p.backend = col(*r, "backend");
+    p.world = inum(*r, "world_size"), p.tokens_per_rank = lnum(*r, "tokens_per_rank");
+    p.batch = inum(*r, "batch"), p.heads = inum(*r, "heads"), p.dk = inum(*r, "dk"), p.dv = inum(*r, "dv");
+    p.dtype = col(*r, "dtype");
+    p.block_bytes = num(*r, "block_elems") > 0 ? 4 * num(*r, "block_elems") : 0;
+    p.measured_s = num(*r, "time_ms_mean") * 1e-3;
+    auto mk = std::make_tuple(p.batch, p.heads, p.dk, p.dv, p.dtype, p.world);
+    auto it = models.find(mk);
+    if (it == models.end())
+      it = models.emplace(mk, f.model_for(fit_rows, p.batch, p.heads, p.dk, p.dv, p.dtype, p.world)).first;
+    OperatorShape s;
+    s.world = p.world, s.batch = p.batch, s.heads = p.heads, s.dk = p.dk, s.dv = p.dv;
+    s.tokens_per_rank = p.tokens_per_rank, s.block_bytes = p.block_bytes, s.act_bytes = p.dtype == "fp32" ? 4 : 2;
+    if (!it->second.fwd_bwd.ok) p.why = "no dp rows at this shape on P <= " + std::to_string(fit_max_world);
+    else if (auto t = it->second.operator_time(p.method, s)) p.predicted_s = *t;
+    else p.why = p.method == "ulysses" && p.heads % p.world ? "H not divisible by P" : "a pattern it needs was not fitted";
+    h.points.push_back(p);
+  }
+  std::stable_sort(h.points.begin(), h.points.end(), [](const HeldOutPoint& a, const HeldOutPoint& b) {
+    auto order = [](const HeldOutPoint& p) {
+      const auto& names = p.level == "collective" ? model_patterns() : model_methods();
+      return int(std::find(names.begin(), names.end(), p.method) - names.begin());
+    };
+    return std::make_tuple(a.level != "collective", order(a), a.backend, a.world, a.bytes, a.block_bytes,
+                           a.tokens_per_rank) < std::make_tuple(b.level != "collective", order(b), b.backend, b.world,
+                                                                b.bytes, b.block_bytes, b.tokens_per_rank);
+  });
+  h.errors = summarize_holdout(h.points);
+  return h;
 }
 
 }  // namespace spb

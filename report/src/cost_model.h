@@ -31,8 +31,11 @@
 // and the operator level (local dp compute T_dp = t0 + t_token L, fitted to the dp rows; state S = B H dk dv fp32;
 // activations of `act_bytes` per element):
 //   dp        T_dp
-//   lasp1     serial: each rank computes only after its predecessor: P T_dp + 2 chain(S)
-//   lasp2     T_dp + per direction max(0, allgather(S) + fold - overlap T_dir)   (fold: P states read at fold_Bps)
+//   lasp1     its published schedule (DESIGN §3, as the official code): a serial chain of P-1 hops, each carrying one
+//             state, a rank computing between its receive and its send, so the P computes add up:
+//             P T_dp + 2 chain(S)   (a chain per direction)
+//   lasp2     an all-gather of P states (each with its decay row) per direction, then the fold of the P states:
+//             T_dp + per direction max(0, allgather(S) + fold - overlap T_dir)   (fold: P states read at fold_Bps)
 //   zeco      T_dp + per direction max(0, allscan(S, b) - overlap T_dir)
 //   ring      T_dp + per direction (P-1) max(ring step of L H B (2 dk + dv) act_bytes, ring_step_fraction T_dir)
 //   ulysses   T_dp + all-to-alls of q,k,v,g in, o out (forward) and do in, dq,dk,dv,dg out (backward); needs H % P == 0
@@ -46,6 +49,7 @@
 // bytes / P through the slowest link of the ring = 2 (P-1) alpha + 2 (P-1)/P bytes / beta.
 #pragma once
 
+#include <cmath>
 #include <map>
 #include <optional>
 #include <string>
@@ -185,5 +189,78 @@ struct CostModel {
 // Methods and patterns the model has formulas for.
 const std::vector<std::string>& model_methods();
 const std::vector<std::string>& model_patterns();
+
+// --- The hold-out by world size: how far the model is trusted beyond the measured P --------------------------------
+// The model is fitted again on one machine's rows of world_size <= kHoldOutFitMaxWorld only (report_data.h's
+// fit_machine and model_for: the links on the 2-rank collective rows, the dp kernel and each method's local overhead
+// on the 1- and 2-rank operator rows) and predicts every row of that machine on more ranks (P = 4 on the machines
+// measured so far), which it never saw:
+//   collective  each configuration (pattern, backend, state, block) with the link fitted for its pattern and backend
+//   operator    each forward+backward configuration (method, tokens per rank, shape; the default schedule, zeco with
+//               one head group) with operator_time, zeco over the All-Scan link the report's model uses
+// Rows over several nodes are left out on both sides (the network's constants are not what this validates). A point's
+// error is (predicted - measured) / measured; a method's hold-out error is the largest |error| of its points, and
+// where it exceeds kHoldOutWarn the report says so beside each of the method's predictions.
+constexpr int kHoldOutFitMaxWorld = 2;
+constexpr double kHoldOutWarn = 0.30;
+
+struct HeldOutPoint {
+  std::string level, method, backend;  // level: collective or operator; a collective point's method is its pattern
+  int world = 0;
+  double bytes = 0, block_bytes = 0;  // collective: per-rank state and All-Scan block (0: one block)
+  long long tokens_per_rank = 0;      // operator
+  int batch = 0, heads = 0, dk = 0, dv = 0;  // operator shape
+  std::string dtype;
+  double measured_s = 0, predicted_s = NAN;  // predicted: NaN where the fit on the small P has no answer (`why`)
+  std::string why;
+  bool predicted() const { return predicted_s == predicted_s; }
+  double rel_error() const { return (predicted_s - measured_s) / measured_s; }  // signed; NaN when not predicted
+};
+
+// One method of one level (and, at the collective level, one backend: each has its own link): its points' errors.
+struct HoldOutError {
+  std::string level, method, backend;  // backend "": the operator level, every backend of the method
+  int points = 0;                      // predicted
+  int unpredicted = 0;                 // held out, but the small-P fit could not predict them
+  double median_abs = NAN, max_abs = NAN;
+  std::vector<int> worlds;             // the held-out world sizes
+  // Beyond kHoldOutWarn as printed (whole percents: 30.4% is "30%", not beyond), so the words never contradict
+  // themselves.
+  bool exceeds() const { return points > 0 && std::round(100 * max_abs) > std::round(100 * kHoldOutWarn); }
+};
+
+// Per (level, method, backend), in the order first seen; operator points are summed over their backends.
+std::vector<HoldOutError> summarize_holdout(const std::vector<HeldOutPoint>& points);
+
+using Row = std::map<std::string, std::string>;  // a row of results/*.csv (report_data.h declares the same)
+
+struct HoldOut {
+  std::string machine;  // the rows' gpu column
+  int fit_max_world = kHoldOutFitMaxWorld;
+  ModelParams params;
+  std::vector<HeldOutPoint> points;
+  std::vector<HoldOutError> errors;
+  // The pattern -> backend whose link the model uses for the pattern (MachineFit::collective_model's choice).
+  std::map<std::string, std::string> link_backend;
+  // The hold-out error behind a prediction of `method` at `level`: at the collective level the backend given, else
+  // the one whose link the model uses; at the operator level every backend. nullptr: nothing of it was held out.
+  const HoldOutError* error_of(const std::string& level, const std::string& method,
+                               const std::string& backend = "") const;
+  // The held-out point of `method` at `level` at a prediction's own configuration: the same state (and, for the
+  // All-Scan, block) at the collective level, the same tokens per rank at the operator level; nullptr where none was
+  // held out there. `backend` as for error_of.
+  const HeldOutPoint* point_at(const std::string& level, const std::string& method, double size,
+                               double block_bytes = 0, const std::string& backend = "") const;
+  // The words to print beside a prediction of `method` at `level` (of state or tokens `size`, 0: any): the method's
+  // hold-out error (its largest), the error at that configuration where one was held out, and, where the method's
+  // error exceeds kHoldOutWarn, "exceeds 30%, not reliable":
+  //   "hold-out error up to 89% at P = 4 (10 points; -29% at this size): exceeds 30%, not reliable"
+  // "no hold-out (...)" where nothing of the method was measured above fit_max_world.
+  std::string beside(const std::string& level, const std::string& method, double size = 0, double block_bytes = 0,
+                     const std::string& backend = "") const;
+};
+// The hold-out of machine `gpu` (see above). No rows above fit_max_world: no points.
+HoldOut hold_out_by_world(const std::vector<Row>& rows, const std::string& gpu, const ModelParams& params,
+                          int fit_max_world = kHoldOutFitMaxWorld);
 
 }  // namespace spb
