@@ -447,6 +447,14 @@ std::string HoldOut::beside(const std::string& level, const std::string& method,
   return s;
 }
 
+std::string HoldOut::brief(const std::string& level, const std::string& method, const std::string& backend) const {
+  const HoldOutError* e = error_of(level, method, backend);
+  if (!e || e->points == 0) return "no hold-out";
+  std::string s = "hold-out <= " + pct(e->max_abs) + " at P = " + worlds_str(e->worlds);
+  if (e->exceeds()) s += ": exceeds " + pct(kHoldOutWarn) + ", not reliable";
+  return s;
+}
+
 HoldOut hold_out_by_world(const std::vector<Row>& rows, const std::string& gpu, const ModelParams& params,
                           int fit_max_world) {
   HoldOut h;

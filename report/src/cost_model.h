@@ -258,6 +258,9 @@ struct HoldOut {
   // "no hold-out (...)" where nothing of the method was measured above fit_max_world.
   std::string beside(const std::string& level, const std::string& method, double size = 0, double block_bytes = 0,
                      const std::string& backend = "") const;
+  // The same in brief, for a table cell beside a number: "hold-out <= 1.4% at P = 4", "hold-out <= 89% at P = 4:
+  // exceeds 30%, not reliable", "no hold-out".
+  std::string brief(const std::string& level, const std::string& method, const std::string& backend = "") const;
 };
 // The hold-out of machine `gpu` (see above). No rows above fit_max_world: no points.
 HoldOut hold_out_by_world(const std::vector<Row>& rows, const std::string& gpu, const ModelParams& params,
