@@ -176,8 +176,10 @@ std::string section_cost_model(const Context& c) {
        "Where it exceeds " << abs_pct(kHoldOutWarn) << ", the method's predictions for more GPUs than were measured are "
        "not reliable, and the words beside them in the next section say so. The predictions in the tables use the "
        "fit on every measured P, not this one: the hold-out is the error of an extrapolation by a factor of two in P, "
-       "and extrapolating further (to " << kPredictGpus.back() << " GPUs) can miss by more. Rows over several nodes "
-       "are left out: the network's constants are not validated here.\n\n";
+       "and extrapolating further (to " << kPredictGpus.back() << " GPUs) can miss by more. An operator-level error "
+       "holds at the P it was checked on, where communication is a small share of most methods' time; the share grows "
+       "with P, and with it the weight of the error of the collective the method uses (the collective rows above). "
+       "Rows over several nodes are left out: the network's constants are not validated here.\n\n";
   if (!c.ref_gpu.empty()) s << holdout_section(c, c.ref_gpu, c.ref_gpu + " (the GPU predictions' machine)");
   if (c.cpu_fit)
     s << holdout_section(c, "cpu", "CPU ranks (the CPU section's fit; where more ranks run than the machine has "
