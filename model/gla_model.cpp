@@ -43,14 +43,16 @@ struct GlaModel::Layer {
 // What the forward keeps for the backward (per block) and the backward's scratch (shared by the blocks).
 struct GlaModel::Acts {
   struct PerLayer {
-    Buffer x_mid, rstd1, h1, q, k, v, z, gl, pre, g, o, rstd_gn, y, rstd2, h2, a, b, m;
+    Buffer x_mid, rstd1, h1, q, k, v, z, gl, pre, g, o, rstd_gn, y, rstd2, h2, m;
+    Buffer ab;  // [N, 2F]: the MLP's gate and up products side by side (one GEMM)
   };
   std::vector<Buffer> x;  // the residual stream entering block l (x[layers]: entering the final norm), f32 [N, D]
   std::vector<PerLayer> layer;
   Buffer h1s, h2s, ys, ms;             // the blocks' h1, h2, y, m with recompute
   Buffer tokens, targets;              // int32 [N]
   Buffer rstd_f, hf, logits, dlogits, losses;
-  Buffer dx, dxa, dh, dmy, da, db, dq, dk, dv, dg, dz, d_o, dpre, dgl;
+  Buffer dx, dxa, dh, dmy, dab, dq, dk, dv, dg, dz, d_o, dpre, dgl;
+  Buffer dproj;  // [N, 2Kd + 2Vd + R]: dq, dk, dv, dz, dgl side by side, for the one GEMM of each product below
 };
 
 namespace {
@@ -61,10 +63,12 @@ std::vector<ParamInfo> GlaModel::layout(const GlaModelConfig& c, std::vector<Lay
   const size_t D = c.hidden, Kd = c.key_dim(), Vd = c.value_dim(), F = c.mlp_size(), R = c.gate_rank;
   std::vector<ParamInfo> info;
   size_t n = 0;
-  // Every tensor starts on 64 elements (aligned loads in the kernels).
-  auto add = [&](const std::string& name, size_t rows, size_t cols) {
+  // Every tensor starts on 64 elements (aligned loads in the kernels), but for the projections that read one input
+  // (q, k, v, g and the gate's rank-R one; the MLP's gate and up): each group is one matrix of stacked rows, so its
+  // products are one GEMM.
+  auto add = [&](const std::string& name, size_t rows, size_t cols, bool packed_with_next = false) {
     info.push_back({name, n, rows, cols});
-    n = align64(n + rows * cols);
+    n = packed_with_next ? n + rows * cols : align64(n + rows * cols);
     return info.back().offset;
   };
   add("embed.weight", c.vocab, D);
@@ -72,17 +76,17 @@ std::vector<ParamInfo> GlaModel::layout(const GlaModelConfig& c, std::vector<Lay
     const std::string p = "layers." + std::to_string(l) + ".";
     Layer y;
     y.attn_norm = add(p + "attn_norm.weight", 1, D);
-    y.wq = add(p + "attn.q_proj.weight", Kd, D);
-    y.wk = add(p + "attn.k_proj.weight", Kd, D);
-    y.wv = add(p + "attn.v_proj.weight", Vd, D);
-    y.wg = add(p + "attn.g_proj.weight", Vd, D);
+    y.wq = add(p + "attn.q_proj.weight", Kd, D, true);
+    y.wk = add(p + "attn.k_proj.weight", Kd, D, true);
+    y.wv = add(p + "attn.v_proj.weight", Vd, D, true);
+    y.wg = add(p + "attn.g_proj.weight", Vd, D, true);
     y.wgk0 = add(p + "attn.gk_proj.0.weight", R, D);
     y.wgk1 = add(p + "attn.gk_proj.1.weight", Kd, R);
     y.bgk1 = add(p + "attn.gk_proj.1.bias", 1, Kd);
     y.g_norm = add(p + "attn.g_norm.weight", 1, size_t(c.dv()));
     y.wo = add(p + "attn.o_proj.weight", D, Vd);
     y.mlp_norm = add(p + "mlp_norm.weight", 1, D);
-    y.w_gate = add(p + "mlp.gate_proj.weight", F, D);
+    y.w_gate = add(p + "mlp.gate_proj.weight", F, D, true);
     y.w_up = add(p + "mlp.up_proj.weight", F, D);
     y.w_down = add(p + "mlp.down_proj.weight", D, F);
     if (layers) layers->push_back(y);
@@ -112,16 +116,17 @@ size_t GlaModel::plan_acts(const GlaModelConfig& c, int rows, DType act, bool re
     take(p.q, N * Kd * a), take(p.k, N * Kd * a), take(p.pre, N * Kd * a), take(p.g, N * Kd * a);
     take(p.v, N * Vd * a), take(p.z, N * Vd * a), take(p.o, N * Vd * a);
     take(p.gl, N * R * a);
-    take(p.a, N * F * a), take(p.b, N * F * a);
+    take(p.ab, N * 2 * F * a);
   }
   // With recompute, one block's normalised inputs, gated output and SwiGLU output at a time: the backward makes them
-  // again from what each block keeps (x, rstd, o, z, a, b).
+  // again from what each block keeps (x, rstd, o, z, ab).
   if (recompute) take(A.h1s, N * D * a), take(A.h2s, N * D * a), take(A.ys, N * Vd * a), take(A.ms, N * F * a);
   take(A.tokens, N * 4), take(A.targets, N * 4);
   take(A.rstd_f, N * f), take(A.hf, N * D * a);
   take(A.logits, N * c.vocab * f), take(A.dlogits, N * c.vocab * a), take(A.losses, N * f);
   take(A.dx, N * D * f), take(A.dxa, N * D * a), take(A.dh, N * D * f);
-  take(A.dmy, N * std::max(F, Vd) * a), take(A.da, N * F * a), take(A.db, N * F * a);
+  take(A.dmy, N * std::max(F, Vd) * a), take(A.dab, N * 2 * F * a);
+  take(A.dproj, N * (2 * Kd + 2 * Vd + R) * a);
   take(A.dq, N * Kd * a), take(A.dk, N * Kd * a), take(A.dg, N * Kd * a), take(A.dpre, N * Kd * a);
   take(A.dv, N * Vd * a), take(A.dz, N * Vd * a), take(A.d_o, N * Vd * a), take(A.dgl, N * R * a);
   return total;
@@ -154,6 +159,13 @@ GlaModel::GlaModel(Runtime& rt, const GlaModelConfig& c, int batch, int tokens_p
   adam_m_ = Buffer(dev, n_params_ * 4);
   adam_v_ = Buffer(dev, n_params_ * 4);
   if (act_ != DType::f32) act_weights_ = Buffer(dev, n_params_ * dtype_size(act_));
+  // The products overwrite their weights' gradients; the embedding, the norms' weights and the gate's bias are
+  // accumulated into (+=) by their kernels, so only those are zeroed before a step (the rest once, here: padding).
+  dev.fill_zero(grads_.get(), grads_.bytes(), dev.compute_stream());
+  for (const ParamInfo& p : info_)
+    if (p.name == "embed.weight" || p.name.find("norm.weight") != std::string::npos ||
+        p.name.find(".bias") != std::string::npos)
+      accumulated_grads_.push_back(&p);
   reset(seed);
   acts_ = std::make_unique<Acts>();
   plan_acts(c_, N_, act_, recompute_, *acts_, &dev);
@@ -242,6 +254,11 @@ void GlaModel::mm(bool ta, bool tb, int M, int N, int K, float alpha, const void
   mk_->gemm(ta, tb, M, N, K, alpha, A, B, beta, C, c_type, st);
 }
 
+void GlaModel::mm_residual(int M, int N, int K, const void* x, const void* W, const float* C, float* D, Stream st) {
+  if (clock_) clock_->add_flops(2.0 * M * N * K);
+  mk_->gemm_residual(M, N, K, x, W, C, D, st);
+}
+
 void GlaModel::forward_layer(int l) {
   const Views V = views();
   ModelKernels& k = *mk_;
@@ -277,19 +294,16 @@ void GlaModel::forward_layer(int l) {
   k.gated_rmsnorm_fwd(N * c_.heads, c_.dv(), A.o.get(), A.z.get(), V.P(y.g_norm), c_.norm_eps, yo,
                       A.rstd_gn.f32(), st);
   stage("o_proj + residual");
-  rt_.dev->copy(A.x_mid.get(), x, size_t(N) * D * 4, st);
-  mm(false, true, N, D, Vd, 1, yo, V.W(y.wo), 1, A.x_mid.get(), DType::f32, st);
+  mm_residual(N, D, Vd, yo, V.W(y.wo), x, A.x_mid.f32(), st);
 
   stage("norms");
   k.rmsnorm_fwd(N, D, A.x_mid.f32(), V.P(y.mlp_norm), c_.norm_eps, h2, A.rstd2.f32(), st);
   stage("MLP gate, up");
-  mm(false, true, N, F, D, 1, h2, V.W(y.w_gate), 0, A.a.get(), t, st);
-  mm(false, true, N, F, D, 1, h2, V.W(y.w_up), 0, A.b.get(), t, st);
+  mm(false, true, N, 2 * F, D, 1, h2, V.W(y.w_gate), 0, A.ab.get(), t, st);  // [Wgate; Wup] are one matrix
   stage("swiglu");
-  k.swiglu_fwd(size_t(N) * F, A.a.get(), A.b.get(), m, st);
+  k.swiglu_fwd(N, F, A.ab.get(), m, st);
   stage("MLP down + residual");
-  rt_.dev->copy(x_next, A.x_mid.get(), size_t(N) * D * 4, st);
-  mm(false, true, N, D, F, 1, m, V.W(y.w_down), 1, x_next, DType::f32, st);
+  mm_residual(N, D, F, m, V.W(y.w_down), A.x_mid.f32(), x_next, st);
 }
 
 // acts_->dx holds the gradient of block l's output on entry and of its input on return.
@@ -310,7 +324,7 @@ void GlaModel::backward_layer(int l) {
   void* m = recompute_ ? S.ms.get() : A.m.get();
   if (recompute_) {
     stage("recompute");
-    k.swiglu_fwd(size_t(N) * F, A.a.get(), A.b.get(), m, st);
+    k.swiglu_fwd(N, F, A.ab.get(), m, st);
     k.rmsnorm_fwd(N, D, A.x_mid.f32(), V.P(y.mlp_norm), c_.norm_eps, h2, A.rstd2.f32(), st);
     k.gated_rmsnorm_fwd(N * c_.heads, c_.dv(), A.o.get(), A.z.get(), V.P(y.g_norm), c_.norm_eps, yo, A.rstd_gn.f32(),
                         st);
@@ -322,12 +336,10 @@ void GlaModel::backward_layer(int l) {
   mm(true, false, D, F, N, 1, S.dxa.get(), m, 0, V.G(y.w_down), f32, st);
   mm(false, false, N, F, D, 1, S.dxa.get(), V.W(y.w_down), 0, S.dmy.get(), t, st);
   stage("bwd: swiglu");
-  k.swiglu_bwd(size_t(N) * F, A.a.get(), A.b.get(), S.dmy.get(), S.da.get(), S.db.get(), st);
+  k.swiglu_bwd(N, F, A.ab.get(), S.dmy.get(), S.dab.get(), st);
   stage("bwd: MLP gate, up");
-  mm(true, false, F, D, N, 1, S.da.get(), h2, 0, V.G(y.w_gate), f32, st);
-  mm(true, false, F, D, N, 1, S.db.get(), h2, 0, V.G(y.w_up), f32, st);
-  mm(false, false, N, D, F, 1, S.da.get(), V.W(y.w_gate), 0, S.dh.get(), f32, st);
-  mm(false, false, N, D, F, 1, S.db.get(), V.W(y.w_up), 1, S.dh.get(), f32, st);
+  mm(true, false, 2 * F, D, N, 1, S.dab.get(), h2, 0, V.G(y.w_gate), f32, st);
+  mm(false, false, N, D, 2 * F, 1, S.dab.get(), V.W(y.w_gate), 0, S.dh.get(), f32, st);
   stage("bwd: norms");
   k.rmsnorm_bwd(N, D, A.x_mid.f32(), V.P(y.mlp_norm), A.rstd2.f32(), S.dh.f32(), S.dx.f32(), V.G(y.mlp_norm),
                 S.dxa.get(), st);
@@ -351,16 +363,17 @@ void GlaModel::backward_layer(int l) {
   stage("bwd: q, k, v, gate projections");
   mm(true, false, Kd, R, N, 1, S.dpre.get(), A.gl.get(), 0, V.G(y.wgk1), f32, st);
   mm(false, false, N, R, Kd, 1, S.dpre.get(), V.W(y.wgk1), 0, S.dgl.get(), t, st);
-  mm(true, false, Kd, D, N, 1, S.dq.get(), h1, 0, V.G(y.wq), f32, st);
-  mm(true, false, Kd, D, N, 1, S.dk.get(), h1, 0, V.G(y.wk), f32, st);
-  mm(true, false, Vd, D, N, 1, S.dv.get(), h1, 0, V.G(y.wv), f32, st);
-  mm(true, false, Vd, D, N, 1, S.dz.get(), h1, 0, V.G(y.wg), f32, st);
-  mm(true, false, R, D, N, 1, S.dgl.get(), h1, 0, V.G(y.wgk0), f32, st);
-  mm(false, false, N, D, Kd, 1, S.dq.get(), V.W(y.wq), 0, S.dh.get(), f32, st);
-  mm(false, false, N, D, Kd, 1, S.dk.get(), V.W(y.wk), 1, S.dh.get(), f32, st);
-  mm(false, false, N, D, Vd, 1, S.dv.get(), V.W(y.wv), 1, S.dh.get(), f32, st);
-  mm(false, false, N, D, Vd, 1, S.dz.get(), V.W(y.wg), 1, S.dh.get(), f32, st);
-  mm(false, false, N, D, R, 1, S.dgl.get(), V.W(y.wgk0), 1, S.dh.get(), f32, st);
+  // [Wq; Wk; Wv; Wg; W0] are one matrix: with their output gradients side by side, one GEMM gives all five weight
+  // gradients and one the input gradient (instead of five accumulating into dh, each reading and writing it in fp32).
+  const int P = 2 * Kd + 2 * Vd + R;
+  int col = 0;
+  for (auto [src, cols] : {std::pair<void*, int>{S.dq.get(), Kd}, {S.dk.get(), Kd}, {S.dv.get(), Vd},
+                           {S.dz.get(), Vd}, {S.dgl.get(), R}}) {
+    k.copy_columns(N, cols, src, P, col, S.dproj.get(), st);
+    col += cols;
+  }
+  mm(true, false, P, D, N, 1, S.dproj.get(), h1, 0, V.G(y.wq), f32, st);
+  mm(false, false, N, D, P, 1, S.dproj.get(), V.W(y.wq), 0, S.dh.get(), f32, st);
   stage("bwd: norms");
   k.rmsnorm_bwd(N, D, x, V.P(y.attn_norm), A.rstd1.f32(), S.dh.f32(), S.dx.f32(), V.G(y.attn_norm), S.dxa.get(),
                 st);
@@ -399,7 +412,7 @@ double GlaModel::forward_backward(const std::vector<int32_t>& tokens) {
                   S.losses.f32(), S.dlogits.get(), st);
 
   stage("zero gradients");
-  dev.fill_zero(grads_.get(), grads_.bytes(), st);
+  for (const ParamInfo* p : accumulated_grads_) dev.fill_zero(V.G(p->offset), p->elems() * 4, st);
   stage("bwd: LM head");
   mm(true, false, Vc, D, N, 1, S.dlogits.get(), S.hf.get(), 0, V.G(lm_head_), DType::f32, st);
   mm(false, false, N, D, Vc, 1, S.dlogits.get(), V.W(lm_head_), 0, S.dh.get(), DType::f32, st);
@@ -428,8 +441,7 @@ void GlaModel::optimizer_step(const AdamWConfig& o) {
   ++step_;
   stage("AdamW + bf16 weights");
   mk_->adamw(n_params_, params_.f32(), grads_.f32(), adam_m_.f32(), adam_v_.f32(), o.lr, o.beta1, o.beta2, o.eps,
-             o.weight_decay, step_, rt_.dev->compute_stream());
-  refresh_act_weights();
+             o.weight_decay, step_, act_ == DType::f32 ? nullptr : act_weights_.get(), rt_.dev->compute_stream());
 }
 
 std::vector<float> GlaModel::download_params() const {

@@ -107,6 +107,7 @@ class GlaModel {
   // mk_->gemm, its FLOPs counted on the clock
   void mm(bool ta, bool tb, int M, int N, int K, float alpha, const void* A, const void* B, float beta, void* C,
           DType c_type, Stream st);
+  void mm_residual(int M, int N, int K, const void* x, const void* W, const float* C, float* D, Stream st);
   void forward_layer(int l);
   void backward_layer(int l);
   void init_params(uint64_t seed);
@@ -121,6 +122,7 @@ class GlaModel {
   std::unique_ptr<ModelKernels> mk_;
   DType act_;
   std::vector<ParamInfo> info_;
+  std::vector<const ParamInfo*> accumulated_grads_;  // the gradients kernels add into: zeroed before every step
   std::vector<Layer> layers_;
   size_t n_params_ = 0, embed_ = 0, final_norm_ = 0, lm_head_ = 0;
   Buffer params_, grads_, adam_m_, adam_v_, act_weights_;

@@ -28,6 +28,11 @@ class ModelKernels {
   virtual void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void* A, const void* B,
                     float beta, void* C, DType c_type, Stream st) = 0;
 
+  // D [M, N] = x W^T + C: x act [M, K], W act [N, K], C and D f32 [M, N], apart (a residual stream's next value
+  // beside the old one, which the backward still reads).
+  virtual void gemm_residual(int M, int N, int K, const void* x, const void* W, const float* C, float* D,
+                             Stream st) = 0;
+
   // dst = src converted, n elements (f32 <-> act; the same type is a copy).
   virtual void convert(size_t n, const void* src, DType src_type, void* dst, DType dst_type, Stream st) = 0;
 
@@ -60,10 +65,14 @@ class ModelKernels {
   virtual void gated_rmsnorm_bwd(int rows, int D, const void* o, const void* z, const float* w, const float* rstd,
                                  const void* dy, void* d_o, void* dz, float* dw, Stream st) = 0;
 
-  // SwiGLU: y (act) = silu(a) * b, n elements; backward da, db (act) = from dy (act).
-  virtual void swiglu_fwd(size_t n, const void* a, const void* b, void* y, Stream st) = 0;
-  virtual void swiglu_bwd(size_t n, const void* a, const void* b, const void* dy, void* da, void* db,
-                          Stream st) = 0;
+  // SwiGLU over rows of F: ab act [rows, 2F] holds a row's a then its b (the gate and up products of one GEMM);
+  // y (act) [rows, F] = silu(a) * b; backward: dab (act) [rows, 2F] = (da | db) from dy (act) [rows, F].
+  virtual void swiglu_fwd(int rows, int F, const void* ab, void* y, Stream st) = 0;
+  virtual void swiglu_bwd(int rows, int F, const void* ab, const void* dy, void* dab, Stream st) = 0;
+
+  // dst[:, col : col + cols] = src (act): src [rows, cols], dst [rows, dst_cols]. Lays gradients side by side so that
+  // one product reads them all.
+  virtual void copy_columns(int rows, int cols, const void* src, int dst_cols, int col, void* dst, Stream st) = 0;
 
   // Cross-entropy of n rows of logits (f32 [n, V]) against targets: loss[i] (f32) = logsumexp(logits[i]) -
   // logits[i, target[i]], and dlogits (act) = (softmax(logits[i]) - onehot(target[i])) * grad_scale.
@@ -72,8 +81,9 @@ class ModelKernels {
 
   // AdamW (decoupled weight decay), n elements of fp32 p, grad, m, v; step counts from 1:
   //   m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= lr (m / (1-b1^step)) / (sqrt(v / (1-b2^step)) + eps) + lr wd p
+  // p_act (nullable): the act copy of the new p, written in the same pass (what the next step's products read).
   virtual void adamw(size_t n, float* p, const float* grad, float* m, float* v, float lr, float beta1, float beta2,
-                     float eps, float weight_decay, int step, Stream st) = 0;
+                     float eps, float weight_decay, int step, void* p_act, Stream st) = 0;
 };
 
 std::unique_ptr<ModelKernels> make_cpu_model_kernels();

@@ -20,6 +20,10 @@ class CpuModelKernels final : public ModelKernels {
     SPB_CHECK(c_type == DType::f32, "the CPU model kernels hold every tensor in fp32");
     cpu_ops::gemm(ta, tb, M, N, K, alpha, F(A), F(B), beta, F(C));
   }
+  void gemm_residual(int M, int N, int K, const void* x, const void* W, const float* C, float* D, Stream) override {
+    std::memcpy(D, C, size_t(M) * N * sizeof(float));
+    cpu_ops::gemm(false, true, M, N, K, 1.0f, F(x), F(W), 1.0f, D);
+  }
   void convert(size_t n, const void* src, DType st, void* dst, DType dt, Stream) override {
     SPB_CHECK(st == DType::f32 && dt == DType::f32, "the CPU model kernels hold every tensor in fp32");
     if (dst != src) std::memmove(dst, src, n * sizeof(float));
@@ -53,19 +57,24 @@ class CpuModelKernels final : public ModelKernels {
                          const void* dy, void* d_o, void* dz, float* dw, Stream) override {
     cpu_ops::rmsnorm_bwd(rows, D, F(o), w, rstd, F(dy), F(d_o), dw, false, F(z), F(dz));
   }
-  void swiglu_fwd(size_t n, const void* a, const void* b, void* y, Stream) override {
-    cpu_ops::swiglu_fwd(n, F(a), F(b), F(y));
+  void swiglu_fwd(int rows, int f, const void* ab, void* y, Stream) override {
+    cpu_ops::swiglu_fwd(rows, f, F(ab), F(y));
   }
-  void swiglu_bwd(size_t n, const void* a, const void* b, const void* dy, void* da, void* db, Stream) override {
-    cpu_ops::swiglu_bwd(n, F(a), F(b), F(dy), F(da), F(db));
+  void swiglu_bwd(int rows, int f, const void* ab, const void* dy, void* dab, Stream) override {
+    cpu_ops::swiglu_bwd(rows, f, F(ab), F(dy), F(dab));
+  }
+  void copy_columns(int rows, int cols, const void* src, int dst_cols, int col, void* dst, Stream) override {
+    for (int r = 0; r < rows; ++r)
+      std::memcpy(F(dst) + size_t(r) * dst_cols + col, F(src) + size_t(r) * cols, size_t(cols) * sizeof(float));
   }
   void cross_entropy(int n, int V, const float* logits, const int32_t* targets, float grad_scale, float* loss,
                      void* dlogits, Stream) override {
     cpu_ops::cross_entropy(n, V, logits, targets, grad_scale, loss, F(dlogits));
   }
   void adamw(size_t n, float* p, const float* grad, float* m, float* v, float lr, float beta1, float beta2, float eps,
-             float weight_decay, int step, Stream) override {
+             float weight_decay, int step, void* p_act, Stream) override {
     cpu_ops::adamw(n, p, grad, m, v, lr, beta1, beta2, eps, weight_decay, step);
+    if (p_act && p_act != p) std::memcpy(p_act, p, n * sizeof(float));  // act is fp32 here
   }
 };
 

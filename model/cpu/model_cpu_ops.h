@@ -137,20 +137,28 @@ void forget_gate_bwd(int n, int C, const T* pre, const T* bias, T normaliser, co
     }
 }
 
+// ab [rows, 2F]: a row's a, then its b.
 template <class T>
-void swiglu_fwd(size_t n, const T* a, const T* b, T* y) {
+void swiglu_fwd(int rows, int F, const T* ab, T* y) {
 #pragma omp parallel for schedule(static)
-  for (size_t i = 0; i < n; ++i) y[i] = a[i] / (T(1) + std::exp(-a[i])) * b[i];
+  for (int r = 0; r < rows; ++r)
+    for (int i = 0; i < F; ++i) {
+      const T a = ab[size_t(r) * 2 * F + i], b = ab[size_t(r) * 2 * F + F + i];
+      y[size_t(r) * F + i] = a / (T(1) + std::exp(-a)) * b;
+    }
 }
 
 template <class T>
-void swiglu_bwd(size_t n, const T* a, const T* b, const T* dy, T* da, T* db) {
+void swiglu_bwd(int rows, int F, const T* ab, const T* dy, T* dab) {
 #pragma omp parallel for schedule(static)
-  for (size_t i = 0; i < n; ++i) {
-    const T sig = T(1) / (T(1) + std::exp(-a[i])), silu = a[i] * sig;
-    db[i] = dy[i] * silu;
-    da[i] = dy[i] * b[i] * sig * (T(1) + a[i] * (T(1) - sig));
-  }
+  for (int r = 0; r < rows; ++r)
+    for (int i = 0; i < F; ++i) {
+      const size_t ia = size_t(r) * 2 * F + i, ib = ia + F;
+      const T a = ab[ia], b = ab[ib], d = dy[size_t(r) * F + i];
+      const T sig = T(1) / (T(1) + std::exp(-a)), silu = a * sig;
+      dab[ib] = d * silu;
+      dab[ia] = d * b * sig * (T(1) + a * (T(1) - sig));
+    }
 }
 
 template <class T>

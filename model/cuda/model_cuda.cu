@@ -1,15 +1,19 @@
 // The GPU kernels of the GLA language model (model/model_kernels.h): bf16 activations, fp32 math inside every kernel.
 //   gemm                     cublasGemmEx, bf16 A and B, bf16 or fp32 C, fp32 compute; row-major mapped onto cuBLAS
+//   gemm_residual            cublasLt: D = x W^T + C with C and D apart (the residual stream, fp32)
 //   convert                  fp32 <-> bf16, 4 elements a thread where the pointers allow it
 //   embedding_fwd/bwd        gather rows; scatter-add with fp32 atomics
 //   rmsnorm_fwd/bwd          one kernel each, the row read once (in registers) by 16..256 threads; dw summed per block
 //   forget_gate_fwd/bwd      logsigmoid / normaliser; the backward writes dpre and sums dbias in one pass
 //   gated_rmsnorm_fwd/bwd    per-head RMSNorm times swish(z): the same kernels (two rows per warp at dv = 64)
-//   swiglu_fwd/bwd           elementwise, 4 elements a thread
+//   swiglu_fwd/bwd           elementwise over [rows, F] from (a | b) rows, 4 elements a thread
+//   copy_columns             cudaMemcpy2DAsync
 //   cross_entropy            one block per row, online log-sum-exp, then dlogits in a second pass over the row
-//   adamw                    elementwise fp32, 4 elements a thread; bias corrections from the host in double
+//   adamw                    elementwise fp32, 4 elements a thread, the bf16 copy of p in the same pass; bias
+//                            corrections from the host in double
 // Built into spb_model_cuda (model/cuda/CMakeLists.txt); tested against the CPU kernels by
 // tests/model/test_model_kernels_gpu.cpp (ctest -R model.kernels_gpu).
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -20,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <unordered_map>
 #include <utility>
@@ -428,39 +433,45 @@ __device__ __forceinline__ void swiglu_grad(float a, float b, float dy, float& d
   db = dy * a * sg;
 }
 
-__global__ void swiglu_fwd_kernel(size_t n, bool vec, const bf16* a, const bf16* b, bf16* y) {
+// ab [rows, 2F] holds a row's a then its b; y, dy [rows, F]. Groups of 4 outputs lie in one row when F % 4 == 0.
+__global__ void swiglu_fwd_kernel(int F, size_t n, bool vec, const bf16* ab, bf16* y) {
   SPB_FOR_EACH_GROUP_OF_4(n, g) {
-    const size_t i = g * 4;
-    if (vec && i + 4 <= n) {
+    const size_t e = g * 4;
+    if (vec && e + 4 <= n) {
+      const bf16* a = ab + e + (e / F) * F;  // row r starts at 2F r: e + F r
       float av[4], bv[4], yv[4];
-      load4(a + i, av);
-      load4(b + i, bv);
+      load4(a, av);
+      load4(a + F, bv);
       for (int k = 0; k < 4; ++k) yv[k] = swiglu(av[k], bv[k]);
-      store4(y + i, yv);
+      store4(y + e, yv);
     } else {
-      for (size_t k = i; k < n && k < i + 4; ++k) y[k] = to_bf(swiglu(to_f(a[k]), to_f(b[k])));
+      for (size_t k = e; k < n && k < e + 4; ++k) {
+        const bf16* a = ab + k + (k / F) * F;
+        y[k] = to_bf(swiglu(to_f(a[0]), to_f(a[F])));
+      }
     }
   }
 }
 
-__global__ void swiglu_bwd_kernel(size_t n, bool vec, const bf16* a, const bf16* b, const bf16* dy, bf16* da,
-                                  bf16* db) {
+__global__ void swiglu_bwd_kernel(int F, size_t n, bool vec, const bf16* ab, const bf16* dy, bf16* dab) {
   SPB_FOR_EACH_GROUP_OF_4(n, g) {
-    const size_t i = g * 4;
-    if (vec && i + 4 <= n) {
+    const size_t e = g * 4;
+    if (vec && e + 4 <= n) {
+      const size_t ia = e + (e / F) * F;
       float av[4], bv[4], dyv[4], dav[4], dbv[4];
-      load4(a + i, av);
-      load4(b + i, bv);
-      load4(dy + i, dyv);
+      load4(ab + ia, av);
+      load4(ab + ia + F, bv);
+      load4(dy + e, dyv);
       for (int k = 0; k < 4; ++k) swiglu_grad(av[k], bv[k], dyv[k], dav[k], dbv[k]);
-      store4(da + i, dav);
-      store4(db + i, dbv);
+      store4(dab + ia, dav);
+      store4(dab + ia + F, dbv);
     } else {
-      for (size_t k = i; k < n && k < i + 4; ++k) {
+      for (size_t k = e; k < n && k < e + 4; ++k) {
+        const size_t ia = k + (k / F) * F;
         float dak, dbk;
-        swiglu_grad(to_f(a[k]), to_f(b[k]), to_f(dy[k]), dak, dbk);
-        da[k] = to_bf(dak);
-        db[k] = to_bf(dbk);
+        swiglu_grad(to_f(ab[ia]), to_f(ab[ia + F]), to_f(dy[k]), dak, dbk);
+        dab[ia] = to_bf(dak);
+        dab[ia + F] = to_bf(dbk);
       }
     }
   }
@@ -525,7 +536,9 @@ __device__ __forceinline__ void adamw_one(const AdamParams& a, float& p, float g
   const float m_hat = m / a.bias_corr1, v_hat = v / a.bias_corr2;
   p -= a.lr * m_hat / (sqrtf(v_hat) + a.eps) + a.lr * a.weight_decay * p;  // the decay reads p before the step
 }
-__global__ void adamw_kernel(size_t n, bool vec, AdamParams a, float* p, const float* grad, float* m, float* v) {
+// p_act (nullable): the bf16 copy of the new p, stored in the same pass.
+__global__ void adamw_kernel(size_t n, bool vec, AdamParams a, float* p, const float* grad, float* m, float* v,
+                             bf16* p_act) {
   SPB_FOR_EACH_GROUP_OF_4(n, g) {
     const size_t i = g * 4;
     if (vec && i + 4 <= n) {
@@ -538,8 +551,12 @@ __global__ void adamw_kernel(size_t n, bool vec, AdamParams a, float* p, const f
       store4(p + i, pv);
       store4(m + i, mv);
       store4(v + i, vv);
+      if (p_act) store4(p_act + i, pv);
     } else {
-      for (size_t k = i; k < n && k < i + 4; ++k) adamw_one(a, p[k], grad[k], m[k], v[k]);
+      for (size_t k = i; k < n && k < i + 4; ++k) {
+        adamw_one(a, p[k], grad[k], m[k], v[k]);
+        if (p_act) p_act[k] = to_bf(p[k]);
+      }
     }
   }
 }
@@ -556,8 +573,11 @@ class CudaModelKernels final : public ModelKernels {
     SPB_CUDA(cudaGetDevice(&dev));
     SPB_CUDA(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, dev));
     SPB_CUBLAS(cublasCreate(&cublas_));
+    SPB_CUBLAS(cublasLtCreate(&lt_));
   }
   ~CudaModelKernels() override {
+    for (auto& p : residual_plans_) p.second.destroy();
+    cublasLtDestroy(lt_);
     cublasDestroy(cublas_);
     for (auto& sw : workspaces_) cudaFree(sw.second);
   }
@@ -581,6 +601,20 @@ class CudaModelKernels final : public ModelKernels {
     SPB_CUBLAS(cublasGemmEx(cublas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K,
                             &alpha, B, CUDA_R_16BF, ldb, A, CUDA_R_16BF, lda, &beta, C, ct, N, CUBLAS_COMPUTE_32F,
                             CUBLAS_GEMM_DEFAULT));
+  }
+
+  // cublasLt, which (unlike cublasGemmEx) reads C from one buffer and writes D to another: the residual stream's
+  // next value without first copying the old one. In cuBLAS's column-major terms D^T [N, M] = W [N, K] x^T + C^T:
+  // W stored row-major [N, K] is column-major [K, N] (OP_T, ld K), x [M, K] is column-major [K, M] (OP_N, ld K).
+  void gemm_residual(int M, int N, int K, const void* x, const void* W, const float* C, float* D,
+                     Stream st) override {
+    SPB_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm_residual: negative size");
+    if (M == 0 || N == 0) return;
+    const cudaStream_t s = stream(st);
+    ResidualPlan& p = residual_plan(M, N, K);
+    const float one = 1.f;
+    SPB_CUBLAS(cublasLtMatmul(lt_, p.desc, &one, W, p.w, x, p.x, &one, C, p.c, D, p.c, p.have_algo ? &p.algo : nullptr,
+                              workspace(s), kCublasWorkspaceBytes, s));
   }
 
   void convert(size_t n, const void* src, DType src_type, void* dst, DType dst_type, Stream st) override {
@@ -643,18 +677,26 @@ class CudaModelKernels final : public ModelKernels {
                                 nullptr, st);
   }
 
-  void swiglu_fwd(size_t n, const void* a, const void* b, void* y, Stream st) override {
+  void swiglu_fwd(int rows, int F, const void* ab, void* y, Stream st) override {
+    const size_t n = size_t(rows) * F;
     if (n == 0) return;
-    const bool vec = aligned(a, 8) && aligned(b, 8) && aligned(y, 8);
-    swiglu_fwd_kernel<<<grid((n + 3) / 4), kThreads, 0, stream(st)>>>(n, vec, as_bf16(a), as_bf16(b), as_bf16(y));
+    const bool vec = F % 4 == 0 && aligned(ab, 8) && aligned(y, 8);
+    swiglu_fwd_kernel<<<grid((n + 3) / 4), kThreads, 0, stream(st)>>>(F, n, vec, as_bf16(ab), as_bf16(y));
     SPB_CUDA_LAUNCH();
   }
-  void swiglu_bwd(size_t n, const void* a, const void* b, const void* dy, void* da, void* db, Stream st) override {
+  void swiglu_bwd(int rows, int F, const void* ab, const void* dy, void* dab, Stream st) override {
+    const size_t n = size_t(rows) * F;
     if (n == 0) return;
-    const bool vec = aligned(a, 8) && aligned(b, 8) && aligned(dy, 8) && aligned(da, 8) && aligned(db, 8);
-    swiglu_bwd_kernel<<<grid((n + 3) / 4), kThreads, 0, stream(st)>>>(n, vec, as_bf16(a), as_bf16(b), as_bf16(dy),
-                                                                      as_bf16(da), as_bf16(db));
+    const bool vec = F % 4 == 0 && aligned(ab, 8) && aligned(dy, 8) && aligned(dab, 8);
+    swiglu_bwd_kernel<<<grid((n + 3) / 4), kThreads, 0, stream(st)>>>(F, n, vec, as_bf16(ab), as_bf16(dy),
+                                                                      as_bf16(dab));
     SPB_CUDA_LAUNCH();
+  }
+  void copy_columns(int rows, int cols, const void* src, int dst_cols, int col, void* dst, Stream st) override {
+    if (rows <= 0 || cols <= 0) return;
+    SPB_CUDA(cudaMemcpy2DAsync(static_cast<bf16*>(dst) + col, size_t(dst_cols) * sizeof(bf16), src,
+                               size_t(cols) * sizeof(bf16), size_t(cols) * sizeof(bf16), size_t(rows),
+                               cudaMemcpyDeviceToDevice, stream(st)));
   }
 
   void cross_entropy(int n, int V, const float* logits, const int32_t* targets, float grad_scale, float* loss,
@@ -665,7 +707,7 @@ class CudaModelKernels final : public ModelKernels {
   }
 
   void adamw(size_t n, float* p, const float* grad, float* m, float* v, float lr, float beta1, float beta2, float eps,
-             float weight_decay, int step, Stream st) override {
+             float weight_decay, int step, void* p_act, Stream st) override {
     SPB_CHECK(step >= 1, "adamw: the step counts from 1");
     if (n == 0) return;
     const AdamParams a{lr,
@@ -675,8 +717,8 @@ class CudaModelKernels final : public ModelKernels {
                        weight_decay,
                        float(1.0 - std::pow(double(beta1), step)),
                        float(1.0 - std::pow(double(beta2), step))};
-    const bool vec = aligned(p, 16) && aligned(grad, 16) && aligned(m, 16) && aligned(v, 16);
-    adamw_kernel<<<grid((n + 3) / 4), kThreads, 0, stream(st)>>>(n, vec, a, p, grad, m, v);
+    const bool vec = aligned(p, 16) && aligned(grad, 16) && aligned(m, 16) && aligned(v, 16) && aligned(p_act, 8);
+    adamw_kernel<<<grid((n + 3) / 4), kThreads, 0, stream(st)>>>(n, vec, a, p, grad, m, v, as_bf16(p_act));
     SPB_CUDA_LAUNCH();
   }
 
@@ -769,6 +811,45 @@ class CudaModelKernels final : public ModelKernels {
     return dim3(unsigned(gx), unsigned(gy));
   }
 
+  // The descriptors of one gemm_residual shape and the algorithm cublasLt's heuristic picks for it, made once.
+  struct ResidualPlan {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t w = nullptr, x = nullptr, c = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+    bool have_algo = false;
+    void destroy() {
+      cublasLtMatrixLayoutDestroy(c);
+      cublasLtMatrixLayoutDestroy(x);
+      cublasLtMatrixLayoutDestroy(w);
+      cublasLtMatmulDescDestroy(desc);
+    }
+  };
+  ResidualPlan& residual_plan(int M, int N, int K) {
+    const std::tuple<int, int, int> key{M, N, K};
+    auto it = residual_plans_.find(key);
+    if (it != residual_plans_.end()) return it->second;
+    ResidualPlan p;
+    SPB_CUBLAS(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t t = CUBLAS_OP_T;
+    SPB_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t));
+    SPB_CUBLAS(cublasLtMatrixLayoutCreate(&p.w, CUDA_R_16BF, K, N, K));
+    SPB_CUBLAS(cublasLtMatrixLayoutCreate(&p.x, CUDA_R_16BF, K, M, K));
+    SPB_CUBLAS(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, N, M, N));
+    cublasLtMatmulPreference_t pref = nullptr;
+    SPB_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
+    const size_t ws = kCublasWorkspaceBytes;
+    SPB_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    cublasLtMatmulHeuristicResult_t h{};
+    int found = 0;
+    SPB_CUBLAS(cublasLtMatmulAlgoGetHeuristic(lt_, p.desc, p.w, p.x, p.c, p.c, pref, 1, &h, &found));
+    cublasLtMatmulPreferenceDestroy(pref);
+    SPB_CHECK(found > 0, "gemm_residual: cublasLt has no algorithm for " + std::to_string(M) + " x " +
+                             std::to_string(N) + " x " + std::to_string(K));
+    p.algo = h.algo;
+    p.have_algo = true;
+    return residual_plans_.emplace(key, p).first->second;
+  }
+
   // One workspace per stream: two streams' products may run at the same time.
   void* workspace(cudaStream_t s) {
     void*& w = workspaces_[s];
@@ -779,6 +860,8 @@ class CudaModelKernels final : public ModelKernels {
   int sms_ = 1;
   std::map<std::pair<const void*, size_t>, int> resident_;  // resident(): blocks per SM by (kernel, shared memory)
   cublasHandle_t cublas_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
+  std::map<std::tuple<int, int, int>, ResidualPlan> residual_plans_;  // gemm_residual's shapes, (M, N, K)
   std::unordered_map<cudaStream_t, void*> workspaces_;
 };
 

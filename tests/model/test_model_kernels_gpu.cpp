@@ -170,6 +170,28 @@ TEST_F(ModelKernelsGpu, GemmEveryTransposeAndCType) {
           }
 }
 
+// D = x W^T + C with C and D apart: C is left as it was; the second shape is a GLA-1B residual product's, narrowed.
+TEST_F(ModelKernelsGpu, GemmResidual) {
+  struct Shape {
+    int M, N, K;
+  };
+  uint32_t seed = 40;
+  for (const Shape& s : {Shape{37, 45, 29}, Shape{256, 2048, 512}}) {
+    SCOPED_TRACE("M" + std::to_string(s.M) + " N" + std::to_string(s.N) + " K" + std::to_string(s.K));
+    const size_t mn = size_t(s.M) * s.N;
+    Twin x = act(randn(size_t(s.M) * s.K, seed++)), W = act(randn(size_t(s.N) * s.K, seed++, 0.1f));
+    Twin c = f32(randn(mn, seed++)), d = out_f32(mn);
+    const std::vector<float> c_before = gpu_values(c);
+    cpu_->gemm_residual(s.M, s.N, s.K, x.c(), W.c(), c.cf(), d.cf(), Stream{});
+    gpu_->gemm_residual(s.M, s.N, s.K, x.g(), W.g(), c.gf(), d.gf(), st_);
+    expect_close(d, kGemmF32, "D");
+    EXPECT_EQ(gpu_values(c), c_before) << "C was written";
+    for (int again = 0; again < 2; ++again)  // the cached plan gives the same D
+      gpu_->gemm_residual(s.M, s.N, s.K, x.g(), W.g(), c.gf(), d.gf(), st_);
+    expect_close(d, kGemmF32, "D, cached plan");
+  }
+}
+
 // The model's three uses (header comment) on the legacy default stream.
 TEST_F(ModelKernelsGpu, GemmModelUsesOnDefaultStream) {
   const int N = 37, in = 96, out_dim = 160;
@@ -324,23 +346,37 @@ TEST_F(ModelKernelsGpu, GatedRmsNorm) {
   }
 }
 
-// An odd count (a partial last group of 4) and, at offset 1, pointers off the 8-byte grid (the scalar path).
+// SwiGLU over (a | b) rows: F = 256 (whole aligned groups of 4) and F = 173 (groups across rows: the scalar path).
 TEST_F(ModelKernelsGpu, SwiGlu) {
-  const size_t n = 37 * 173;
-  for (size_t off : {size_t(0), size_t(1)}) {
-    SCOPED_TRACE("offset " + std::to_string(off));
-    const size_t m = n - off;
-    Twin a = act(randn(n, 71, 3.f)), b = act(randn(n, 72)), y = out_act(n);
-    cpu_->swiglu_fwd(m, a.c(off), b.c(off), y.c(off), Stream{});
-    gpu_->swiglu_fwd(m, a.g(off), b.g(off), y.g(off), st_);
-    expect_close(y, kBf16Out, "y", off);
+  const int rows = 37;
+  for (int F : {256, 173}) {
+    SCOPED_TRACE("F " + std::to_string(F));
+    const size_t n = size_t(rows) * F;
+    Twin ab = act(randn(2 * n, 71, 3.f)), y = out_act(n);
+    cpu_->swiglu_fwd(rows, F, ab.c(), y.c(), Stream{});
+    gpu_->swiglu_fwd(rows, F, ab.g(), y.g(), st_);
+    expect_close(y, kBf16Out, "y");
 
-    Twin dy = act(randn(n, 73)), da = out_act(n), db = out_act(n);
-    cpu_->swiglu_bwd(m, a.c(off), b.c(off), dy.c(off), da.c(off), db.c(off), Stream{});
-    gpu_->swiglu_bwd(m, a.g(off), b.g(off), dy.g(off), da.g(off), db.g(off), st_);
-    expect_close(da, kBf16Out, "da", off);
-    expect_close(db, kBf16Out, "db", off);
+    Twin dy = act(randn(n, 73)), dab = out_act(2 * n);
+    cpu_->swiglu_bwd(rows, F, ab.c(), dy.c(), dab.c(), Stream{});
+    gpu_->swiglu_bwd(rows, F, ab.g(), dy.g(), dab.g(), st_);
+    expect_close(dab, kBf16Out, "dab");
   }
+}
+
+// Columns 5..5+cols of a [rows, 29] matrix, the rest left as it was.
+TEST_F(ModelKernelsGpu, CopyColumns) {
+  const int rows = 41, cols = 13, dst_cols = 29, col = 5;
+  Twin src = act(randn(size_t(rows) * cols, 74)), dst = act(randn(size_t(rows) * dst_cols, 75));
+  cpu_->copy_columns(rows, cols, src.c(), dst_cols, col, dst.c(), Stream{});
+  gpu_->copy_columns(rows, cols, src.g(), dst_cols, col, dst.g(), st_);
+  const std::vector<float> ref = cpu_values(dst), got = gpu_values(dst), s = cpu_values(src);
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < dst_cols; ++c) {
+      const size_t i = size_t(r) * dst_cols + c;
+      if (c >= col && c < col + cols) ASSERT_EQ(ref[i], s[size_t(r) * cols + c - col]) << r << "," << c;
+      ASSERT_EQ(got[i], round_bf16(ref[i])) << r << "," << c;  // a copy: exact
+    }
 }
 
 TEST_F(ModelKernelsGpu, CrossEntropy) {
@@ -371,12 +407,15 @@ TEST_F(ModelKernelsGpu, AdamW) {
     std::vector<float> v0 = randn(n, 94, 0.01f);
     for (float& x : v0) x = round_bf16(x * x);
     Twin p = f32(p0), g = f32(randn(n, 92, 0.1f)), m = f32(randn(n, 93, 0.01f)), v = f32(v0);
+    Twin p_act = out_act(n);  // the GPU's bf16 copy of p (the CPU's act is fp32: no copy)
     for (int step = 1; step <= 3; ++step) {
       cpu_->adamw(m_elems, p.cf() + off, g.cf() + off, m.cf() + off, v.cf() + off, lr, beta1, beta2, eps, wd, step,
-                  Stream{});
+                  nullptr, Stream{});
       gpu_->adamw(m_elems, p.gf() + off, g.gf() + off, m.gf() + off, v.gf() + off, lr, beta1, beta2, eps, wd, step,
-                  st_);
+                  p_act.g(off), st_);
     }
+    const std::vector<float> p_gpu = gpu_values(p), p_bf16 = gpu_values(p_act);
+    for (size_t i = off; i < n; ++i) ASSERT_EQ(p_bf16[i], round_bf16(p_gpu[i])) << "p_act[" << i << "]";
     expect_close(p, kF32Out, "p");
     expect_close(m, kF32Out, "m");
     expect_close(v, kF32Out, "v");

@@ -114,7 +114,7 @@ def read_manifest(path, cfg):
     missing = [n for n in want if n not in seen]
     if missing:
         raise DumpError(f"{path}: missing tensors {missing[:4]}")
-    # Tensors may be padded apart (spbench aligns each to 64 elements), never overlap.
+    # Tensors may be padded apart (spbench starts most on 64 elements), never overlap.
     entries.sort(key=lambda e: e[1])
     end = 0
     for name, off, shape in entries:
