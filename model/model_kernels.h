@@ -28,8 +28,8 @@ class ModelKernels {
   virtual void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void* A, const void* B,
                     float beta, void* C, DType c_type, Stream st) = 0;
 
-  // D [M, N] = x W^T + C: x act [M, K], W act [N, K], C and D f32 [M, N], apart (a residual stream's next value
-  // beside the old one, which the backward still reads).
+  // D [M, N] = x W^T + C: x act [M, K], W act [N, K], C and D f32 [M, N] (a residual stream's next value beside the
+  // old one, which the backward still reads).
   virtual void gemm_residual(int M, int N, int K, const void* x, const void* W, const float* C, float* D,
                              Stream st) = 0;
 

@@ -1,6 +1,6 @@
 // The GPU kernels of the GLA language model (model/model_kernels.h): bf16 activations, fp32 math inside every kernel.
 //   gemm                     cublasGemmEx, bf16 A and B, bf16 or fp32 C, fp32 compute; row-major mapped onto cuBLAS
-//   gemm_residual            cublasLt: D = x W^T + C with C and D apart (the residual stream, fp32)
+//   gemm_residual            a copy of C into D, then gemm accumulating into D
 //   convert                  fp32 <-> bf16, 4 elements a thread where the pointers allow it
 //   embedding_fwd/bwd        gather rows; scatter-add with fp32 atomics
 //   rmsnorm_fwd/bwd          one kernel each, the row read once (in registers) by 16..256 threads; dw summed per block
@@ -13,7 +13,6 @@
 //                            corrections from the host in double
 // Built into spb_model_cuda (model/cuda/CMakeLists.txt); tested against the CPU kernels by
 // tests/model/test_model_kernels_gpu.cpp (ctest -R model.kernels_gpu).
-#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -24,7 +23,6 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <tuple>
 #include <type_traits>
 #include <unordered_map>
 #include <utility>
@@ -573,11 +571,8 @@ class CudaModelKernels final : public ModelKernels {
     SPB_CUDA(cudaGetDevice(&dev));
     SPB_CUDA(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, dev));
     SPB_CUBLAS(cublasCreate(&cublas_));
-    SPB_CUBLAS(cublasLtCreate(&lt_));
   }
   ~CudaModelKernels() override {
-    for (auto& p : residual_plans_) p.second.destroy();
-    cublasLtDestroy(lt_);
     cublasDestroy(cublas_);
     for (auto& sw : workspaces_) cudaFree(sw.second);
   }
@@ -603,18 +598,12 @@ class CudaModelKernels final : public ModelKernels {
                             CUBLAS_GEMM_DEFAULT));
   }
 
-  // cublasLt, which (unlike cublasGemmEx) reads C from one buffer and writes D to another: the residual stream's
-  // next value without first copying the old one. In cuBLAS's column-major terms D^T [N, M] = W [N, K] x^T + C^T:
-  // W stored row-major [N, K] is column-major [K, N] (OP_T, ld K), x [M, K] is column-major [K, M] (OP_N, ld K).
+  // D = x W^T + C: D takes a copy of C, then accumulates the product (cublasGemmEx reads and writes one C).
   void gemm_residual(int M, int N, int K, const void* x, const void* W, const float* C, float* D,
                      Stream st) override {
-    SPB_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm_residual: negative size");
     if (M == 0 || N == 0) return;
-    const cudaStream_t s = stream(st);
-    ResidualPlan& p = residual_plan(M, N, K);
-    const float one = 1.f;
-    SPB_CUBLAS(cublasLtMatmul(lt_, p.desc, &one, W, p.w, x, p.x, &one, C, p.c, D, p.c, p.have_algo ? &p.algo : nullptr,
-                              workspace(s), kCublasWorkspaceBytes, s));
+    if (D != C) SPB_CUDA(cudaMemcpyAsync(D, C, size_t(M) * N * sizeof(float), cudaMemcpyDeviceToDevice, stream(st)));
+    gemm(false, true, M, N, K, 1.f, x, W, 1.f, D, DType::f32, st);
   }
 
   void convert(size_t n, const void* src, DType src_type, void* dst, DType dst_type, Stream st) override {
@@ -811,45 +800,6 @@ class CudaModelKernels final : public ModelKernels {
     return dim3(unsigned(gx), unsigned(gy));
   }
 
-  // The descriptors of one gemm_residual shape and the algorithm cublasLt's heuristic picks for it, made once.
-  struct ResidualPlan {
-    cublasLtMatmulDesc_t desc = nullptr;
-    cublasLtMatrixLayout_t w = nullptr, x = nullptr, c = nullptr;
-    cublasLtMatmulAlgo_t algo{};
-    bool have_algo = false;
-    void destroy() {
-      cublasLtMatrixLayoutDestroy(c);
-      cublasLtMatrixLayoutDestroy(x);
-      cublasLtMatrixLayoutDestroy(w);
-      cublasLtMatmulDescDestroy(desc);
-    }
-  };
-  ResidualPlan& residual_plan(int M, int N, int K) {
-    const std::tuple<int, int, int> key{M, N, K};
-    auto it = residual_plans_.find(key);
-    if (it != residual_plans_.end()) return it->second;
-    ResidualPlan p;
-    SPB_CUBLAS(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    const cublasOperation_t t = CUBLAS_OP_T;
-    SPB_CUBLAS(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t));
-    SPB_CUBLAS(cublasLtMatrixLayoutCreate(&p.w, CUDA_R_16BF, K, N, K));
-    SPB_CUBLAS(cublasLtMatrixLayoutCreate(&p.x, CUDA_R_16BF, K, M, K));
-    SPB_CUBLAS(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, N, M, N));
-    cublasLtMatmulPreference_t pref = nullptr;
-    SPB_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
-    const size_t ws = kCublasWorkspaceBytes;
-    SPB_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    cublasLtMatmulHeuristicResult_t h{};
-    int found = 0;
-    SPB_CUBLAS(cublasLtMatmulAlgoGetHeuristic(lt_, p.desc, p.w, p.x, p.c, p.c, pref, 1, &h, &found));
-    cublasLtMatmulPreferenceDestroy(pref);
-    SPB_CHECK(found > 0, "gemm_residual: cublasLt has no algorithm for " + std::to_string(M) + " x " +
-                             std::to_string(N) + " x " + std::to_string(K));
-    p.algo = h.algo;
-    p.have_algo = true;
-    return residual_plans_.emplace(key, p).first->second;
-  }
-
   // One workspace per stream: two streams' products may run at the same time.
   void* workspace(cudaStream_t s) {
     void*& w = workspaces_[s];
@@ -860,8 +810,6 @@ class CudaModelKernels final : public ModelKernels {
   int sms_ = 1;
   std::map<std::pair<const void*, size_t>, int> resident_;  // resident(): blocks per SM by (kernel, shared memory)
   cublasHandle_t cublas_ = nullptr;
-  cublasLtHandle_t lt_ = nullptr;
-  std::map<std::tuple<int, int, int>, ResidualPlan> residual_plans_;  // gemm_residual's shapes, (M, N, K)
   std::unordered_map<cudaStream_t, void*> workspaces_;
 };
 

@@ -186,9 +186,6 @@ TEST_F(ModelKernelsGpu, GemmResidual) {
     gpu_->gemm_residual(s.M, s.N, s.K, x.g(), W.g(), c.gf(), d.gf(), st_);
     expect_close(d, kGemmF32, "D");
     EXPECT_EQ(gpu_values(c), c_before) << "C was written";
-    for (int again = 0; again < 2; ++again)  // the cached plan gives the same D
-      gpu_->gemm_residual(s.M, s.N, s.K, x.g(), W.g(), c.gf(), d.gf(), st_);
-    expect_close(d, kGemmF32, "D, cached plan");
   }
 }
 
