@@ -5,25 +5,23 @@ set xlabel "CPU ranks (MPI processes)" noenhanced
 set ylabel "forward + backward time (ms)" noenhanced
 set key outside right top noenhanced
 set grid
-set logscale x 2
-set format x "%g"
 set logscale y
 set format y "%g"
-set terminal pngcairo size 1000,560 font "sans,10" noenhanced
+set terminal pngcairo size 1200,560 font "sans,10" noenhanced
 set output "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.png"
-plot "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.dat" index 0 using 1:2 with linespoints lw 2 pt 7 ps 1.1 lc rgb "#7f7f7f" title "dp measured (cpu)", \
-     "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.dat" index 1 using 1:2 with linespoints lw 2 pt 7 ps 1.1 lc rgb "#1f77b4" title "zeco measured (cpu)", \
-     "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.dat" index 2 using 1:2 with linespoints lw 2 pt 7 ps 1.1 lc rgb "#d62728" title "lasp2 measured (cpu)", \
-     "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.dat" index 3 using 1:2 with linespoints lw 2 pt 7 ps 1.1 lc rgb "#2ca02c" title "lasp1 measured (cpu)", \
-     "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.dat" index 4 using 1:2 with linespoints lw 2 pt 7 ps 1.1 lc rgb "#ff7f0e" title "ring measured (cpu)", \
-     "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.dat" index 5 using 1:2 with linespoints lw 2 pt 7 ps 1.1 lc rgb "#9467bd" title "ulysses measured (cpu)", \
-     "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.dat" index 6 using 1:2 with lines lw 1.5 dt 2 lc rgb "#7f7f7f" title "dp model prediction", \
-     "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.dat" index 7 using 1:2 with lines lw 1.5 dt 2 lc rgb "#1f77b4" title "zeco model prediction", \
-     "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.dat" index 8 using 1:2 with lines lw 1.5 dt 2 lc rgb "#d62728" title "lasp2 model prediction", \
-     "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.dat" index 9 using 1:2 with lines lw 1.5 dt 2 lc rgb "#2ca02c" title "lasp1 model prediction", \
-     "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.dat" index 10 using 1:2 with lines lw 1.5 dt 2 lc rgb "#ff7f0e" title "ring model prediction", \
-     "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.dat" index 11 using 1:2 with lines lw 1.5 dt 2 lc rgb "#9467bd" title "ulysses model prediction"
-set terminal svg size 1000,560 font "sans,10" noenhanced
+plot "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.dat" index 0 using 1:2 with linespoints lw 2 dt 1 pt 7 ps 1.1 lc rgb "#7f7f7f" title "dp (cpu) measured", \
+     "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.dat" index 1 using 1:2 with linespoints lw 2 dt 1 pt 7 ps 1.1 lc rgb "#1f77b4" title "zeco (cpu) measured", \
+     "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.dat" index 2 using 1:2 with linespoints lw 2 dt 1 pt 7 ps 1.1 lc rgb "#d62728" title "lasp2 (cpu) measured", \
+     "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.dat" index 3 using 1:2 with linespoints lw 2 dt 1 pt 7 ps 1.1 lc rgb "#2ca02c" title "lasp1 (cpu) measured", \
+     "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.dat" index 4 using 1:2 with linespoints lw 2 dt 1 pt 7 ps 1.1 lc rgb "#ff7f0e" title "ring (cpu) measured", \
+     "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.dat" index 5 using 1:2 with linespoints lw 2 dt 1 pt 7 ps 1.1 lc rgb "#9467bd" title "ulysses (cpu) measured", \
+     "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.dat" index 6 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#7f7f7f" title "dp (no communication) modelled, fitted on CPU ranks", \
+     "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.dat" index 7 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#1f77b4" title "zeco (cpu) modelled, fitted on CPU ranks", \
+     "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.dat" index 8 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#d62728" title "lasp2 (cpu) modelled, fitted on CPU ranks", \
+     "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.dat" index 9 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#2ca02c" title "lasp1 (cpu) modelled, fitted on CPU ranks", \
+     "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.dat" index 10 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#ff7f0e" title "ring (cpu) modelled, fitted on CPU ranks", \
+     "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.dat" index 11 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#9467bd" title "ulysses (cpu) modelled, fitted on CPU ranks"
+set terminal svg size 1200,560 font "sans,10" noenhanced
 set output "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.svg"
 replot
 unset output

@@ -10,13 +10,13 @@ set yrange [13.2:-0.8]
 set grid x
 unset grid
 set grid xtics
-set terminal pngcairo size 1000,480 font "sans,10" noenhanced
+set terminal pngcairo size 1200,480 font "sans,10" noenhanced
 set output "timeline_dp.png"
 plot "timeline_dp.dat" index 0 using 1:2:3:4 with boxxyerror fs solid 0.2 border lc rgb "#1f77b4" lc rgb "#1f77b4" title "backward (pass)", \
      "timeline_dp.dat" index 1 using 1:2:3:4 with boxxyerror fs solid 0.2 border lc rgb "#d62728" lc rgb "#d62728" title "forward (pass)", \
      "timeline_dp.dat" index 2 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#2ca02c" title "gla_backward (compute stream)", \
      "timeline_dp.dat" index 3 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#ff7f0e" title "gla_forward (compute stream)"
-set terminal svg size 1000,480 font "sans,10" noenhanced
+set terminal svg size 1200,480 font "sans,10" noenhanced
 set output "timeline_dp.svg"
 replot
 unset output

@@ -10,7 +10,7 @@ set yrange [13.2:-0.8]
 set grid x
 unset grid
 set grid xtics
-set terminal pngcairo size 1000,480 font "sans,10" noenhanced
+set terminal pngcairo size 1200,480 font "sans,10" noenhanced
 set output "timeline_lasp2_overlap.png"
 plot "timeline_lasp2_overlap.dat" index 0 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#1f77b4" title "allgather (comm stream)", \
      "timeline_lasp2_overlap.dat" index 1 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#d62728" title "apply_initial (compute stream)", \
@@ -23,7 +23,7 @@ plot "timeline_lasp2_overlap.dat" index 0 using 1:2:3:4 with boxxyerror fs solid
      "timeline_lasp2_overlap.dat" index 8 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#7f7f7f" title "local_output (compute stream)", \
      "timeline_lasp2_overlap.dat" index 9 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#bcbd22" title "local_states (compute stream)", \
      "timeline_lasp2_overlap.dat" index 10 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#1f77b4" title "true_states (compute stream)"
-set terminal svg size 1000,480 font "sans,10" noenhanced
+set terminal svg size 1200,480 font "sans,10" noenhanced
 set output "timeline_lasp2_overlap.svg"
 replot
 unset output

@@ -10,7 +10,7 @@ set yrange [13.2:-0.8]
 set grid x
 unset grid
 set grid xtics
-set terminal pngcairo size 1000,480 font "sans,10" noenhanced
+set terminal pngcairo size 1200,480 font "sans,10" noenhanced
 set output "timeline_zeco_overlap.png"
 plot "timeline_zeco_overlap.dat" index 0 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#1f77b4" title "allscan (comm stream)", \
      "timeline_zeco_overlap.dat" index 1 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#d62728" title "allscan_reverse (comm stream)", \
@@ -22,7 +22,7 @@ plot "timeline_zeco_overlap.dat" index 0 using 1:2:3:4 with boxxyerror fs solid 
      "timeline_zeco_overlap.dat" index 7 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#17becf" title "local_output (compute stream)", \
      "timeline_zeco_overlap.dat" index 8 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#7f7f7f" title "local_states (compute stream)", \
      "timeline_zeco_overlap.dat" index 9 using 1:2:3:4 with boxxyerror fs solid 0.7 noborder lc rgb "#bcbd22" title "true_states (compute stream)"
-set terminal svg size 1000,480 font "sans,10" noenhanced
+set terminal svg size 1200,480 font "sans,10" noenhanced
 set output "timeline_zeco_overlap.svg"
 replot
 unset output

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "report/src/report_common.h"
@@ -120,18 +121,7 @@ int run_report(const ReportOptions& o) {
         "can be compared across machines where the times cannot.\n\n";
   md << section_data(c);
 
-  TableDef t2;
-  t2.id = "table2";
-  t2.ref = "allscan";
-  t2.paper_level = "collective";
-  t2.paper_seq = kTable2Seq;
-  t2.methods = collective_methods(c, false);
-  t2.setting = [](const Row& r) {
-    return col(r, "level") == "collective" && num(r, "bytes") == kTable2Bytes && is(r, "dv", 128) &&
-           (col(r, "method") != "allscan" || is(r, "block_elems", kPaperBlockElems));
-  };
-  t2.model = collective_model(c);
-  t2.fitted = c.gpu_fit.has_value();
+  const TableDef t2 = collective_table(c);
   md << gpu_table(c, t2, "Table 2: collective communication, All-Gather vs All-Scan",
                   "Per-rank state 2 MiB (32 heads x 128 x 128 fp32, `bytes=2097152`), All-Scan block 16384 elements "
                   "(64 KiB, K=32); time of one collective call in ms (`spbench collective`). allgather is LASP-2's "
@@ -139,19 +129,7 @@ int run_report(const ReportOptions& o) {
                   "(ms)");
   md << section_floors(c);
   for (long long L : {16384LL, 32768LL}) {
-    TableDef t;
-    t.id = L == 16384 ? "table3" : "table4";
-    t.ref = "dp";
-    t.paper_level = "operator";
-    t.paper_seq = L;
-    t.methods = operator_methods(c);
-    t.setting = [L](const Row& r) {
-      return operator_row(r, false) && is(r, "tokens_per_rank", double(L)) && is(r, "heads", 16) && is(r, "dk", 128) &&
-             is(r, "dv", 128) && is(r, "batch", 1) &&
-             (num(r, "block_elems") == 0 || is(r, "block_elems", kPaperBlockElems));
-    };
-    t.model = operator_model(c, L);
-    t.fitted = c.gpu_fit.has_value();
+    const TableDef t = operator_table(c, L);
     md << gpu_table(c, t,
                     std::string(L == 16384 ? "Table 3" : "Table 4") + ": operator forward+backward, " +
                         std::to_string(L) + " tokens per GPU",
@@ -164,9 +142,11 @@ int run_report(const ReportOptions& o) {
   md << section_cost_model(c);
   md << section_beyond_one_node(c);
 
-  md << "## Plots\n\n"
-     << "Solid lines with dots are measured, dashed lines the cost model's predictions, open circles the paper's "
-        "numbers. Each plot is drawn by gnuplot from the `.gp` script and `.dat` data beside it.\n\n";
+  std::set<std::string> gpu_backends;
+  for (auto& r : c.res.rows)
+    if (!is_cpu_row(r) && col(r, "level") != "kernel" && col(r, "pass") != "probe") gpu_backends.insert(col(r, "backend"));
+  md << "## Plots\n\n" << plot_styles_md({gpu_backends.begin(), gpu_backends.end()})
+     << "Each plot is drawn by gnuplot from the `.gp` script and `.dat` data beside it.\n\n";
   for (auto& f : gpu_figs) md << figure_md(f);
   md << "\n### Overlap timeline\n\n";
   if (timeline_figs.empty())

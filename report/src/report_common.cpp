@@ -68,12 +68,38 @@ std::string machine_of(const Row& r) {
   return col(r, "gpu") + ", " + int_str(P) + (P == 1 ? " rank, " : " ranks, ") + (be == col(r, "gpu") ? "" : be + ", ") +
          col(r, "date").substr(0, 10) + (sha.empty() || sha == "unknown" ? "" : ", " + sha.substr(0, 7));
 }
-// A measured series' label: the gpu, and the backend where it says more.
-std::string series_label(const std::string& what, const Row& r) {
+PlotSeries measured_of(const std::string& method, const Row& r, const std::string& extra, int colour) {
   const std::string& gpu = col(r, "gpu");
   const std::string& be = col(r, "backend");
-  return what + " measured (" + gpu + (be == gpu ? "" : ", " + be) + ")";
+  std::vector<std::string> where;
+  if (!extra.empty()) where.push_back(extra);
+  if (gpu != be) where.push_back(gpu);
+  return measured_series(method, be, join(where, ", "), colour);
 }
+
+std::string model_backend(const MachineFit& fit, const std::string& method) {
+  // The collective pattern each method's prediction rests on (cost_model.h's operator formulas).
+  static const std::map<std::string, std::string> pattern = {
+      {"zeco", "allscan"}, {"lasp2", "allgather"}, {"lasp1", "chain"}, {"ring", "ring"}, {"ulysses", "alltoall"}};
+  if (method == "dp") return "no communication";
+  auto it = pattern.find(method);
+  const std::string be = fit.backend_for(it == pattern.end() ? method : it->second);
+  return be.empty() ? "no fitted link" : be;
+}
+
+PlotSeries modelled_of(const MachineFit& fit, const std::string& method, const std::string& extra, int colour) {
+  std::vector<std::string> where;
+  if (!extra.empty()) where.push_back(extra);
+  where.push_back(fit.gpu == "cpu" ? "fitted on CPU ranks" : "fitted on " + fit.gpu);
+  return modelled_series(method, model_backend(fit, method), join(where, ", "), colour);
+}
+
+PlotSeries& add_series(std::map<std::string, PlotSeries>& series, const std::vector<std::string>& order,
+                       PlotSeries fresh) {
+  const std::string method = fresh.title.substr(0, fresh.title.find(' '));
+  return series.emplace(order_key(order, method, fresh.title), std::move(fresh)).first->second;
+}
+
 // Methods in the order of the paper's tables, then any other, alphabetically: a new method shows up by itself.
 std::vector<std::string> ordered(const std::set<std::string>& names, const std::vector<std::string>& first) {
   std::vector<std::string> out;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -129,8 +130,15 @@ bool is(const Row& r, const char* c, double v);
 double ms(const Row& r);
 double tokens_per_s(const Row& r);
 std::string machine_of(const Row& r);
-// A measured series' label: the gpu, and the backend where it says more.
-std::string series_label(const std::string& what, const Row& r);
+// A plot's series of `method`: measured from row `r` (its backend, then `extra` and the gpu where it differs from
+// the backend), or the cost model's prediction from `fit` (the backend whose fitted link the method's pattern uses:
+// model_backend). add_series keeps one series per title, in the tables' order of methods.
+PlotSeries measured_of(const std::string& method, const Row& r, const std::string& extra = "", int colour = -1);
+PlotSeries modelled_of(const MachineFit& fit, const std::string& method, const std::string& extra = "",
+                       int colour = -1);
+std::string model_backend(const MachineFit& fit, const std::string& method);
+PlotSeries& add_series(std::map<std::string, PlotSeries>& series, const std::vector<std::string>& order,
+                       PlotSeries fresh);
 // Methods in the order of the paper's tables, then any other, alphabetically: a new method shows up by itself.
 std::vector<std::string> ordered(const std::set<std::string>& names, const std::vector<std::string>& first);
 // The operator-level methods (the model's, the registered ones and any measured) and the collective patterns (the
@@ -157,6 +165,9 @@ void write_table_csv(const Context& c, const std::string& id, const std::vector<
 std::pair<double, std::string> no_fit(const Context& c, const char* what);
 std::function<std::pair<double, std::string>(const std::string&, int)> collective_model(const Context& c);
 std::function<std::pair<double, std::string>(const std::string&, int)> operator_model(const Context& c, long long L);
+// Table 2 (the collective call at the paper's 2 MiB state) and Tables 3 and 4 (the operator at L tokens per GPU).
+TableDef collective_table(const Context& c);
+TableDef operator_table(const Context& c, long long L);
 std::string section_floors(const Context& c);
 std::string section_data(const Context& c);
 std::string gpu_table(Context& c, const TableDef& t, const std::string& heading, const std::string& setting,

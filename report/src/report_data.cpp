@@ -202,24 +202,37 @@ MachineFit fit_machine(const std::vector<Row>& rows, const std::string& gpu, con
   return m;
 }
 
-CostModel MachineFit::collective_model() const {
-  CostModel cm;
-  cm.params = params;
-  // One link per pattern: for allscan the default device protocol where measured (what zeco uses on GPUs), else
-  // another device protocol; otherwise the backend with the most points.
+namespace {
+
+// The pattern fit collective_model() uses for each pattern (see backend_for).
+std::map<std::string, const MachineFit::Pattern*> chosen_patterns(const MachineFit& m) {
   auto rank = [](const MachineFit::Pattern& p) {
     return p.pattern != "allscan" ? 0 : p.backend == kDefaultDeviceAllScan ? 2 : is_device_allscan(p.backend) ? 1 : 0;
   };
   std::map<std::string, const MachineFit::Pattern*> chosen;
-  for (const auto& p : patterns) {
+  for (const auto& p : m.patterns) {
     if (!p.fit.ok) continue;
     auto it = chosen.find(p.pattern);
     if (it == chosen.end() || rank(p) > rank(*it->second) ||
         (rank(p) == rank(*it->second) && p.fit.points > it->second->fit.points))
       chosen[p.pattern] = &p;
   }
-  for (const auto& [name, p] : chosen) cm.links[name] = p->fit;
+  return chosen;
+}
+
+}  // namespace
+
+CostModel MachineFit::collective_model() const {
+  CostModel cm;
+  cm.params = params;
+  for (const auto& [name, p] : chosen_patterns(*this)) cm.links[name] = p->fit;
   return cm;
+}
+
+std::string MachineFit::backend_for(const std::string& pattern) const {
+  const auto chosen = chosen_patterns(*this);
+  auto it = chosen.find(pattern);
+  return it == chosen.end() ? "" : it->second->backend;
 }
 
 CostModel MachineFit::model_for(const std::vector<Row>& rows, int batch, int heads, int dk, int dv,

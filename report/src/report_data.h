@@ -81,6 +81,10 @@ struct MachineFit {
   CostModel model_for(const std::vector<Row>& rows, int batch, int heads, int dk, int dv, const std::string& dtype,
                       int world = 0) const;
   CostModel collective_model() const;  // links only
+  // The backend whose fitted link collective_model() uses for `pattern` ("" where none was fitted): for allscan the
+  // default device protocol where measured (what zeco uses on GPUs), else another device protocol; otherwise the
+  // backend with the most points.
+  std::string backend_for(const std::string& pattern) const;
   ModelParams params;
 };
 MachineFit fit_machine(const std::vector<Row>& rows, const std::string& gpu, const ModelParams& params);

@@ -30,7 +30,7 @@ std::vector<int> model_gpus(bool cpu, int max_measured) {
 
 Figure draw(Context& c, const PlotSpec& p, const std::string& caption, const std::string& missing) {
   const bool has_ours = std::any_of(p.series.begin(), p.series.end(), [](const PlotSeries& s) {
-    return !s.rows.empty() && s.title.rfind("paper", 0) != 0;
+    return !s.rows.empty() && s.kind != SeriesKind::paper;
   });
   if (has_ours && write_plot(c.plots_dir, p)) {
     c.plots.push_back(p.name);
@@ -59,10 +59,7 @@ Figure plot_collective_vs_gpus(Context& c, bool cpu) {
   std::map<std::string, PlotSeries> series;
   int maxP = 0;
   for (auto& [k, r] : newest_by(c.res.rows, keep, key)) {
-    const std::string title = series_label(col(*r, "method"), *r);
-    PlotSeries& s = series[order_key(collective_methods(c, cpu), col(*r, "method"), title)];
-    s.title = title;
-    s.style = series_style(SeriesKind::measured, method_colour(col(*r, "method")), backend_point(col(*r, "backend")));
+    PlotSeries& s = add_series(series, collective_methods(c, cpu), measured_of(col(*r, "method"), *r));
     s.rows.push_back({num(*r, "world_size"), ms(*r)});
     maxP = std::max(maxP, inum(*r, "world_size"));
   }
@@ -70,16 +67,13 @@ Figure plot_collective_vs_gpus(Context& c, bool cpu) {
   p.name = cpu ? "cpu_collective_vs_gpus" : "collective_vs_gpus";
   p.title = "Collective time vs " + class_label(cpu) + " (" + bytes_str(bytes) + " state per rank, All-Scan block " +
             int_str(kPaperBlockElems) + " elements)";
-  p.xlabel = cpu ? "CPU ranks (MPI processes)" : "GPUs";
+  p.xlabel = cpu ? "CPU ranks (MPI processes)" : "number of GPUs";
   p.ylabel = "time per call (ms)";
-  p.logx = true, p.logy = true;
   for (auto& [k, s] : series) p.series.push_back(s);
   if (fit)
     for (const std::string& pat : collective_methods(c, cpu)) {
       const CostModel cm = fit->collective_model();
-      PlotSeries s;
-      s.title = pat + " model prediction";
-      s.style = series_style(SeriesKind::model, method_colour(pat));
+      PlotSeries s = modelled_of(*fit, pat);
       for (int P : model_gpus(cpu, maxP)) {
         auto t = cm.collective(pat, P, bytes, 4.0 * kPaperBlockElems, 128);
         if (t) s.rows.push_back({double(P), *t * 1e3});
@@ -88,9 +82,7 @@ Figure plot_collective_vs_gpus(Context& c, bool cpu) {
     }
   if (!cpu)
     for (const char* pat : {"allscan", "allgather"}) {
-      PlotSeries s;
-      s.title = std::string("paper ") + pat + " (H100)";
-      s.style = series_style(SeriesKind::paper, method_colour(pat));
+      PlotSeries s = paper_series(pat, "H100, Table 2");
       for (int P : kPredictGpus) {
         const double v = paper_value(c.paper, "collective", P, kTable2Seq, pat);
         if (std::isfinite(v)) s.rows.push_back({double(P), v});
@@ -99,7 +91,7 @@ Figure plot_collective_vs_gpus(Context& c, bool cpu) {
     }
   return draw(c, p,
               "Collective time against the number of " + class_label(cpu) +
-                  ": measured (solid), cost-model prediction (dashed)" + (cpu ? "" : ", the paper's Table 2 (circles)") + ".",
+                  ": measured, modelled (the cost model)" + (cpu ? "" : " and the paper's Table 2") + ".",
               "no " + std::string(cpu ? "CPU" : "GPU") + " collective rows yet");
 }
 
@@ -116,10 +108,7 @@ Figure plot_collective_vs_bytes(Context& c, bool cpu) {
   std::map<std::string, PlotSeries> series;
   double lo = INFINITY, hi = 0;
   for (auto& [k, r] : newest_by(c.res.rows, keep, key)) {
-    const std::string title = series_label(col(*r, "method"), *r);
-    PlotSeries& s = series[order_key(collective_methods(c, cpu), col(*r, "method"), title)];
-    s.title = title;
-    s.style = series_style(SeriesKind::measured, method_colour(col(*r, "method")), backend_point(col(*r, "backend")));
+    PlotSeries& s = add_series(series, collective_methods(c, cpu), measured_of(col(*r, "method"), *r));
     s.rows.push_back({num(*r, "bytes"), ms(*r)});
     lo = std::min(lo, num(*r, "bytes")), hi = std::max(hi, num(*r, "bytes"));
   }
@@ -130,14 +119,11 @@ Figure plot_collective_vs_bytes(Context& c, bool cpu) {
   p.xlabel = "per-rank state (bytes)";
   p.extra = "set format x \"%.0b %BB\"\n";
   p.ylabel = "time per call (ms)";
-  p.logx = true, p.logy = true;
   for (auto& [k, s] : series) p.series.push_back(s);
   if (fit && P >= 2)
     for (const std::string& pat : collective_methods(c, cpu)) {
       const CostModel cm = fit->collective_model();
-      PlotSeries s;
-      s.title = pat + " model prediction";
-      s.style = series_style(SeriesKind::model, method_colour(pat));
+      PlotSeries s = modelled_of(*fit, pat);
       for (double b = lo; b <= hi; b *= 2) {
         auto t = cm.collective(pat, P, b, 4.0 * kPaperBlockElems, 128);
         if (t) s.rows.push_back({b, *t * 1e3});
@@ -175,9 +161,8 @@ Figure plot_allscan_vs_block(Context& c, bool cpu) {
   std::map<std::pair<int, std::string>, PlotSeries> series;
   for (auto& [k, r] : rows) {
     const int P = inum(*r, "world_size");
-    const std::string title = series_label("P=" + std::to_string(P), *r);
-    PlotSeries& s = series[{P, title}];
-    s.title = title, s.style = series_style(SeriesKind::measured, colour(P), backend_point(col(*r, "backend")));
+    PlotSeries fresh = measured_of("allscan", *r, "P=" + std::to_string(P), colour(P));
+    PlotSeries& s = series.emplace(std::pair{P, fresh.title}, fresh).first->second;
     s.rows.push_back({num(*r, "block_elems"), ms(*r)});
   }
   PlotSpec p;
@@ -185,14 +170,11 @@ Figure plot_allscan_vs_block(Context& c, bool cpu) {
   p.title = "All-Scan time vs block size (" + bytes_str(bytes) + " state per rank)";
   p.xlabel = "All-Scan block (fp32 elements; K = state / block)";
   p.ylabel = "time per call (ms)";
-  p.logx = true, p.logy = true;
   for (auto& [k, s] : series) p.series.push_back(s);
   if (fit && bytes > 0) {
     const CostModel cm = fit->collective_model();
     for (int P : model_worlds) {
-      PlotSeries s;
-      s.title = "P=" + std::to_string(P) + " model prediction";
-      s.style = series_style(SeriesKind::model, colour(P));
+      PlotSeries s = modelled_of(*fit, "allscan", "P=" + std::to_string(P), colour(P));
       for (double b = 128; b <= bytes / 4; b *= 2) {
         auto t = cm.collective("allscan", P, bytes, 4 * b, 128);
         if (t) s.rows.push_back({b, *t * 1e3});
@@ -201,8 +183,8 @@ Figure plot_allscan_vs_block(Context& c, bool cpu) {
     }
   }
   if (series.empty()) p.series.clear();
-  return draw(c, p, "All-Scan time against its block size: small blocks pay the per-hop latency K times, large blocks "
-                    "lose the pipelining over the P-1 hops.",
+  return draw(c, p, "All-Scan time against its block size, measured and modelled (a colour per world size): small "
+                    "blocks pay the per-hop latency K times, large blocks lose the pipelining over the P-1 hops.",
               "no " + std::string(cpu ? "CPU" : "GPU") + " All-Scan rows with two block sizes or more yet");
 }
 
@@ -226,10 +208,7 @@ std::vector<Figure> plot_operator_vs_gpus(Context& c, bool cpu) {
     std::set<int> worlds;
     double block_elems = kPaperBlockElems;
     for (auto& [k, r] : newest_by(c.res.rows, keep, key)) {
-      const std::string title = series_label(col(*r, "method"), *r);
-      PlotSeries& s = series[order_key(operator_methods(c), col(*r, "method"), title)];
-      s.title = title;
-      s.style = series_style(SeriesKind::measured, method_colour(col(*r, "method")), backend_point(col(*r, "backend")));
+      PlotSeries& s = add_series(series, operator_methods(c), measured_of(col(*r, "method"), *r));
       s.rows.push_back({num(*r, "world_size"), ms(*r)});
       worlds.insert(inum(*r, "world_size"));
       if (col(*r, "method") == "zeco" && num(*r, "block_elems") > 0) block_elems = num(*r, "block_elems");
@@ -238,15 +217,12 @@ std::vector<Figure> plot_operator_vs_gpus(Context& c, bool cpu) {
     p.name = std::string(cpu ? "cpu_" : "") + "operator_vs_gpus_" + (cpu ? shape.tag() + "_" : "") + "L" + std::to_string(L);
     p.title = "Operator forward+backward vs " + class_label(cpu) + " (" + shape.str() + ", " + std::to_string(L) +
               " tokens per rank)";
-    p.xlabel = cpu ? "CPU ranks (MPI processes)" : "GPUs";
+    p.xlabel = cpu ? "CPU ranks (MPI processes)" : "number of GPUs";
     p.ylabel = "forward + backward time (ms)";
-    p.logx = true, p.logy = true;
     for (auto& [k, s] : series) p.series.push_back(s);
     if (fit) {
       for (const std::string& m : operator_methods(c)) {
-        PlotSeries s;
-        s.title = m + " model prediction";
-        s.style = series_style(SeriesKind::model, method_colour(m));
+        PlotSeries s = modelled_of(*fit, m);
         // CPU ranks: at the measured world sizes only (their dp time depends on how many ranks share the cores).
         std::set<int> ps = worlds;
         if (!cpu) {
@@ -267,9 +243,7 @@ std::vector<Figure> plot_operator_vs_gpus(Context& c, bool cpu) {
     }
     if (!cpu)
       for (const std::string& m : operator_methods(c)) {
-        PlotSeries s;
-        s.title = "paper " + m + " (H100)";
-        s.style = series_style(SeriesKind::paper, method_colour(m));
+        PlotSeries s = paper_series(m, "H100, Table " + std::string(L == 16384 ? "3" : "4"));
         for (int P : kPredictGpus) {
           const double v = paper_value(c.paper, "operator", P, L, m);
           if (std::isfinite(v)) s.rows.push_back({double(P), v});
@@ -278,7 +252,7 @@ std::vector<Figure> plot_operator_vs_gpus(Context& c, bool cpu) {
       }
     figs.push_back(draw(c, p,
                         "Operator forward+backward time per method against the number of " + class_label(cpu) + ", " +
-                            std::to_string(L) + " tokens per rank" +
+                            std::to_string(L) + " tokens per rank: measured, modelled" + (cpu ? "" : ", the paper's") +
                             (cpu ? "." : " (Table " + std::string(L == 16384 ? "3" : "4") + "'s setting)."),
                         "no " + std::string(cpu ? "CPU" : "GPU") + " operator rows at " + shape.str() + ", " +
                             std::to_string(L) + " tokens per rank yet"));
@@ -309,10 +283,9 @@ std::vector<Figure> plot_scaling(Context& c, bool cpu, bool weak) {
     int p_first = *worlds.begin();
     for (auto* r : rows) {
       const std::string m = col(*r, "method");
-      const std::string title = m + " (" + col(*r, "backend") + (col(*r, "block_elems") != "0" && m == "zeco"
-                                                                     ? ", block " + col(*r, "block_elems") : "") + ")";
-      PlotSeries& s = series[order_key(operator_methods(c), m, title)];
-      s.title = title, s.style = series_style(SeriesKind::measured, method_colour(m), backend_point(col(*r, "backend")));
+      PlotSeries& s = add_series(
+          series, operator_methods(c),
+          measured_of(m, *r, col(*r, "block_elems") != "0" && m == "zeco" ? "block " + col(*r, "block_elems") : ""));
       const double P = num(*r, "world_size"), L = num(*r, "tokens_per_rank");
       const double y = weak ? num(*r, "batch") * L / (ms(*r) * 1e-3) : ms(*r);
       s.rows.push_back({P, y});
@@ -329,16 +302,15 @@ std::vector<Figure> plot_scaling(Context& c, bool cpu, bool weak) {
     }();
     p.title = std::string(weak ? "Weak scaling: " : "Strong scaling: ") + std::to_string(tokens) +
               (weak ? " tokens per rank" : " tokens in all") + " (" + shape.str() + ", " + gpu + ")";
-    p.xlabel = cpu ? "CPU ranks (MPI processes)" : "GPUs";
+    p.xlabel = cpu ? "CPU ranks (MPI processes)" : "number of GPUs";
     p.ylabel = weak ? "throughput per rank (tokens/s, forward+backward)" : "forward + backward time (ms)";
-    p.logx = true, p.logy = !weak;
-    if (weak) p.extra = "set yrange [0:*]\nset format y \"%.1s%c\"\n";
+    p.y_from_zero = weak;
+    if (weak) p.extra = "set format y \"%.1s%c\"\n";
     for (auto& [k, s] : series) p.series.push_back(s);
     if (!weak && std::isfinite(dp_first)) {
-      PlotSeries ideal;
-      ideal.title = p_first == 1 ? std::string("ideal: dp at P=1, divided by P")
-                                 : "ideal: dp at P=" + std::to_string(p_first) + " x " + std::to_string(p_first) + "/P";
-      ideal.style = "with lines lw 1 dt 3 lc rgb \"#000000\"";
+      PlotSeries ideal = reference_series(p_first == 1 ? std::string("ideal: dp at P=1, divided by P")
+                                                       : "ideal: dp at P=" + std::to_string(p_first) + " x " +
+                                                             std::to_string(p_first) + "/P");
       for (int P : worlds) ideal.rows.push_back({double(P), dp_first * p_first / P});
       p.series.push_back(ideal);
     }

@@ -149,25 +149,21 @@ Figure plot_model_throughput(Context& c, long long L, const ModelLevelFit& fit, 
   const auto methods = operator_methods(c);
   for (const Line& l : lines) {
     if (!l.row) continue;
-    const std::string title = series_label(l.method, *l.row);
-    PlotSeries& s = series[order_key(methods, l.method, title)];
-    s.title = title;
-    s.style = series_style(SeriesKind::measured, method_colour(l.method), backend_point(col(*l.row, "backend")));
+    PlotSeries& s = add_series(series, methods, measured_of(l.method, *l.row));
     s.rows.push_back({double(l.gpus), l.measured});
   }
   PlotSpec p;
   p.name = "model_throughput_L" + std::to_string(L);
   p.title = "Model-level training throughput vs GPUs (GLA LM, " + std::to_string(L) + " tokens per GPU)";
-  p.xlabel = "GPUs";
+  p.xlabel = "number of GPUs";
   p.ylabel = "throughput per GPU (tokens/s)";
-  p.logx = true;
-  p.extra = "set yrange [0:*]\nset format y \"%.1s%c\"\n";
+  p.xscale = Scale::log;
+  p.y_from_zero = true;
+  p.extra = "set format y \"%.1s%c\"\n";
   for (auto& [k, s] : series) p.series.push_back(s);
-  if (fit.why.empty())
+  if (fit.why.empty() && c.gpu_fit)
     for (const std::string& m : methods) {
-      PlotSeries s;
-      s.title = m + " model prediction";
-      s.style = series_style(SeriesKind::model, method_colour(m));
+      PlotSeries s = modelled_of(*c.gpu_fit, m);
       std::vector<int> ps = {1};
       for (int P : model_gpus(false, 0)) ps.push_back(P);
       for (int P : ps) {
@@ -177,9 +173,7 @@ Figure plot_model_throughput(Context& c, long long L, const ModelLevelFit& fit, 
       if (s.rows.size() >= 2) p.series.push_back(s);  // a line needs two points
     }
   for (const std::string& m : methods) {
-    PlotSeries s;
-    s.title = "paper " + m + " (H100)";
-    s.style = series_style(SeriesKind::paper, method_colour(m));
+    PlotSeries s = paper_series(m, "H100, model table");
     for (int P : kPredictGpus) {
       const double v = paper_value(c.paper, "model", P, L, m);
       if (std::isfinite(v)) s.rows.push_back({double(P), v});
@@ -188,8 +182,8 @@ Figure plot_model_throughput(Context& c, long long L, const ModelLevelFit& fit, 
   }
   return draw(c, p,
               "Training throughput per GPU against GPUs, " + std::to_string(L) +
-                  " tokens per GPU: measured (solid), the cost model carried to the model level (dashed, a model "
-                  "prediction), the paper's model table (circles).",
+                  " tokens per GPU: measured, modelled (the cost model carried to the model level, a prediction), the "
+                  "paper's model table.",
               "no GPU model rows at " + std::to_string(L) + " tokens per GPU yet");
 }
 

@@ -4,12 +4,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
 #include "runtime/error.h"
-#include "zeco/all_scan.h"
 
 namespace spb {
 
@@ -52,22 +52,138 @@ std::string colour_spec(int colour) {
   return std::string("lc rgb \"") + kPalette[((colour % kPaletteSize) + kPaletteSize) % kPaletteSize] + "\"";
 }
 
-int backend_point(const std::string& backend) {
-  if (backend == "nccl") return 5;  // filled square
-  if (is_device_allscan(backend) || backend == "cpu") return 7;  // filled circle
-  return 9;  // filled triangle
+const char* kind_name(SeriesKind kind) {
+  switch (kind) {
+    case SeriesKind::measured: return "measured";
+    case SeriesKind::modelled: return "modelled";
+    case SeriesKind::paper: return "paper";
+    case SeriesKind::reference: return "reference";
+    case SeriesKind::bars: return "bars";
+  }
+  return "";
 }
 
-std::string series_style(SeriesKind kind, int colour, int point_type) {
-  const std::string lc = colour_spec(colour);
-  switch (kind) {
-    case SeriesKind::measured: return "with linespoints lw 2 pt " + std::to_string(point_type) + " ps 1.1 " + lc;
-    case SeriesKind::model: return "with lines lw 1.5 dt 2 " + lc;
-    case SeriesKind::paper: return "with points pt 6 ps 1.6 lw 2 " + lc;
-    case SeriesKind::bars: return "with boxxyerror fs solid 0.7 noborder " + lc;
-  }
-  return "with lines " + lc;
+namespace {
+
+// Backends in a fixed order with their dash type and filled point type; any other backend gets one of the custom
+// patterns by a stable hash of its name. dt 3 (dotted) is the modelled series' and no backend's.
+struct BackendStyle {
+  const char* backend;
+  const char* dash;
+  int point;
+  const char* words;  // the dash type, for the report's key
+};
+const BackendStyle kBackends[] = {
+    {"nccl", "dt 1", 5, "solid, filled squares"},
+    {"cpu", "dt 1", 7, "solid, filled circles"},
+    {"cuda", "dt 1", 7, "solid, filled circles"},
+    {"device-ll16", "dt 2", 7, "dashed, filled circles"},
+    {"device-ll", "dt 4", 9, "dash-dot, filled triangles"},
+    {"device-flag", "dt 5", 11, "dash-dot-dot, filled down-triangles"},
+    {"device", "dt (16,6)", 13, "long dashes, filled diamonds"},
+    {"host", "dt (24,6,4,6)", 15, "long dash-dot, filled pentagons"},
+    {"host-hier", "dt (8,4,8,12)", 15, "paired dashes, filled pentagons"},
+    {"host-logdepth", "dt (2,4,12,4)", 15, "dot-long dash, filled pentagons"},
+};
+const char* const kOtherDashes[] = {"dt (6,3,6,3,18,3)", "dt (30,8)", "dt (4,8)"};
+const char* const kOtherWords[] = {"dash-dash-long dash, filled diamonds", "very long dashes, filled diamonds",
+                                   "sparse short dashes, filled diamonds"};
+
+const BackendStyle* known_backend(const std::string& backend) {
+  for (const auto& b : kBackends)
+    if (backend == b.backend) return &b;
+  return nullptr;
 }
+int other_index(const std::string& backend) {
+  unsigned h = 0;
+  for (char c : backend) h = h * 31 + (unsigned char)c;
+  return int(h % 3);
+}
+
+std::string with_where(const std::string& title, const std::string& where) {
+  return where.empty() ? title : title + ", " + where;
+}
+
+}  // namespace
+
+std::string backend_dash(const std::string& backend) {
+  if (const auto* b = known_backend(backend)) return b->dash;
+  return kOtherDashes[other_index(backend)];
+}
+
+int backend_point(const std::string& backend) {
+  if (const auto* b = known_backend(backend)) return b->point;
+  return 13;
+}
+
+PlotSeries measured_series(const std::string& method, const std::string& backend, const std::string& where,
+                           int colour) {
+  PlotSeries s;
+  s.kind = SeriesKind::measured;
+  s.title = with_where(method + " (" + backend + ") measured", where);
+  s.style = "with linespoints lw 2 " + backend_dash(backend) + " pt " + std::to_string(backend_point(backend)) +
+            " ps 1.1 " + colour_spec(colour < 0 ? method_colour(method) : colour);
+  return s;
+}
+
+PlotSeries modelled_series(const std::string& method, const std::string& backend, const std::string& where,
+                           int colour) {
+  PlotSeries s;
+  s.kind = SeriesKind::modelled;
+  s.title = with_where(method + " (" + backend + ") modelled", where);
+  s.style = "with linespoints lw 1.5 dt 3 pt 12 ps 0.9 " + colour_spec(colour < 0 ? method_colour(method) : colour);
+  return s;
+}
+
+PlotSeries paper_series(const std::string& method, const std::string& where, int colour) {
+  PlotSeries s;
+  s.kind = SeriesKind::paper;
+  s.title = with_where(method + " paper", where);
+  s.style = "with points pt 6 ps 1.6 lw 2 " + colour_spec(colour < 0 ? method_colour(method) : colour);
+  return s;
+}
+
+PlotSeries reference_series(const std::string& title) {
+  PlotSeries s;
+  s.kind = SeriesKind::reference;
+  s.title = title;
+  s.style = "with lines lw 1 dt 3 lc rgb \"#000000\"";
+  return s;
+}
+
+std::string bars_style(int colour) { return "with boxxyerror fs solid 0.7 noborder " + colour_spec(colour); }
+
+std::string plot_styles_md(const std::vector<std::string>& backends) {
+  std::ostringstream s;
+  s << "How to read the plots: the colour is the method (the same in every plot); the line style and the filled "
+       "point type are the backend of a measured series (";
+  for (size_t i = 0; i < backends.size(); ++i) {
+    const auto* k = known_backend(backends[i]);
+    s << (i ? "; " : "") << "`" << backends[i] << "` " << (k ? k->words : kOtherWords[other_index(backends[i])]);
+  }
+  s << "); a legend entry names both, as \"zeco (device-ll16) measured, NVIDIA H200\". The cost model's predictions "
+       "are thin dotted lines with open diamonds (\"modelled\", naming the backend whose fitted link they use), the "
+       "paper's published numbers open circles without a line (\"paper\"). An axis is logarithmic where its data "
+       "spans more than a decade.\n\n";
+  return s.str();
+}
+
+namespace {
+
+// Scale::automatic: log where every value of that column is positive and the largest is more than 10 x the smallest.
+bool log_axis(const PlotSpec& p, Scale scale, size_t column) {
+  if (scale != Scale::automatic) return scale == Scale::log;
+  double lo = INFINITY, hi = 0;
+  for (const auto& s : p.series)
+    for (const auto& r : s.rows) {
+      if (r.size() <= column) continue;
+      if (!(r[column] > 0)) return false;
+      lo = std::min(lo, r[column]), hi = std::max(hi, r[column]);
+    }
+  return hi > 10 * lo;
+}
+
+}  // namespace
 
 bool PlotSpec::empty() const {
   for (const auto& s : series)
@@ -83,7 +199,7 @@ bool write_plot(const std::string& dir, const PlotSpec& p) {
   std::vector<std::string> clauses;
   for (const auto& s : p.series) {
     if (s.rows.empty()) continue;
-    dat << (index ? "\n\n" : "") << "# [" << index << "] " << s.title << "\n";
+    dat << (index ? "\n\n" : "") << "# [" << index << "] " << kind_name(s.kind) << ": " << s.title << "\n";
     auto rows = s.rows;
     std::sort(rows.begin(), rows.end());  // lines run left to right
     for (const auto& r : rows) {
@@ -102,8 +218,10 @@ bool write_plot(const std::string& dir, const PlotSpec& p) {
   gp << "set ylabel " << quoted(p.ylabel) << " noenhanced\n";
   gp << "set key " << p.key << " noenhanced\n";
   gp << "set grid\n";
-  if (p.logx) gp << "set logscale x " << p.logx_base << "\nset format x \"%g\"\n";
-  if (p.logy) gp << "set logscale y\nset format y \"%g\"\n";
+  if (log_axis(p, p.xscale, 0)) gp << "set logscale x " << p.logx_base << "\nset format x \"%g\"\n";
+  const bool logy = log_axis(p, p.yscale, 1);
+  if (logy) gp << "set logscale y\nset format y \"%g\"\n";
+  if (!logy && p.y_from_zero) gp << "set yrange [0:*]\n";
   gp << p.extra;
   const std::string size = std::to_string(p.width) + "," + std::to_string(p.height);
   gp << "set terminal pngcairo size " << size << " font \"sans,10\" noenhanced\n";

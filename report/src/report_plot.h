@@ -8,28 +8,56 @@
 
 namespace spb {
 
+// What a series is. Its style says so (report_plot.cpp), its legend title names it, and the data file heads its
+// block with it ("# [2] measured: zeco (device-ll16) measured, NVIDIA H200").
+enum class SeriesKind {
+  measured,   // rows of results/: colour per method, dash type and filled point per backend, "M (BACKEND) measured"
+  modelled,   // the cost model's prediction: the method's colour, dotted, open diamonds, "M (BACKEND) modelled"
+  paper,      // the paper's published numbers: the method's colour, open circles, no line, "M paper"
+  reference,  // a guide line (the ideal): thin, dotted, black
+  bars,       // the timelines' spans
+};
+const char* kind_name(SeriesKind kind);
+
 struct PlotSeries {
   std::string title;
   std::vector<std::vector<double>> rows;  // the columns `using` reads
   std::string using_ = "1:2";
-  std::string style;                      // "with ..." and colours; see the helpers below
+  std::string style;  // "with ..." and colours; see the helpers below
+  SeriesKind kind = SeriesKind::measured;
 };
 
-// Series styles: a method keeps its colour in every plot (its index in a fixed palette).
-enum class SeriesKind { measured, model, paper, bars };
-std::string series_style(SeriesKind kind, int colour, int point_type = 7);
-std::string colour_spec(int colour);  // lc rgb "#..."
+// A method keeps its colour in every plot (its index in a fixed palette); a backend keeps its dash type and point type.
 int method_colour(const std::string& method);
-int backend_point(const std::string& backend);  // measured rows: a point type per backend
+std::string colour_spec(int colour);           // lc rgb "#..."
+std::string backend_dash(const std::string& backend);  // dt ... (never the modelled series' dotted dt 3)
+int backend_point(const std::string& backend);        // a filled point type
+// The three kinds of a method's series, titled and styled. `backend`: what carried the rows, or for the cost model the
+// backend whose fitted link the prediction uses ("no communication" for dp); `where`: the machine and setting, after a
+// comma ("" for none). `colour` < 0: the method's.
+PlotSeries measured_series(const std::string& method, const std::string& backend, const std::string& where,
+                           int colour = -1);
+PlotSeries modelled_series(const std::string& method, const std::string& backend, const std::string& where,
+                           int colour = -1);
+PlotSeries paper_series(const std::string& method, const std::string& where, int colour = -1);
+PlotSeries reference_series(const std::string& title);
+std::string bars_style(int colour);
+// The key to the styles in words, for the report: which dash type is which backend, and so on (Markdown).
+std::string plot_styles_md(const std::vector<std::string>& backends);
+
+// An axis is logarithmic where its data spans more than a decade (all positive, max > 10 x min), linear otherwise;
+// a plot may fix it.
+enum class Scale { automatic, linear, log };
 
 struct PlotSpec {
   std::string name;  // file stem
-  std::string title, xlabel, ylabel;
-  bool logx = false, logy = false;
+  std::string title, xlabel, ylabel;  // the labels say the unit
+  Scale xscale = Scale::automatic, yscale = Scale::automatic;
   int logx_base = 2;
+  bool y_from_zero = false;  // a linear y axis starts at 0
   std::string extra;  // more gnuplot commands, before the plot
   std::string key = "outside right top";
-  int width = 1000, height = 560;
+  int width = 1200, height = 560;
   std::vector<PlotSeries> series;
   bool empty() const;
 };

@@ -129,5 +129,38 @@ std::string gpu_table(Context& c, const TableDef& t, const std::string& heading,
   return s.str();
 }
 
+TableDef collective_table(const Context& c) {
+  TableDef t2;
+  t2.id = "table2";
+  t2.ref = "allscan";
+  t2.paper_level = "collective";
+  t2.paper_seq = kTable2Seq;
+  t2.methods = collective_methods(c, false);
+  t2.setting = [](const Row& r) {
+    return col(r, "level") == "collective" && num(r, "bytes") == kTable2Bytes && is(r, "dv", 128) &&
+           (col(r, "method") != "allscan" || is(r, "block_elems", kPaperBlockElems));
+  };
+  t2.model = collective_model(c);
+  t2.fitted = c.gpu_fit.has_value();
+  return t2;
+}
+
+TableDef operator_table(const Context& c, long long L) {
+  TableDef t;
+  t.id = L == 16384 ? "table3" : "table4";
+  t.ref = "dp";
+  t.paper_level = "operator";
+  t.paper_seq = L;
+  t.methods = operator_methods(c);
+  t.setting = [L](const Row& r) {
+    return operator_row(r, false) && is(r, "tokens_per_rank", double(L)) && is(r, "heads", 16) && is(r, "dk", 128) &&
+           is(r, "dv", 128) && is(r, "batch", 1) &&
+           (num(r, "block_elems") == 0 || is(r, "block_elems", kPaperBlockElems));
+  };
+  t.model = operator_model(c, L);
+  t.fitted = c.gpu_fit.has_value();
+  return t;
+}
+
 }  // namespace report_detail
 }  // namespace spb

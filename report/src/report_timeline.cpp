@@ -149,9 +149,10 @@ std::vector<Figure> plot_timelines(Context& c) {
       PlotSeries& s = series[title];
       s.title = title;
       s.using_ = "1:2:3:4";
+      s.kind = SeriesKind::bars;
       s.style = pass ? "with boxxyerror fs solid 0.2 border " + colour_spec(colour_of[col(*r, "span")]) + " " +
                            colour_spec(colour_of[col(*r, "span")])
-                     : series_style(SeriesKind::bars, colour_of[col(*r, "span")]);
+                     : bars_style(colour_of[col(*r, "span")]);
       s.rows.push_back({(a + b) / 2, lane, (b - a) / 2, pass ? 0.2 : 0.4});
     }
     PlotSpec p;
@@ -162,6 +163,7 @@ std::vector<Figure> plot_timelines(Context& c) {
               k[3] + " tokens per rank, H=" + k[4] + ", dk=" + k[5] + ", dv=" + k[6] + ", " + k[9].substr(0, 10) + ")";
     p.xlabel = "time since the iteration started (ms)";
     p.ylabel = "";
+    p.xscale = p.yscale = Scale::linear;
     p.key = "outside right top";
     p.height = std::max(360, 120 + ranks * (second ? 110 : 90));
     std::string tics;

@@ -65,9 +65,9 @@ expect "| 2 | zeco | 44888 | $cfg | fixture-gpu, 2 ranks, nccl, 2000-01-01, fixt
 expect "| 2 | zeco | 4000 | cpu, 2 ranks, 2000-01-01, fixture | 5.545 | 0.94x |"
 # The plot's data: measured, model and the paper's points.
 dat=$work/out/plots/model_throughput_L32768.dat
-expect_in "$dat" "# [1] zeco measured (fixture-gpu, nccl)"
-expect_in "$dat" "zeco model prediction"
-expect_in "$dat" "paper zeco (H100)"
+expect_in "$dat" "# [1] measured: zeco (nccl) measured, fixture-gpu"
+expect_in "$dat" "modelled: zeco (nccl) modelled, fitted on fixture-gpu"
+expect_in "$dat" "paper: zeco paper, H100, model table"
 expect_in "$dat" "256 40967"
 # The machine-readable table.
 expect_in "$work/out/tables/table6.csv" "8,zeco,,,,,,,42313.9,47369,,0.994496,0.954385"

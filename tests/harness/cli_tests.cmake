@@ -220,6 +220,13 @@ add_test(NAME cli.report.model_level
 set_tests_properties(cli.report.model_level PROPERTIES PASS_REGULAR_EXPRESSION "MODEL_REPORT_OK" TIMEOUT 60)
 add_test(NAME report.drift COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/check_report.sh $<TARGET_FILE:spbench>)
 set_tests_properties(report.drift PROPERTIES TIMEOUT 300)
+# The plots' legends (tests/report/check_report_plots.sh): every series of every plot is measured, modelled or the
+# paper's, and its legend says which, naming the method and the backend; on the committed results/.
+add_test(NAME report.plot_legends
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/report/check_report_plots.sh $<TARGET_FILE:spbench>
+                 ${CMAKE_SOURCE_DIR}/report/paper/paper_tables.csv ${CMAKE_SOURCE_DIR}/results
+                 ${CMAKE_CURRENT_BINARY_DIR}/report_plots)
+set_tests_properties(report.plot_legends PROPERTIES PASS_REGULAR_EXPRESSION "REPORT_PLOTS_OK" TIMEOUT 300)
 
 # A rank killed in the middle of a run: the others must not wait for it forever.
 add_test(NAME cli.rank_dies
