@@ -141,6 +141,7 @@ int run_report(const ReportOptions& o) {
   md << section_model_level(c, 16384, "5") << section_model_level(c, 32768, "6");
   md << section_cost_model(c);
   md << section_beyond_one_node(c);
+  md << section_paper_figures(c);
 
   std::set<std::string> gpu_backends;
   for (auto& r : c.res.rows)

@@ -196,6 +196,12 @@ void write_model_table_csv(const Context& c, const std::string& id, const std::v
 Figure plot_model_throughput(Context& c, long long L, const ModelLevelFit& fit, const std::vector<Line>& lines);
 std::string section_model_level(Context& c, long long L, const std::string& table);
 
+// --- the paper's two headline figures (report_paper_figures.cpp) --------------------------------------------------
+// Tokens/s per GPU against GPUs (the paper's Figure 1: the operator level, and the model level where rows exist) and
+// "1M tokens on 64 GPUs versus 16K on one", each point measured (a results row, its file named) or modelled (the cost
+// model), the paper's numbers beside them; the plots, their tables (tables/fig_*.csv) and the README section.
+std::string section_paper_figures(Context& c);
+
 // --- the cost model, the network, beyond one node (report_cost.cpp) -------------------------------------------------
 std::string fits_table(const MachineFit& f);
 std::string section_cost_model(const Context& c);

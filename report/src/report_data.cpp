@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <set>
 
 #include "runtime/csv.h"
@@ -36,6 +37,13 @@ long long lnum(const Row& r, const std::string& c) {
 }
 
 bool is_cpu_row(const Row& r) { return col(r, "backend") == "cpu"; }
+
+const std::string& ResultFiles::file_of(const Row& r) const {
+  static const std::string none;
+  const std::less<const Row*> before;
+  if (rows.empty() || before(&r, rows.data()) || !before(&r, rows.data() + rows.size())) return none;
+  return row_file[size_t(&r - rows.data())];
+}
 
 ResultFiles load_results(const std::string& dir) {
   std::error_code ec;
@@ -81,6 +89,7 @@ ResultFiles load_results(const std::string& dir) {
         continue;
       }
       out.rows.push_back(std::move(r));
+      out.row_file.push_back(name);
     }
     if (bad) out.skipped.push_back({name, std::to_string(bad) + " rows without a level, method or world size"});
     if (grouped) out.skipped.push_back({name, std::to_string(grouped) + " rows timed per group of calls (left out)"});

@@ -26,6 +26,9 @@ struct ResultFiles {
   std::vector<Row> timeline;                     // rows of results/*timeline*.csv
   std::vector<std::pair<std::string, size_t>> files, timeline_files;  // basename, rows
   std::vector<std::pair<std::string, std::string>> skipped;          // basename, why
+  std::vector<std::string> row_file;  // rows[i] came from results/row_file[i] (a basename)
+  // The basename of the file a row of `rows` came from ("" for a row not of `rows`).
+  const std::string& file_of(const Row& r) const;
 };
 // Reads every *.csv of `dir` (a UsageError if `dir` is not a directory or a file is malformed).
 ResultFiles load_results(const std::string& dir);

@@ -220,13 +220,24 @@ add_test(NAME cli.report.model_level
 set_tests_properties(cli.report.model_level PROPERTIES PASS_REGULAR_EXPRESSION "MODEL_REPORT_OK" TIMEOUT 60)
 add_test(NAME report.drift COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/check_report.sh $<TARGET_FILE:spbench>)
 set_tests_properties(report.drift PROPERTIES TIMEOUT 300)
-# The plots' legends (tests/report/check_report_plots.sh): every series of every plot is measured, modelled or the
-# paper's, and its legend says which, naming the method and the backend; on the committed results/.
+# The plots' legends and the paper's two figures (tests/report/check_report_plots.sh): every series of every plot is
+# measured, modelled or the paper's, and its legend says which, naming the method and the backend; each figure labels
+# every point measured (with its results file) or modelled, in the plot, tables/fig_*.csv and the README's table.
+# On the committed results/ (the operator-level figures) and on the model-level fixture (the model-level figure too).
 add_test(NAME report.plot_legends
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/report/check_report_plots.sh $<TARGET_FILE:spbench>
                  ${CMAKE_SOURCE_DIR}/report/paper/paper_tables.csv ${CMAKE_SOURCE_DIR}/results
-                 ${CMAKE_CURRENT_BINARY_DIR}/report_plots)
+                 ${CMAKE_CURRENT_BINARY_DIR}/report_plots fig_tokens_per_gpu_operator_L16384 fig_1m_tokens_on_64_gpus)
 set_tests_properties(report.plot_legends PROPERTIES PASS_REGULAR_EXPRESSION "REPORT_PLOTS_OK" TIMEOUT 300)
+add_test(NAME report.figure_labels
+         COMMAND sh -c "rm -rf ${CMAKE_CURRENT_BINARY_DIR}/report_figures_results && mkdir -p \
+${CMAKE_CURRENT_BINARY_DIR}/report_figures_results && cp ${CMAKE_CURRENT_SOURCE_DIR}/harness/data/model_level_fixture.csv \
+${CMAKE_CURRENT_BINARY_DIR}/report_figures_results/fixture_model.csv && exec bash \
+${CMAKE_CURRENT_SOURCE_DIR}/report/check_report_plots.sh $<TARGET_FILE:spbench> \
+${CMAKE_SOURCE_DIR}/report/paper/paper_tables.csv ${CMAKE_CURRENT_BINARY_DIR}/report_figures_results \
+${CMAKE_CURRENT_BINARY_DIR}/report_figures fig_tokens_per_gpu_operator_L16384 fig_1m_tokens_on_64_gpus \
+fig_tokens_per_gpu_model_L32768")
+set_tests_properties(report.figure_labels PROPERTIES PASS_REGULAR_EXPRESSION "REPORT_PLOTS_OK" TIMEOUT 300)
 
 # A rank killed in the middle of a run: the others must not wait for it forever.
 add_test(NAME cli.rank_dies
