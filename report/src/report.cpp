@@ -76,7 +76,10 @@ int run_report(const ReportOptions& o) {
 
   c.ref_gpu = reference_gpu(c.res.rows);
   resolve_network(c);
-  if (!c.ref_gpu.empty()) c.gpu_fit = fit_machine(c.res.rows, c.ref_gpu, c.params);
+  if (!c.ref_gpu.empty()) {
+    c.gpu_fit = fit_machine(c.res.rows, c.ref_gpu, c.params);
+    c.gpu_holdout = hold_out_by_world(c.res.rows, c.ref_gpu, c.params);
+  }
   bool cpu_rows = false;
   for (auto& r : c.res.rows) cpu_rows |= is_cpu_row(r);
   if (cpu_rows) {

@@ -317,7 +317,9 @@ std::string render_lines(const std::vector<Line>& lines, const std::string& ref,
   for (const Line& l : lines) {
     std::vector<std::string> r = {std::to_string(l.gpus), l.method, l.row ? num_cell(l.measured) : kNotMeasured,
                                   l.row ? machine_of(*l.row) : "—",
-                                  std::isfinite(l.model) ? num_cell(l.model) : l.model_note};
+                                  std::isfinite(l.model)
+                                      ? num_cell(l.model) + (l.model_note.empty() ? "" : " (" + l.model_note + ")")
+                                      : l.model_note};
     if (with_paper) r.push_back(std::isfinite(l.paper) ? num_cell(l.paper) : kNotPublished);
     r.push_back(ratio_cell(l.r_measured));
     r.push_back(ratio_cell(l.r_model));

@@ -63,6 +63,7 @@ struct Context {
   std::vector<std::string> plots;  // written
   std::string net_source;          // where params.network comes from, in words
   std::optional<Link> user_intra;  // --constants' link inside a node
+  std::optional<HoldOut> gpu_holdout;  // the GPU fit's hold-out by world size (cost_model.h)
 };
 
 struct Figure {
@@ -207,6 +208,10 @@ std::string fits_table(const MachineFit& f);
 std::string section_cost_model(const Context& c);
 void resolve_network(Context& c);
 std::string section_beyond_one_node(const Context& c);
+// What to print beside a GPU prediction of `method` at `level` on P GPUs: "" up to the largest P measured; beyond it
+// the method's hold-out error in brief (flagged past 30%) and, past one node, the network's constants and their
+// source (assumed, fitted or given).
+std::string prediction_note(const Context& c, const std::string& level, const std::string& method, int P);
 
 // --- CPU ranks (report_cpu.cpp) -------------------------------------------------------------------------------------
 std::string section_cpu_model(const Context& c);

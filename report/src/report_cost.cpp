@@ -192,6 +192,18 @@ std::string section_cost_model(const Context& c) {
   return s.str();
 }
 
+std::string prediction_note(const Context& c, const std::string& level, const std::string& method, int P) {
+  if (!c.gpu_holdout) return "";
+  int measured = c.gpu_holdout->fit_max_world;
+  for (const HeldOutPoint& p : c.gpu_holdout->points) measured = std::max(measured, p.world);
+  if (P <= measured) return "";
+  std::string s = c.gpu_holdout->brief(level, method);
+  if (P > c.params.gpus_per_node)
+    s += "; network " + link_str(c.params.network) + ", " +
+         (c.net_source.rfind("fitted", 0) == 0 ? "fitted" : c.net_source.rfind("assumed", 0) == 0 ? "assumed" : "given");
+  return s;
+}
+
 // --- the network, and the All-Scans beyond one node -----------------------------------------------------------------
 // The network's constants, first found: --constants, --net-gbps/--net-latency-us, a fit to the reference GPU's
 // collective rows over several nodes of one rank each, the default (an assumption).

@@ -110,6 +110,7 @@ std::vector<Line> model_lines(const Context& c, long long L, bool cpu, const Mod
       base.gpus = P, base.method = m;
       base.paper = cpu ? NAN : paper_value(c.paper, "model", P, L, m);
       if (!cpu) std::tie(base.model, base.model_note) = fit.predict(m, P);
+      if (!cpu && std::isfinite(base.model)) base.model_note = prediction_note(c, "operator", m, P);
       base.r_paper = base.paper / paper_dp;
       base.r_model = base.model / model_dp;
       std::vector<Line> mine;

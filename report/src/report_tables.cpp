@@ -24,7 +24,7 @@ std::function<std::pair<double, std::string>(const std::string&, int)> collectiv
       return {NAN, "no formula"};
     auto t = cm.collective(pattern, P, kTable2Bytes, 4.0 * kPaperBlockElems, 128);
     if (!t) return no_fit(c, ("no " + pattern + " rows").c_str());
-    return {*t * 1e3, ""};
+    return {*t * 1e3, prediction_note(c, "collective", pattern, P)};
   };
 }
 
@@ -41,7 +41,7 @@ std::function<std::pair<double, std::string>(const std::string&, int)> operator_
     if (method == "ulysses" && s.heads % P != 0) return {NAN, "n/a (H=16 not divisible by P)"};
     auto t = cm.operator_time(method, s);
     if (!t) return no_fit(c, "a pattern it needs was not measured");
-    return {*t * 1e3, ""};
+    return {*t * 1e3, prediction_note(c, "operator", method, P)};
   };
 }
 
