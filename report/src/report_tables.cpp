@@ -45,7 +45,7 @@ std::function<std::pair<double, std::string>(const std::string&, int)> operator_
   };
 }
 
-// Each measured All-Scan next to the floor the link probes give it (issue 4): the state over one link's bandwidth
+// Each measured All-Scan next to the floor the link probes give it: the state over one link's bandwidth
 // plus the pipeline's fill (P-2 more blocks) and P-1 flag latencies, from the newest probe of each GPU.
 std::string section_floors(const Context& c) {
   std::map<std::string, std::pair<double, double>> probe;  // gpu -> (hop latency us, pair bandwidth GB/s)
