@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "report/src/report_data.h"
 #include "runtime/csv.h"
 #include "runtime/error.h"
 
@@ -40,32 +41,17 @@ const std::vector<std::string>& compare_key_columns() {
 
 namespace {
 
-using Row = std::map<std::string, std::string>;
-
-const std::string& get(const Row& r, const std::string& c) {
-  static const std::string empty;
-  auto it = r.find(c);
-  return it == r.end() ? empty : it->second;
-}
-
-double number(const Row& r, const std::string& c) {
-  const std::string& s = get(r, c);
-  if (s.empty()) return NAN;
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  return *end == '\0' ? v : NAN;
-}
 
 std::string key_of(const Row& r) {
   std::string k;
-  for (const auto& c : compare_key_columns()) k += get(r, c) + "\x1f";
+  for (const auto& c : compare_key_columns()) k += col(r, c) + "\x1f";
   return k;
 }
 
 std::string describe(const Row& r) {
   std::string s;
   for (const auto& c : compare_key_columns())
-    if (!get(r, c).empty()) s += (s.empty() ? "" : " ") + c + "=" + get(r, c);
+    if (!col(r, c).empty()) s += (s.empty() ? "" : " ") + c + "=" + col(r, c);
   return s;
 }
 
@@ -78,7 +64,7 @@ std::vector<const Row*> newest(const std::vector<Row>& rows, std::map<std::strin
     if (it == by_key.end()) {
       by_key[k] = &r;
       order.push_back(&r);
-    } else if (get(*it->second, "date") <= get(r, "date")) {
+    } else if (col(*it->second, "date") <= col(r, "date")) {
       const Row* old = it->second;
       it->second = &r;
       std::replace(order.begin(), order.end(), old, &r);
@@ -90,9 +76,9 @@ std::vector<const Row*> newest(const std::vector<Row>& rows, std::map<std::strin
 }  // namespace
 
 double row_spread(const Row& r) {
-  const double cv = number(r, "time_ms_cv");
+  const double cv = num(r, "time_ms_cv");
   if (std::isfinite(cv) && cv >= 0) return cv;
-  const double lo = number(r, "time_ms_min"), hi = number(r, "time_ms_max"), mean = number(r, "time_ms_mean");
+  const double lo = num(r, "time_ms_min"), hi = num(r, "time_ms_max"), mean = num(r, "time_ms_mean");
   if (std::isfinite(lo) && std::isfinite(hi) && mean > 0 && hi >= lo) return (hi - lo) / (2 * mean);
   return 0;
 }
@@ -109,13 +95,13 @@ Comparison compare_rows(const std::vector<Row>& base, const std::vector<Row>& ne
       continue;
     }
     const Row* n = it->second;
-    const double tb = number(*b, "time_ms_mean"), tn = number(*n, "time_ms_mean");
+    const double tb = num(*b, "time_ms_mean"), tn = num(*n, "time_ms_mean");
     if (!(tb > 0) || !(tn > 0)) {
       out.no_time.push_back(describe(*b));
       continue;
     }
     ComparedRow c;
-    for (const auto& col : compare_key_columns()) c.config[col] = get(*b, col);
+    for (const auto& k : compare_key_columns()) c.config[k] = col(*b, k);
     c.base_ms = tb, c.new_ms = tn;
     c.change = tn / tb - 1;
     c.threshold = std::max({threshold, row_spread(*b), row_spread(*n)});
@@ -151,7 +137,7 @@ int run_compare(const CompareOptions& o) {
   const Comparison c = compare_rows(base, next, o.threshold);
   auto shas = [](const std::vector<Row>& rows) {
     std::set<std::string> s;
-    for (const auto& r : rows) s.insert(get(r, "git_sha"));
+    for (const auto& r : rows) s.insert(col(r, "git_sha"));
     std::string out;
     for (const auto& x : s) out += (out.empty() ? "" : " ") + (x.empty() ? std::string("-") : x);
     return out;
