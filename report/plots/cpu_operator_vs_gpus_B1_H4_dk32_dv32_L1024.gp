@@ -5,8 +5,6 @@ set xlabel "CPU ranks (MPI processes)" noenhanced
 set ylabel "forward + backward time (ms)" noenhanced
 set key outside right top noenhanced
 set grid
-set logscale y
-set format y "%g"
 set terminal pngcairo size 1200,560 font "sans,10" noenhanced
 set output "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.png"
 plot "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.dat" index 0 using 1:2 with linespoints lw 2 dt 1 pt 7 ps 1.1 lc rgb "#7f7f7f" title "dp (cpu) measured", \
