@@ -29,9 +29,8 @@ class ModelKernels {
                     float beta, void* C, DType c_type, Stream st) = 0;
 
   // D [M, N] = x W^T + C: x act [M, K], W act [N, K], C and D f32 [M, N] (a residual stream's next value beside the
-  // old one, which the backward still reads).
-  virtual void gemm_residual(int M, int N, int K, const void* x, const void* W, const float* C, float* D,
-                             Stream st) = 0;
+  // old one, which the backward still reads): a copy of C into D, then gemm accumulating into D.
+  void gemm_residual(int M, int N, int K, const void* x, const void* W, const float* C, float* D, Stream st);
 
   // dst = src converted, n elements (f32 <-> act; the same type is a copy).
   virtual void convert(size_t n, const void* src, DType src_type, void* dst, DType dst_type, Stream st) = 0;

@@ -20,10 +20,6 @@ class CpuModelKernels final : public ModelKernels {
     SPB_CHECK(c_type == DType::f32, "the CPU model kernels hold every tensor in fp32");
     cpu_ops::gemm(ta, tb, M, N, K, alpha, F(A), F(B), beta, F(C));
   }
-  void gemm_residual(int M, int N, int K, const void* x, const void* W, const float* C, float* D, Stream) override {
-    std::memcpy(D, C, size_t(M) * N * sizeof(float));
-    cpu_ops::gemm(false, true, M, N, K, 1.0f, F(x), F(W), 1.0f, D);
-  }
   void convert(size_t n, const void* src, DType st, void* dst, DType dt, Stream) override {
     SPB_CHECK(st == DType::f32 && dt == DType::f32, "the CPU model kernels hold every tensor in fp32");
     if (dst != src) std::memmove(dst, src, n * sizeof(float));

@@ -1,6 +1,5 @@
 // The GPU kernels of the GLA language model (model/model_kernels.h): bf16 activations, fp32 math inside every kernel.
 //   gemm                     cublasGemmEx, bf16 A and B, bf16 or fp32 C, fp32 compute; row-major mapped onto cuBLAS
-//   gemm_residual            a copy of C into D, then gemm accumulating into D
 //   convert                  fp32 <-> bf16, 4 elements a thread where the pointers allow it
 //   embedding_fwd/bwd        gather rows; scatter-add with fp32 atomics
 //   rmsnorm_fwd/bwd          one kernel each, the row read once (in registers) by 16..256 threads; dw summed per block
@@ -596,14 +595,6 @@ class CudaModelKernels final : public ModelKernels {
     SPB_CUBLAS(cublasGemmEx(cublas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K,
                             &alpha, B, CUDA_R_16BF, ldb, A, CUDA_R_16BF, lda, &beta, C, ct, N, CUBLAS_COMPUTE_32F,
                             CUBLAS_GEMM_DEFAULT));
-  }
-
-  // D = x W^T + C: D takes a copy of C, then accumulates the product (cublasGemmEx reads and writes one C).
-  void gemm_residual(int M, int N, int K, const void* x, const void* W, const float* C, float* D,
-                     Stream st) override {
-    if (M == 0 || N == 0) return;
-    if (D != C) SPB_CUDA(cudaMemcpyAsync(D, C, size_t(M) * N * sizeof(float), cudaMemcpyDeviceToDevice, stream(st)));
-    gemm(false, true, M, N, K, 1.f, x, W, 1.f, D, DType::f32, st);
   }
 
   void convert(size_t n, const void* src, DType src_type, void* dst, DType dst_type, Stream st) override {
