@@ -5,6 +5,7 @@ SPB_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SPB_BUILD=${SPB_BUILD:-$SPB_ROOT/build}
 
 spb_log() { printf '[spbench] %s\n' "$*"; }
+source "$SPB_ROOT/scripts/machine.sh"
 
 # The Debian packages of DESIGN §8 (and the toolchain), installed only where missing.
 spb_install_deps() {
@@ -76,9 +77,7 @@ spb_gpu_sweep() {
   export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}  # never NVLink multicast on shared machines
   SPB=$SPB_BUILD/spbench
   gpus=$(nvidia-smi -L | wc -l)
-  local model
-  model=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | awk '{print tolower($NF)}')
-  machine=${SPB_MACHINE:-nvidia-${model}-x${gpus}}
+  machine=$(spb_gpu_machine)
   csv=${SPB_CSV:-$(spb_results_csv "$machine" "$1" "$SPB")}
   mkdir -p "$(dirname "$csv")"
   worlds=(); for P in 1 2 4 8; do if [ "$P" -le "$gpus" ]; then worlds+=("$P"); fi; done

@@ -24,7 +24,8 @@ fi
 cmake --build $B -j "$(nproc)" >> "$LOG" 2>&1 || { grep -E "error" -A3 "$LOG" | head -60; exit 1; }
 stamp "built"
 gpus=$(nvidia-smi -L | wc -l)
-machine=${SPB_MACHINE:-nvidia-$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | awk '{print tolower($NF)}')-x$gpus}
+source scripts/machine.sh
+machine=$(spb_gpu_machine)
 MPI="mpirun --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH -x SPB_GIT_SHA"
 
 for stage in "${@:-all}"; do
