@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The report's plots say what each series is, and its two headline figures label every point (issue 25, items 5, 6).
+# The report's plots say what each series is, and its two headline figures label every point.
 # Generates a report (--no-plots: the .gp and .dat are what is checked) from RESULTS_DIR, then:
 #   1. every plot but the timelines: each series' style is one of the four kinds (measured: lw 2 and a dash type;
 #      modelled: dotted dt 3 with open diamonds; paper: open circles, no line; reference: black) and its legend title
