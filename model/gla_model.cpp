@@ -281,6 +281,7 @@ void GlaModel::forward_layer(int l) {
   mm(false, true, N, Kd, D, 1, h1, V.W(y.wk), 0, A.k.get(), t, st);
   mm(false, true, N, Vd, D, 1, h1, V.W(y.wv), 0, A.v.get(), t, st);
   mm(false, true, N, Vd, D, 1, h1, V.W(y.wg), 0, A.z.get(), t, st);
+  stage("forget gate's rank-R products");
   mm(false, true, N, R, D, 1, h1, V.W(y.wgk0), 0, A.gl.get(), t, st);
   mm(false, true, N, Kd, R, 1, A.gl.get(), V.W(y.wgk1), 0, A.pre.get(), t, st);
   stage("forget gate");
@@ -360,11 +361,12 @@ void GlaModel::backward_layer(int l) {
   }
   stage("bwd: forget gate");
   k.forget_gate_bwd(N, Kd, A.pre.get(), V.P(y.bgk1), c_.gate_normaliser, S.dg.get(), S.dpre.get(), V.G(y.bgk1), st);
-  stage("bwd: q, k, v, gate projections");
+  stage("bwd: forget gate's rank-R products");
   mm(true, false, Kd, R, N, 1, S.dpre.get(), A.gl.get(), 0, V.G(y.wgk1), f32, st);
   mm(false, false, N, R, Kd, 1, S.dpre.get(), V.W(y.wgk1), 0, S.dgl.get(), t, st);
   // [Wq; Wk; Wv; Wg; W0] are one matrix: with their output gradients side by side, one GEMM gives all five weight
   // gradients and one the input gradient (instead of five accumulating into dh, each reading and writing it in fp32).
+  stage("bwd: output gradients side by side");
   const int P = 2 * Kd + 2 * Vd + R;
   int col = 0;
   for (auto [src, cols] : {std::pair<void*, int>{S.dq.get(), Kd}, {S.dk.get(), Kd}, {S.dv.get(), Vd},
@@ -372,6 +374,7 @@ void GlaModel::backward_layer(int l) {
     k.copy_columns(N, cols, src, P, col, S.dproj.get(), st);
     col += cols;
   }
+  stage("bwd: q, k, v, gate projections");
   mm(true, false, P, D, N, 1, S.dproj.get(), h1, 0, V.G(y.wq), f32, st);
   mm(false, false, N, D, P, 1, S.dproj.get(), V.W(y.wq), 0, S.dh.get(), f32, st);
   stage("bwd: norms");
