@@ -1,6 +1,6 @@
 // Kernel-level benchmark of the CUDA GLA stages: gla_forward ("fwd") and gla_forward + gla_backward ("fwd_bwd") at
-// the paper's operator shapes and GLA-1B's layer shapes, timed with CUDA events (Google Benchmark manual time; the median over the iterations is the
-// number that counts), with TFLOP/s and GB/s against the FLOPs and bytes counted for the pass (see flops_of /
+// the paper's operator shapes and GLA-1B's layer shapes, timed with CUDA events (Google Benchmark manual time; the
+// median over the iterations is the number that counts), with TFLOP/s and GB/s against the FLOPs and bytes counted for the pass (see flops_of /
 // bytes_of and NOTES.md) and as fractions of two measured ceilings: a large device-to-device copy and a large
 // cuBLAS bf16 GEMM.
 //
