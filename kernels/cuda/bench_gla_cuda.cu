@@ -1,8 +1,8 @@
-// Kernel-level benchmark of the CUDA GLA stages: gla_forward ("fwd") and gla_forward + gla_backward ("fwd_bwd") at
-// the paper's operator shapes and GLA-1B's layer shapes, timed with CUDA events (Google Benchmark manual time; the
-// median over the iterations is the number that counts), with TFLOP/s and GB/s against the FLOPs and bytes counted for the pass (see flops_of /
-// bytes_of and NOTES.md) and as fractions of two measured ceilings: a large device-to-device copy and a large
-// cuBLAS bf16 GEMM.
+// Kernel-level benchmark of the CUDA GLA stages: gla_forward ("fwd") and gla_forward + gla_backward ("fwd_bwd") at the
+// paper's operator shapes and GLA-1B's layer shapes, timed with CUDA events (Google Benchmark manual time; the median
+// over the iterations is the number that counts), with TFLOP/s and GB/s against the FLOPs and bytes counted for the
+// pass (see flops_of / bytes_of and NOTES.md) and as fractions of two measured ceilings: a large device-to-device copy
+// and a large cuBLAS bf16 GEMM.
 //
 // Every timed configuration is also checked: after timing, that same run's outputs are compared with the fp64
 // token-loop reference (kernels/cpu/gla_reference.h) on batch 0, head 0 only -- the full fp64 reference at these sizes
