@@ -50,6 +50,7 @@ struct GlaModel::Acts {
   std::vector<PerLayer> layer;
   Buffer h1s, h2s, ys, ms;             // the blocks' h1, h2, y, m with recompute
   Buffer tokens, targets;              // int32 [N]
+  Buffer delta;  // [N, D] act: a block's o_proj or MLP down product, added to the residual stream by the next norm
   Buffer rstd_f, hf, logits, dlogits, losses;
   Buffer dx, dxa, dh, dmy, dab, dq, dk, dv, dg, dz, d_o, dpre, dgl;
   Buffer dproj;  // [N, 2Kd + 2Vd + R]: dq, dk, dv, dz, dgl side by side, for the one GEMM of each product below
@@ -121,6 +122,7 @@ size_t GlaModel::plan_acts(const GlaModelConfig& c, int rows, DType act, bool re
   // With recompute, one block's normalised inputs, gated output and SwiGLU output at a time: the backward makes them
   // again from what each block keeps (x, rstd, o, z, ab).
   if (recompute) take(A.h1s, N * D * a), take(A.h2s, N * D * a), take(A.ys, N * Vd * a), take(A.ms, N * F * a);
+  take(A.delta, N * D * a);
   take(A.tokens, N * 4), take(A.targets, N * 4);
   take(A.rstd_f, N * f), take(A.hf, N * D * a);
   take(A.logits, N * c.vocab * f), take(A.dlogits, N * c.vocab * a), take(A.losses, N * f);
@@ -254,11 +256,9 @@ void GlaModel::mm(bool ta, bool tb, int M, int N, int K, float alpha, const void
   mk_->gemm(ta, tb, M, N, K, alpha, A, B, beta, C, c_type, st);
 }
 
-void GlaModel::mm_residual(int M, int N, int K, const void* x, const void* W, const float* C, float* D, Stream st) {
-  if (clock_) clock_->add_flops(2.0 * M * N * K);
-  mk_->gemm_residual(M, N, K, x, W, C, D, st);
-}
-
+// The residual adds: block l's o_proj and MLP down products go to acts_->delta, and the norm after each adds it to
+// the residual stream in its own pass (x_mid = x + o_proj; x[l + 1] = x_mid + MLP down, in block l + 1's first norm or
+// the final norm), so that the products write bf16 and the stream is read once per add.
 void GlaModel::forward_layer(int l) {
   const Views V = views();
   ModelKernels& k = *mk_;
@@ -268,14 +268,18 @@ void GlaModel::forward_layer(int l) {
   const int N = N_, D = c_.hidden, Kd = c_.key_dim(), Vd = c_.value_dim(), F = c_.mlp_size(), R = c_.gate_rank;
   const DType t = act_;
   float* x = acts_->x[size_t(l)].f32();
-  float* x_next = acts_->x[size_t(l) + 1].f32();
+  void* delta = acts_->delta.get();
   void* h1 = recompute_ ? acts_->h1s.get() : A.h1.get();
   void* h2 = recompute_ ? acts_->h2s.get() : A.h2.get();
   void* yo = recompute_ ? acts_->ys.get() : A.y.get();
   void* m = recompute_ ? acts_->ms.get() : A.m.get();
 
   stage("norms");
-  k.rmsnorm_fwd(N, D, x, V.P(y.attn_norm), c_.norm_eps, h1, A.rstd1.f32(), st);
+  if (l == 0)
+    k.rmsnorm_fwd(N, D, x, V.P(y.attn_norm), c_.norm_eps, h1, A.rstd1.f32(), st);
+  else  // x = the previous block's x_mid + its MLP down product
+    k.rmsnorm_add_fwd(N, D, acts_->layer[size_t(l) - 1].x_mid.f32(), delta, V.P(y.attn_norm), c_.norm_eps, x, h1,
+                      A.rstd1.f32(), st);
   stage("q, k, v, gate projections");
   mm(false, true, N, Kd, D, 1, h1, V.W(y.wq), 0, A.q.get(), t, st);
   mm(false, true, N, Kd, D, 1, h1, V.W(y.wk), 0, A.k.get(), t, st);
@@ -294,17 +298,17 @@ void GlaModel::forward_layer(int l) {
   stage("output gate norm");
   k.gated_rmsnorm_fwd(N * c_.heads, c_.dv(), A.o.get(), A.z.get(), V.P(y.g_norm), c_.norm_eps, yo,
                       A.rstd_gn.f32(), st);
-  stage("o_proj + residual");
-  mm_residual(N, D, Vd, yo, V.W(y.wo), x, A.x_mid.f32(), st);
+  stage("o_proj");
+  mm(false, true, N, D, Vd, 1, yo, V.W(y.wo), 0, delta, t, st);
 
   stage("norms");
-  k.rmsnorm_fwd(N, D, A.x_mid.f32(), V.P(y.mlp_norm), c_.norm_eps, h2, A.rstd2.f32(), st);
+  k.rmsnorm_add_fwd(N, D, x, delta, V.P(y.mlp_norm), c_.norm_eps, A.x_mid.f32(), h2, A.rstd2.f32(), st);
   stage("MLP gate, up");
   mm(false, true, N, 2 * F, D, 1, h2, V.W(y.w_gate), 0, A.ab.get(), t, st);  // [Wgate; Wup] are one matrix
   stage("swiglu");
   k.swiglu_fwd(N, F, A.ab.get(), m, st);
-  stage("MLP down + residual");
-  mm_residual(N, D, F, m, V.W(y.w_down), A.x_mid.f32(), x_next, st);
+  stage("MLP down");
+  mm(false, true, N, D, F, 1, m, V.W(y.w_down), 0, delta, t, st);
 }
 
 // acts_->dx holds the gradient of block l's output on entry and of its input on return.
@@ -406,7 +410,8 @@ double GlaModel::forward_backward(const std::vector<int32_t>& tokens) {
   for (int l = 0; l < c_.layers; ++l) forward_layer(l);
   float* xl = S.x[size_t(c_.layers)].f32();
   stage("norms");
-  k.rmsnorm_fwd(N, D, xl, V.P(final_norm_), c_.norm_eps, S.hf.get(), S.rstd_f.f32(), st);
+  k.rmsnorm_add_fwd(N, D, S.layer.back().x_mid.f32(), S.delta.get(), V.P(final_norm_), c_.norm_eps, xl, S.hf.get(),
+                    S.rstd_f.f32(), st);
   stage("LM head");
   mm(false, true, N, Vc, D, 1, S.hf.get(), V.W(lm_head_), 0, S.logits.get(), DType::f32, st);
   stage("cross-entropy");

@@ -107,7 +107,6 @@ class GlaModel {
   // mk_->gemm, its FLOPs counted on the clock
   void mm(bool ta, bool tb, int M, int N, int K, float alpha, const void* A, const void* B, float beta, void* C,
           DType c_type, Stream st);
-  void mm_residual(int M, int N, int K, const void* x, const void* W, const float* C, float* D, Stream st);
   void forward_layer(int l);
   void backward_layer(int l);
   void init_params(uint64_t seed);

@@ -28,10 +28,6 @@ class ModelKernels {
   virtual void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void* A, const void* B,
                     float beta, void* C, DType c_type, Stream st) = 0;
 
-  // D [M, N] = x W^T + C: x act [M, K], W act [N, K], C and D f32 [M, N] (a residual stream's next value beside the
-  // old one, which the backward still reads): a copy of C into D, then gemm accumulating into D.
-  void gemm_residual(int M, int N, int K, const void* x, const void* W, const float* C, float* D, Stream st);
-
   // dst = src converted, n elements (f32 <-> act; the same type is a copy).
   virtual void convert(size_t n, const void* src, DType src_type, void* dst, DType dst_type, Stream st) = 0;
 
@@ -44,6 +40,11 @@ class ModelKernels {
   // x f32 [n, D], w f32 [D], rstd f32 [n] = 1 / rms(x) (kept for the backward).
   virtual void rmsnorm_fwd(int n, int D, const float* x, const float* w, float eps, void* y, float* rstd,
                            Stream st) = 0;
+  // The same after a residual add: x_out (f32) = x + delta (act, [n, D]: a block's output product), then
+  // y = RMSNorm(x_out). x_out is the residual stream's next value, written beside the old one (the backward reads
+  // both).
+  virtual void rmsnorm_add_fwd(int n, int D, const float* x, const void* delta, const float* w, float eps, float* x_out,
+                               void* y, float* rstd, Stream st) = 0;
   // dx (f32) += d/dx, dw (f32) += d/dw, from dy f32 [n, D]; dx_act (nullable) = the act copy of the new dx (what the
   // products before the norm read next).
   virtual void rmsnorm_bwd(int n, int D, const float* x, const float* w, const float* rstd, const float* dy,

@@ -2,11 +2,13 @@
 //   gemm                     cublasGemmEx, bf16 A and B, bf16 or fp32 C, fp32 compute; row-major mapped onto cuBLAS
 //   convert                  fp32 <-> bf16, 4 elements a thread where the pointers allow it
 //   embedding_fwd/bwd        gather rows; scatter-add with fp32 atomics
-//   rmsnorm_fwd/bwd          one kernel each, the row read once (in registers) by 16..256 threads; dw summed per block
-//   forget_gate_fwd/bwd      logsigmoid / normaliser; the backward writes dpre and sums dbias in one pass
+//   rmsnorm_(add_)fwd/bwd    one kernel each, the row read once (in registers) by 16..256 threads; dw summed per
+//                            block; the residual add in the forward's read
+//   forget_gate_fwd/bwd      logsigmoid / normaliser, 4 elements a thread; the backward writes dpre and sums dbias
+//                            in one pass
 //   gated_rmsnorm_fwd/bwd    per-head RMSNorm times swish(z): the same kernels (two rows per warp at dv = 64)
 //   swiglu_fwd/bwd           elementwise over [rows, F] from (a | b) rows, 4 elements a thread
-//   copy_columns             cudaMemcpy2DAsync
+//   copy_columns             a strided copy, 16 bytes a thread where columns and pointers allow it
 //   cross_entropy            one block per row; the row in registers (read once, dlogits written from them) for
 //                            V % 4 == 0 up to 32768, else an online log-sum-exp and a second pass over the row
 //   adamw                    elementwise fp32, 4 elements a thread, the bf16 copy of p in the same pass; bias
@@ -172,10 +174,15 @@ __device__ __forceinline__ float row_sum(float x, float (*red)[kThreads / 32], i
     if (const int row = base_ + int(threadIdx.x) / G; true)                                                       \
       if (const bool live = row < (n); true)
 
-template <int G, int VW, int NCH, bool GATED, class T>
-__global__ void __launch_bounds__(kThreads)
-    rmsnorm_fwd_kernel(int n, int D, const T* x, const float* w, const T* z, float eps, bf16* y, float* rstd) {
+// What the forward normalises: x; o times swish(z) (GLA's output gate, z beside o); x + z (a residual add: the sum,
+// fp32, is also written to x_out, the residual stream's next value).
+enum NormFwd { kNormPlain, kNormGated, kNormAdd };
+
+template <int G, int VW, int NCH, int MODE, class T, class Z>
+__global__ void __launch_bounds__(kThreads) rmsnorm_fwd_kernel(int n, int D, const T* x, const float* w, const Z* z,
+                                                               float eps, bf16* y, float* rstd, float* x_out) {
   static_assert(kThreads % G == 0 && (G <= 32 || G % 32 == 0) && (NCH > 0 || G == kThreads), "norm shape");
+  constexpr bool GATED = MODE == kNormGated, ADD = MODE == kNormAdd;
   __shared__ float red[2][kThreads / 32];
   const int g = int(threadIdx.x) % G;
   SPB_FOR_EACH_ROW_OF_BLOCK(n, G, row, live, parity) {
@@ -189,6 +196,13 @@ __global__ void __launch_bounds__(kThreads)
         if (live && j < D) {
           loadv<VW>(x + off + j, v[c]);
           if constexpr (GATED) loadv<VW>(z + off + j, zv[c]);
+          if constexpr (ADD) {
+            float d[VW];
+            loadv<VW>(z + off + j, d);
+#pragma unroll
+            for (int k = 0; k < VW; ++k) v[c][k] += d[k];
+            storev<VW>(x_out + off + j, v[c]);
+          }
         } else {
 #pragma unroll
           for (int k = 0; k < VW; ++k) v[c][k] = 0.f;
@@ -213,17 +227,25 @@ __global__ void __launch_bounds__(kThreads)
       }
       if (g == 0) rstd[row] = r;
     } else {
+      // Two passes; with ADD the second reads back the sums this thread wrote in the first.
       if (live)
         for (int j = g * VW; j < D; j += G * VW) {
           float v[VW];
           loadv<VW>(x + off + j, v);
+          if constexpr (ADD) {
+            float d[VW];
+            loadv<VW>(z + off + j, d);
+            for (int k = 0; k < VW; ++k) v[k] += d[k];
+            storev<VW>(x_out + off + j, v);
+          }
           for (int k = 0; k < VW; ++k) ss += v[k] * v[k];
         }
       const float r = 1.f / sqrtf(row_sum<G>(ss, red, parity) / D + eps);
       if (!live) continue;
       for (int j = g * VW; j < D; j += G * VW) {
         float v[VW], wv[VW];
-        loadv<VW>(x + off + j, v);
+        if constexpr (ADD) loadv<VW>(x_out + off + j, v);
+        else loadv<VW>(x + off + j, v);
         loadv<VW>(w + j, wv);
         if constexpr (GATED) {
           float zv[VW];
@@ -416,11 +438,68 @@ struct ForgetGateBwd {
 
 // ---- forget gate, SwiGLU --------------------------------------------------------------------------------------------
 // logsigmoid(x) = min(x, 0) - log1p(exp(-|x|)): exp never overflows, and log1p keeps the small values of large x.
-__global__ void forget_gate_fwd_kernel(int n, int C, const bf16* pre, const float* bias, float normaliser, bf16* g) {
+__device__ __forceinline__ float logsigmoid(float x) { return fminf(x, 0.f) - log1pf(expf(-fabsf(x))); }
+// Groups of 4 elements; `vec` (C % 4 == 0 and aligned pointers) keeps a group inside one row and moves it at once.
+__global__ void forget_gate_fwd_kernel(int n, int C, bool vec, const bf16* pre, const float* bias, float normaliser,
+                                       bf16* g) {
   const size_t total = size_t(n) * C;
+  const float inv = 1.f / normaliser;
+  SPB_FOR_EACH_GROUP_OF_4(total, grp) {
+    const size_t i = grp * 4;
+    if (vec) {
+      const int c = int(i % unsigned(C));
+      float x[4];
+      load4(pre + i, x);
+      const float4 b = *reinterpret_cast<const float4*>(bias + c);
+      x[0] = logsigmoid(x[0] + b.x) * inv, x[1] = logsigmoid(x[1] + b.y) * inv;
+      x[2] = logsigmoid(x[2] + b.z) * inv, x[3] = logsigmoid(x[3] + b.w) * inv;
+      store4(g + i, x);
+    } else {
+      for (size_t k = i; k < total && k < i + 4; ++k) g[k] = to_bf(logsigmoid(to_f(pre[k]) + bias[k % C]) * inv);
+    }
+  }
+}
+
+// The backward with 4 columns a thread (C % 4 == 0, aligned pointers): a warp reads 128 columns of a row with 8-byte
+// accesses, the block's 8 warps and the grid's y dimension stride over rows, and dbias is summed in registers, then
+// over the block's warps, then by one atomic per column and block.
+__global__ void forget_gate_bwd_vec_kernel(int n, int C, const bf16* pre, const bf16* dg, const float* bias,
+                                           float normaliser, bf16* dpre, float* dbias) {
+  __shared__ float part[kColRows][32 * 4 + 1];
+  const int c = (blockIdx.x * 32 + threadIdx.x) * 4;
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  if (c < C) {
+    const float4 b = *reinterpret_cast<const float4*>(bias + c);
+    const float inv = 1.f / normaliser;
+#pragma unroll 4
+    for (int r = blockIdx.y * kColRows + threadIdx.y; r < n; r += gridDim.y * kColRows) {
+      const size_t i = size_t(r) * C + c;
+      float x[4], d[4];
+      load4(pre + i, x);
+      load4(dg + i, d);
+      d[0] = d[0] * inv / (1.f + expf(x[0] + b.x)), d[1] = d[1] * inv / (1.f + expf(x[1] + b.y));
+      d[2] = d[2] * inv / (1.f + expf(x[2] + b.z)), d[3] = d[3] * inv / (1.f + expf(x[3] + b.w));
+      store4(dpre + i, d);
+      for (int k = 0; k < 4; ++k) acc[k] += d[k];
+    }
+  }
+  for (int k = 0; k < 4; ++k) part[threadIdx.y][threadIdx.x * 4 + k] = acc[k];
+  __syncthreads();
+  const int j = threadIdx.y * 32 + threadIdx.x;  // one of the block's 128 columns
+  if (j < 128 && blockIdx.x * 128 + j < C) {
+    float s = 0.f;
+    for (int k = 0; k < kColRows; ++k) s += part[k][j];
+    atomicAdd(dbias + blockIdx.x * 128 + j, s);
+  }
+}
+
+// dst[:, col : col + cols] = src, in units of U (a uint4 of 8 bf16 where columns and pointers allow it, else one bf16).
+template <class U>
+__global__ void copy_columns_kernel(int rows, int units, const U* src, size_t dst_units, U* dst) {
+  const size_t total = size_t(rows) * units;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < total; i += size_t(gridDim.x) * blockDim.x) {
-    const float x = to_f(pre[i]) + bias[i % C];
-    g[i] = to_bf((fminf(x, 0.f) - log1pf(expf(-fabsf(x)))) / normaliser);
+    const size_t r = i / unsigned(units);
+    dst[r * dst_units + (i - r * units)] = src[i];
   }
 }
 
@@ -688,7 +767,11 @@ class CudaModelKernels final : public ModelKernels {
   }
 
   void rmsnorm_fwd(int n, int D, const float* x, const float* w, float eps, void* y, float* rstd, Stream st) override {
-    norm_fwd<false, float>(n, D, x, w, nullptr, eps, as_bf16(y), rstd, st);
+    norm_fwd<kNormPlain, float, bf16>(n, D, x, w, nullptr, eps, as_bf16(y), rstd, nullptr, st);
+  }
+  void rmsnorm_add_fwd(int n, int D, const float* x, const void* delta, const float* w, float eps, float* x_out,
+                       void* y, float* rstd, Stream st) override {
+    norm_fwd<kNormAdd, float, bf16>(n, D, x, w, as_bf16(delta), eps, as_bf16(y), rstd, x_out, st);
   }
   void rmsnorm_bwd(int n, int D, const float* x, const float* w, const float* rstd, const float* dy, float* dx,
                    float* dw, void* dx_act, Stream st) override {
@@ -698,21 +781,29 @@ class CudaModelKernels final : public ModelKernels {
   void forget_gate_fwd(int n, int C, const void* pre, const float* bias, float normaliser, void* g,
                        Stream st) override {
     if (n <= 0 || C <= 0) return;
-    forget_gate_fwd_kernel<<<grid(size_t(n) * C), kThreads, 0, stream(st)>>>(n, C, as_bf16(pre), bias, normaliser,
-                                                                             as_bf16(g));
+    const bool vec = C % 4 == 0 && aligned(pre, 8) && aligned(bias, 16) && aligned(g, 8);
+    forget_gate_fwd_kernel<<<grid((size_t(n) * C + 3) / 4), kThreads, 0, stream(st)>>>(n, C, vec, as_bf16(pre), bias,
+                                                                                      normaliser, as_bf16(g));
     SPB_CUDA_LAUNCH();
   }
   void forget_gate_bwd(int n, int C, const void* pre, const float* bias, float normaliser, const void* dg, void* dpre,
                        float* dbias, Stream st) override {
     if (n <= 0 || C <= 0) return;
-    const ForgetGateBwd op{C, as_bf16(pre), as_bf16(dg), bias, normaliser, as_bf16(dpre)};
-    column_sum_kernel<<<column_grid(n, C), dim3(32, kColRows), 0, stream(st)>>>(n, C, op, dbias);
+    if (C % 4 == 0 && aligned(pre, 8) && aligned(dg, 8) && aligned(bias, 16) && aligned(dpre, 8)) {
+      // enough blocks to keep ~8 row loads of every warp in flight on every SM
+      const int gx = (C + 127) / 128, gy = std::max(1, std::min((n + kColRows - 1) / kColRows, sms_ * 8 / gx));
+      forget_gate_bwd_vec_kernel<<<dim3(unsigned(gx), unsigned(gy)), dim3(32, kColRows), 0, stream(st)>>>(
+          n, C, as_bf16(pre), as_bf16(dg), bias, normaliser, as_bf16(dpre), dbias);
+    } else {
+      const ForgetGateBwd op{C, as_bf16(pre), as_bf16(dg), bias, normaliser, as_bf16(dpre)};
+      column_sum_kernel<<<column_grid(n, C), dim3(32, kColRows), 0, stream(st)>>>(n, C, op, dbias);
+    }
     SPB_CUDA_LAUNCH();
   }
 
   void gated_rmsnorm_fwd(int rows, int D, const void* o, const void* z, const float* w, float eps, void* y, float* rstd,
                          Stream st) override {
-    norm_fwd<true, bf16>(rows, D, as_bf16(o), w, as_bf16(z), eps, as_bf16(y), rstd, st);
+    norm_fwd<kNormGated, bf16, bf16>(rows, D, as_bf16(o), w, as_bf16(z), eps, as_bf16(y), rstd, nullptr, st);
   }
   void gated_rmsnorm_bwd(int rows, int D, const void* o, const void* z, const float* w, const float* rstd,
                          const void* dy, void* d_o, void* dz, float* dw, Stream st) override {
@@ -737,9 +828,14 @@ class CudaModelKernels final : public ModelKernels {
   }
   void copy_columns(int rows, int cols, const void* src, int dst_cols, int col, void* dst, Stream st) override {
     if (rows <= 0 || cols <= 0) return;
-    SPB_CUDA(cudaMemcpy2DAsync(static_cast<bf16*>(dst) + col, size_t(dst_cols) * sizeof(bf16), src,
-                               size_t(cols) * sizeof(bf16), size_t(cols) * sizeof(bf16), size_t(rows),
-                               cudaMemcpyDeviceToDevice, stream(st)));
+    bf16* d = as_bf16(dst) + col;
+    const size_t total = size_t(rows) * cols;
+    if (cols % 8 == 0 && dst_cols % 8 == 0 && aligned(src, 16) && aligned(d, 16))
+      copy_columns_kernel<<<grid(total / 8), kThreads, 0, stream(st)>>>(
+          rows, cols / 8, static_cast<const uint4*>(src), size_t(dst_cols) / 8, reinterpret_cast<uint4*>(d));
+    else
+      copy_columns_kernel<<<grid(total), kThreads, 0, stream(st)>>>(rows, cols, as_bf16(src), size_t(dst_cols), d);
+    SPB_CUDA_LAUNCH();
   }
 
   void cross_entropy(int n, int V, const float* logits, const int32_t* targets, float grad_scale, float* loss,
@@ -799,14 +895,16 @@ class CudaModelKernels final : public ModelKernels {
       else shape(integral_constant<I, 256>{}, integral_constant<I, 1>{}, integral_constant<I, 0>{});
     }
   }
-  template <bool GATED, class T>
-  void norm_fwd(int n, int D, const T* x, const float* w, const T* z, float eps, bf16* y, float* rstd, Stream st) {
+  template <int MODE, class T, class Z>
+  void norm_fwd(int n, int D, const T* x, const float* w, const Z* z, float eps, bf16* y, float* rstd, float* x_out,
+                Stream st) {
     if (n <= 0 || D <= 0) return;
-    const bool vec = D % 4 == 0 && aligned(x, 16) && aligned(w, 16) && (!z || aligned(z, 16)) && aligned(y, 8);
+    const bool vec = D % 4 == 0 && aligned(x, 16) && aligned(w, 16) && (!z || aligned(z, 16)) && aligned(y, 8) &&
+                     (!x_out || aligned(x_out, 16));
     norm_dispatch(D, vec, [&](auto G, auto VW, auto NCH) {
-      auto kernel = rmsnorm_fwd_kernel<decltype(G)::value, decltype(VW)::value, decltype(NCH)::value, GATED, T>;
+      auto kernel = rmsnorm_fwd_kernel<decltype(G)::value, decltype(VW)::value, decltype(NCH)::value, MODE, T, Z>;
       kernel<<<norm_blocks(n, kThreads / decltype(G)::value, resident(kernel, 0, 8)), kThreads, 0, stream(st)>>>(
-          n, D, x, w, z, eps, y, rstd);
+          n, D, x, w, z, eps, y, rstd, x_out);
       SPB_CUDA_LAUNCH();
     });
   }

@@ -23,6 +23,8 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "runtime/cuda_check.h"
@@ -170,25 +172,6 @@ TEST_F(ModelKernelsGpu, GemmEveryTransposeAndCType) {
           }
 }
 
-// D = x W^T + C with C and D apart: C is left as it was; the second shape is a GLA-1B residual product's, narrowed.
-TEST_F(ModelKernelsGpu, GemmResidual) {
-  struct Shape {
-    int M, N, K;
-  };
-  uint32_t seed = 40;
-  for (const Shape& s : {Shape{37, 45, 29}, Shape{256, 2048, 512}}) {
-    SCOPED_TRACE("M" + std::to_string(s.M) + " N" + std::to_string(s.N) + " K" + std::to_string(s.K));
-    const size_t mn = size_t(s.M) * s.N;
-    Twin x = act(randn(size_t(s.M) * s.K, seed++)), W = act(randn(size_t(s.N) * s.K, seed++, 0.1f));
-    Twin c = f32(randn(mn, seed++)), d = out_f32(mn);
-    const std::vector<float> c_before = gpu_values(c);
-    cpu_->gemm_residual(s.M, s.N, s.K, x.c(), W.c(), c.cf(), d.cf(), Stream{});
-    gpu_->gemm_residual(s.M, s.N, s.K, x.g(), W.g(), c.gf(), d.gf(), st_);
-    expect_close(d, kGemmF32, "D");
-    EXPECT_EQ(gpu_values(c), c_before) << "C was written";
-  }
-}
-
 // The model's three uses (header comment) on the legacy default stream.
 TEST_F(ModelKernelsGpu, GemmModelUsesOnDefaultStream) {
   const int N = 37, in = 96, out_dim = 160;
@@ -299,11 +282,32 @@ TEST_F(ModelKernelsGpu, RmsNorm) {
   }
 }
 
+// The residual add in the norm's read: x_out = x + delta (delta bf16 on the GPU) at the shapes of the plain norm
+// above that take each path (a warp, a block, two passes; 4-byte and 16-byte accesses); x is left as it was.
+TEST_F(ModelKernelsGpu, RmsNormAdd) {
+  const float eps = 1e-6f;
+  for (const NormShape s :
+       std::vector<NormShape>{{37, 95}, {37, 64}, {37, 2048}, {37, 1501}, {37, 6144}, {2001, 2048}}) {
+    const int n = s.n, D = s.D;
+    SCOPED_TRACE("n " + std::to_string(n) + ", D " + std::to_string(D));
+    const size_t nd = size_t(n) * D;
+    Twin x = f32(randn(nd, 46)), delta = act(randn(nd, 47)), w = f32(randn(D, 48, 0.1f, 1.f));
+    Twin x_out = out_f32(nd), y = out_act(nd), rstd = out_f32(n);
+    const std::vector<float> x_before = gpu_values(x);
+    cpu_->rmsnorm_add_fwd(n, D, x.cf(), delta.c(), w.cf(), eps, x_out.cf(), y.c(), rstd.cf(), Stream{});
+    gpu_->rmsnorm_add_fwd(n, D, x.gf(), delta.g(), w.gf(), eps, x_out.gf(), y.g(), rstd.gf(), st_);
+    expect_close(x_out, kF32Out, "x_out");
+    expect_close(y, kBf16Out, "y");
+    expect_close(rstd, kF32Out, "rstd");
+    EXPECT_EQ(gpu_values(x), x_before) << "x was written";
+  }
+}
+
+// C = 95: element by element; 1024: 4 columns a thread, over 37 rows and over 3001 (every warp strides over rows).
 TEST_F(ModelKernelsGpu, ForgetGate) {
-  const int n = 37;
   const float normaliser = 16.f;
-  for (int C : {95, 1024}) {
-    SCOPED_TRACE("C " + std::to_string(C));
+  for (auto [n, C] : {std::pair<int, int>{37, 95}, {37, 1024}, {3001, 1024}}) {
+    SCOPED_TRACE("n " + std::to_string(n) + " C " + std::to_string(C));
     const size_t nc = size_t(n) * C;
     Twin pre = act(randn(nc, 51, 4.f)), bias = f32(randn(C, 52)), g = out_act(nc);  // |x| up to ~20: both tails
     cpu_->forget_gate_fwd(n, C, pre.c(), bias.cf(), normaliser, g.c(), Stream{});
@@ -362,18 +366,22 @@ TEST_F(ModelKernelsGpu, SwiGlu) {
 }
 
 // Columns 5..5+cols of a [rows, 29] matrix, the rest left as it was.
+// 13 of 29 columns: element by element; 16 of 40 from column 8: 16 bytes a thread.
 TEST_F(ModelKernelsGpu, CopyColumns) {
-  const int rows = 41, cols = 13, dst_cols = 29, col = 5;
-  Twin src = act(randn(size_t(rows) * cols, 74)), dst = act(randn(size_t(rows) * dst_cols, 75));
-  cpu_->copy_columns(rows, cols, src.c(), dst_cols, col, dst.c(), Stream{});
-  gpu_->copy_columns(rows, cols, src.g(), dst_cols, col, dst.g(), st_);
-  const std::vector<float> ref = cpu_values(dst), got = gpu_values(dst), s = cpu_values(src);
-  for (int r = 0; r < rows; ++r)
-    for (int c = 0; c < dst_cols; ++c) {
-      const size_t i = size_t(r) * dst_cols + c;
-      if (c >= col && c < col + cols) ASSERT_EQ(ref[i], s[size_t(r) * cols + c - col]) << r << "," << c;
-      ASSERT_EQ(got[i], round_bf16(ref[i])) << r << "," << c;  // a copy: exact
-    }
+  for (auto [cols, dst_cols, col] : {std::tuple<int, int, int>{13, 29, 5}, {16, 40, 8}}) {
+    SCOPED_TRACE(std::to_string(cols) + " of " + std::to_string(dst_cols) + " columns from " + std::to_string(col));
+    const int rows = 41;
+    Twin src = act(randn(size_t(rows) * cols, 74)), dst = act(randn(size_t(rows) * dst_cols, 75));
+    cpu_->copy_columns(rows, cols, src.c(), dst_cols, col, dst.c(), Stream{});
+    gpu_->copy_columns(rows, cols, src.g(), dst_cols, col, dst.g(), st_);
+    const std::vector<float> ref = cpu_values(dst), got = gpu_values(dst), s = cpu_values(src);
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < dst_cols; ++c) {
+        const size_t i = size_t(r) * dst_cols + c;
+        if (c >= col && c < col + cols) ASSERT_EQ(ref[i], s[size_t(r) * cols + c - col]) << r << "," << c;
+        ASSERT_EQ(got[i], round_bf16(ref[i])) << r << "," << c;  // a copy: exact
+      }
+  }
 }
 
 TEST_F(ModelKernelsGpu, CrossEntropy) {
