@@ -1,6 +1,5 @@
 // The GPU kernels of the GLA language model (model/model_kernels.h): bf16 activations, fp32 math inside every kernel.
-//   gemm                     cuBLASLt, bf16 A and B, bf16 or fp32 C, fp32 compute, each shape's algorithm timed on
-//                            its first call (gemm_tuned.h)
+//   gemm                     cublasGemmEx, bf16 A and B, bf16 or fp32 C, fp32 compute; row-major mapped onto cuBLAS
 //   convert                  fp32 <-> bf16, 4 elements a thread where the pointers allow it
 //   embedding_fwd/bwd        gather rows; scatter-add with fp32 atomics
 //   rmsnorm_(add_)fwd/bwd    one kernel each, the row read once (in registers) by 16..256 threads; dw summed per
@@ -16,6 +15,7 @@
 //                            corrections from the host in double
 // Built into spb_model_cuda (model/cuda/CMakeLists.txt); tested against the CPU kernels by
 // tests/model/test_model_kernels_gpu.cpp (ctest -R model.kernels_gpu).
+#include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -31,8 +31,14 @@
 
 #include "runtime/cuda_check.h"
 #include "runtime/error.h"
-#include "model/cuda/gemm_tuned.h"
 #include "model/model_kernels.h"
+
+#define SPB_CUBLAS(call)                                                                      \
+  do {                                                                                        \
+    cublasStatus_t s_ = (call);                                                               \
+    if (s_ != CUBLAS_STATUS_SUCCESS)                                                          \
+      ::spb::fail(__FILE__, __LINE__, std::string(#call) + ": " + cublasGetStatusString(s_)); \
+  } while (0)
 
 namespace spb {
 namespace {
@@ -705,20 +711,32 @@ class CudaModelKernels final : public ModelKernels {
     int dev = 0;
     SPB_CUDA(cudaGetDevice(&dev));
     SPB_CUDA(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, dev));
+    SPB_CUBLAS(cublasCreate(&cublas_));
   }
   ~CudaModelKernels() override {
+    cublasDestroy(cublas_);
     for (auto& sw : workspaces_) cudaFree(sw.second);
   }
   DType act_dtype() const override { return DType::bf16; }
 
+  // Row-major C [M, N] is column-major C^T [N, M] (ld N), and C^T = op(B)^T op(A)^T: cuBLAS multiplies B first. B
+  // stored row-major [K, N] (trans_b false) is column-major [N, K] = op(B)^T itself (OP_N, ld N); stored [N, K] it is
+  // column-major [K, N] = op(B), transposed by cuBLAS (OP_T, ld K). Likewise A: [M, K] is op(A)^T (OP_N, ld K), [K, M]
+  // is op(A) (OP_T, ld M).
   void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void* A, const void* B, float beta,
             void* C, DType c_type, Stream st) override {
     SPB_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm: negative size");
     if (M == 0 || N == 0) return;
-    SPB_CHECK(K > 0, "gemm: K = 0");
     const cudaStream_t s = stream(st);
-    gemm_.run(trans_a, trans_b, M, N, K, alpha, A, B, beta, C, c_type == DType::f32, s, workspace(s),
-              kCublasWorkspaceBytes);
+    // cublasSetStream drops a user workspace, so the stream's own workspace is set again on every call.
+    SPB_CUBLAS(cublasSetStream(cublas_, s));
+    SPB_CUBLAS(cublasSetWorkspace(cublas_, workspace(s), kCublasWorkspaceBytes));
+    const int ldb = std::max(1, trans_b ? K : N);
+    const int lda = std::max(1, trans_a ? M : K);
+    const cudaDataType_t ct = c_type == DType::f32 ? CUDA_R_32F : CUDA_R_16BF;
+    SPB_CUBLAS(cublasGemmEx(cublas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K,
+                            &alpha, B, CUDA_R_16BF, ldb, A, CUDA_R_16BF, lda, &beta, C, ct, N, CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT));
   }
 
   void convert(size_t n, const void* src, DType src_type, void* dst, DType dst_type, Stream st) override {
@@ -953,7 +971,7 @@ class CudaModelKernels final : public ModelKernels {
 
   int sms_ = 1;
   std::map<std::pair<const void*, size_t>, int> resident_;  // resident(): blocks per SM by (kernel, shared memory)
-  TunedGemm gemm_;
+  cublasHandle_t cublas_ = nullptr;
   std::unordered_map<cudaStream_t, void*> workspaces_;
 };
 
