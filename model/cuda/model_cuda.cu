@@ -7,7 +7,7 @@
 //   forget_gate_fwd/bwd      logsigmoid / normaliser, 4 elements a thread; the backward writes dpre and sums dbias
 //                            in one pass
 //   gated_rmsnorm_fwd/bwd    per-head RMSNorm times swish(z): the same kernels (two rows per warp at dv = 64)
-//   swiglu_fwd/bwd           elementwise over [rows, F] from (a | b) rows, 4 elements a thread
+//   swiglu_fwd/bwd           elementwise over [rows, F] from (a | b) rows, 8 (or 4) elements a thread
 //   copy_columns             a strided copy, 16 bytes a thread where columns and pointers allow it
 //   cross_entropy            one block per row; the row in registers (read once, dlogits written from them) for
 //                            V % 4 == 0 up to 32768, else an online log-sum-exp and a second pass over the row
@@ -510,19 +510,45 @@ __device__ __forceinline__ void swiglu_grad(float a, float b, float dy, float& d
   db = dy * a * sg;
 }
 
-// ab [rows, 2F] holds a row's a then its b; y, dy [rows, F]. Groups of 4 outputs lie in one row when F % 4 == 0.
+// W bf16 as one access (W = 4: 8 bytes; W = 8: 16 bytes).
+template <int W>
+struct alignas(2 * W) Bf16Vec {
+  __nv_bfloat162 h[W / 2];
+};
+template <int W>
+__device__ __forceinline__ void loadw(const bf16* p, float (&v)[W]) {
+  const Bf16Vec<W> t = *reinterpret_cast<const Bf16Vec<W>*>(p);
+#pragma unroll
+  for (int k = 0; k < W / 2; ++k) {
+    const float2 f = __bfloat1622float2(t.h[k]);
+    v[2 * k] = f.x, v[2 * k + 1] = f.y;
+  }
+}
+template <int W>
+__device__ __forceinline__ void storew(bf16* p, const float (&v)[W]) {
+  Bf16Vec<W> t;
+#pragma unroll
+  for (int k = 0; k < W / 2; ++k) t.h[k] = __floats2bfloat162_rn(v[2 * k], v[2 * k + 1]);
+  *reinterpret_cast<Bf16Vec<W>*>(p) = t;
+}
+
+// ab [rows, 2F] holds a row's a then its b; y, dy [rows, F]. A thread takes groups of W outputs; with `vec`
+// (F % W == 0, pointers aligned to W bf16) a group lies in one row and each operand moves as one access.
+template <int W>
 __global__ void swiglu_fwd_kernel(int F, size_t n, bool vec, const bf16* ab, bf16* y) {
-  SPB_FOR_EACH_GROUP_OF_4(n, g) {
-    const size_t e = g * 4;
-    if (vec && e + 4 <= n) {
+  for (size_t g = blockIdx.x * size_t(blockDim.x) + threadIdx.x, groups = (n + W - 1) / W; g < groups;
+       g += size_t(gridDim.x) * blockDim.x) {
+    const size_t e = g * W;
+    if (vec) {
       const bf16* a = ab + e + (e / F) * F;  // row r starts at 2F r: e + F r
-      float av[4], bv[4], yv[4];
-      load4(a, av);
-      load4(a + F, bv);
-      for (int k = 0; k < 4; ++k) yv[k] = swiglu(av[k], bv[k]);
-      store4(y + e, yv);
+      float av[W], bv[W];
+      loadw<W>(a, av);
+      loadw<W>(a + F, bv);
+#pragma unroll
+      for (int k = 0; k < W; ++k) av[k] = swiglu(av[k], bv[k]);
+      storew<W>(y + e, av);
     } else {
-      for (size_t k = e; k < n && k < e + 4; ++k) {
+      for (size_t k = e; k < n && k < e + W; ++k) {
         const bf16* a = ab + k + (k / F) * F;
         y[k] = to_bf(swiglu(to_f(a[0]), to_f(a[F])));
       }
@@ -530,20 +556,23 @@ __global__ void swiglu_fwd_kernel(int F, size_t n, bool vec, const bf16* ab, bf1
   }
 }
 
+template <int W>
 __global__ void swiglu_bwd_kernel(int F, size_t n, bool vec, const bf16* ab, const bf16* dy, bf16* dab) {
-  SPB_FOR_EACH_GROUP_OF_4(n, g) {
-    const size_t e = g * 4;
-    if (vec && e + 4 <= n) {
+  for (size_t g = blockIdx.x * size_t(blockDim.x) + threadIdx.x, groups = (n + W - 1) / W; g < groups;
+       g += size_t(gridDim.x) * blockDim.x) {
+    const size_t e = g * W;
+    if (vec) {
       const size_t ia = e + (e / F) * F;
-      float av[4], bv[4], dyv[4], dav[4], dbv[4];
-      load4(ab + ia, av);
-      load4(ab + ia + F, bv);
-      load4(dy + e, dyv);
-      for (int k = 0; k < 4; ++k) swiglu_grad(av[k], bv[k], dyv[k], dav[k], dbv[k]);
-      store4(dab + ia, dav);
-      store4(dab + ia + F, dbv);
+      float av[W], bv[W], dyv[W], dav[W], dbv[W];
+      loadw<W>(ab + ia, av);
+      loadw<W>(ab + ia + F, bv);
+      loadw<W>(dy + e, dyv);
+#pragma unroll
+      for (int k = 0; k < W; ++k) swiglu_grad(av[k], bv[k], dyv[k], dav[k], dbv[k]);
+      storew<W>(dab + ia, dav);
+      storew<W>(dab + ia + F, dbv);
     } else {
-      for (size_t k = e; k < n && k < e + 4; ++k) {
+      for (size_t k = e; k < n && k < e + W; ++k) {
         const size_t ia = k + (k / F) * F;
         float dak, dbk;
         swiglu_grad(to_f(ab[ia]), to_f(ab[ia + F]), to_f(dy[k]), dak, dbk);
@@ -814,16 +843,25 @@ class CudaModelKernels final : public ModelKernels {
   void swiglu_fwd(int rows, int F, const void* ab, void* y, Stream st) override {
     const size_t n = size_t(rows) * F;
     if (n == 0) return;
-    const bool vec = F % 4 == 0 && aligned(ab, 8) && aligned(y, 8);
-    swiglu_fwd_kernel<<<grid((n + 3) / 4), kThreads, 0, stream(st)>>>(F, n, vec, as_bf16(ab), as_bf16(y));
+    if (F % 8 == 0 && aligned(ab, 16) && aligned(y, 16)) {
+      swiglu_fwd_kernel<8><<<grid((n + 7) / 8), kThreads, 0, stream(st)>>>(F, n, true, as_bf16(ab), as_bf16(y));
+    } else {
+      const bool vec = F % 4 == 0 && aligned(ab, 8) && aligned(y, 8);
+      swiglu_fwd_kernel<4><<<grid((n + 3) / 4), kThreads, 0, stream(st)>>>(F, n, vec, as_bf16(ab), as_bf16(y));
+    }
     SPB_CUDA_LAUNCH();
   }
   void swiglu_bwd(int rows, int F, const void* ab, const void* dy, void* dab, Stream st) override {
     const size_t n = size_t(rows) * F;
     if (n == 0) return;
-    const bool vec = F % 4 == 0 && aligned(ab, 8) && aligned(dy, 8) && aligned(dab, 8);
-    swiglu_bwd_kernel<<<grid((n + 3) / 4), kThreads, 0, stream(st)>>>(F, n, vec, as_bf16(ab), as_bf16(dy),
-                                                                      as_bf16(dab));
+    if (F % 8 == 0 && aligned(ab, 16) && aligned(dy, 16) && aligned(dab, 16)) {
+      swiglu_bwd_kernel<8><<<grid((n + 7) / 8), kThreads, 0, stream(st)>>>(F, n, true, as_bf16(ab), as_bf16(dy),
+                                                                          as_bf16(dab));
+    } else {
+      const bool vec = F % 4 == 0 && aligned(ab, 8) && aligned(dy, 8) && aligned(dab, 8);
+      swiglu_bwd_kernel<4><<<grid((n + 3) / 4), kThreads, 0, stream(st)>>>(F, n, vec, as_bf16(ab), as_bf16(dy),
+                                                                          as_bf16(dab));
+    }
     SPB_CUDA_LAUNCH();
   }
   void copy_columns(int rows, int cols, const void* src, int dst_cols, int col, void* dst, Stream st) override {

@@ -347,10 +347,11 @@ TEST_F(ModelKernelsGpu, GatedRmsNorm) {
   }
 }
 
-// SwiGLU over (a | b) rows: F = 256 (whole aligned groups of 4) and F = 173 (groups across rows: the scalar path).
+// SwiGLU over (a | b) rows: F = 256 (whole aligned groups of 8, one access each), 260 (groups of 4) and 173 (groups
+// across rows: the scalar path).
 TEST_F(ModelKernelsGpu, SwiGlu) {
   const int rows = 37;
-  for (int F : {256, 173}) {
+  for (int F : {256, 260, 173}) {
     SCOPED_TRACE("F " + std::to_string(F));
     const size_t n = size_t(rows) * F;
     Twin ab = act(randn(2 * n, 71, 3.f)), y = out_act(n);
