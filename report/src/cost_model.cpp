@@ -285,13 +285,6 @@ std::optional<double> CostModel::collective(const std::string& pattern, int worl
   return collective_time(pattern, world, bytes, block_bytes, dv, *l, params);
 }
 
-std::optional<double> CostModel::allscan_variant(const std::string& variant, int world, double bytes,
-                                                double block_bytes, int dv) const {
-  const Link* l = link_for("allscan");
-  if (!l) return std::nullopt;
-  return allscan_variant_time(variant, world, bytes, block_bytes, dv, *l, params);
-}
-
 std::optional<double> CostModel::operator_time(const std::string& method, const OperatorShape& s) const {
   if (!fwd_bwd.ok) return std::nullopt;
   const double L = double(s.tokens_per_rank), P = s.world;
@@ -458,7 +451,7 @@ std::string HoldOut::brief(const std::string& level, const std::string& method, 
 HoldOut hold_out_by_world(const std::vector<Row>& rows, const std::string& gpu, const ModelParams& params,
                           int fit_max_world) {
   HoldOut h;
-  h.machine = gpu, h.fit_max_world = fit_max_world, h.params = params;
+  h.machine = gpu, h.fit_max_world = fit_max_world;
   // One node only, on both sides: the network is not what this validates.
   auto one_node = [&](const Row& r) { return col(r, "gpu") == gpu && !(num(r, "nodes") > 1); };
   std::vector<Row> fit_rows, held;

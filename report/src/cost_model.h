@@ -171,9 +171,6 @@ struct CostModel {
   const Link* link_for(const std::string& pattern) const;
   std::optional<double> collective(const std::string& pattern, int world, double bytes, double block_bytes,
                                    int dv) const;
-  // allscan_variant_time over the fitted allscan link; nullopt where it was not fitted.
-  std::optional<double> allscan_variant(const std::string& variant, int world, double bytes, double block_bytes,
-                                        int dv) const;
   // nullopt: the method has no formula, a pattern it needs was not fitted, or the shape is impossible (ulysses with
   // H not divisible by P).
   std::optional<double> operator_time(const std::string& method, const OperatorShape& s) const;
@@ -237,7 +234,6 @@ using Row = std::map<std::string, std::string>;  // a row of results/*.csv (repo
 struct HoldOut {
   std::string machine;  // the rows' gpu column
   int fit_max_world = kHoldOutFitMaxWorld;
-  ModelParams params;
   std::vector<HeldOutPoint> points;
   std::vector<HoldOutError> errors;
   // The pattern -> backend whose link the model uses for the pattern (MachineFit::collective_model's choice).

@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
-#include <set>
 
 #include "runtime/csv.h"
 #include "runtime/error.h"
@@ -165,29 +164,6 @@ MachineFit fit_machine(const std::vector<Row>& rows, const std::string& gpu, con
     MachineFit::Pattern pf;
     pf.pattern = key.first, pf.backend = key.second;
     pf.fit = fit_link(pts, params);
-    // Hold-out: fit on the smaller half of the sizes, predict the larger half.
-    std::set<double> sizes;
-    for (auto& p : pts) sizes.insert(p.bytes);
-    if (sizes.size() >= 4) {
-      const double cut = *std::next(sizes.begin(), long(sizes.size() / 2 - 1));
-      std::vector<CollectivePoint> train, test;
-      for (auto& p : pts) (p.bytes <= cut ? train : test).push_back(p);
-      const LinkFit tf = fit_link(train, params);
-      std::vector<double> errs;
-      if (tf.ok)
-        for (auto& p : test) {
-          if (p.world <= 1 || p.world > params.gpus_per_node) continue;
-          auto t = collective_time(p.pattern, p.world, p.bytes, p.block_bytes, p.dv, tf.link, params);
-          if (t) errs.push_back(std::fabs(*t - p.time_s) / p.time_s);
-        }
-      if (!errs.empty()) {
-        std::sort(errs.begin(), errs.end());
-        pf.holdout_points = int(errs.size());
-        pf.holdout_median_rel = errs.size() % 2 ? errs[errs.size() / 2]
-                                                : 0.5 * (errs[errs.size() / 2 - 1] + errs[errs.size() / 2]);
-        pf.holdout_max_rel = errs.back();
-      }
-    }
     m.patterns.push_back(pf);
   }
   // An All-Scan swept at one block size (the default sweep) fixes only alpha + block / beta: take beta from another

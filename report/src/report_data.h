@@ -66,16 +66,14 @@ std::vector<CollectivePoint> collective_points(const std::vector<Row>& rows, con
 // `ranks_per_node` = 1; the node-aware All-Scans left out) as fit points of the network link.
 std::vector<CollectivePoint> network_points(const std::vector<Row>& rows, const std::string& gpu);
 
-// One fitted link per (pattern, backend) of a machine (from the rows of one node: rows over several nodes are left out), the dp kernel fits per operator shape, and a hold-out check.
+// One fitted link per (pattern, backend) of a machine (from the rows of one node: rows over several nodes are left
+// out) and the dp kernel fits per operator shape.
 struct MachineFit {
   std::string gpu;
   struct Pattern {
     std::string pattern, backend;
     LinkFit fit;
-    std::string beta_from;         // where alpha and beta could not be told apart: the pattern beta was taken from
-    int holdout_points = 0;        // predicted, not fitted
-    double holdout_median_rel = 0;  // |predicted - measured| / measured
-    double holdout_max_rel = 0;
+    std::string beta_from;  // where alpha and beta could not be told apart: the pattern beta was taken from
   };
   std::vector<Pattern> patterns;
   // The model for one operator shape (heads, dk, dv, batch, dtype) of this machine: the links plus that shape's dp
