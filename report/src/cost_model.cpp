@@ -353,7 +353,7 @@ std::vector<HoldOutError> summarize_holdout(const std::vector<HeldOutPoint>& poi
   std::vector<HoldOutError> out;
   std::vector<std::vector<double>> errs;
   for (const HeldOutPoint& p : points) {
-    const std::string backend = p.level == "operator" ? "" : p.backend;
+    const std::string backend = p.level == "collective" ? p.backend : "";
     size_t i = 0;
     while (i < out.size() && !(out[i].level == p.level && out[i].method == p.method && out[i].backend == backend)) ++i;
     if (i == out.size()) {
@@ -381,7 +381,7 @@ std::vector<HoldOutError> summarize_holdout(const std::vector<HeldOutPoint>& poi
 const HoldOutError* HoldOut::error_of(const std::string& level, const std::string& method,
                                       const std::string& backend) const {
   std::string be = backend;
-  if (level == "operator") be = "";
+  if (level != "collective") be = "";
   else if (be.empty()) {
     auto it = link_backend.find(method);
     if (it == link_backend.end()) return nullptr;
@@ -416,7 +416,7 @@ const HeldOutPoint* HoldOut::point_at(const std::string& level, const std::strin
   for (const HeldOutPoint& p : points) {
     if (p.level != level || p.method != method || !p.predicted()) continue;
     if (level == "collective" && (p.backend != e->backend || p.bytes != size)) continue;
-    if (level == "operator" && double(p.tokens_per_rank) != size) continue;
+    if (level != "collective" && double(p.tokens_per_rank) != size) continue;
     const double b = p.block_bytes <= 0 || p.block_bytes >= p.bytes ? p.bytes : p.block_bytes;
     const double want = block_bytes <= 0 || block_bytes >= size ? size : block_bytes;
     if (level == "collective" && method == "allscan" && b != want) continue;
@@ -434,7 +434,7 @@ std::string HoldOut::beside(const std::string& level, const std::string& method,
                   std::to_string(e->points) + (e->points == 1 ? " point" : " points");
   if (const HeldOutPoint* p = point_at(level, method, size, block_bytes, backend))
     s += std::string("; ") + (p->rel_error() < 0 ? "-" : "+") + pct(std::fabs(p->rel_error())) + " at this " +
-         (level == "operator" ? "length" : "size");
+         (level == "collective" ? "size" : "length");
   s += ")";
   if (e->exceeds()) s += ": exceeds " + pct(kHoldOutWarn) + ", not reliable";
   return s;
@@ -452,20 +452,14 @@ HoldOut hold_out_by_world(const std::vector<Row>& rows, const std::string& gpu, 
                           int fit_max_world) {
   HoldOut h;
   h.machine = gpu, h.fit_max_world = fit_max_world;
-  // One node only, on both sides: the network is not what this validates.
-  auto one_node = [&](const Row& r) { return col(r, "gpu") == gpu && !(num(r, "nodes") > 1); };
-  std::vector<Row> fit_rows, held;
-  for (const Row& r : rows) {
-    if (!one_node(r)) continue;
-    (inum(r, "world_size") <= fit_max_world ? fit_rows : held).push_back(r);
-  }
-  const MachineFit f = fit_machine(fit_rows, gpu, params);
-  const CostModel links = f.collective_model();
-  for (const auto& [pattern, lf] : links.links)
-    for (const auto& pf : f.patterns)
-      if (pf.pattern == pattern && pf.fit.ok && pf.fit.link.alpha_s == lf.link.alpha_s &&
-          pf.fit.link.beta_Bps == lf.link.beta_Bps && !h.link_backend.count(pattern))
-        h.link_backend[pattern] = pf.backend;
+  // The fit the report's predictions come from (fit_machine: one node, P <= fit_max_world), and the rows it never saw
+  // (one node too: the network is not what this validates).
+  const MachineFit f = fit_machine(rows, gpu, params, fit_max_world);
+  std::vector<Row> held;
+  for (const Row& r : rows)
+    if (col(r, "gpu") == gpu && !(num(r, "nodes") > 1) && inum(r, "world_size") > fit_max_world) held.push_back(r);
+  for (const std::string& pattern : model_patterns())
+    if (const std::string be = f.backend_for(pattern); !be.empty()) h.link_backend[pattern] = be;
 
   // Collective: each held-out configuration with its own pattern's and backend's link.
   std::map<std::string, std::vector<Row>> by_backend;
@@ -513,7 +507,7 @@ HoldOut hold_out_by_world(const std::vector<Row>& rows, const std::string& gpu, 
     auto mk = std::make_tuple(p.batch, p.heads, p.dk, p.dv, p.dtype, p.world);
     auto it = models.find(mk);
     if (it == models.end())
-      it = models.emplace(mk, f.model_for(fit_rows, p.batch, p.heads, p.dk, p.dv, p.dtype, p.world)).first;
+      it = models.emplace(mk, f.model_for(p.batch, p.heads, p.dk, p.dv, p.dtype, p.world)).first;
     OperatorShape s;
     s.world = p.world, s.batch = p.batch, s.heads = p.heads, s.dk = p.dk, s.dv = p.dv;
     s.tokens_per_rank = p.tokens_per_rank, s.block_bytes = p.block_bytes, s.act_bytes = p.dtype == "fp32" ? 4 : 2;
@@ -522,14 +516,57 @@ HoldOut hold_out_by_world(const std::vector<Row>& rows, const std::string& gpu, 
     else p.why = p.method == "ulysses" && p.heads % p.world ? "H not divisible by P" : "a pattern it needs was not fitted";
     h.points.push_back(p);
   }
+
+  // Model: each held-out training-step configuration, on dp's model rows of the same configuration that were fitted
+  // (the one at the same tokens per rank first, then the fewest ranks, then the newest).
+  auto model_step = [](const Row& r) {
+    return col(r, "level") == "model" && (col(r, "pass").empty() || col(r, "pass") == "step") &&
+           num(r, "time_ms_mean") > 0;
+  };
+  auto model_key = [](const Row& r) {
+    return col(r, "method") + "|" + col(r, "backend") + "|" + col(r, "world_size") + "|" + col(r, "tokens_per_rank") +
+           "|" + col(r, "block_elems") + "|" + model_config_key(r);
+  };
+  std::vector<const Row*> fitted_dp;
+  for (const auto& [k, r] : newest_by(f.rows, [&](const Row& r) { return model_step(r) && col(r, "method") == "dp"; },
+                                      model_key))
+    fitted_dp.push_back(r);
+  auto is_model_method = [&](const Row& r) {
+    return model_step(r) &&
+           std::find(model_methods().begin(), model_methods().end(), col(r, "method")) != model_methods().end();
+  };
+  for (const auto& [k, r] : newest_by(held, is_model_method, model_key)) {
+    HeldOutPoint p;
+    p.level = "model", p.method = col(*r, "method"), p.backend = col(*r, "backend");
+    p.world = inum(*r, "world_size"), p.tokens_per_rank = lnum(*r, "tokens_per_rank");
+    p.batch = inum(*r, "batch"), p.heads = inum(*r, "heads"), p.dk = inum(*r, "dk"), p.dv = inum(*r, "dv");
+    p.dtype = col(*r, "dtype"), p.config = model_config_str(*r);
+    p.block_bytes = num(*r, "block_elems") > 0 ? 4 * num(*r, "block_elems") : 0;
+    p.measured_s = num(*r, "time_ms_mean") * 1e-3;
+    std::vector<const Row*> dp;
+    for (const Row* d : fitted_dp)
+      if (model_config_key(*d) == model_config_key(*r)) dp.push_back(d);
+    std::stable_sort(dp.begin(), dp.end(), [&](const Row* a, const Row* b) {
+      auto order = [&](const Row* x) {
+        return std::make_tuple(lnum(*x, "tokens_per_rank") != p.tokens_per_rank, lnum(*x, "world_size"));
+      };
+      return order(a) < order(b) || (order(a) == order(b) && col(*a, "date") > col(*b, "date"));
+    });
+    const ModelLevelFit mf = fit_model_level(f, dp, p.tokens_per_rank, p.block_bytes);
+    const auto [t, why_not] = mf.step_s(p.method, p.world);
+    if (std::isfinite(t)) p.predicted_s = t;
+    else p.why = why_not;
+    h.points.push_back(p);
+  }
   std::stable_sort(h.points.begin(), h.points.end(), [](const HeldOutPoint& a, const HeldOutPoint& b) {
     auto order = [](const HeldOutPoint& p) {
       const auto& names = p.level == "collective" ? model_patterns() : model_methods();
       return int(std::find(names.begin(), names.end(), p.method) - names.begin());
     };
-    return std::make_tuple(a.level != "collective", order(a), a.backend, a.world, a.bytes, a.block_bytes,
-                           a.tokens_per_rank) < std::make_tuple(b.level != "collective", order(b), b.backend, b.world,
-                                                                b.bytes, b.block_bytes, b.tokens_per_rank);
+    auto level = [](const HeldOutPoint& p) { return p.level == "collective" ? 0 : p.level == "operator" ? 1 : 2; };
+    return std::make_tuple(level(a), order(a), a.backend, a.world, a.bytes, a.block_bytes, a.tokens_per_rank,
+                           a.config) < std::make_tuple(level(b), order(b), b.backend, b.world, b.bytes, b.block_bytes,
+                                                       b.tokens_per_rank, b.config);
   });
   h.errors = summarize_holdout(h.points);
   return h;

@@ -188,26 +188,31 @@ const std::vector<std::string>& model_methods();
 const std::vector<std::string>& model_patterns();
 
 // --- The hold-out by world size: how far the model is trusted beyond the measured P --------------------------------
-// The model is fitted again on one machine's rows of world_size <= kHoldOutFitMaxWorld only (report_data.h's
-// fit_machine and model_for: the links on the 2-rank collective rows, the dp kernel and each method's local overhead
-// on the 1- and 2-rank operator rows) and predicts every row of that machine on more ranks (P = 4 on the machines
+// The model is fitted on one machine's rows of world_size <= kHoldOutFitMaxWorld only (report_data.h's fit_machine,
+// model_for and fit_model_level: the links on the 2-rank collective rows, the dp kernel and each method's local
+// overhead on the 1- and 2-rank operator rows, T_compute on dp's 1- and 2-rank model rows), the same fit the
+// report's predictions come from, and predicts every row of that machine on more ranks (P = 4 on the machines
 // measured so far), which it never saw:
 //   collective  each configuration (pattern, backend, state, block) with the link fitted for its pattern and backend
 //   operator    each forward+backward configuration (method, tokens per rank, shape; the default schedule, zeco with
 //               one head group) with operator_time, zeco over the All-Scan link the report's model uses
+//   model       each training-step configuration (method, tokens per rank, the model's configuration) with
+//               model_step_time through fit_model_level, on dp's model rows of the same configuration
 // Rows over several nodes are left out on both sides (the network's constants are not what this validates). A point's
-// error is (predicted - measured) / measured; a method's hold-out error is the largest |error| of its points, and
-// where it exceeds kHoldOutWarn the report says so beside each of the method's predictions.
+// error is (predicted - measured) / measured of the time (a call, a forward+backward, a training step); a method's
+// hold-out error is the largest |error| of its points, and where it exceeds kHoldOutWarn the report says so beside
+// each of the method's predictions.
 constexpr int kHoldOutFitMaxWorld = 2;
 constexpr double kHoldOutWarn = 0.30;
 
 struct HeldOutPoint {
-  std::string level, method, backend;  // level: collective or operator; a collective point's method is its pattern
+  std::string level, method, backend;  // level: collective, operator or model; a collective's method: its pattern
   int world = 0;
   double bytes = 0, block_bytes = 0;  // collective: per-rank state and All-Scan block (0: one block)
-  long long tokens_per_rank = 0;      // operator
-  int batch = 0, heads = 0, dk = 0, dv = 0;  // operator shape
+  long long tokens_per_rank = 0;      // operator, model
+  int batch = 0, heads = 0, dk = 0, dv = 0;  // operator shape (model: the attention's)
   std::string dtype;
+  std::string config;                 // model: the model's configuration in words (report_data.h model_config_str)
   double measured_s = 0, predicted_s = NAN;  // predicted: NaN where the fit on the small P has no answer (`why`)
   std::string why;
   bool predicted() const { return predicted_s == predicted_s; }
@@ -216,7 +221,7 @@ struct HeldOutPoint {
 
 // One method of one level (and, at the collective level, one backend: each has its own link): its points' errors.
 struct HoldOutError {
-  std::string level, method, backend;  // backend "": the operator level, every backend of the method
+  std::string level, method, backend;  // backend "": the operator or model level, every backend of the method
   int points = 0;                      // predicted
   int unpredicted = 0;                 // held out, but the small-P fit could not predict them
   double median_abs = NAN, max_abs = NAN;
@@ -226,7 +231,7 @@ struct HoldOutError {
   bool exceeds() const { return points > 0 && std::round(100 * max_abs) > std::round(100 * kHoldOutWarn); }
 };
 
-// Per (level, method, backend), in the order first seen; operator points are summed over their backends.
+// Per (level, method, backend), in the order first seen; operator and model points are summed over their backends.
 std::vector<HoldOutError> summarize_holdout(const std::vector<HeldOutPoint>& points);
 
 using Row = std::map<std::string, std::string>;  // a row of results/*.csv (report_data.h declares the same)
@@ -239,12 +244,13 @@ struct HoldOut {
   // The pattern -> backend whose link the model uses for the pattern (MachineFit::collective_model's choice).
   std::map<std::string, std::string> link_backend;
   // The hold-out error behind a prediction of `method` at `level`: at the collective level the backend given, else
-  // the one whose link the model uses; at the operator level every backend. nullptr: nothing of it was held out.
+  // the one whose link the model uses; at the operator and model levels every backend. nullptr: nothing of it was
+  // held out.
   const HoldOutError* error_of(const std::string& level, const std::string& method,
                                const std::string& backend = "") const;
   // The held-out point of `method` at `level` at a prediction's own configuration: the same state (and, for the
-  // All-Scan, block) at the collective level, the same tokens per rank at the operator level; nullptr where none was
-  // held out there. `backend` as for error_of.
+  // All-Scan, block) at the collective level, the same tokens per rank at the operator and model levels; nullptr
+  // where none was held out there. `backend` as for error_of.
   const HeldOutPoint* point_at(const std::string& level, const std::string& method, double size,
                                double block_bytes = 0, const std::string& backend = "") const;
   // The words to print beside a prediction of `method` at `level` (of state or tokens `size`, 0: any): the method's

@@ -63,7 +63,7 @@ void clean(const std::string& dir, const std::vector<std::string>& exts) {
 }  // namespace
 
 int run_report(const ReportOptions& o) {
-  Context c{o, load_results(o.results), load_paper(o.paper), o.model_params(), "", {}, {}, "", "", {}};
+  Context c{o, load_results(o.results), load_paper(o.paper), o.model_params()};
   c.plots_dir = o.out + "/plots";
   c.tables_dir = o.out + "/tables";
   std::error_code ec;
@@ -76,6 +76,7 @@ int run_report(const ReportOptions& o) {
 
   c.ref_gpu = reference_gpu(c.res.rows);
   resolve_network(c);
+  // Every prediction comes from a fit on P <= kHoldOutFitMaxWorld, the fit whose hold-out the report prints.
   if (!c.ref_gpu.empty()) {
     c.gpu_fit = fit_machine(c.res.rows, c.ref_gpu, c.params);
     c.gpu_holdout = hold_out_by_world(c.res.rows, c.ref_gpu, c.params);
@@ -83,10 +84,8 @@ int run_report(const ReportOptions& o) {
   bool cpu_rows = false;
   for (auto& r : c.res.rows) cpu_rows |= is_cpu_row(r);
   if (cpu_rows) {
-    std::vector<Row> cpu;
-    for (auto& r : c.res.rows)
-      if (is_cpu_row(r)) cpu.push_back(r);
-    c.cpu_fit = fit_machine(cpu, "cpu", c.params);
+    c.cpu_fit = fit_machine(c.res.rows, "cpu", c.params);
+    c.cpu_holdout = hold_out_by_world(c.res.rows, "cpu", c.params);
   }
 
   // Plots first: the sections refer to them.
@@ -116,8 +115,10 @@ int run_report(const ReportOptions& o) {
      << "What each number is:\n\n"
      << "- **measured**: a row of results/; the machine is its `gpu` column, world size, backend and date (where "
         "several rows match, the newest `date`). Times are the mean over the timed iterations of the slowest rank.\n"
-     << "- **model prediction**: the alpha-beta cost model (below), fitted to the measured rows of one machine; every "
-        "number for more GPUs than were measured is one of these.\n"
+     << "- **model prediction**: the alpha-beta cost model (below), fitted to the measured rows of one machine at P <= "
+     << kHoldOutFitMaxWorld << " (one node), the fit whose error on that machine's rows of larger P (held out) is "
+        "printed beside its predictions; every number for more GPUs than were measured is one of these. Where a "
+        "machine has no rows of P <= " << kHoldOutFitMaxWorld << ", the report says so instead of predicting.\n"
      << "- **paper**: ZeCO (NeurIPS 2025), measured on up to 256 H100 80GB; \"" << kNotPublished
      << "\" where the summary did not give the number.\n\n"
      << "Ratios are between methods on the same machine and world size (method ÷ the table's reference), so they "

@@ -90,7 +90,8 @@ std::string model_backend(const MachineFit& fit, const std::string& method) {
 PlotSeries modelled_of(const MachineFit& fit, const std::string& method, const std::string& extra, int colour) {
   std::vector<std::string> where;
   if (!extra.empty()) where.push_back(extra);
-  where.push_back(fit.gpu == "cpu" ? "fitted on CPU ranks" : "fitted on " + fit.gpu);
+  where.push_back((fit.gpu == "cpu" ? "fitted on CPU ranks" : "fitted on " + fit.gpu) + " at P <= " +
+                  std::to_string(fit.fit_max_world));
   return modelled_series(method, model_backend(fit, method), join(where, ", "), colour);
 }
 

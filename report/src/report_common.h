@@ -58,12 +58,14 @@ struct Context {
   std::vector<PaperValue> paper;
   ModelParams params;
   std::string ref_gpu;  // GPU machine the GPU predictions are fitted on ("" when none)
+  // The fits every prediction comes from: the reference GPU's and the CPU ranks' rows of P <= kHoldOutFitMaxWorld
+  // (fit_machine), the same fits whose hold-out (gpu_holdout, cpu_holdout) the report prints.
   std::optional<MachineFit> gpu_fit, cpu_fit;
   std::string plots_dir, tables_dir;
   std::vector<std::string> plots;  // written
   std::string net_source;          // where params.network comes from, in words
   std::optional<Link> user_intra;  // --constants' link inside a node
-  std::optional<HoldOut> gpu_holdout;  // the GPU fit's hold-out by world size (cost_model.h)
+  std::optional<HoldOut> gpu_holdout, cpu_holdout;  // each fit's hold-out by world size (cost_model.h)
 };
 
 struct Figure {
@@ -84,32 +86,6 @@ struct Shape {
   std::string tag() const {
     return "B" + std::to_string(batch) + "_H" + std::to_string(heads) + "_dk" + std::to_string(dk) + "_dv" +
            std::to_string(dv);
-  }
-};
-
-// --- the model level (Tables 5 and 6) ---------------------------------------------------------------------------------
-// The cost model carried to the model level at one tokens-per-GPU (cost_model.h: step(P) = T_compute + layers x the
-// attention's excess over dp + the gradient all-reduce): what the prediction rests on, or why there is none.
-struct ModelLevelFit {
-  std::string why;          // not empty: no prediction, and why
-  const Row* dp = nullptr;  // the dp row T_compute comes from
-  CostModel cm;             // the links of the reference GPU and the dp kernel at the per-layer shape
-  OperatorShape layer;      // one block's attention (world set per prediction)
-  int layers = 0;
-  double grad_bytes = 0, allreduce_dp_s = 0, compute_s = 0, tokens_per_step = 0;
-  std::string kernel_basis;  // where the per-layer dp kernel time comes from
-  // tokens/s per GPU, or NaN with the reason.
-  std::pair<double, std::string> predict(const std::string& method, int P) const {
-    if (!why.empty()) return {NAN, why};
-    if (std::find(model_methods().begin(), model_methods().end(), method) == model_methods().end())
-      return {NAN, "no formula"};
-    OperatorShape s = layer;
-    s.world = P;
-    if (method == "ulysses" && s.heads % P != 0)
-      return {NAN, "n/a (H=" + std::to_string(s.heads) + " not divisible by P)"};
-    auto t = cm.model_step_time(method, s, layers, grad_bytes, compute_s);
-    if (!t) return {NAN, "no fit (a pattern it needs was not measured)"};
-    return {tokens_per_step / *t, ""};
   }
 };
 
@@ -190,7 +166,9 @@ std::string section_exposed(const Context& c);
 std::string figure_md(const Figure& f);
 
 // --- the model level (report_model_level.cpp) ----------------------------------------------------------------------
-ModelLevelFit fit_model_level(const Context& c, long long L);
+// The fit behind Table 5 or 6 (L tokens per GPU): the reference GPU's fit, and dp's model row at L on P <= 2 (that
+// GPU's first, then the paper's configuration, the fewest ranks, the newest).
+ModelLevelFit table_model_fit(const Context& c, long long L);
 std::vector<Line> model_lines(const Context& c, long long L, bool cpu, const ModelLevelFit& fit,
                               const std::string& config = "");
 void write_model_table_csv(const Context& c, const std::string& id, const std::vector<Line>& lines);
@@ -208,10 +186,14 @@ std::string fits_table(const MachineFit& f);
 std::string section_cost_model(const Context& c);
 void resolve_network(Context& c);
 std::string section_beyond_one_node(const Context& c);
-// What to print beside a GPU prediction of `method` at `level` on P GPUs: "" up to the largest P measured; beyond it
-// the method's hold-out error in brief (flagged past 30%) and, past one node, the network's constants and their
-// source (assumed, fitted or given).
-std::string prediction_note(const Context& c, const std::string& level, const std::string& method, int P);
+// What to print beside a prediction of `method` at `level` on P GPUs (CPU ranks for `cpu`): "" where P is one the
+// model was fitted on; beyond, the method's hold-out error in brief (flagged past 30%) and, past one node, the
+// network's constants and their source (assumed, fitted or given).
+std::string prediction_note(const Context& c, const std::string& level, const std::string& method, int P,
+                            bool cpu = false);
+// The model-level hold-out points of `h` at L tokens per GPU (of the configuration `config`, a model_config_str;
+// "" for any) as a table, each with its error and "beyond 30%: not reliable" where it is; "" where there are none.
+std::string model_holdout_table(const HoldOut& h, long long L, const std::string& config = "");
 
 // --- CPU ranks (report_cpu.cpp) -------------------------------------------------------------------------------------
 std::string section_cpu_model(const Context& c);

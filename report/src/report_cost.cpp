@@ -29,8 +29,11 @@ std::string fits_table(const MachineFit& f) {
 namespace {
 
 // --- the hold-out by world size (cost_model.h: hold_out_by_world) -----------------------------------------------------
-// Recomputed where a section needs it: a refit on one machine's rows, a few milliseconds.
-HoldOut holdout_of(const Context& c, const std::string& gpu) { return hold_out_by_world(c.res.rows, gpu, c.params); }
+// The hold-out of the fit a machine's predictions come from: the reference GPU's or the CPU ranks' (nullptr: none).
+const HoldOut* holdout_of(const Context& c, const std::string& gpu) {
+  if (gpu == "cpu") return c.cpu_holdout ? &*c.cpu_holdout : nullptr;
+  return c.gpu_holdout && gpu == c.ref_gpu ? &*c.gpu_holdout : nullptr;
+}
 
 std::string signed_pct(double e) { return fmt(std::fabs(e) < 0.095 ? "%+.1f%%" : "%+.0f%%", 100 * e); }
 std::string abs_pct(double e) { return fmt(e < 0.095 ? "%.1f%%" : "%.0f%%", 100 * e); }
@@ -41,6 +44,9 @@ std::string config_of(const HeldOutPoint& p) {
     const bool blocks = p.method == "allscan" && p.block_bytes > 0 && p.block_bytes < p.bytes;
     return bytes_str(p.bytes) + (blocks ? ", block " + bytes_str(p.block_bytes) : "");
   }
+  if (p.level == "model")
+    return std::to_string(p.tokens_per_rank) + " tokens per rank, " + p.config +
+           (p.method == "zeco" && p.block_bytes > 0 ? ", block " + bytes_str(p.block_bytes) : "");
   return std::to_string(p.tokens_per_rank) + " tokens, B=" + std::to_string(p.batch) + " H=" + std::to_string(p.heads) +
          " dk=" + std::to_string(p.dk) + " dv=" + std::to_string(p.dv) + " " + p.dtype +
          (p.method == "zeco" && p.block_bytes > 0 ? ", block " + bytes_str(p.block_bytes) : "");
@@ -66,8 +72,8 @@ std::string holdout_summary(const HoldOut& h) {
                         (e.unpredicted ? " (+" + std::to_string(e.unpredicted) + " not predicted)" : ""),
                     e.points ? abs_pct(e.median_abs) : "—", e.points ? abs_pct(e.max_abs) : "—",
                     e.points == 0 ? "nothing predicted"
-                    : e.exceeds() ? "**exceeds " + abs_pct(kHoldOutWarn) + "**: its predictions beyond the measured P are "
-                                    "not reliable"
+                    : e.exceeds() ? "**exceeds " + abs_pct(kHoldOutWarn) + "**: its predictions beyond P = " +
+                                        std::to_string(h.fit_max_world) + " are not reliable"
                                   : "within " + abs_pct(kHoldOutWarn)});
   }
   return md_table({"level", "method", "backend", "its link makes the predictions", "held-out points",
@@ -75,15 +81,19 @@ std::string holdout_summary(const HoldOut& h) {
                   rows, "lllllrrl");
 }
 
+// "beyond 30%" where a point's error is, as printed.
+std::string beyond(const HeldOutPoint& p) {
+  return p.predicted() && std::round(100 * std::fabs(p.rel_error())) > std::round(100 * kHoldOutWarn)
+             ? "beyond " + abs_pct(kHoldOutWarn)
+             : "";
+}
+
 std::string holdout_points_table(const HoldOut& h) {
   std::vector<std::vector<std::string>> rows;
   for (const HeldOutPoint& p : h.points)
     rows.push_back({p.level, p.method, p.backend, std::to_string(p.world), config_of(p), num_cell(p.measured_s * 1e3),
                     p.predicted() ? num_cell(p.predicted_s * 1e3) : "— (" + p.why + ")",
-                    p.predicted() ? signed_pct(p.rel_error()) : "—",
-                    p.predicted() && std::round(100 * std::fabs(p.rel_error())) > std::round(100 * kHoldOutWarn)
-                        ? "beyond " + abs_pct(kHoldOutWarn)
-                        : ""});
+                    p.predicted() ? signed_pct(p.rel_error()) : "—", beyond(p)});
   return md_table({"level", "method", "backend", "P", "configuration", "measured (ms)", "predicted (ms)", "error", ""},
                   rows, "lllrlrrrl");
 }
@@ -101,19 +111,32 @@ void write_holdout_csv(const Context& c, const HoldOut& h, const std::string& pa
   std::ofstream(c.tables_dir + "/" + path) << csv.str();
 }
 
-// One machine's hold-out: what was held out, the summary, every point, and the CSV.
+// One machine's hold-out: what was held out, the summary, every point, and the CSV; and, plainly, where the model level
+// has nothing held out.
 std::string holdout_section(const Context& c, const std::string& gpu, const std::string& what) {
-  const HoldOut h = holdout_of(c, gpu);
+  const HoldOut* h = holdout_of(c, gpu);
   std::ostringstream s;
   s << "#### " << what << "\n\n";
-  if (h.points.empty()) {
-    s << "Nothing to hold out: no rows of " << gpu << " above P = " << h.fit_max_world << ".\n\n";
+  if (!h || h->points.empty()) {
+    s << "Nothing to hold out: no rows of " << gpu << " above P = " << kHoldOutFitMaxWorld << ".\n\n";
     return s.str();
   }
   const std::string csv = "holdout_" + machine_tag(gpu) + ".csv";
-  write_holdout_csv(c, h, csv);
-  s << holdout_summary(h) << "\nEvery held-out point (`tables/" << csv << "` has the same with more digits):\n\n"
-    << holdout_points_table(h) << "\n";
+  write_holdout_csv(c, *h, csv);
+  s << holdout_summary(*h) << "\nEvery held-out point (`tables/" << csv << "` has the same with more digits):\n\n"
+    << holdout_points_table(*h) << "\n";
+  const bool model_level = std::any_of(h->points.begin(), h->points.end(),
+                                       [](const HeldOutPoint& p) { return p.level == "model"; });
+  if (!model_level) {
+    std::set<int> worlds;
+    for (const Row& r : c.res.rows)
+      if (col(r, "level") == "model" && col(r, "gpu") == gpu) worlds.insert(inum(r, "world_size"));
+    std::vector<std::string> w;
+    for (int P : worlds) w.push_back(std::to_string(P));
+    s << "Model level: **no hold-out**, no model rows of " << gpu << " above P = " << h->fit_max_world
+      << (w.empty() ? " (none at all)" : " (its model rows are at P = " + join(w, ", ") + ")")
+      << ": its model-level predictions are not checked against a measured training step.\n\n";
+  }
   return s.str();
 }
 
@@ -125,10 +148,13 @@ std::string section_cost_model(const Context& c) {
   s << "## The cost model\n\n"
     << "An alpha-beta model (`report/src/cost_model.h`): a hop of b bytes takes alpha + b / beta. Inside a node of "
     << p.gpus_per_node << " GPUs the link is NVLink with alpha and beta fitted by least squares (on relative error) to "
-    << "the measured collective rows, one fit per pattern and backend; between nodes it is the network, "
-    << link_str(p.network) << " (" << fmt("%g", p.network.beta_Bps * 8 / 1e9) << " Gb/s): " << c.net_source
-    << ". The operator level adds the "
-    << "local dp time per token, fitted to the dp rows. The formulas (P ranks, state S, K blocks of b bytes):\n\n"
+    << "the measured collective rows of P <= " << kHoldOutFitMaxWorld << ", one fit per pattern and backend; between "
+    << "nodes it is the network, " << link_str(p.network) << " (" << fmt("%g", p.network.beta_Bps * 8 / 1e9)
+    << " Gb/s): " << c.net_source << ". The operator level adds the local dp time per token, "
+    << "fitted to the dp rows of P <= " << kHoldOutFitMaxWorld << ". **Every prediction in this report (the tables' "
+    << "model columns, the modelled series of the plots, the figures' modelled points) comes from this fit on each "
+    << "machine's rows of P <= " << kHoldOutFitMaxWorld << "**, the fit whose error on the rows of larger P (held out, "
+    << "below) is printed beside its predictions. The formulas (P ranks, state S, K blocks of b bytes):\n\n"
     << "- All-Scan: (P-1) hops of one block + the rest of the state through the slowest link: "
        "sum_h hop_h(b) + (K-1) max_h hop_h(b)\n"
     << "- chain (LASP-1's schedule): a serial chain of P-1 hops, each carrying one state: (P-1) x hop(S)\n"
@@ -142,9 +168,13 @@ std::string section_cost_model(const Context& c) {
        "local + per pass the All-Scan, less what it hides; each hides " << fmt("%g", 100 * p.overlap_fraction)
     << "% of the pass's compute; ring = local + per pass (P-1) x max(step transfer, " << fmt("%g", 100 * p.ring_step_fraction)
     << "% of the pass's compute); ulysses = local + the all-to-alls of q,k,v,g,o and their gradients (H must divide by P)\n\n";
-  if (c.gpu_fit) {
-    s << "GPU predictions are fitted on **" << c.ref_gpu << "**:\n\n" << fits_table(*c.gpu_fit) << "\n";
-    const CostModel cm = c.gpu_fit->model_for(c.res.rows, 1, 16, 128, 128, "bf16");
+  if (c.gpu_fit && c.gpu_fit->rows.empty()) {
+    s << "**No rows of " << c.ref_gpu << " at P <= " << c.gpu_fit->fit_max_world << ": nothing to fit, so the GPU "
+      << "tables carry no model predictions.** ";
+  } else if (c.gpu_fit) {
+    s << "GPU predictions are fitted on **" << c.ref_gpu << "**'s rows of P <= " << c.gpu_fit->fit_max_world
+      << " (one node):\n\n" << fits_table(*c.gpu_fit) << "\n";
+    const CostModel cm = c.gpu_fit->model_for(1, 16, 128, 128, "bf16");
     if (cm.fwd_bwd.ok)
       s << "dp kernel (H=16, dk=dv=128, bf16), forward+backward: " << fmt("%.4g", cm.fwd_bwd.t0_s * 1e3) << " ms + "
         << fmt("%.4g", cm.fwd_bwd.per_token_s * 1e9) << " ns per token (" << cm.fwd_bwd.points << " points).\n\n";
@@ -154,29 +184,33 @@ std::string section_cost_model(const Context& c) {
       s << "\n\n";
     }
     if (!cm.fwd_bwd.ok)
-      s << "No dp operator rows at H=16, dk=dv=128, bf16 on this machine: no operator predictions.\n\n";
+      s << "No dp operator rows at H=16, dk=dv=128, bf16 of P <= " << c.gpu_fit->fit_max_world
+        << " on this machine: no operator predictions.\n\n";
   } else {
     s << "**No GPU rows yet: nothing to fit, so the GPU tables carry no model predictions.** ";
   }
   if (c.cpu_fit) {
-    s << "For the CPU-rank section the same model is fitted to the CPU rows (where more ranks run than the machine has "
-         "cores they time-share the cores, which no alpha-beta link describes: large residuals there are expected):\n\n"
+    s << "For the CPU-rank section the same model is fitted to the CPU rows of P <= " << c.cpu_fit->fit_max_world
+      << " (where more ranks run than the machine has cores they time-share the cores, which no alpha-beta link "
+         "describes: the hold-out below shows what that costs above P = 2):\n\n"
       << fits_table(*c.cpu_fit) << "\n";
   }
   s << "A beta marked \"from\" another pattern: this pattern was measured at one block size only, which fixes "
        "alpha + block / beta but not the two apart, so beta is taken from that pattern on the same machine and only "
        "alpha is fitted.\n\n";
   s << "### Hold-out: fitted on P <= " << kHoldOutFitMaxWorld << ", checked on every larger P measured\n\n"
-    << "To see how far the model carries beyond the world sizes it was fitted on, it is fitted again on each machine's "
-       "rows of P <= " << kHoldOutFitMaxWorld << " alone (the links on the 2-rank collective rows, the dp kernel and the "
-       "methods' local overheads on the 1- and 2-rank operator rows) and predicts every row of that machine on more "
-       "ranks, which it never saw: each collective configuration with its own pattern's and backend's link, each "
-       "operator configuration with the formulas above (`hold_out_by_world`, `report/src/cost_model.h`). The error of a "
-       "point is (predicted - measured) / measured; a method's hold-out error is the largest |error| of its points. "
-       "Where it exceeds " << abs_pct(kHoldOutWarn) << ", the method's predictions for more GPUs than were measured are "
-       "not reliable, and the words beside them in the next section say so. The predictions in the tables use the "
-       "fit on every measured P, not this one: the hold-out is the error of an extrapolation by a factor of two in P, "
-       "and extrapolating further (to " << kPredictGpus.back() << " GPUs) can miss by more. An operator-level error "
+    << "The model behind every prediction is fitted on each machine's rows of P <= " << kHoldOutFitMaxWorld
+    << " alone (the links on the 2-rank collective rows, the dp kernel and the methods' local overheads on the 1- and "
+       "2-rank operator rows, the model level's T_compute on dp's 1- and 2-rank model rows), so every row of that "
+       "machine on more ranks is one it never saw; each is predicted and compared: each collective configuration with "
+       "its own pattern's and backend's link, each operator configuration with the formulas above, each model-level "
+       "training step with the model level's formula (Tables 5 and 6) (`hold_out_by_world`, "
+       "`report/src/cost_model.h`). The error of a point is (predicted - measured) / measured of its time; a method's "
+       "hold-out error is the largest |error| of its points. Where it exceeds " << abs_pct(kHoldOutWarn)
+    << ", the method's predictions for more GPUs than were fitted are not reliable, and the words beside them say so. "
+       "The tables' predictions are this fit's, so the error printed beside one is that of the model that made it. It "
+       "is the error of an extrapolation by a factor of two in P; extrapolating further (to " << kPredictGpus.back()
+    << " GPUs) can miss by more. An operator-level error "
        "holds at the P it was checked on, where communication is a small share of most methods' time; the share grows "
        "with P, and with it the weight of the error of the collective the method uses (the collective rows above). "
        "Rows over several nodes are left out: the network's constants are not validated here.\n\n";
@@ -186,22 +220,41 @@ std::string section_cost_model(const Context& c) {
                                    "cores they time-share the cores, which no link fitted on fewer ranks foresees)");
   s << "The test `tests/report/test_cost_model.cpp` checks every formula against hand-computed values (LASP-1's and "
        "LASP-2's schedules inside and across nodes among them), recovers a known alpha and beta exactly from synthetic "
-       "times, predicts P = 4 of a machine that follows the model exactly from its P <= 2 rows, and on a committed "
-       "copy of the 4-GPU H200 rows checks that the hold-out uses nothing above P = 2 and flags every error beyond "
-       << abs_pct(kHoldOutWarn) << ".\n\n";
+       "times, predicts P = 4 of a machine that follows the model exactly from its P <= 2 rows (the model level "
+       "among them), checks that rows of P = 4 planted with absurd times change neither the fit nor a prediction, and "
+       "on a committed copy of the 4-GPU H200 rows checks that the hold-out uses nothing above P = 2 and flags every "
+       "error beyond " << abs_pct(kHoldOutWarn) << ".\n\n";
   return s.str();
 }
 
-std::string prediction_note(const Context& c, const std::string& level, const std::string& method, int P) {
-  if (!c.gpu_holdout) return "";
-  int measured = c.gpu_holdout->fit_max_world;
-  for (const HeldOutPoint& p : c.gpu_holdout->points) measured = std::max(measured, p.world);
-  if (P <= measured) return "";
-  std::string s = c.gpu_holdout->brief(level, method);
-  if (P > c.params.gpus_per_node)
+std::string prediction_note(const Context& c, const std::string& level, const std::string& method, int P,
+                            bool cpu) {
+  const HoldOut* h = holdout_of(c, cpu ? "cpu" : c.ref_gpu);
+  if (!h || P <= h->fit_max_world) return "";
+  std::string s = h->brief(level, method);
+  if (!cpu && P > c.params.gpus_per_node)
     s += "; network " + link_str(c.params.network) + ", " +
          (c.net_source.rfind("fitted", 0) == 0 ? "fitted" : c.net_source.rfind("assumed", 0) == 0 ? "assumed" : "given");
   return s;
+}
+
+std::string model_holdout_table(const HoldOut& h, long long L, const std::string& config) {
+  std::vector<std::vector<std::string>> rows;
+  for (const HeldOutPoint& p : h.points) {
+    if (p.level != "model" || p.tokens_per_rank != L || (!config.empty() && p.config != config)) continue;
+    std::vector<std::string> row = {p.method, p.backend, std::to_string(p.world)};
+    if (config.empty()) row.push_back(p.config);
+    row.insert(row.end(), {num_cell(p.measured_s * 1e3),
+                           p.predicted() ? num_cell(p.predicted_s * 1e3) : "— (" + p.why + ")",
+                           p.predicted() ? signed_pct(p.rel_error()) : "—",
+                           beyond(p).empty() ? "" : beyond(p) + ": not reliable"});
+    rows.push_back(row);
+  }
+  if (rows.empty()) return "";
+  std::vector<std::string> head = {"method", "backend", "P"};
+  if (config.empty()) head.push_back("configuration");
+  head.insert(head.end(), {"measured step (ms)", "predicted step (ms)", "error", ""});
+  return md_table(head, rows, config.empty() ? "llrlrrrl" : "llrrrrl");
 }
 
 // --- the network, and the All-Scans beyond one node -----------------------------------------------------------------
@@ -271,7 +324,8 @@ std::string section_beyond_one_node(const Context& c) {
     intra_words = link_str(*c.user_intra) + " for every pattern, the user's constants (--constants " + c.o.constants +
                   "), not measured here";
   else if (cm)
-    intra_words = "each pattern's link fitted on " + c.ref_gpu + " (the cost model section; the All-Scans use the "
+    intra_words = "each pattern's link fitted on " + c.ref_gpu + "'s rows of P <= " +
+                  std::to_string(c.gpu_fit->fit_max_world) + " (the cost model section; the All-Scans use the "
                   "allscan link, " + (cm->link_for("allscan") ? link_str(*cm->link_for("allscan")) : "not fitted") + ")";
   const std::string net_words = link_str(p.network) + " (" + fmt("%g", p.network.beta_Bps * 8 / 1e9) + " Gb/s), " +
                                 c.net_source;
@@ -288,8 +342,7 @@ std::string section_beyond_one_node(const Context& c) {
   const std::optional<Link> scan_link = intra_for("allscan");
   // The hold-out of each column's link inside a node (the cost model section): fitted on P <= 2, checked at the
   // measured P above; the user's own constants have none.
-  std::optional<HoldOut> hold;
-  if (!c.user_intra && cm) hold = holdout_of(c, c.ref_gpu);
+  const HoldOut* hold = !c.user_intra && cm ? holdout_of(c, c.ref_gpu) : nullptr;
   auto hold_words = [&](const std::string& pattern, double block) -> std::string {
     if (c.user_intra) return "no hold-out (the user's constants)";
     return hold ? hold->beside("collective", pattern, S, block) : "—";

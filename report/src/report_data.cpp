@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <map>
+#include <tuple>
 
 #include "runtime/csv.h"
 #include "runtime/error.h"
@@ -147,15 +150,24 @@ std::vector<CollectivePoint> network_points(const std::vector<Row>& rows, const 
   return collective_points(net, gpu);
 }
 
-MachineFit fit_machine(const std::vector<Row>& rows, const std::string& gpu, const ModelParams& params) {
+std::vector<Row> fit_rows_of(const std::vector<Row>& rows, const std::string& gpu, int max_world) {
+  std::vector<Row> out;
+  for (const Row& r : rows)
+    if (col(r, "gpu") == gpu && !(num(r, "nodes") > 1) && inum(r, "world_size") <= max_world) out.push_back(r);
+  return out;
+}
+
+MachineFit fit_machine(const std::vector<Row>& rows, const std::string& gpu, const ModelParams& params,
+                       int max_world) {
   MachineFit m;
   m.gpu = gpu;
   m.params = params;
+  m.fit_max_world = max_world;
+  m.rows = fit_rows_of(rows, gpu, max_world);
   // Points per (pattern, backend): a host-driven and a device All-Scan are fitted apart.
   std::map<std::string, std::vector<Row>> by_backend;
-  for (const Row& r : rows)
-    if (col(r, "level") == "collective" && col(r, "gpu") == gpu && !(num(r, "nodes") > 1))
-      by_backend[col(r, "backend")].push_back(r);
+  for (const Row& r : m.rows)
+    if (col(r, "level") == "collective") by_backend[col(r, "backend")].push_back(r);
   std::map<std::pair<std::string, std::string>, std::vector<CollectivePoint>> groups;
   for (auto& [be, sub] : by_backend)
     for (auto& p : collective_points(sub, gpu)) groups[{p.pattern, be}].push_back(p);
@@ -220,8 +232,7 @@ std::string MachineFit::backend_for(const std::string& pattern) const {
   return it == chosen.end() ? "" : it->second->backend;
 }
 
-CostModel MachineFit::model_for(const std::vector<Row>& rows, int batch, int heads, int dk, int dv,
-                                const std::string& dtype, int world) const {
+CostModel MachineFit::model_for(int batch, int heads, int dk, int dv, const std::string& dtype, int world) const {
   CostModel cm = collective_model();
   for (const char* pass : {"fwd_bwd", "fwd"}) {
     auto keep = [&](const Row& r) {
@@ -320,6 +331,111 @@ const Row* model_dp_row(const std::vector<Row>& rows, const Row& r) {
       same_code = &d;
   }
   return same_code ? same_code : newest;
+}
+
+namespace {
+
+std::string three_digits(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3g", v);
+  return b;
+}
+
+}  // namespace
+
+ModelLevelFit fit_model_level(const MachineFit& m, const std::vector<const Row*>& dp_rows, long long L,
+                              double block_bytes) {
+  ModelLevelFit f;
+  if (dp_rows.empty()) {
+    f.why = "no fit (no dp row of this configuration on P <= " + std::to_string(m.fit_max_world) + ")";
+    return f;
+  }
+  const Row& dp = *dp_rows.front();
+  OperatorShape& s = f.layer;
+  s.batch = inum(dp, "batch"), s.heads = inum(dp, "heads"), s.dk = inum(dp, "dk"), s.dv = inum(dp, "dv");
+  s.tokens_per_rank = L, s.act_bytes = col(dp, "dtype") == "fp32" ? 4 : 2;
+  s.block_bytes = block_bytes;
+  f.layers = inum(dp, "layers");
+  f.grad_bytes = 4 * num(dp, "params");
+  f.tokens_per_step = double(s.batch) * double(L);
+  if (!(f.grad_bytes > 0) || f.layers < 1 || s.heads < 1 || s.dk < 1 || s.dv < 1 || s.batch < 1) {
+    f.why = "no fit (the dp row lacks params, layers or its shape)";
+    return f;
+  }
+  f.cm = m.model_for(s.batch, s.heads, s.dk, s.dv, col(dp, "dtype"));
+  if (f.cm.fwd_bwd.ok) {
+    f.kernel_basis = "fitted to the dp operator rows at this shape";
+  } else {
+    // Not measured at the per-layer shape: the machine's dp kernel of another shape (the operator tables' where
+    // measured, else the shape with the most rows), scaled by the attention's work per token.
+    using Shape = std::tuple<int, int, int, int, std::string>;  // batch, heads, dk, dv, dtype
+    const Shape tables{1, 16, 128, 128, "bf16"};
+    std::map<Shape, int> count;
+    for (const Row& r : m.rows)
+      if (col(r, "level") == "operator" && col(r, "method") == "dp" && col(r, "pass") == "fwd_bwd" &&
+          num(r, "time_ms_mean") > 0)
+        count[{inum(r, "batch"), inum(r, "heads"), inum(r, "dk"), inum(r, "dv"), col(r, "dtype")}]++;
+    const Shape* ref = count.count(tables) ? &tables : nullptr;
+    if (!ref)
+      for (auto& [shape, n] : count)
+        if (!ref || n > count.at(*ref)) ref = &shape;
+    const auto& [rb, rh, rdk, rdv, rdtype] = ref ? *ref : tables;
+    const CostModel rc = m.model_for(rb, rh, rdk, rdv, rdtype);
+    if (!ref || !rc.fwd_bwd.ok) {
+      f.why = "no fit (no dp operator rows to time the attention)";
+      return f;
+    }
+    OperatorShape ref_shape;
+    ref_shape.batch = rb, ref_shape.heads = rh, ref_shape.dk = rdk, ref_shape.dv = rdv;
+    const int chunk = lnum(dp, "chunk") > 0 ? inum(dp, "chunk") : 64;
+    const double factor = s.work_per_token(chunk) / ref_shape.work_per_token(chunk);
+    f.cm.fwd_bwd = rc.fwd_bwd.scaled(factor);
+    if (rc.fwd.ok) f.cm.fwd = rc.fwd.scaled(factor);
+    f.cm.local_overhead = rc.local_overhead;
+    f.kernel_basis = (*ref == tables ? std::string("the operator tables' dp kernel (H=16, dk=dv=128, bf16)")
+                                     : "the dp operator kernel at B=" + std::to_string(rb) + ", H=" +
+                                           std::to_string(rh) + ", dk=" + std::to_string(rdk) + ", dv=" +
+                                           std::to_string(rdv) + ", " + rdtype) +
+                     " scaled by the attention's work per token (B H (4 dk dv + chunk (dk + dv)), chunk " +
+                     std::to_string(chunk) + "): x" + three_digits(factor);
+  }
+  // T_compute: each dp row's step less its own modelled all-reduce.
+  std::vector<std::pair<double, double>> line;  // (tokens per rank, T_compute in s)
+  for (const Row* r : dp_rows) {
+    const auto ar = f.cm.allreduce(inum(*r, "world_size"), f.grad_bytes);
+    if (!ar) {
+      f.why = "no fit (no all-gather or ring rows for the all-reduce's link)";
+      return f;
+    }
+    const double compute = num(*r, "time_ms_mean") * 1e-3 - *ar;
+    if (!f.dp && lnum(*r, "tokens_per_rank") == L) f.dp = r, f.allreduce_dp_s = *ar, f.compute_s = compute;
+    line.push_back({num(*r, "tokens_per_rank"), compute});
+  }
+  if (!f.dp) {  // no dp row at L: a line through the others
+    const KernelFit k = fit_kernel(line);
+    f.compute_s = k.ok ? k.at(double(L)) : NAN;
+    if (!(f.compute_s > 0)) f.why = "no fit (the line through dp's steps gives no positive T_compute at L)";
+  }
+  if (!(f.compute_s > 0) && f.why.empty()) f.why = "no fit (dp's step is shorter than the modelled all-reduce)";
+  return f;
+}
+
+std::pair<double, std::string> ModelLevelFit::step_s(const std::string& method, int P) const {
+  if (!why.empty()) return {NAN, why};
+  if (std::find(model_methods().begin(), model_methods().end(), method) == model_methods().end())
+    return {NAN, "no formula"};
+  OperatorShape s = layer;
+  s.world = P;
+  if (method == "ulysses" && s.heads % P != 0)
+    return {NAN, "n/a (H=" + std::to_string(s.heads) + " not divisible by P)"};
+  const auto t = cm.model_step_time(method, s, layers, grad_bytes, compute_s);
+  if (!t) return {NAN, "no fit (a pattern it needs was not measured)"};
+  return {*t, ""};
+}
+
+std::pair<double, std::string> ModelLevelFit::predict(const std::string& method, int P) const {
+  const auto [t, why_not] = step_s(method, P);
+  return {std::isfinite(t) ? tokens_per_step / t : NAN, why_not};
 }
 
 std::string reference_gpu(const std::vector<Row>& rows) {

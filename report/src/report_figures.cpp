@@ -234,7 +234,7 @@ std::vector<Figure> plot_operator_vs_gpus(Context& c, bool cpu) {
           os.world = P, os.batch = shape.batch, os.heads = shape.heads, os.dk = shape.dk, os.dv = shape.dv;
           os.tokens_per_rank = L, os.block_bytes = 4 * block_elems, os.act_bytes = shape.dtype == "fp32" ? 4 : 2;
           const CostModel cm =
-              fit->model_for(c.res.rows, shape.batch, shape.heads, shape.dk, shape.dv, shape.dtype, cpu ? P : 0);
+              fit->model_for(shape.batch, shape.heads, shape.dk, shape.dv, shape.dtype, cpu ? P : 0);
           auto t = cm.operator_time(m, os);
           if (t) s.rows.push_back({double(P), *t * 1e3});
         }

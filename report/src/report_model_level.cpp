@@ -11,69 +11,32 @@
 namespace spb {
 namespace report_detail {
 
-ModelLevelFit fit_model_level(const Context& c, long long L) {
+ModelLevelFit table_model_fit(const Context& c, long long L) {
   ModelLevelFit f;
-  if (!c.gpu_fit) {
+  if (!c.gpu_fit || c.gpu_fit->rows.empty()) {
     f.why = no_fit(c, "").second;
     return f;
   }
-  // T_compute from dp's step: the paper's configuration first, then the fewest ranks (the least all-reduce), then the
-  // newest row.
-  for (const Row* r : model_rows_shown(c.res.rows, L, false)) {
-    if (col(*r, "method") != "dp") continue;
-    if (!f.dp || std::make_tuple(paper_model_config(*r), -lnum(*r, "world_size"), col(*r, "date")) >
-                     std::make_tuple(paper_model_config(*f.dp), -lnum(*f.dp, "world_size"), col(*f.dp, "date")))
-      f.dp = r;
-  }
-  if (!f.dp) {
-    f.why = "no fit (no dp row at " + std::to_string(L) + " tokens per GPU)";
+  // T_compute from dp's step on P <= 2: the reference GPU's row first (its links make the prediction), then the
+  // paper's configuration, then the fewest ranks (the least all-reduce), then the newest row.
+  const Row* dp = nullptr;
+  auto order = [&](const Row& r) {
+    return std::make_tuple(col(r, "gpu") == c.ref_gpu, paper_model_config(r), -lnum(r, "world_size"), col(r, "date"));
+  };
+  for (const Row* r : model_rows_shown(c.res.rows, L, false))
+    if (col(*r, "method") == "dp" && inum(*r, "world_size") <= c.gpu_fit->fit_max_world &&
+        (!dp || order(*r) > order(*dp)))
+      dp = r;
+  if (!dp) {
+    f.why = "no fit (no dp row at " + std::to_string(L) + " tokens per GPU on P <= " +
+            std::to_string(c.gpu_fit->fit_max_world) + ")";
     return f;
   }
-  const Row& dp = *f.dp;
-  OperatorShape& s = f.layer;
-  s.batch = inum(dp, "batch"), s.heads = inum(dp, "heads"), s.dk = inum(dp, "dk"), s.dv = inum(dp, "dv");
-  s.tokens_per_rank = L, s.act_bytes = col(dp, "dtype") == "fp32" ? 4 : 2;
-  s.block_bytes = 4.0 * kPaperBlockElems;
+  double block_bytes = 4.0 * kPaperBlockElems;
   for (const Row* r : model_rows_shown(c.res.rows, L, false))  // zeco's block as measured at this configuration
-    if (col(*r, "method") == "zeco" && model_config_key(*r) == model_config_key(dp) && num(*r, "block_elems") > 0)
-      s.block_bytes = 4 * num(*r, "block_elems");
-  f.layers = inum(dp, "layers");
-  f.grad_bytes = 4 * num(dp, "params");
-  f.tokens_per_step = double(s.batch) * double(L);
-  if (!(f.grad_bytes > 0) || f.layers < 1 || s.heads < 1 || s.dk < 1 || s.dv < 1 || s.batch < 1) {
-    f.why = "no fit (the dp row lacks params, layers or its shape)";
-    return f;
-  }
-  f.cm = c.gpu_fit->model_for(c.res.rows, s.batch, s.heads, s.dk, s.dv, col(dp, "dtype"));
-  if (f.cm.fwd_bwd.ok) {
-    f.kernel_basis = "fitted to the dp operator rows at this shape";
-  } else {
-    // Not measured at the per-layer shape: the operator tables' dp kernel, scaled by the attention's work per token.
-    const CostModel ref = c.gpu_fit->model_for(c.res.rows, 1, 16, 128, 128, "bf16");
-    if (!ref.fwd_bwd.ok) {
-      f.why = "no fit (no dp operator rows to time the attention)";
-      return f;
-    }
-    OperatorShape ref_shape;
-    ref_shape.batch = 1, ref_shape.heads = 16, ref_shape.dk = 128, ref_shape.dv = 128;
-    const int chunk = lnum(dp, "chunk") > 0 ? inum(dp, "chunk") : 64;
-    const double factor = s.work_per_token(chunk) / ref_shape.work_per_token(chunk);
-    f.cm.fwd_bwd = ref.fwd_bwd.scaled(factor);
-    if (ref.fwd.ok) f.cm.fwd = ref.fwd.scaled(factor);
-    f.cm.local_overhead = ref.local_overhead;
-    f.kernel_basis = "the operator tables' dp kernel (H=16, dk=dv=128, bf16) scaled by the attention's work per token "
-                     "(B H (4 dk dv + chunk (dk + dv)), chunk " + std::to_string(chunk) + "): x" + fmt("%.3g", factor);
-  }
-  const int P0 = inum(dp, "world_size");
-  auto ar = f.cm.allreduce(P0, f.grad_bytes);
-  if (!ar) {
-    f.why = "no fit (no all-gather or ring rows for the all-reduce's link)";
-    return f;
-  }
-  f.allreduce_dp_s = *ar;
-  f.compute_s = ms(dp) * 1e-3 - *ar;
-  if (!(f.compute_s > 0)) f.why = "no fit (dp's step is shorter than the modelled all-reduce)";
-  return f;
+    if (col(*r, "method") == "zeco" && model_config_key(*r) == model_config_key(*dp) && num(*r, "block_elems") > 0)
+      block_bytes = 4 * num(*r, "block_elems");
+  return fit_model_level(*c.gpu_fit, {dp}, L, block_bytes);
 }
 
 // The lines of Table 5 or 6 (or of a CPU-rank model table: `cpu`, no paper, no prediction): per GPU count and method,
@@ -110,7 +73,7 @@ std::vector<Line> model_lines(const Context& c, long long L, bool cpu, const Mod
       base.gpus = P, base.method = m;
       base.paper = cpu ? NAN : paper_value(c.paper, "model", P, L, m);
       if (!cpu) std::tie(base.model, base.model_note) = fit.predict(m, P);
-      if (!cpu && std::isfinite(base.model)) base.model_note = prediction_note(c, "operator", m, P);
+      if (!cpu && std::isfinite(base.model)) base.model_note = prediction_note(c, "model", m, P);
       base.r_paper = base.paper / paper_dp;
       base.r_model = base.model / model_dp;
       std::vector<Line> mine;
@@ -196,7 +159,7 @@ std::string section_model_level(Context& c, long long L, const std::string& tabl
        "its method, world size, GPU and backend, at the paper's configuration where one was measured (its "
        "configuration is in the table). Ratios are method ÷ dp at the same world size (for measured rows: dp's row of "
        "the same machine and configuration; higher is better, dp is the ideal).\n\n";
-  const ModelLevelFit fit = fit_model_level(c, L);
+  const ModelLevelFit fit = table_model_fit(c, L);
   const auto lines = model_lines(c, L, false, fit);
   write_model_table_csv(c, table == "5" ? "table5" : "table6", lines);
   bool measured = false;
@@ -240,8 +203,39 @@ std::string section_model_level(Context& c, long long L, const std::string& tabl
       << fit.layers << " layers of attention at B=" << fit.layer.batch << ", H=" << fit.layer.heads
       << ", dk=" << fit.layer.dk << ", dv=" << fit.layer.dv << " (zeco's All-Scan block "
       << int_str(fit.layer.block_bytes / 4) << " elements), the dp kernel time " << fit.kernel_basis
-      << "; the links fitted on " << c.ref_gpu << " (the cost model section), the network "
-      << link_str(c.params.network) << " (a parameter, not measured).\n\n";
+      << "; the links fitted on " << c.ref_gpu << "'s rows of P <= " << c.gpu_fit->fit_max_world
+      << " (the cost model section), the network " << link_str(c.params.network) << " (a parameter, not measured).\n\n";
+  }
+  s << "**Hold-out at the model level** (the same prediction fitted on P <= " << kHoldOutFitMaxWorld
+    << ", against the model rows of more ranks, which it never saw; `hold_out_by_world`): ";
+  const std::string held = c.gpu_holdout ? model_holdout_table(*c.gpu_holdout, L) : "";
+  if (!held.empty()) {
+    s << c.ref_gpu << ", " << L << " tokens per GPU:\n\n" << held << "\n";
+  } else {
+    std::set<int> worlds;
+    for (const Row* r : model_rows_shown(c.res.rows, L, false)) worlds.insert(inum(*r, "world_size"));
+    std::vector<std::string> w;
+    for (int P : worlds) w.push_back(std::to_string(P));
+    s << "**none**: no model rows of " << (c.ref_gpu.empty() ? "a GPU" : c.ref_gpu) << " above P = "
+      << kHoldOutFitMaxWorld << " at " << L << " tokens per GPU"
+      << (w.empty() ? "" : " (the GPU model rows at this setting are at P = " + join(w, ", ") + ")")
+      << ", so no prediction in this table is checked against a training step measured on more GPUs than it was "
+         "fitted on; the collective and operator hold-outs (the cost model section) are the nearest check.";
+    if (c.cpu_holdout) {
+      double worst = -1;
+      int points = 0;
+      for (const HoldOutError& e : c.cpu_holdout->errors)
+        if (e.level == "model" && e.points > 0) worst = std::max(worst, e.max_abs), points += e.points;
+      if (points > 0)
+        s << " On CPU ranks, where model rows above P = " << kHoldOutFitMaxWorld << " exist, the same construction "
+          << "misses them by up to " << fmt(worst < 0.095 ? "%.1f%%" : "%.0f%%", 100 * worst) << " (" << points
+          << " points; the CPU section)"
+          << (std::round(100 * worst) > std::round(100 * kHoldOutWarn)
+                  ? ": beyond " + fmt("%.0f%%", 100 * kHoldOutWarn) + ", not reliable there"
+                  : "")
+          << ".";
+    }
+    s << "\n\n";
   }
   if (!lines.empty()) s << figure_md(plot_model_throughput(c, L, fit, lines)) << "\n";
   return s.str();

@@ -75,14 +75,16 @@ FigData operator_figure(const Context& c, bool throughput) {
   }
   if (c.gpu_fit) {
     f.modelled_how = "`CostModel::operator_time` (report/src/cost_model.h: the links and the dp kernel fitted on " +
-                     c.ref_gpu + ", the cost model section), the prediction of Table 3's model column";
+                     c.ref_gpu + "'s rows of P <= " + std::to_string(c.gpu_fit->fit_max_world) +
+                     ", the cost model section), the prediction of Table 3's model column";
     for (const std::string& m : kFigureMethods)
       for (int P : kFigureGpus) {
         if (measured.count({m, P})) continue;
         const auto [ms_, why] = t.model(m, P);
         if (std::isfinite(ms_))
           f.points.push_back({P, m, model_backend(*c.gpu_fit, m), "modelled", value(ms_), nullptr,
-                              "cost model (operator_time), fitted on " + c.ref_gpu});
+                              "cost model (operator_time), fitted on " + c.ref_gpu + " at P <= " +
+                                  std::to_string(c.gpu_fit->fit_max_world)});
       }
   }
   f.paper_how = "the paper's Table 3 (H100)";
@@ -111,18 +113,20 @@ FigData model_figure(const Context& c, long long L) {
                         "results/" + c.res.file_of(*r)});
     measured.insert({col(*r, "method"), inum(*r, "world_size")});
   }
-  const ModelLevelFit fit = fit_model_level(c, L);
+  const ModelLevelFit fit = table_model_fit(c, L);
   if (fit.why.empty() && c.gpu_fit) {
     f.modelled_how = "`CostModel::model_step_time` (report/src/cost_model.h, the model level: dp's step " +
                      num_cell(ms(*fit.dp)) + " ms from results/" + c.res.file_of(*fit.dp) + ", the links fitted on " +
-                     c.ref_gpu + "), the prediction of the model table's model column";
+                     c.ref_gpu + "'s rows of P <= " + std::to_string(c.gpu_fit->fit_max_world) +
+                     "), the prediction of the model table's model column";
     for (const std::string& m : kFigureMethods)
       for (int P : kFigureGpus) {
         if (measured.count({m, P})) continue;
         const double v = fit.predict(m, P).first;
         if (std::isfinite(v))
           f.points.push_back({P, m, model_backend(*c.gpu_fit, m), "modelled", v, nullptr,
-                              "cost model (model_step_time), fitted on " + c.ref_gpu});
+                              "cost model (model_step_time), fitted on " + c.ref_gpu + " at P <= " +
+                                  std::to_string(c.gpu_fit->fit_max_world)});
       }
   } else {
     f.modelled_how = "none: " + fit.why;

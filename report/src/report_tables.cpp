@@ -13,7 +13,10 @@ namespace report_detail {
 
 // --- the cost model's predictions for the GPU tables ------------------------------------------------------------------
 std::pair<double, std::string> no_fit(const Context& c, const char* what) {
-  return {NAN, c.ref_gpu.empty() ? "no fit yet (no GPU rows)" : std::string("no fit (") + what + ")"};
+  if (c.ref_gpu.empty()) return {NAN, "no fit yet (no GPU rows)"};
+  if (!c.gpu_fit || c.gpu_fit->rows.empty())
+    return {NAN, "no fit (no rows of " + c.ref_gpu + " at P <= " + std::to_string(kHoldOutFitMaxWorld) + ")"};
+  return {NAN, std::string("no fit (") + what + ")"};
 }
 
 std::function<std::pair<double, std::string>(const std::string&, int)> collective_model(const Context& c) {
@@ -23,7 +26,7 @@ std::function<std::pair<double, std::string>(const std::string&, int)> collectiv
     if (std::find(model_patterns().begin(), model_patterns().end(), pattern) == model_patterns().end())
       return {NAN, "no formula"};
     auto t = cm.collective(pattern, P, kTable2Bytes, 4.0 * kPaperBlockElems, 128);
-    if (!t) return no_fit(c, ("no " + pattern + " rows").c_str());
+    if (!t) return no_fit(c, ("no " + pattern + " rows at P <= " + std::to_string(kHoldOutFitMaxWorld)).c_str());
     return {*t * 1e3, prediction_note(c, "collective", pattern, P)};
   };
 }
@@ -33,8 +36,9 @@ std::function<std::pair<double, std::string>(const std::string&, int)> operator_
     if (!c.gpu_fit) return no_fit(c, "");
     if (std::find(model_methods().begin(), model_methods().end(), method) == model_methods().end())
       return {NAN, "no formula"};
-    const CostModel cm = c.gpu_fit->model_for(c.res.rows, 1, 16, 128, 128, "bf16");
-    if (!cm.fwd_bwd.ok) return no_fit(c, "no dp rows at H=16, dk=dv=128, bf16");
+    const CostModel cm = c.gpu_fit->model_for(1, 16, 128, 128, "bf16");
+    if (!cm.fwd_bwd.ok)
+      return no_fit(c, ("no dp rows at H=16, dk=dv=128, bf16 on P <= " + std::to_string(kHoldOutFitMaxWorld)).c_str());
     OperatorShape s;
     s.world = P, s.batch = 1, s.heads = 16, s.dk = 128, s.dv = 128, s.tokens_per_rank = L;
     s.block_bytes = 4.0 * kPaperBlockElems, s.act_bytes = 2;
