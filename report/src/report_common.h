@@ -64,6 +64,7 @@ struct Context {
   std::string plots_dir, tables_dir;
   std::vector<std::string> plots;  // written
   std::string net_source;          // where params.network comes from, in words
+  std::string net_brief;           // the same in brief, for a table cell: "assumed", "measured (results/F.csv)", ...
   std::optional<Link> user_intra;  // --constants' link inside a node
   std::optional<HoldOut> gpu_holdout, cpu_holdout;  // each fit's hold-out by world size (cost_model.h)
 };
@@ -186,6 +187,9 @@ std::string fits_table(const MachineFit& f);
 std::string section_cost_model(const Context& c);
 void resolve_network(Context& c);
 std::string section_beyond_one_node(const Context& c);
+// The network between nodes as the report states it beside every number that uses it: its constants and where they
+// come from ("5 us, 50 GB/s (400 Gb/s), assumed (...)").
+std::string network_str(const Context& c);
 // What to print beside a prediction of `method` at `level` on P GPUs (CPU ranks for `cpu`): "" where P is one the
 // model was fitted on; beyond, the method's hold-out error in brief (flagged past 30%) and, past one node, the
 // network's constants and their source (assumed, fitted or given).

@@ -149,8 +149,7 @@ std::string section_cost_model(const Context& c) {
     << "An alpha-beta model (`report/src/cost_model.h`): a hop of b bytes takes alpha + b / beta. Inside a node of "
     << p.gpus_per_node << " GPUs the link is NVLink with alpha and beta fitted by least squares (on relative error) to "
     << "the measured collective rows of P <= " << kHoldOutFitMaxWorld << ", one fit per pattern and backend; between "
-    << "nodes it is the network, " << link_str(p.network) << " (" << fmt("%g", p.network.beta_Bps * 8 / 1e9)
-    << " Gb/s): " << c.net_source << ". The operator level adds the local dp time per token, "
+    << "nodes it is the network, " << network_str(c) << ". The operator level adds the local dp time per token, "
     << "fitted to the dp rows of P <= " << kHoldOutFitMaxWorld << ". **Every prediction in this report (the tables' "
     << "model columns, the modelled series of the plots, the figures' modelled points) comes from this fit on each "
     << "machine's rows of P <= " << kHoldOutFitMaxWorld << "**, the fit whose error on the rows of larger P (held out, "
@@ -234,7 +233,7 @@ std::string prediction_note(const Context& c, const std::string& level, const st
   std::string s = h->brief(level, method);
   if (!cpu && P > c.params.gpus_per_node)
     s += "; network " + link_str(c.params.network) + ", " +
-         (c.net_source.rfind("fitted", 0) == 0 ? "fitted" : c.net_source.rfind("assumed", 0) == 0 ? "assumed" : "given");
+         c.net_brief;
   return s;
 }
 
@@ -257,6 +256,11 @@ std::string model_holdout_table(const HoldOut& h, long long L, const std::string
   return md_table(head, rows, config.empty() ? "llrlrrrl" : "llrrrrl");
 }
 
+std::string network_str(const Context& c) {
+  return link_str(c.params.network) + " (" + fmt("%g", c.params.network.beta_Bps * 8 / 1e9) + " Gb/s), " +
+         c.net_source;
+}
+
 // --- the network, and the All-Scans beyond one node -----------------------------------------------------------------
 // The network's constants, first found: --constants, --net-gbps/--net-latency-us, a fit to the reference GPU's
 // collective rows over several nodes of one rank each, the default (an assumption).
@@ -270,26 +274,36 @@ void resolve_network(Context& c) {
     if (k.network) {
       c.params.network = *k.network;
       c.net_source = "the user's constants (--constants " + c.o.constants + "), not measured here";
+      c.net_brief = "given (--constants)";
       return;
     }
   }
   if (c.o.net_given) {
     c.net_source = "given (--net-gbps/--net-latency-us: " + flags + "), not measured here";
+    c.net_brief = "given (--net-gbps/--net-latency-us)";
     return;
   }
   if (!c.ref_gpu.empty()) {
     const auto pts = network_points(c.res.rows, c.ref_gpu);
     const LinkFit f = fit_network_link(pts);
     if (f.ok && std::isfinite(f.link.beta_Bps)) {
+      std::set<std::string> files;  // the results files of those rows (network_points' selection)
+      for (const Row& r : c.res.rows)
+        if (col(r, "level") == "collective" && col(r, "gpu") == c.ref_gpu && num(r, "nodes") > 1 &&
+            num(r, "ranks_per_node") == 1 && !is_node_aware_allscan(col(r, "backend")))
+          files.insert("results/" + c.res.file_of(r));
       c.params.network = f.link;
-      c.net_source = "fitted to " + std::to_string(f.points) + " collective configurations of " + c.ref_gpu +
-                     " over several nodes of one rank each (RMS residual " + fmt("%.1f%%", 100 * f.rms_rel_residual) +
+      c.net_source = "measured: fitted to " + std::to_string(f.points) + " collective configurations of " +
+                     c.ref_gpu + " over several nodes of one rank each in " + join({files.begin(), files.end()}, ", ") +
+                     " (RMS residual " + fmt("%.1f%%", 100 * f.rms_rel_residual) +
                      "; the transport those runs used, e.g. sockets, not necessarily InfiniBand)";
+      c.net_brief = "measured (" + join({files.begin(), files.end()}, ", ") + ")";
       return;
     }
   }
   c.net_source = "assumed (" + flags + ", the defaults of --net-gbps/--net-latency-us: InfiniBand NDR), not measured: "
                  "no collective rows over several nodes of one rank each";
+  c.net_brief = "assumed";
 }
 
 std::string section_beyond_one_node(const Context& c) {
@@ -327,10 +341,8 @@ std::string section_beyond_one_node(const Context& c) {
     intra_words = "each pattern's link fitted on " + c.ref_gpu + "'s rows of P <= " +
                   std::to_string(c.gpu_fit->fit_max_world) + " (the cost model section; the All-Scans use the "
                   "allscan link, " + (cm->link_for("allscan") ? link_str(*cm->link_for("allscan")) : "not fitted") + ")";
-  const std::string net_words = link_str(p.network) + " (" + fmt("%g", p.network.beta_Bps * 8 / 1e9) + " Gb/s), " +
-                                c.net_source;
   s << "Constants: inside a node " << (intra_words.empty() ? "none (no GPU rows and no --constants)" : intra_words)
-    << "; between nodes " << net_words << ". `spbench report --constants FILE` (intra_alpha_us, intra_gbps, "
+    << "; between nodes " << network_str(c) << ". `spbench report --constants FILE` (intra_alpha_us, intra_gbps, "
     << "net_alpha_us, net_gbps) or `--net-gbps`/`--net-latency-us` put a cluster's own figures in.\n\n";
   const std::vector<std::string> scans = allscan_variants();
   const std::vector<std::string> others = {"chain", "allgather", "ring"};
@@ -377,7 +389,7 @@ std::string section_beyond_one_node(const Context& c) {
       crow.push_back(t ? fmt("%.6g", *t * 1e3) : "");
     }
     row.push_back(P > R ? "intra + network (" + link_str(p.network) + ", " +
-                              (c.net_source.rfind("fitted", 0) == 0 ? "fitted" : "assumed") + ")"
+                              c.net_brief + ")"
                         : "intra only");
     const Link in = scan_link.value_or(Link{});
     crow.insert(crow.end(), {fmt("%.6g", in.alpha_s * 1e6), fmt("%.6g", in.beta_Bps / 1e9),

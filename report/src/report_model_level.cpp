@@ -204,7 +204,8 @@ std::string section_model_level(Context& c, long long L, const std::string& tabl
       << ", dk=" << fit.layer.dk << ", dv=" << fit.layer.dv << " (zeco's All-Scan block "
       << int_str(fit.layer.block_bytes / 4) << " elements), the dp kernel time " << fit.kernel_basis
       << "; the links fitted on " << c.ref_gpu << "'s rows of P <= " << c.gpu_fit->fit_max_world
-      << " (the cost model section), the network " << link_str(c.params.network) << " (a parameter, not measured).\n\n";
+      << " (the cost model section); between nodes (beyond " << c.params.gpus_per_node << " GPUs) the network "
+      << network_str(c) << ".\n\n";
   }
   s << "**Hold-out at the model level** (the same prediction fitted on P <= " << kHoldOutFitMaxWorld
     << ", against the model rows of more ranks, which it never saw; `hold_out_by_world`): ";
