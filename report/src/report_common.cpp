@@ -338,16 +338,21 @@ std::string render_lines(const std::vector<Line>& lines, const std::string& ref,
   return md_table(head, rows, with_paper ? "rlrlrrrrrl" : "rlrlrrr");
 }
 
-void write_table_csv(const Context& c, const std::string& id, const std::vector<Line>& lines) {
+void write_table_csv(const Context& c, const std::string& id, const std::vector<Line>& lines, bool model_level) {
+  const std::string unit = model_level ? "tokens_per_s_per_gpu" : "ms";
   std::ofstream f(c.tables_dir + "/" + id + ".csv");
-  f << "gpus,method,measured_ms,measured_gpu,measured_world_size,measured_backend,measured_date,model_ms,paper_ms,"
-       "ratio_measured,ratio_model,ratio_paper\n";
+  f << "gpus,method,measured_" << unit << ",measured_gpu,measured_world_size,measured_backend,measured_date,"
+    << (model_level ? "measured_config," : "") << "model_" << unit << ",paper_" << unit
+    << ",ratio_measured,ratio_model,ratio_paper\n";
   auto n = [](double v) { return std::isfinite(v) ? fmt("%.6g", v) : std::string(); };
-  for (const Line& l : lines)
+  for (const Line& l : lines) {
     f << l.gpus << "," << l.method << "," << n(l.measured) << "," << (l.row ? csv_field(col(*l.row, "gpu")) : "") << ","
       << (l.row ? col(*l.row, "world_size") : "") << "," << (l.row ? col(*l.row, "backend") : "") << ","
-      << (l.row ? col(*l.row, "date") : "") << "," << n(l.model) << "," << n(l.paper) << "," << n(l.r_measured) << ","
-      << n(l.r_model) << "," << n(l.r_paper) << "\n";
+      << (l.row ? col(*l.row, "date") : "") << ",";
+    if (model_level) f << (l.row ? csv_field(model_config_str(*l.row)) : "") << ",";
+    f << n(l.model) << "," << n(l.paper) << "," << n(l.r_measured) << "," << n(l.r_model) << "," << n(l.r_paper)
+      << "\n";
+  }
 }
 
 std::vector<std::string> operator_methods(const Context& c) {

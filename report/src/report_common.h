@@ -137,7 +137,9 @@ std::string trend_paragraph(const std::vector<Line>& lines, const TableDef& t, c
                             const std::string& quantity = "time");
 std::string render_lines(const std::vector<Line>& lines, const std::string& ref, const std::string& value,
                          bool with_paper = true);
-void write_table_csv(const Context& c, const std::string& id, const std::vector<Line>& lines);
+// tables/ID.csv: a row per line. `model_level`: throughputs (tokens/s per GPU) and the measured row's model
+// configuration; otherwise times (ms).
+void write_table_csv(const Context& c, const std::string& id, const std::vector<Line>& lines, bool model_level = false);
 
 // --- Tables 2-4 (report_tables.cpp) --------------------------------------------------------------------------------
 std::pair<double, std::string> no_fit(const Context& c, const char* what);
@@ -172,7 +174,6 @@ std::string figure_md(const Figure& f);
 ModelLevelFit table_model_fit(const Context& c, long long L);
 std::vector<Line> model_lines(const Context& c, long long L, bool cpu, const ModelLevelFit& fit,
                               const std::string& config = "");
-void write_model_table_csv(const Context& c, const std::string& id, const std::vector<Line>& lines);
 Figure plot_model_throughput(Context& c, long long L, const ModelLevelFit& fit, const std::vector<Line>& lines);
 std::string section_model_level(Context& c, long long L, const std::string& table);
 

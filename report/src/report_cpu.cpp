@@ -48,7 +48,7 @@ std::string section_cpu_model(const Context& c) {
     std::string id = "cpu_model_B" + col(e, "batch") + "_H" + col(e, "heads") + "_hidden" + col(e, "hidden") +
                      "_layers" + col(e, "layers") + "_L" + std::to_string(L);
     if (!ids.insert(id).second) id += "_" + std::to_string(ids.size());
-    write_model_table_csv(c, id, lines);
+    write_table_csv(c, id, lines, true);
     if (c.cpu_holdout) {
       const std::string held = model_holdout_table(*c.cpu_holdout, L, model_config_str(*example[config]));
       if (!held.empty())

@@ -95,19 +95,6 @@ std::vector<Line> model_lines(const Context& c, long long L, bool cpu, const Mod
   return lines;
 }
 
-void write_model_table_csv(const Context& c, const std::string& id, const std::vector<Line>& lines) {
-  std::ofstream f(c.tables_dir + "/" + id + ".csv");
-  f << "gpus,method,measured_tokens_per_s_per_gpu,measured_gpu,measured_world_size,measured_backend,measured_date,"
-       "measured_config,model_tokens_per_s_per_gpu,paper_tokens_per_s_per_gpu,ratio_measured,ratio_model,ratio_paper\n";
-  auto n = [](double v) { return std::isfinite(v) ? fmt("%.6g", v) : std::string(); };
-  for (const Line& l : lines)
-    f << l.gpus << "," << l.method << "," << n(l.measured) << "," << (l.row ? csv_field(col(*l.row, "gpu")) : "") << ","
-      << (l.row ? col(*l.row, "world_size") : "") << "," << (l.row ? col(*l.row, "backend") : "") << ","
-      << (l.row ? col(*l.row, "date") : "") << "," << (l.row ? csv_field(model_config_str(*l.row)) : "") << ","
-      << n(l.model) << "," << n(l.paper) << "," << n(l.r_measured) << "," << n(l.r_model) << "," << n(l.r_paper)
-      << "\n";
-}
-
 Figure plot_model_throughput(Context& c, long long L, const ModelLevelFit& fit, const std::vector<Line>& lines) {
   std::map<std::string, PlotSeries> series;
   const auto methods = operator_methods(c);
@@ -161,7 +148,7 @@ std::string section_model_level(Context& c, long long L, const std::string& tabl
        "the same machine and configuration; higher is better, dp is the ideal).\n\n";
   const ModelLevelFit fit = table_model_fit(c, L);
   const auto lines = model_lines(c, L, false, fit);
-  write_model_table_csv(c, table == "5" ? "table5" : "table6", lines);
+  write_table_csv(c, table == "5" ? "table5" : "table6", lines, true);
   bool measured = false;
   for (const Line& l : lines) measured |= l.row != nullptr;
   if (!measured) s << "**Not measured yet**: results/ holds no GPU rows of level `model` at this setting.\n\n";
