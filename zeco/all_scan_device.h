@@ -2,7 +2,8 @@
 // own registered window, folds block k and stores it straight into the next rank's window over NVLink, then releases
 // that rank's flag. Flags carry a monotonically increasing epoch, so they never need resetting.
 //
-// The design in full is in zeco/all_scan_device.cu (windows, flag protocol, buffer reuse, timeouts).
+// The design in full is in the header comments of zeco/all_scan_device.cu (transport, windows) and
+// zeco/all_scan_device_protocols.cu (flag and packet protocols, buffer reuse, timeouts).
 // Environment (read on rank 0 at creation and broadcast, so every rank agrees):
 //   SPB_ALLSCAN_TRANSPORT  auto (default: NCCL symmetric windows + LSA pointers where NCCL offers them, else CUDA
 //                          IPC), nccl (NCCL only) or ipc (CUDA IPC handles exchanged through the bootstrap)
