@@ -38,7 +38,7 @@ void launch_tf32_bits(const float* in, uint32_t* out, int n, cudaStream_t stream
 // Rows of the state per block: 16 or 32 (0: 16 where that grid fits one wave of two blocks per SM). For tests and
 // the benchmark.
 void set_states_bk(int bk);
-// Which chunk_states_fwd / _bwd runs: 0 (default) launch_states_spans (gla_boundary.cu), 1 launch_states (the
+// Which chunk_states_fwd / _bwd runs: 0 (default) launch_states_spans (gla_states_spans.cu), 1 launch_states (the
 // sequential walk above). For tests and the benchmark.
 void set_states_variant(int v);
 int states_variant();
@@ -63,11 +63,15 @@ void launch_boundary(const Dims& d, bool reverse, const __nv_bfloat16* x, const 
 bool boundary_reads_gates(const Dims& d);
 void launch_boundary_gates(const Dims& d, bool reverse, const __nv_bfloat16* x, const __nv_bfloat16* y,
                            const __nv_bfloat16* g, float* fin, float* lambda, float* scratch, cudaStream_t stream);
-// The chunk states by spans (what chunk_states_fwd / _bwd run by default): stage 1 of the reduction above (skipped
-// where reuse: the partials of the launch_boundary / launch_boundary_gates call just made at this d, with the same
-// x, y and gates, are still in scratch), a fold that turns the partials into each span's initial state from init
-// (h0 / dht, nullable) and writes fin (nullable), then the recurrence of every span from its initial state at once,
-// storing hs (the STORE kernel). Same hs / fin as launch_states up to the order of fp32 sums. scratch:
+void set_boundary_span(int chunks);
+void set_boundary_variant(int v);
+int boundary_variants();
+
+// gla_states_spans.cu: the chunk states by spans (what chunk_states_fwd / _bwd run by default): stage 1 of the
+// reduction above (skipped where reuse: the partials of the launch_boundary / launch_boundary_gates call just made at
+// this d, with the same x, y and gates, are still in scratch), a fold that turns the partials into each span's initial
+// state from init (h0 / dht, nullable) and writes fin (nullable), then the recurrence of every span from its initial
+// state at once, storing hs (the STORE kernel). Same hs / fin as launch_states up to the order of fp32 sums. scratch:
 // boundary_scratch_elems(d) floats. reuse needs states_reuse_boundary(d): the reduction has several spans, the same
 // as the states'.
 // late (nullable) replaces init (then nullptr): the initial state may still be travelling (GlaKernels::ArrivingState);
@@ -87,9 +91,6 @@ void launch_states_spans(const Dims& d, bool reverse, const __nv_bfloat16* x, co
                          cudaStream_t stream, const LateInit* late = nullptr);
 void launch_states_settle(const Dims& d, bool reverse, const float* gc, const LateInit& late, float* hs, float* fin,
                           float* scratch, cudaStream_t stream);
-void set_boundary_span(int chunks);
-void set_boundary_variant(int v);
-int boundary_variants();
 
 // gla_intra.cu: per (chunk, dv tile) blocks that build the in-chunk score matrix A and add an inter-chunk product.
 //   o  = s (Q*exp b) hs[n] + tril(A) V                      (chunk_output)

@@ -7,7 +7,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${EMU_OUT:-$root/build-emu}
 mkdir -p "$out/src"
 cd "$root"
-for f in gla_cuda gla_states gla_intra gla_dqk gla_boundary; do
+for f in gla_cuda gla_states gla_intra gla_dqk gla_boundary gla_boundary_kernel gla_states_spans; do
   # Launches become emu::launch calls, dynamic shared memory a pointer into the emulated block's buffer.
   python3 - "kernels/cuda/$f.cu" "$out/src/$f.cpp" <<'PY'
 import re, sys
