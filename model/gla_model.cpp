@@ -50,7 +50,7 @@ struct GlaModel::Acts {
   std::vector<PerLayer> layer;
   Buffer h1s, h2s, ys, ms;             // the blocks' h1, h2, y, m with recompute
   Buffer tokens, targets;              // int32 [N]
-  Buffer delta;  // [N, D] act: a block's o_proj or MLP down product, added to the residual stream by the next norm
+  Buffer delta;  // [N, D] f32: a block's o_proj or MLP down product, added to the residual stream by the next norm
   Buffer rstd_f, hf, logits, dlogits, losses;
   Buffer dx, dxa, dh, dmy, dab, dq, dk, dv, dg, dz, d_o, dpre, dgl;
   Buffer dproj;  // [N, 2Kd + 2Vd + R]: dq, dk, dv, dz, dgl side by side, for the one GEMM of each product below
@@ -122,7 +122,7 @@ size_t GlaModel::plan_acts(const GlaModelConfig& c, int rows, DType act, bool re
   // With recompute, one block's normalised inputs, gated output and SwiGLU output at a time: the backward makes them
   // again from what each block keeps (x, rstd, o, z, ab).
   if (recompute) take(A.h1s, N * D * a), take(A.h2s, N * D * a), take(A.ys, N * Vd * a), take(A.ms, N * F * a);
-  take(A.delta, N * D * a);
+  take(A.delta, N * D * f);
   take(A.tokens, N * 4), take(A.targets, N * 4);
   take(A.rstd_f, N * f), take(A.hf, N * D * a);
   take(A.logits, N * c.vocab * f), take(A.dlogits, N * c.vocab * a), take(A.losses, N * f);
@@ -258,7 +258,8 @@ void GlaModel::mm(bool ta, bool tb, int M, int N, int K, float alpha, const void
 
 // The residual adds: block l's o_proj and MLP down products go to acts_->delta, and the norm after each adds it to
 // the residual stream in its own pass (x_mid = x + o_proj; x[l + 1] = x_mid + MLP down, in block l + 1's first norm or
-// the final norm), so that the products write bf16 and the stream is read once per add.
+// the final norm), so that the stream is read and written once per add (not copied, then read and written by the
+// product). The products write fp32: a bf16 delta would round every block's contribution to the stream.
 void GlaModel::forward_layer(int l) {
   const Views V = views();
   ModelKernels& k = *mk_;
@@ -268,7 +269,7 @@ void GlaModel::forward_layer(int l) {
   const int N = N_, D = c_.hidden, Kd = c_.key_dim(), Vd = c_.value_dim(), F = c_.mlp_size(), R = c_.gate_rank;
   const DType t = act_;
   float* x = acts_->x[size_t(l)].f32();
-  void* delta = acts_->delta.get();
+  float* delta = acts_->delta.f32();
   void* h1 = recompute_ ? acts_->h1s.get() : A.h1.get();
   void* h2 = recompute_ ? acts_->h2s.get() : A.h2.get();
   void* yo = recompute_ ? acts_->ys.get() : A.y.get();
@@ -299,7 +300,7 @@ void GlaModel::forward_layer(int l) {
   k.gated_rmsnorm_fwd(N * c_.heads, c_.dv(), A.o.get(), A.z.get(), V.P(y.g_norm), c_.norm_eps, yo,
                       A.rstd_gn.f32(), st);
   stage("o_proj");
-  mm(false, true, N, D, Vd, 1, yo, V.W(y.wo), 0, delta, t, st);
+  mm(false, true, N, D, Vd, 1, yo, V.W(y.wo), 0, delta, DType::f32, st);
 
   stage("norms");
   k.rmsnorm_add_fwd(N, D, x, delta, V.P(y.mlp_norm), c_.norm_eps, A.x_mid.f32(), h2, A.rstd2.f32(), st);
@@ -308,7 +309,7 @@ void GlaModel::forward_layer(int l) {
   stage("swiglu");
   k.swiglu_fwd(N, F, A.ab.get(), m, st);
   stage("MLP down");
-  mm(false, true, N, D, F, 1, m, V.W(y.w_down), 0, delta, t, st);
+  mm(false, true, N, D, F, 1, m, V.W(y.w_down), 0, delta, DType::f32, st);
 }
 
 // acts_->dx holds the gradient of block l's output on entry and of its input on return.
@@ -410,7 +411,7 @@ double GlaModel::forward_backward(const std::vector<int32_t>& tokens) {
   for (int l = 0; l < c_.layers; ++l) forward_layer(l);
   float* xl = S.x[size_t(c_.layers)].f32();
   stage("norms");
-  k.rmsnorm_add_fwd(N, D, S.layer.back().x_mid.f32(), S.delta.get(), V.P(final_norm_), c_.norm_eps, xl, S.hf.get(),
+  k.rmsnorm_add_fwd(N, D, S.layer.back().x_mid.f32(), S.delta.f32(), V.P(final_norm_), c_.norm_eps, xl, S.hf.get(),
                     S.rstd_f.f32(), st);
   stage("LM head");
   mm(false, true, N, Vc, D, 1, S.hf.get(), V.W(lm_head_), 0, S.logits.get(), DType::f32, st);

@@ -33,10 +33,10 @@ class CpuModelKernels final : public ModelKernels {
   void rmsnorm_fwd(int n, int D, const float* x, const float* w, float eps, void* y, float* rstd, Stream) override {
     cpu_ops::rmsnorm_fwd(n, D, x, w, eps, F(y), rstd);
   }
-  void rmsnorm_add_fwd(int n, int D, const float* x, const void* delta, const float* w, float eps, float* x_out,
+  void rmsnorm_add_fwd(int n, int D, const float* x, const float* delta, const float* w, float eps, float* x_out,
                        void* y, float* rstd, Stream) override {
     const size_t nd = size_t(n) * D;
-    for (size_t i = 0; i < nd; ++i) x_out[i] = x[i] + F(delta)[i];
+    for (size_t i = 0; i < nd; ++i) x_out[i] = x[i] + delta[i];
     cpu_ops::rmsnorm_fwd(n, D, x_out, w, eps, F(y), rstd);
   }
   void rmsnorm_bwd(int n, int D, const float* x, const float* w, const float* rstd, const float* dy, float* dx,

@@ -798,9 +798,9 @@ class CudaModelKernels final : public ModelKernels {
   void rmsnorm_fwd(int n, int D, const float* x, const float* w, float eps, void* y, float* rstd, Stream st) override {
     norm_fwd<kNormPlain, float, bf16>(n, D, x, w, nullptr, eps, as_bf16(y), rstd, nullptr, st);
   }
-  void rmsnorm_add_fwd(int n, int D, const float* x, const void* delta, const float* w, float eps, float* x_out,
+  void rmsnorm_add_fwd(int n, int D, const float* x, const float* delta, const float* w, float eps, float* x_out,
                        void* y, float* rstd, Stream st) override {
-    norm_fwd<kNormAdd, float, bf16>(n, D, x, w, as_bf16(delta), eps, as_bf16(y), rstd, x_out, st);
+    norm_fwd<kNormAdd, float, float>(n, D, x, w, delta, eps, as_bf16(y), rstd, x_out, st);
   }
   void rmsnorm_bwd(int n, int D, const float* x, const float* w, const float* rstd, const float* dy, float* dx,
                    float* dw, void* dx_act, Stream st) override {

@@ -282,7 +282,7 @@ TEST_F(ModelKernelsGpu, RmsNorm) {
   }
 }
 
-// The residual add in the norm's read: x_out = x + delta (delta bf16 on the GPU) at the shapes of the plain norm
+// The residual add in the norm's read: x_out = x + delta at the shapes of the plain norm
 // above that take each path (a warp, a block, two passes; 4-byte and 16-byte accesses); x is left as it was.
 TEST_F(ModelKernelsGpu, RmsNormAdd) {
   const float eps = 1e-6f;
@@ -291,11 +291,11 @@ TEST_F(ModelKernelsGpu, RmsNormAdd) {
     const int n = s.n, D = s.D;
     SCOPED_TRACE("n " + std::to_string(n) + ", D " + std::to_string(D));
     const size_t nd = size_t(n) * D;
-    Twin x = f32(randn(nd, 46)), delta = act(randn(nd, 47)), w = f32(randn(D, 48, 0.1f, 1.f));
+    Twin x = f32(randn(nd, 46)), delta = f32(randn(nd, 47)), w = f32(randn(D, 48, 0.1f, 1.f));
     Twin x_out = out_f32(nd), y = out_act(nd), rstd = out_f32(n);
     const std::vector<float> x_before = gpu_values(x);
-    cpu_->rmsnorm_add_fwd(n, D, x.cf(), delta.c(), w.cf(), eps, x_out.cf(), y.c(), rstd.cf(), Stream{});
-    gpu_->rmsnorm_add_fwd(n, D, x.gf(), delta.g(), w.gf(), eps, x_out.gf(), y.g(), rstd.gf(), st_);
+    cpu_->rmsnorm_add_fwd(n, D, x.cf(), delta.cf(), w.cf(), eps, x_out.cf(), y.c(), rstd.cf(), Stream{});
+    gpu_->rmsnorm_add_fwd(n, D, x.gf(), delta.gf(), w.gf(), eps, x_out.gf(), y.g(), rstd.gf(), st_);
     expect_close(x_out, kF32Out, "x_out");
     expect_close(y, kBf16Out, "y");
     expect_close(rstd, kF32Out, "rstd");
