@@ -111,7 +111,7 @@ class GlaKernels {
   // chunk_final_state / chunk_initial_dstate of this rank: the same results as chunk_states_fwd / chunk_states_bwd,
   // but an implementation may reuse what that boundary call computed, if it was the last boundary call made on this
   // object with the same k, v, g (q, do, g), unchanged since. The defaults run the plain stages; the GPU reuses its
-  // per-span partial states (kernels/cuda/gla_boundary.cu, launch_states_spans) and otherwise recomputes them.
+  // per-span partial states (kernels/cuda/gla_states_spans.cu, launch_states_spans) and otherwise recomputes them.
   virtual void chunk_states_fwd_after_boundary(const GlaShape& s, const void* k, const void* v, const float* gc,
                                                const float* h0, float* hs, float* ht, Stream st) {
     chunk_states_fwd(s, k, v, gc, h0, hs, ht, st);

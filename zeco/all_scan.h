@@ -81,7 +81,7 @@ void validate_blocks(size_t rows, int blocks);
 //   host-hier      HostAllScan: each node's chain, a chain between the nodes, the nodes' prefix applied
 //   host-logdepth  HostAllScan: each node's chain, recursive doubling between the nodes, the prefix applied
 //   device-flag    the device kernel, K blocks per call, a fence and a release flag per block piece
-//   device-ll      the device kernel, {value, tag} 8-byte words: no fence, no flag (zeco/all_scan_device.cu)
+//   device-ll      the device kernel, {value, tag} 8-byte words: no fence, no flag (zeco/all_scan_device_protocols.cu)
 //   device-ll16    the device kernel, {3 values, tag} 16-byte words
 //   device         the default device protocol (kDefaultDeviceAllScan)
 //   auto           host-hier where the world spans several nodes (rt.topo), else the default device protocol on

@@ -421,7 +421,7 @@ class CudaKernels final : public GlaKernels {
     states(s, true, q, d_o, gc, dht, dhs, dh0, true, st);
   }
 
-  // The chunk states beside the scan that brings their initial state (gla_boundary.cu, launch_states_spans' late):
+  // The chunk states beside the scan that brings their initial state (gla_states_spans.cu, launch_states_spans' late):
   // each block adds it when it sees the word, at the start of a chunk; chunk_states_settle completes the blocks that
   // never did. Only the chunk states by spans take a late state (not set_states_variant(1)'s sequential walk).
   void chunk_states_fwd_arriving(const GlaShape& s, const void* k, const void* v, const float* gc,
@@ -500,7 +500,7 @@ class CudaKernels final : public GlaKernels {
 
  private:
   // The boundary calls (chunk_final_state / chunk_initial_dstate) whose per-span partials are still in scratch.
-  // A pair's partials have their own place there (gla_boundary.cu), so calls on disjoint pair ranges keep theirs;
+  // A pair's partials have their own place there (gla_boundary.cuh), so calls on disjoint pair ranges keep theirs;
   // a call that rewrites a pair's partials drops the entry that covered it, and a new scratch drops them all.
   struct BoundaryCall {
     bool reverse = false;
