@@ -45,8 +45,12 @@ class CudaDevice final : public Device {
     return p;
   }
   void free(void* p) override { cudaFree(p); }
+  // cudaMemcpy from pageable memory returns once the data is staged, and its last DMA runs on the legacy stream,
+  // which the non-blocking streams do not wait for: a kernel enqueued next could read the buffer's old contents.
+  // Enqueued on the compute stream and waited for, the upload has landed when it returns.
   void upload(void* dst, const void* src, size_t bytes) override {
-    SPB_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    SPB_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, compute_));
+    SPB_CUDA(cudaStreamSynchronize(compute_));
   }
   void download(void* dst, const void* src, size_t bytes) override {
     SPB_CUDA(cudaDeviceSynchronize());
