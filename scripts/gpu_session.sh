@@ -32,7 +32,7 @@ for stage in "${@:-all}"; do
   case $stage in
   test|all)
     stamp "ctest (GPU tests)"
-    (cd $B && ctest -R "gla_cuda|gpu|nccl" --output-on-failure --timeout 300) 2>&1 | tee -a "$LOG" \
+    (cd $B && ctest -R "gla_cuda|device_cuda|gpu|nccl" --output-on-failure --timeout 300) 2>&1 | tee -a "$LOG" \
       | grep -E "tests passed|Failed|\*\*\*" | tail -15 ;;&
   bench|all)
     if [ -x $B/kernels/cuda/bench_gla_cuda ]; then
