@@ -67,6 +67,9 @@ void add_model_command(CLI::App& app, ModelOptions& o) {
   app.add_flag("--recompute", o.recompute,
                "less memory: one attention object for every block, its forward run again in the backward, and the "
                "norms' and SwiGLU's outputs made again there");
+  app.add_flag("--grad-overlap", o.grad_overlap,
+               "at P > 1, sum each block's gradients over the ranks as soon as its backward is done, on the "
+               "communication stream beside the blocks still to go (default: one all-reduce after the backward)");
   app.add_option("--check,-c", o.check, "check the first step against a reference method (1) or not (0)")
       ->check(CLI::Range(0, 1));
   app.add_option("--tolerance", o.tolerance, "largest relative error that passes (default 1e-5 cpu, 5e-3 gpu)");
@@ -226,6 +229,7 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
 
   const double ceiling = gemm_ceiling_tflops(dev);
   GlaModel model(*rt, mc, o.batch, L, methods.front(), sp, o.recompute, o.seed);
+  model.set_grad_overlap(o.grad_overlap);
   const double flops_tok = model.flops_per_token();
 
   // `backend` as at the operator level: what carried the attention's communication.
@@ -243,6 +247,7 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
     r.set("block_elems", method == "zeco" ? (long long)(local.state_rows() / o.blocks * local.dv) : 0LL);
     r.set("overlap", method == "zeco" || method == "lasp2" ? o.overlap : 0);
     r.set("head_groups", ran ? ran->head_groups() : 1);
+    r.set("grad_overlap", o.grad_overlap ? 1 : 0);
     r.set("pass", std::string("step")).set("comm", rt->comm->name()).set("warmup", o.warmup).set("iters", o.steps);
     r.set("layers", mc.layers).set("hidden", mc.hidden).set("vocab", mc.vocab).set("expand_k", mc.expand_k);
     r.set("expand_v", mc.expand_v).set("mlp", mc.mlp_size()).set("steps", o.steps).set("seed", (long long)o.seed);
@@ -259,7 +264,7 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
         boot, o.csv,
         {"layers", "hidden", "vocab", "expand_k", "expand_v", "mlp", "steps", "seed", "loss", "peak_mem_gib", "mfu",
          "recompute", "tokens_per_s", "gemm_tflops", "params", "flops_per_token", "nodes", "ranks_per_node",
-         "head_groups"},
+         "head_groups", "grad_overlap"},
         o.resume, methods, [&](const CsvAppender& c, const std::string& m) { return c.contains(row_for(m, nullptr)); },
         "P=" + std::to_string(P) + " L=" + std::to_string(L), csv);
     if (todo.empty()) return 0;
@@ -274,9 +279,10 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
                 model.param_count() / 1e6, (model.param_count() - model.embedding_params()) / 1e6);
     std::printf("# model FLOPs per token %.4g (6 x non-embedding params + attention)  bf16 GEMM ceiling %.1f TFLOP/s\n",
                 flops_tok, ceiling);
-    std::printf("# B %d  T %d (%d per rank)  K %d  recompute %s  data %s  warm-up %d  steps %d  seed %llu  lr %g  "
-                "tolerance %.0e  memory about %.1f GiB per rank\n",
+    std::printf("# B %d  T %d (%d per rank)  K %d  recompute %s  gradient all-reduce %s  data %s  warm-up %d  "
+                "steps %d  seed %llu  lr %g  tolerance %.0e  memory about %.1f GiB per rank\n",
                 o.batch, T, L, o.blocks, o.recompute ? "attention+elementwise" : "none",
+                P == 1 ? "none" : o.grad_overlap ? "per block, beside the backward" : "after the backward",
                 o.data.empty() ? "random tokens" : o.data.c_str(), o.warmup, o.steps, (unsigned long long)o.seed,
                 double(o.lr), tol, need_gib);
     std::printf("#\n# %8s %5s %11s %9s %10s %10s %10s %10s %12s %6s %8s %9s %6s\n", "method", "ranks", "tokens/rank",

@@ -156,6 +156,8 @@ GlaModel::GlaModel(Runtime& rt, const GlaModelConfig& c, int batch, int tokens_p
   lm_head_ = info_.back().offset;
 
   Device& dev = *rt.dev;
+  grads_ready_ = std::make_unique<EventHandle>(dev, EventUse::order);
+  grads_reduced_ = std::make_unique<EventHandle>(dev, EventUse::order);
   params_ = Buffer(dev, n_params_ * 4);
   grads_ = Buffer(dev, n_params_ * 4);
   adam_m_ = Buffer(dev, n_params_ * 4);
@@ -429,11 +431,21 @@ double GlaModel::forward_backward(const std::vector<int32_t>& tokens) {
   dev.fill_zero(S.dx.get(), S.dx.bytes(), st);
   k.rmsnorm_bwd(N, D, xl, V.P(final_norm_), S.rstd_f.f32(), S.dh.f32(), S.dx.f32(), V.G(final_norm_), S.dxa.get(),
                 st);
-  for (int l = c_.layers - 1; l >= 0; --l) backward_layer(l);
+  // The flat vector is [embedding | block 0 | ... | block L-1 | final norm, LM head]: each bucket is one range.
+  reduce_grads_beside(final_norm_, n_params_);
+  for (int l = c_.layers - 1; l >= 0; --l) {
+    backward_layer(l);
+    reduce_grads_beside(layers_[size_t(l)].attn_norm,
+                        l + 1 < c_.layers ? layers_[size_t(l) + 1].attn_norm : final_norm_);
+  }
   stage("bwd: embedding");
   k.embedding_bwd(N, D, static_cast<const int32_t*>(S.tokens.get()), S.dx.f32(), V.G(embed_), st);
   stage("gradient all-reduce");
-  if (rt_.world() > 1) {
+  if (rt_.world() > 1 && grad_overlap_) {
+    reduce_grads_beside(0, layers_.front().attn_norm);
+    dev.record(grads_reduced_->get(), dev.comm_stream());
+    dev.wait(st, grads_reduced_->get());  // the optimizer reads the sums
+  } else if (rt_.world() > 1) {
     TimelineSpan span(rt_, "grad_all_reduce", Lane::compute);
     rt_.comm->all_reduce_sum(grads_.f32(), n_params_, st);
   }
@@ -444,6 +456,15 @@ double GlaModel::forward_backward(const std::vector<int32_t>& tokens) {
   double sum = 0;
   for (float x : losses) sum += x;
   return rt_.boot.sum(sum) / tokens_world;
+}
+
+void GlaModel::reduce_grads_beside(size_t begin, size_t end) {
+  if (!grad_overlap_ || rt_.world() == 1) return;
+  Device& dev = *rt_.dev;
+  dev.record(grads_ready_->get(), dev.compute_stream());
+  dev.wait(dev.comm_stream(), grads_ready_->get());
+  TimelineSpan span(rt_, "grad_all_reduce", Lane::comm);
+  rt_.comm->all_reduce_sum(grads_.f32() + begin, end - begin, dev.comm_stream());
 }
 
 void GlaModel::optimizer_step(const AdamWConfig& o) {

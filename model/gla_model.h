@@ -91,6 +91,10 @@ class GlaModel {
   Runtime& runtime() { return rt_; }
   // Stage marks for a profile (nullptr: none); the caller ends each step on the clock.
   void set_clock(StageClock* clock) { clock_ = clock; }
+  // The gradients' all-reduce at P > 1: one call after the whole backward (false, the default), or one call per
+  // bucket as soon as its gradients are complete (the LM head and final norm, then each block, then the embedding),
+  // on the communication stream beside the backward still to run (true). The sums are the same.
+  void set_grad_overlap(bool on) { grad_overlap_ = on; }
 
   // Bytes of device memory the model allocates for `batch` x `tokens_per_rank` tokens (without the SP method's own).
   static size_t device_bytes(const GlaModelConfig& c, int batch, int tokens_per_rank, DType act, bool recompute);
@@ -111,6 +115,9 @@ class GlaModel {
   void backward_layer(int l);
   void init_params(uint64_t seed);
   void refresh_act_weights();
+  // With set_grad_overlap: grads_[begin, end) summed over the ranks on the communication stream, once the compute
+  // stream's work so far is done.
+  void reduce_grads_beside(size_t begin, size_t end);
 
   Runtime& rt_;
   GlaModelConfig c_;
@@ -129,6 +136,8 @@ class GlaModel {
   std::vector<std::unique_ptr<SpMethod>> methods_;
   int step_ = 0;
   StageClock* clock_ = nullptr;
+  bool grad_overlap_ = false;
+  std::unique_ptr<EventHandle> grads_ready_, grads_reduced_;  // order only: compute -> comm, comm -> compute
 };
 
 }  // namespace spb

@@ -30,8 +30,8 @@ const std::vector<std::string>& config_columns() {
   static const std::vector<std::string> cols = {"level", "method", "backend", "world_size", "batch", "heads", "dk",
                                                 "dv", "tokens_per_rank", "block_elems", "bytes", "dtype", "pass",
                                                 "overlap", "head_groups", "timing", "layers", "hidden", "vocab",
-                                                "expand_k", "expand_v", "mlp", "recompute", "nodes", "ranks_per_node",
-                                                "gpu", "git_sha"};
+                                                "expand_k", "expand_v", "mlp", "recompute", "grad_overlap", "nodes",
+                                                "ranks_per_node", "gpu", "git_sha"};
   return cols;
 }
 

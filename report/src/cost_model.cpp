@@ -483,9 +483,8 @@ HoldOut hold_out_by_world(const std::vector<Row>& rows, const std::string& gpu, 
 
   // Operator: each held-out forward+backward configuration of the default schedule.
   auto keep = [&](const Row& r) {
-    const std::string o = col(r, "overlap"), g = col(r, "head_groups");
     return col(r, "level") == "operator" && col(r, "pass") == "fwd_bwd" && num(r, "time_ms_mean") > 0 &&
-           (o.empty() || o == "0") && (g.empty() || g == "1") &&
+           default_order(r) &&
            std::find(model_methods().begin(), model_methods().end(), col(r, "method")) != model_methods().end();
   };
   auto key = [](const Row& r) {

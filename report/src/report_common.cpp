@@ -375,14 +375,6 @@ std::vector<std::string> collective_methods(const Context& c, bool cpu) {
 Shape shape_of(const Row& r) {
   return {inum(r, "batch"), inum(r, "heads"), inum(r, "dk"), inum(r, "dv"), col(r, "dtype")};
 }
-// The methods' default schedule: zeco and lasp2 in order (--overlap 0) and zeco's one head group. Rows of the other
-// orders (and groups) are development measurements beside it: the tables and plots show one row per method, the
-// default's, and the exposed-communication section shows each order's timeline.
-bool default_order(const Row& r) {
-  const std::string o = col(r, "overlap"), g = col(r, "head_groups");
-  return (o.empty() || o == "0") && (g.empty() || g == "1");
-}
-
 bool operator_row(const Row& r, bool cpu) {
   return col(r, "level") == "operator" && col(r, "pass") == "fwd_bwd" && is_cpu_row(r) == cpu && ms(r) > 0 &&
          default_order(r);

@@ -124,8 +124,7 @@ std::vector<std::string> ordered(const std::set<std::string>& names, const std::
 std::vector<std::string> operator_methods(const Context& c);
 std::vector<std::string> collective_methods(const Context& c, bool cpu);
 Shape shape_of(const Row& r);
-// The methods' default schedule (zeco and lasp2 in order, zeco's one head group); an operator row of it.
-bool default_order(const Row& r);
+// An operator row of the methods' default schedule (default_order).
 bool operator_row(const Row& r, bool cpu);
 
 // --- a paper table's lines, and the verdicts against the paper (report_common.cpp) ---------------------------------

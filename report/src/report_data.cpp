@@ -273,7 +273,8 @@ namespace {
 
 bool model_row(const Row& r, long long L, bool cpu) {
   return col(r, "level") == "model" && is_cpu_row(r) == cpu && lnum(r, "tokens_per_rank") == L &&
-         num(r, "tokens_per_s_per_gpu") > 0 && (col(r, "pass").empty() || col(r, "pass") == "step");
+         num(r, "tokens_per_s_per_gpu") > 0 && (col(r, "pass").empty() || col(r, "pass") == "step") &&
+         default_order(r);
 }
 
 // `b` is preferred over `a`: the paper's configuration first, then the newer date (the later row on a tie).
@@ -284,6 +285,11 @@ bool model_row_better(const Row& a, const Row& b) {
 }
 
 }  // namespace
+
+bool default_order(const Row& r) {
+  const std::string o = col(r, "overlap"), g = col(r, "head_groups"), go = col(r, "grad_overlap");
+  return (o.empty() || o == "0") && (g.empty() || g == "1") && (go.empty() || go == "0");
+}
 
 bool paper_model_config(const Row& r) {
   return lnum(r, "heads") == 32 && lnum(r, "hidden") == 2048 && lnum(r, "layers") == 20;

@@ -98,6 +98,12 @@ struct MachineFit {
 MachineFit fit_machine(const std::vector<Row>& rows, const std::string& gpu, const ModelParams& params,
                        int max_world = kHoldOutFitMaxWorld);
 
+// The methods' default schedule: zeco and lasp2 in order (--overlap 0), zeco's one head group and, at the model
+// level, one gradient all-reduce after the backward. Rows of the other orders (and groups) are development
+// measurements beside it: the tables and plots show one row per method, the default's, and the
+// exposed-communication section shows each order's timeline.
+bool default_order(const Row& r);
+
 // --- the model level (Tables 5 and 6) ---
 // A model row at the paper's configuration: H = 32 heads, hidden 2048, 20 layers.
 bool paper_model_config(const Row& r);

@@ -101,6 +101,33 @@ TEST(ModelSp, RecomputeGivesTheSameStep) {
   EXPECT_LT(rel_rms(grads[0].data(), grads[1].data(), grads[0].size()), gpu() ? 1e-3 : 1e-6);
 }
 
+// --grad-overlap sums each bucket of gradients (the LM head and final norm, each block, the embedding) as soon as it
+// is complete, on the communication stream: the same sums as the one all-reduce after the backward, for every method.
+// A bucket left out, or summed before its gradients were complete, leaves a rank's own gradient there instead.
+TEST(ModelSp, GradOverlapGivesTheSameSums) {
+  if (!have_devices()) GTEST_SKIP() << "fewer GPUs than ranks";
+  Bootstrap& boot = *test::boot();
+  auto rt = make_runtime(boot, backend());
+  const int P = boot.size(), p = boot.rank(), L = kSeq / P;
+  const TokenData data("", tiny().vocab, kBatch, kSeq, 9);
+  for (const std::string& m : method_names()) {
+    std::vector<float> grads[2];
+    double loss[2][3];
+    for (int overlap = 0; overlap < 2; ++overlap) {
+      GlaModel model(*rt, tiny(), kBatch, L, m, SpConfig{}, false, 5);
+      model.set_grad_overlap(overlap == 1);
+      for (int s = 0; s < 3; ++s) {
+        loss[overlap][s] = model.forward_backward(data.window(s, p * L, (p + 1) * L));
+        if (s == 0) grads[overlap] = model.download_grads();
+        model.optimizer_step(AdamWConfig{});
+      }
+    }
+    EXPECT_LT(rel_rms(grads[0].data(), grads[1].data(), grads[0].size()), gpu() ? 1e-4 : 1e-6) << m << " P=" << P;
+    for (int s = 0; s < 3; ++s)
+      EXPECT_NEAR(loss[1][s], loss[0][s], (gpu() ? 1e-4 : 1e-6) * loss[0][s]) << m << " P=" << P << " step " << s + 1;
+  }
+}
+
 // The backward of the whole model (every layer, the SP method's attention, the all-reduce) against central
 // differences of the loss, one parameter tensor at a time: along a random direction d on that tensor,
 // (loss(w + h d) - loss(w - h d)) / 2h must equal <grad, d>. In fp32 a step of 1e-4 or more per element (weights are
