@@ -33,6 +33,10 @@ void add_collective_command(CLI::App& app, CollectiveOptions& o) {
                  "treat every N consecutive ranks as one node (one host standing in for several; default: "
                  "SPB_RANKS_PER_NODE, else the launch's nodes)")
       ->check(CLI::Range(1, 1 << 20));
+  app.add_flag("--nodes-over-network", o.nodes_over_network,
+               "with --ranks-per-node on one host: each simulated node its own host to NCCL (NCCL_HOSTID), so that "
+               "NCCL carries the traffic between nodes over its network transport (NCCL_NET, Socket unless set), "
+               "as between real nodes; rows say so in backend/comm (nccl-socket)");
   app.add_option("-b,--minbytes", o.min_bytes, "smallest per-rank state (bytes; K/M/G suffixes)")
       ->transform(CLI::AsSizeValue(false));
   app.add_option("-e,--maxbytes", o.max_bytes, "largest per-rank state (bytes; K/M/G suffixes)")
@@ -147,7 +151,7 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
   }
 
   o.backend = resolve_backend(o.backend);
-  auto rt = make_runtime(boot, o.backend, o.ranks_per_node);
+  auto rt = make_runtime(boot, o.backend, o.ranks_per_node, o.nodes_over_network);
   agree_on_usage_errors(boot, [&] { o.allscan = resolve_allscan(o.allscan, rt->dev->is_gpu(), rt->topo); });
   Device& dev = *rt->dev;
   const Stream cs = dev.comm_stream();

@@ -24,6 +24,7 @@ struct CollectiveOptions {
   int calls_per_event = 1;     // back-to-back: an event after every this many calls (1: after each call)
   bool probe = false;         // also measure the one-hop flag latency and the pair bandwidth (GPU)
   int ranks_per_node = 0;     // simulated nodes of this many consecutive ranks (0: SPB_RANKS_PER_NODE, else the launch's)
+  bool nodes_over_network = false;  // NCCL between the simulated nodes over its network transport
 };
 
 void add_collective_command(CLI::App& app, CollectiveOptions& o);

@@ -35,6 +35,7 @@ void add_model_command(CLI::App& app, ModelOptions& o) {
   app.add_option("--ranks-per-node", o.ranks_per_node,
                  "treat every N consecutive ranks as one node (as for spbench operator)")
       ->check(CLI::Range(1, 1 << 20));
+  app.add_flag("--nodes-over-network", o.nodes_over_network, "as for spbench operator");
   app.add_option("--batch,-B", o.batch, "sequences per step B");
   auto* t = app.add_option("--seq,-T", o.seq, "tokens of each whole sequence (split evenly over the ranks)");
   auto* l = app.add_option("--tokens-per-rank,-L", o.tokens_per_rank, "tokens per rank (instead of -T; default 16384)");
@@ -205,7 +206,7 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
   std::unique_ptr<TokenData> data;
   agree_on_usage_errors(boot, [&] { data = std::make_unique<TokenData>(o.data, mc.vocab, o.batch, T, o.seed); });
 
-  auto rt = make_runtime(boot, o.backend, o.ranks_per_node);
+  auto rt = make_runtime(boot, o.backend, o.ranks_per_node, o.nodes_over_network);
   Device& dev = *rt->dev;
   const bool gpu = dev.is_gpu();
   const DType act = rt->kern->act_dtype();

@@ -38,6 +38,10 @@ void add_operator_command(CLI::App& app, OperatorOptions& o) {
                  "treat every N consecutive ranks as one node (one host standing in for several; default: "
                  "SPB_RANKS_PER_NODE, else the launch's nodes)")
       ->check(CLI::Range(1, 1 << 20));
+  app.add_flag("--nodes-over-network", o.nodes_over_network,
+               "with --ranks-per-node on one host: each simulated node its own host to NCCL (NCCL_HOSTID), so that "
+               "NCCL carries the traffic between nodes over its network transport (NCCL_NET, Socket unless set), "
+               "as between real nodes; rows say so in backend/comm (nccl-socket)");
   auto* b = app.add_option("--batch,-B", o.batch, "batch size B");
   auto* t = app.add_option("--seq,-T", o.seq, "tokens of the whole sequence (split evenly over the ranks)");
   auto* l = app.add_option("--tokens-per-rank,-L", o.tokens_per_rank, "tokens per rank (instead of -T)");
@@ -221,7 +225,7 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
   GlaShape local = whole;
   local.T = whole.T / P;
 
-  auto rt = make_runtime(boot, o.backend, o.ranks_per_node);
+  auto rt = make_runtime(boot, o.backend, o.ranks_per_node, o.nodes_over_network);
   const bool gpu = rt->dev->is_gpu();
   const DType act = rt->kern->act_dtype();
   const double tol = o.tolerance > 0 ? o.tolerance : gpu ? 5e-3 : 1e-5;

@@ -28,6 +28,7 @@ struct OperatorOptions {
   int overlap = 0;  // zeco, lasp2: SpOverlap (0 none, 1 output, 2 states)
   int head_groups = 0;  // zeco, in order: head groups scanned one after another (0: the default, 1)
   int ranks_per_node = 0;  // simulated nodes of this many consecutive ranks (0: SPB_RANKS_PER_NODE, else the launch's)
+  bool nodes_over_network = false;  // NCCL between the simulated nodes over its network transport
 };
 
 void add_operator_command(CLI::App& app, OperatorOptions& o);

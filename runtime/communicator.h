@@ -44,8 +44,11 @@ std::unique_ptr<Communicator> make_mpi_communicator(Bootstrap& boot);
 
 #ifdef SPB_HAVE_CUDA
 // The NCCL communicator over device buffers (runtime/communicator_nccl.cpp): rank 0 makes the unique id, the
-// bootstrap broadcasts it; `dev` is this rank's GPU.
-std::unique_ptr<Communicator> make_nccl_communicator(Bootstrap& boot, Device& dev);
+// bootstrap broadcasts it; `dev` is this rank's GPU. `host_id` (where not empty) is this rank's NCCL_HOSTID: ranks of
+// different ids are on different hosts to NCCL, which then carries their traffic over its network transport
+// (NCCL_NET, Socket unless set) instead of NVLink or shared memory; the communicator's name says which
+// ("nccl-socket"). Set before NCCL's first call in the process: NCCL reads the host id once.
+std::unique_ptr<Communicator> make_nccl_communicator(Bootstrap& boot, Device& dev, const std::string& host_id = "");
 #endif
 
 }  // namespace spb

@@ -31,6 +31,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cctype>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -107,7 +108,8 @@ struct Pending {
 
 class NcclCommunicator final : public Communicator {
  public:
-  NcclCommunicator(Bootstrap& boot, Device& dev) : rank_(boot.rank()), size_(boot.size()) {
+  NcclCommunicator(Bootstrap& boot, Device& dev, std::string name)
+      : rank_(boot.rank()), size_(boot.size()), name_(std::move(name)) {
     SPB_CHECK(dev.is_gpu(), "the NCCL communicator needs a GPU device");
     default_stream_ = static_cast<cudaStream_t>(dev.compute_stream().handle);
     SPB_CUDA(cudaStreamGetDevice(default_stream_, &cuda_dev_));
@@ -168,7 +170,7 @@ class NcclCommunicator final : public Communicator {
     if (barrier_buf_) cudaFree(barrier_buf_);
   }
 
-  std::string name() const override { return "nccl"; }
+  std::string name() const override { return name_; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   void* native_handle() const override { return comm_; }
@@ -406,6 +408,7 @@ class NcclCommunicator final : public Communicator {
   }
 
   int rank_, size_;
+  std::string name_;  // "nccl", or "nccl-<net>" where each node of simulated ones has its own host id
   int cuda_dev_ = 0;
   double timeout_s_ = 120;
   bool nonblocking_ = false;
@@ -433,10 +436,18 @@ class NcclCommunicator final : public Communicator {
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_nccl_communicator(Bootstrap& boot, Device& dev) {
+std::unique_ptr<Communicator> make_nccl_communicator(Bootstrap& boot, Device& dev, const std::string& host_id) {
   // Keep NVLink multicast off unless the user asked for it (see the header comment).
   setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
-  return std::make_unique<NcclCommunicator>(boot, dev);
+  std::string name = "nccl";
+  if (!host_id.empty()) {
+    setenv("NCCL_HOSTID", host_id.c_str(), /*overwrite=*/1);
+    setenv("NCCL_NET", "Socket", /*overwrite=*/0);
+    std::string net = std::getenv("NCCL_NET");
+    std::transform(net.begin(), net.end(), net.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    name += "-" + net;
+  }
+  return std::make_unique<NcclCommunicator>(boot, dev, std::move(name));
 }
 
 }  // namespace spb

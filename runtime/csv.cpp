@@ -26,12 +26,13 @@ const std::vector<std::string>& schema_columns() {
 
 const std::vector<std::string>& config_columns() {
   // `bytes` tells collective rows apart (heads is 0 when a size is not a whole number of dk x dv states), `timing`
-  // rows timed with an event per call from those timed per group of calls.
+  // rows timed with an event per call from those timed per group of calls, `comm` the transport (nccl, or
+  // nccl-socket between nodes simulated over the network).
   static const std::vector<std::string> cols = {"level", "method", "backend", "world_size", "batch", "heads", "dk",
                                                 "dv", "tokens_per_rank", "block_elems", "bytes", "dtype", "pass",
                                                 "overlap", "head_groups", "timing", "layers", "hidden", "vocab",
                                                 "expand_k", "expand_v", "mlp", "recompute", "grad_overlap", "nodes",
-                                                "ranks_per_node", "gpu", "git_sha"};
+                                                "ranks_per_node", "comm", "gpu", "git_sha"};
   return cols;
 }
 

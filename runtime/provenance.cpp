@@ -28,12 +28,16 @@ std::string git_sha() {
   return sha && *sha ? std::string(sha) : std::string(SPB_GIT_SHA);
 }
 
+std::string host_name() {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  return host;
+}
+
 void add_provenance(ResultRow& row, const Device& dev) {
   row.set("git_sha", git_sha());
   row.set("gpu", dev.name());
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
-  row.set("host", std::string(host));
+  row.set("host", host_name());
   std::time_t now = std::time(nullptr);
   char date[32];
   std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));

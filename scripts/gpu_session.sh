@@ -2,7 +2,8 @@
 # One call of a lent GPU machine (where nothing can be installed): build there with the header-only packages carried
 # as .deb files in .deps/ (apt-get download libcli11-dev libfccp-dev nlohmann-json3-dev), then run the stages named
 # on the command line; logs and CSVs go to $OUT.
-#   stages: test (GPU ctest), bench (kernel benchmark), collective, operator, timeline, model, model-profile, all
+#   stages: test (GPU ctest), bench (kernel benchmark), collective, operator, timeline, model, model-profile, nodes,
+#   all
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-$PWD/out}
@@ -79,6 +80,10 @@ for stage in "${@:-all}"; do
       $MPI -np 1 $B/spbench model --backend gpu -m dp -H $H -L 16384 -w 3 -n 5 --profile 5 --log-every 0 -c 0 2>&1 \
         | tee -a "$LOG" | grep -vE "^# [a-z0-9]+ step"
     done ;;&
+  nodes|all)
+    stamp "nodes simulated on this host, NCCL between them over its network"
+    SPB_BUILD=$PWD/$B SPB_CSV="$OUT/${machine}_collective.csv" bash scripts/sweep_nodes_gpu.sh 2>&1 | tee -a "$LOG" \
+      | grep -E "^\[|^ |wrong|error" ;;&
   timeline|all)
     stamp "timelines"
     for overlap in 0 1 2; do

@@ -4,6 +4,7 @@
 
 #include "runtime/collective_errors.h"
 #include "runtime/error.h"
+#include "runtime/provenance.h"
 
 #ifdef SPB_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -25,7 +26,8 @@ std::string resolve_backend(const std::string& b) {
 std::string Topology::describe() const {
   if (!regular()) return std::to_string(nodes) + " nodes of unequal or interleaved ranks";
   return std::to_string(nodes) + (nodes == 1 ? " node x " : " nodes x ") + std::to_string(ranks_per_node) +
-         (ranks_per_node == 1 ? " rank" : " ranks") + (simulated ? ", simulated" : "");
+         (ranks_per_node == 1 ? " rank" : " ranks") + (simulated ? ", simulated" : "") +
+         (over_network ? ", NCCL between them over its network" : "");
 }
 
 Topology topology_of(const std::vector<int>& host, int ranks_per_node, const std::string& flag) {
@@ -77,8 +79,19 @@ Topology resolve_topology(const Bootstrap& boot, int ranks_per_node) {
   return t;
 }
 
-std::unique_ptr<Runtime> make_runtime(Bootstrap& boot, const std::string& backend, int ranks_per_node) {
-  const Topology topo = resolve_topology(boot, ranks_per_node);
+std::unique_ptr<Runtime> make_runtime(Bootstrap& boot, const std::string& backend, int ranks_per_node,
+                                      bool nodes_over_network) {
+  Topology topo = resolve_topology(boot, ranks_per_node);
+  if (nodes_over_network) {
+    agree_on_usage_errors(boot, [&] {
+      SPB_USAGE(topo.simulated && topo.nodes > 1,
+                "--nodes-over-network: needs nodes simulated on one host (--ranks-per-node N with N < the world "
+                "size " + std::to_string(boot.size()) + "); this launch has " + topo.describe());
+      SPB_USAGE(backend == "gpu", "--nodes-over-network: only --backend gpu has a network to choose (NCCL's); the " +
+                                      backend + " backend's ranks talk over MPI");
+    });
+    topo.over_network = true;
+  }
   auto rt = std::unique_ptr<Runtime>(new Runtime{boot, backend, nullptr, nullptr, nullptr, nullptr, topo});
   if (backend == "cpu") {
     rt->dev = make_cpu_device();
@@ -98,7 +111,11 @@ std::unique_ptr<Runtime> make_runtime(Bootstrap& boot, const std::string& backen
                 " GPUs; start at most one rank per GPU");
   rt->dev = make_cuda_device(boot.local_rank());
   rt->kern = make_cuda_kernels();
-  rt->comm = make_nccl_communicator(boot, *rt->dev);
+  // Each simulated node its own host to NCCL: this host's name and the node's index.
+  const std::string host_id = topo.over_network ? host_name() + ".spb-node" +
+                                                      std::to_string(boot.rank() / topo.ranks_per_node)
+                                                : std::string();
+  rt->comm = make_nccl_communicator(boot, *rt->dev, host_id);
   return rt;
 #else
   throw UsageError("--backend gpu: this spbench was built without CUDA (no nvcc or NCCL at configure time)");

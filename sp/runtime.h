@@ -25,6 +25,9 @@ struct Topology {
   int ranks_per_node = 1;  // 0: the launch's nodes hold different numbers of ranks, or ranks that are not consecutive
   int nodes = 1;
   bool simulated = false;  // ranks_per_node came from --ranks-per-node or SPB_RANKS_PER_NODE
+  // Simulated nodes that NCCL sees as separate hosts (--nodes-over-network): their traffic goes over NCCL's network
+  // transport, as between real nodes, while each node's own ranks keep NVLink.
+  bool over_network = false;
   bool regular() const { return ranks_per_node > 0; }
   std::string describe() const;  // "2 nodes x 4 ranks, simulated": for the output
 };
@@ -54,7 +57,9 @@ struct Runtime {
 std::string resolve_backend(const std::string& backend);
 
 // Throws UsageError for a backend that does not exist or cannot run here (e.g. `gpu` with no GPU), and for a bad
-// `ranks_per_node` (resolve_topology).
-std::unique_ptr<Runtime> make_runtime(Bootstrap& boot, const std::string& backend, int ranks_per_node = 0);
+// `ranks_per_node` (resolve_topology). nodes_over_network (gpu only; --nodes-over-network): every simulated node gets
+// its own NCCL host id (make_nccl_communicator), so that NCCL carries the traffic between nodes over its network.
+std::unique_ptr<Runtime> make_runtime(Bootstrap& boot, const std::string& backend, int ranks_per_node = 0,
+                                      bool nodes_over_network = false);
 
 }  // namespace spb

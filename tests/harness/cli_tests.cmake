@@ -115,6 +115,12 @@ spb_collective_error(size_not_rows 2 "-b/-e: 1000 bytes is not a whole number of
 spb_collective_error(ranks_per_node_not_dividing 4 "--ranks-per-node 3: does not divide the world size 4"
                      --ranks-per-node 3)
 spb_collective_error(allscan_unknown 2 "--allscan: host-tree not in" -p allscan --allscan host-tree)
+# --nodes-over-network: NCCL's network between simulated nodes; MPI on CPU ranks has none to choose, and one node (or
+# the launch's own nodes) has nothing to simulate.
+spb_collective_error(nodes_over_network_cpu 2 "--nodes-over-network: only --backend gpu has a network to choose"
+                     --ranks-per-node 1 --nodes-over-network)
+spb_cli_error(nodes_over_network_cpu 2 "--nodes-over-network: only --backend gpu has a network to choose"
+              --ranks-per-node 1 --nodes-over-network)
 
 # Nodes simulated on one host: on 2 nodes x 2 ranks, zeco with `auto` runs host-hier and says so, every
 # node-aware All-Scan checks, and the rows record the backend, nodes and ranks per node (the awk prints them).
@@ -265,6 +271,9 @@ spb_model_error(data_vocab 1 "--data: byte tokens need --vocab >= 256 \\(got 100
 spb_model_error(too_large 2 "the model needs about [0-9]+ GiB per rank .* try --recompute" --hidden 65536
                 --vocab 1000000)
 spb_model_error(ulysses_heads 4 "ulysses splits the heads over the ranks" -m ulysses --heads 2 -T 256)
+spb_model_error(nodes_over_network_one_node 2
+                "--nodes-over-network: needs nodes simulated on one host .* this launch has 1 node x 2 ranks"
+                --nodes-over-network)
 # A good run writes its row and a rerun skips it (nothing measured twice, nothing lost).
 add_test(NAME cli.model.csv_resume
          COMMAND sh -c "rm -f model_resume.csv && \
