@@ -31,6 +31,10 @@ std::string resolve_allscan(const std::string& name, bool gpu, const Topology& t
             "--allscan: '" + name + "' does not exist; choose one of host, host-hier, host-logdepth, device, "
             "device-flag, device-ll, device-ll16, auto");
   SPB_USAGE(!is_device_allscan(r) || gpu, "--allscan " + name + ": needs --backend gpu");
+  // The device protocol reaches its peers over NVLink, which simulated nodes over the network must not share.
+  SPB_USAGE(!is_device_allscan(r) || !topo.over_network,
+            "--allscan " + name + ": the device protocol runs inside one node; with --nodes-over-network use host, "
+            "host-hier or host-logdepth");
   SPB_USAGE(!is_node_aware_allscan(r) || topo.regular(),
             "--allscan " + name + ": the launch has " + topo.describe() +
                 "; it needs nodes of equally many consecutive ranks (mpirun --map-by ppr:N:node, srun --distribution=block) "

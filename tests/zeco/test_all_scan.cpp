@@ -136,6 +136,12 @@ TEST(AllScan, AutoPicksTheHierarchicalScanAcrossNodes) {
   EXPECT_EQ(resolve_allscan("auto", false, interleaved), "host");
   EXPECT_THROW(resolve_allscan("host-hier", false, interleaved), UsageError);
   EXPECT_THROW(resolve_allscan("host-tree", false, two), UsageError);
+  Topology apart = two;  // --nodes-over-network: the device protocol would cross the simulated network over NVLink
+  apart.over_network = true;
+  EXPECT_EQ(resolve_allscan("auto", true, apart), "host-hier");
+  EXPECT_EQ(resolve_allscan("device-ll16", true, two), "device-ll16");
+  EXPECT_THROW(resolve_allscan("device-ll16", true, apart), UsageError);
+  EXPECT_THROW(resolve_allscan("device", true, apart), UsageError);
   auto rt = make_runtime(*test::boot(), "cpu");
   EXPECT_THROW(HostAllScan(*rt, "device", kRows, kRows * kCols), UsageError);  // no device protocol on CPUs
 }
