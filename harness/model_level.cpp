@@ -203,6 +203,11 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
                                                        std::to_string(P) + " must divide them");
   }
   SPB_USAGE(o.dump.empty() || methods.size() == 1, "--dump: give a single --method");
+  // With --overlap 2 the chunk states kernel holds nearly every SM while it waits for the scan, and the scan would
+  // queue behind a gradient bucket whose all-reduce needs SMs too: the two may wait on each other.
+  SPB_USAGE(!o.grad_overlap || o.overlap != 2,
+            "--grad-overlap with --overlap 2: the states kernel waits for the scan on the communication stream, where "
+            "a gradient all-reduce may stand before it; use one of the two");
   std::unique_ptr<TokenData> data;
   agree_on_usage_errors(boot, [&] { data = std::make_unique<TokenData>(o.data, mc.vocab, o.batch, T, o.seed); });
 

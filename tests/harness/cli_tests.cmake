@@ -271,6 +271,8 @@ spb_model_error(data_vocab 1 "--data: byte tokens need --vocab >= 256 \\(got 100
 spb_model_error(too_large 2 "the model needs about [0-9]+ GiB per rank .* try --recompute" --hidden 65536
                 --vocab 1000000)
 spb_model_error(ulysses_heads 4 "ulysses splits the heads over the ranks" -m ulysses --heads 2 -T 256)
+spb_model_error(grad_overlap_with_states_beside 2 "--grad-overlap with --overlap 2: .* use one of the two"
+                --grad-overlap --overlap 2)
 spb_model_error(nodes_over_network_one_node 2
                 "--nodes-over-network: needs nodes simulated on one host .* this launch has 1 node x 2 ranks"
                 --nodes-over-network)
