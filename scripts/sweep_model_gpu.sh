@@ -5,7 +5,8 @@
 # so dp and zeco alone). The paper's protocol: 5 warm-up steps, the mean of 100. zeco's All-Scan blocks hold 16384
 # elements, as the paper's. A configuration that does not fit retries with --recompute, and is skipped if it still
 # does not. Environment: SPB_MODEL_LENGTHS, SPB_MODEL_HEADS, SPB_MODEL_STEPS, SPB_MODEL_WARMUP override the defaults;
-# SPB_MODEL_METHODS replaces `all` at P > 1; SPB_MODEL_ARGS is added to every run (e.g. "--grad-overlap", or "--overlap 2").
+# SPB_MODEL_METHODS replaces `all` at P > 1; SPB_MODEL_ARGS is added to every run (e.g. "--grad-overlap", or
+# "--overlap 2").
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 spb_gpu_sweep model
 configs=()
