@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "harness/topology_options.h"
 #include "sp/collective.h"
 #include "runtime/collective_errors.h"
 #include "runtime/csv.h"
@@ -29,14 +30,7 @@ void add_collective_command(CLI::App& app, CollectiveOptions& o) {
                  "All-Scan backend: host (the chain), host-hier, host-logdepth (node-aware), device (= device-ll16), "
                  "device-flag, device-ll, device-ll16 or auto")
       ->check(CLI::IsMember(allscan_names()));
-  app.add_option("--ranks-per-node", o.ranks_per_node,
-                 "treat every N consecutive ranks as one node (one host standing in for several; default: "
-                 "SPB_RANKS_PER_NODE, else the launch's nodes)")
-      ->check(CLI::Range(1, 1 << 20));
-  app.add_flag("--nodes-over-network", o.nodes_over_network,
-               "with --ranks-per-node on one host: each simulated node its own host to NCCL (NCCL_HOSTID), so that "
-               "NCCL carries the traffic between nodes over its network transport (NCCL_NET, Socket unless set), "
-               "as between real nodes; rows say so in backend/comm (nccl-socket)");
+  add_topology_options(app, o.ranks_per_node, o.nodes_over_network);
   app.add_option("-b,--minbytes", o.min_bytes, "smallest per-rank state (bytes; K/M/G suffixes)")
       ->transform(CLI::AsSizeValue(false));
   app.add_option("-e,--maxbytes", o.max_bytes, "largest per-rank state (bytes; K/M/G suffixes)")

@@ -17,6 +17,7 @@
 #include "runtime/npy.h"
 #include "runtime/provenance.h"
 #include "harness/resume.h"
+#include "harness/topology_options.h"
 #include "sp/runtime.h"
 #include "sp/sp_local.h"
 #include "runtime/stats.h"
@@ -32,10 +33,7 @@ void add_model_command(CLI::App& app, ModelOptions& o) {
   app.add_option("--backend", o.backend, "cpu, gpu or auto")->check(CLI::IsMember({"cpu", "gpu", "auto"}));
   app.add_option("--allscan", o.allscan, "zeco's All-Scan backend (as for spbench operator)")
       ->check(CLI::IsMember(allscan_names()));
-  app.add_option("--ranks-per-node", o.ranks_per_node,
-                 "treat every N consecutive ranks as one node (as for spbench operator)")
-      ->check(CLI::Range(1, 1 << 20));
-  app.add_flag("--nodes-over-network", o.nodes_over_network, "as for spbench operator");
+  add_topology_options(app, o.ranks_per_node, o.nodes_over_network);
   app.add_option("--batch,-B", o.batch, "sequences per step B");
   auto* t = app.add_option("--seq,-T", o.seq, "tokens of each whole sequence (split evenly over the ranks)");
   auto* l = app.add_option("--tokens-per-rank,-L", o.tokens_per_rank, "tokens per rank (instead of -T; default 16384)");

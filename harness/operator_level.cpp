@@ -16,6 +16,7 @@
 #include "runtime/npy.h"
 #include "runtime/provenance.h"
 #include "harness/resume.h"
+#include "harness/topology_options.h"
 #include "sp/runtime.h"
 #include "sp/sp_local.h"
 #include "sp/sp_run.h"
@@ -34,14 +35,7 @@ void add_operator_command(CLI::App& app, OperatorOptions& o) {
                  "zeco's All-Scan backend: host (the chain), host-hier, host-logdepth (node-aware), device "
                  "(= device-ll16), device-flag, device-ll, device-ll16 or auto")
       ->check(CLI::IsMember(allscan_names()));
-  app.add_option("--ranks-per-node", o.ranks_per_node,
-                 "treat every N consecutive ranks as one node (one host standing in for several; default: "
-                 "SPB_RANKS_PER_NODE, else the launch's nodes)")
-      ->check(CLI::Range(1, 1 << 20));
-  app.add_flag("--nodes-over-network", o.nodes_over_network,
-               "with --ranks-per-node on one host: each simulated node its own host to NCCL (NCCL_HOSTID), so that "
-               "NCCL carries the traffic between nodes over its network transport (NCCL_NET, Socket unless set), "
-               "as between real nodes; rows say so in backend/comm (nccl-socket)");
+  add_topology_options(app, o.ranks_per_node, o.nodes_over_network);
   auto* b = app.add_option("--batch,-B", o.batch, "batch size B");
   auto* t = app.add_option("--seq,-T", o.seq, "tokens of the whole sequence (split evenly over the ranks)");
   auto* l = app.add_option("--tokens-per-rank,-L", o.tokens_per_rank, "tokens per rank (instead of -T)");
