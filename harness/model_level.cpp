@@ -17,6 +17,7 @@
 #include "runtime/npy.h"
 #include "runtime/provenance.h"
 #include "harness/resume.h"
+#include "harness/timeline_csv.h"
 #include "harness/topology_options.h"
 #include "sp/runtime.h"
 #include "sp/sp_local.h"
@@ -54,6 +55,10 @@ void add_model_command(CLI::App& app, ModelOptions& o) {
   app.add_option("--profile", o.profile,
                  "after the timed steps, N more with every stage timed: a table of where a step's time goes")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--timeline", o.timeline,
+                 "after the timed steps, append the compute/comm spans of every rank in --timeline-steps more steps "
+                 "to this CSV (a span per block's attention and SP stages, the gradient all-reduce, the whole step)");
+  app.add_option("--timeline-steps", o.timeline_steps, "steps --timeline records (default 3)")->check(CLI::Range(1, 100));
   app.add_option("--log-every", o.log_every, "a progress line every N steps (0: none)")->check(CLI::NonNegativeNumber);
   app.add_option("--seed", o.seed, "seed of the weights and of the random tokens");
   app.add_option("--lr", o.lr, "AdamW learning rate (default 3e-4, constant)");
@@ -141,6 +146,31 @@ struct Dump {
     std::fclose(f);
   }
 };
+
+// `steps` more training steps with every span recorded (sp/timeline.h), each started like a timed one (synchronised,
+// after a barrier), one more first that is not kept (it makes the timeline's events); rank 0 appends every rank's spans
+// to `path`.
+template <class Tokens>
+void timeline_steps(GlaModel& model, int steps, int first_step, const Tokens& tokens_of, const AdamWConfig& adam,
+                    const std::string& prefix, const std::string& path) {
+  Runtime& rt = model.runtime();
+  Timeline tl(*rt.dev);
+  std::string lines;
+  for (int it = -1; it < steps; ++it) {
+    rt.dev->synchronize();
+    rt.boot.barrier();
+    rt.timeline = &tl;
+    tl.start();
+    {
+      TimelineSpan whole(rt, "step", Lane::compute);
+      model.forward_backward(tokens_of(first_step + it + 1));
+      model.optimizer_step(adam);
+    }
+    rt.timeline = nullptr;
+    if (it >= 0) lines += timeline_lines(rt, tl, prefix, it);
+  }
+  append_timeline_csv(rt, std::move(lines), path);
+}
 
 // `steps` more training steps with every stage of the model timed (StageClock), and the table of where a step's
 // time goes: each stage's ms per step, its share, and for the dense products their TFLOP/s against the GEMM ceiling.
@@ -364,7 +394,11 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
       }
     }
     peak_gib = std::max(peak_gib, boot.max(double(dev.used_memory_bytes()) / double(1ull << 30)));
-    if (o.profile) profile_steps(model, o.profile, total, tokens_of, adam, ceiling, p == 0);
+    if (!o.timeline.empty() && ok)
+      timeline_steps(model, o.timeline_steps, total, tokens_of, adam, timeline_prefix(row_for(name, &model.method(0))),
+                     o.timeline);
+    if (o.profile) profile_steps(model, o.profile, total + (o.timeline.empty() ? 0 : o.timeline_steps + 1), tokens_of,
+                                 adam, ceiling, p == 0);
     model.method(0).finish();
     if (!o.dump.empty() && p == 0) {
       write_npy(o.dump + "/tokens.npy", {size_t(total), size_t(o.batch), size_t(T) + 1}, dump.tokens.data());

@@ -18,10 +18,10 @@ struct ModelOptions {
   int vocab = 32000, hidden = 2048, layers = 20, heads = 32, mlp = 0, gate_rank = 16;
   double expand_k = 0.5, expand_v = 1.0;
   int blocks = 1, overlap = 0, head_groups = 0, ranks_per_node = 0;
-  int warmup = 5, steps = 100, log_every = 10, profile = 0;
+  int warmup = 5, steps = 100, log_every = 10, profile = 0, timeline_steps = 3;
   uint64_t seed = 1;
   float lr = 3e-4f, weight_decay = 0.1f;
-  std::string data, dump, csv;
+  std::string data, dump, csv, timeline;
   bool recompute = false, grad_overlap = false, nodes_over_network = false, resume = true;
   int check = 1;
   double tolerance = 0;  // 0: 1e-5 on the CPU (fp32), 5e-3 on the GPU (bf16)

@@ -16,6 +16,7 @@
 #include "runtime/npy.h"
 #include "runtime/provenance.h"
 #include "harness/resume.h"
+#include "harness/timeline_csv.h"
 #include "harness/topology_options.h"
 #include "sp/runtime.h"
 #include "sp/sp_local.h"
@@ -112,18 +113,12 @@ void validate(const GlaShape& s, const OperatorOptions& o, int P) {
   (void)head_groups_of(o.method, o, local);  // a bad --head-groups is a usage error on every rank
 }
 
-// The timeline CSV's columns: the row's identity (the prefix write_timeline is given), then one span.
-constexpr const char* kTimelineHeader =
-    "method,backend,world_size,tokens_per_rank,heads,dk,dv,gpu,git_sha,date,overlap,iteration,rank,stream,span,start_us,"
-    "end_us";
-
 // `iters` more iterations with every span recorded, each started like a timed one (synchronised, after a barrier);
 // rank 0 appends every rank's spans to `path`.
 void write_timeline(Runtime& rt, SpMethod& m, const SpForwardArgs& fa, const SpBackwardArgs& ba, const std::string& path,
                     const std::string& prefix, int iters) {
   Timeline tl(*rt.dev);
   std::string lines;
-  char buf[256];
   // One more first, not kept: it creates the timeline's events, which would otherwise stall the host inside the
   // recorded iteration (a GPU run showed 0.2-0.4 ms scan spans there against ~65 us per scan in the timed loop).
   for (int it = -1; it < iters; ++it) {
@@ -140,33 +135,9 @@ void write_timeline(Runtime& rt, SpMethod& m, const SpForwardArgs& fa, const SpB
       m.backward(fa, ba);
     }
     rt.timeline = nullptr;
-    if (it < 0) continue;
-    for (const auto& s : tl.read()) {
-      std::snprintf(buf, sizeof buf, "%s,%d,%d,%s,%s,%.3f,%.3f\n", prefix.c_str(), it, rt.rank(), s.stream.c_str(),
-                    s.name.c_str(), s.start_us, s.end_us);
-      lines += buf;
-    }
+    if (it >= 0) lines += timeline_lines(rt, tl, prefix, it);
   }
-  const size_t len = size_t(rt.boot.max(double(lines.size())));
-  lines.resize(len, '\0');
-  const std::vector<char> all = rt.boot.gather(lines.data(), len);
-  if (rt.rank() != 0) return;
-  FILE* f = std::fopen(path.c_str(), "a+");
-  SPB_USAGE(f, "--timeline " + path + ": cannot open");
-  std::fseek(f, 0, SEEK_END);
-  if (std::ftell(f) == 0) {
-    std::fprintf(f, "%s\n", kTimelineHeader);
-  } else {  // rows of another layout would not parse: say so instead of appending to them
-    std::rewind(f);
-    char head[512] = "";
-    const bool same = std::fgets(head, sizeof head, f) && std::string(head) == std::string(kTimelineHeader) + "\n";
-    if (!same) std::fclose(f);
-    SPB_USAGE(same, "--timeline " + path + ": its header is not this spbench's (" + kTimelineHeader +
-                        "); give a new file");
-    std::fseek(f, 0, SEEK_END);
-  }
-  for (size_t r = 0; r < all.size(); r += len) std::fputs(std::string(all.data() + r, strnlen(all.data() + r, len)).c_str(), f);
-  std::fclose(f);
+  append_timeline_csv(rt, std::move(lines), path);
 }
 
 // Gathers each rank's tokens into the whole sequence on rank 0 and writes the .npy files there.
@@ -340,12 +311,8 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
     }
     wrong += !ok;
     if (!o.timeline.empty() && ok) {
-      const ResultRow r = row_for(name, "fwd_bwd", method.get());
-      std::string prefix;
-      for (const char* c :
-           {"method", "backend", "world_size", "tokens_per_rank", "heads", "dk", "dv", "gpu", "git_sha", "date", "overlap"})
-        prefix += (prefix.empty() ? "" : ",") + r.get(c);
-      write_timeline(*rt, *method, fa, ba, o.timeline, prefix, o.timeline_iters);
+      write_timeline(*rt, *method, fa, ba, o.timeline, timeline_prefix(row_for(name, "fwd_bwd", method.get())),
+                     o.timeline_iters);
     }
     if (!o.outputs.empty()) write_outputs(boot, o.outputs, whole, local, download_result(dev, act, local, d), in);
 

@@ -277,6 +277,16 @@ spb_model_error(nodes_over_network_one_node 2
                 "--nodes-over-network: needs nodes simulated on one host .* this launch has 1 node x 2 ranks"
                 --nodes-over-network)
 # A good run writes its row and a rerun skips it (nothing measured twice, nothing lost).
+# --timeline at the model level: every rank's steps, each with its whole step, a span per block's attention
+# (forward and backward: 2 blocks x 2) and, with --grad-overlap, a gradient bucket per block and the head and
+# embedding's (4) on the communication stream; the awk counts them for rank 1's step 1.
+add_test(NAME cli.model.timeline
+         COMMAND sh -c "rm -f model_timeline.csv && \
+${SPB_MPIRUN_STR} 2 ${SPB_MPI_FLAGS_STR} $<TARGET_FILE:spbench> model --backend cpu -m zeco -w 1 -n 1 --vocab 256 \
+--hidden 64 --layers 2 --heads 2 -T 128 --grad-overlap --timeline model_timeline.csv --timeline-steps 2 >/dev/null && \
+awk -F, 'NR > 1 && $12 == 1 && $13 == 1 { n[$14 \" \" $15]++ } END { print \"spans:\", n[\"compute step\"], \
+n[\"compute attention\"], n[\"comm grad_all_reduce\"] }' model_timeline.csv")
+set_tests_properties(cli.model.timeline PROPERTIES TIMEOUT 150 PASS_REGULAR_EXPRESSION "spans: 1 4 4")
 add_test(NAME cli.model.csv_resume
          COMMAND sh -c "rm -f model_resume.csv && \
 ${SPB_MPIRUN_STR} 2 ${SPB_MPI_FLAGS_STR} $<TARGET_FILE:spbench> model --backend cpu -m zeco,lasp2 -w 1 -n 2 --vocab 256 \
