@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <memory>
 
-#include "harness/topology_options.h"
+#include "harness/runtime_options.h"
 #include "sp/collective.h"
 #include "runtime/collective_errors.h"
 #include "runtime/csv.h"
@@ -25,12 +25,7 @@ namespace spb {
 void add_collective_command(CLI::App& app, CollectiveOptions& o) {
   app.add_option("--pattern,-p", o.patterns, "patterns to run (default: all; spbench patterns lists them)")
       ->delimiter(',');
-  app.add_option("--backend", o.backend, "cpu, gpu or auto")->check(CLI::IsMember({"cpu", "gpu", "auto"}));
-  app.add_option("--allscan", o.allscan,
-                 "All-Scan backend: host (the chain), host-hier, host-logdepth (node-aware), device (= device-ll16), "
-                 "device-flag, device-ll, device-ll16 or auto")
-      ->check(CLI::IsMember(allscan_names()));
-  add_topology_options(app, o.ranks_per_node, o.nodes_over_network);
+  add_runtime_options(app, o.backend, o.allscan, o.ranks_per_node, o.nodes_over_network);
   app.add_option("-b,--minbytes", o.min_bytes, "smallest per-rank state (bytes; K/M/G suffixes)")
       ->transform(CLI::AsSizeValue(false));
   app.add_option("-e,--maxbytes", o.max_bytes, "largest per-rank state (bytes; K/M/G suffixes)")

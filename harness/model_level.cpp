@@ -18,7 +18,7 @@
 #include "runtime/provenance.h"
 #include "harness/resume.h"
 #include "harness/timeline_csv.h"
-#include "harness/topology_options.h"
+#include "harness/runtime_options.h"
 #include "sp/runtime.h"
 #include "sp/sp_local.h"
 #include "runtime/stats.h"
@@ -31,10 +31,7 @@ namespace spb {
 void add_model_command(CLI::App& app, ModelOptions& o) {
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // a later flag overrides an earlier
   app.add_option("--method,-m", o.method, "SP method, a comma-separated list, or all (spbench methods lists them)");
-  app.add_option("--backend", o.backend, "cpu, gpu or auto")->check(CLI::IsMember({"cpu", "gpu", "auto"}));
-  app.add_option("--allscan", o.allscan, "zeco's All-Scan backend (as for spbench operator)")
-      ->check(CLI::IsMember(allscan_names()));
-  add_topology_options(app, o.ranks_per_node, o.nodes_over_network);
+  add_runtime_options(app, o.backend, o.allscan, o.ranks_per_node, o.nodes_over_network);
   app.add_option("--batch,-B", o.batch, "sequences per step B");
   auto* t = app.add_option("--seq,-T", o.seq, "tokens of each whole sequence (split evenly over the ranks)");
   auto* l = app.add_option("--tokens-per-rank,-L", o.tokens_per_rank, "tokens per rank (instead of -T; default 16384)");

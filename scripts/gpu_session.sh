@@ -28,6 +28,10 @@ gpus=$(nvidia-smi -L | wc -l)
 source scripts/machine.sh
 machine=$(spb_gpu_machine)
 MPI="mpirun --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH -x SPB_GIT_SHA"
+# sweep LEVEL SCRIPT: scripts/SCRIPT over this build, its rows in $OUT/<machine>_<LEVEL>.csv
+sweep() {
+  SPB_BUILD=$PWD/$B SPB_CSV="$OUT/${machine}_$1.csv" bash "scripts/$2" 2>&1 | tee -a "$LOG" | grep -E "^\[|^ |wrong|error"
+}
 
 for stage in "${@:-all}"; do
   case $stage in
@@ -64,16 +68,14 @@ for stage in "${@:-all}"; do
     done ;;&
   operator|all)
     stamp "operator sweep"
-    SPB_BUILD=$PWD/$B SPB_CSV="$OUT/${machine}_operator.csv" bash scripts/sweep_gpu.sh 2>&1 | tee -a "$LOG" \
-      | grep -E "^\[|^ |wrong|error" ;;&
+    sweep operator sweep_gpu.sh ;;&
   model|all)
     stamp "model level: GPU tests, the PyTorch reference, GLA-1B sweep"
     (cd $B && ctest -R "^model" --output-on-failure --timeout 300) 2>&1 | tee -a "$LOG" \
       | grep -E "tests passed|Failed|\*\*\*|loss:" | tail -15
     bash tests/model/check_against_torch.sh $B/spbench "$OUT/torch" 2>&1 | tee -a "$LOG" \
       | grep -E "passed|failed|FAIL|skipped|error" | tail -8
-    SPB_BUILD=$PWD/$B SPB_CSV="$OUT/${machine}_model.csv" bash scripts/sweep_model_gpu.sh 2>&1 | tee -a "$LOG" \
-      | grep -E "^\[|^ |wrong|error" ;;&
+    sweep model sweep_model_gpu.sh ;;&
   model-profile|all)
     stamp "model level: where a GLA-1B step's time goes (16384 tokens, 32 and 4 heads)"
     for H in 32 4; do
@@ -82,8 +84,7 @@ for stage in "${@:-all}"; do
     done ;;&
   nodes|all)
     stamp "nodes simulated on this host, NCCL between them over its network"
-    SPB_BUILD=$PWD/$B SPB_CSV="$OUT/${machine}_collective.csv" bash scripts/sweep_nodes_gpu.sh 2>&1 | tee -a "$LOG" \
-      | grep -E "^\[|^ |wrong|error" ;;&
+    sweep collective sweep_nodes_gpu.sh ;;&
   timeline|all)
     stamp "timelines"
     for overlap in 0 1 2; do

@@ -1,0 +1,15 @@
+// What every level asks of its runtime (sp/runtime.h, make_runtime): the backend, zeco's All-Scan, and where the
+// ranks sit (nodes, and whether NCCL reaches across them over its network).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+namespace spb {
+
+// --backend, --allscan, --ranks-per-node N (nodes of N consecutive ranks, one host standing in for several) and
+// --nodes-over-network (NCCL between those nodes over its network transport).
+void add_runtime_options(CLI::App& app, std::string& backend, std::string& allscan, int& ranks_per_node,
+                         bool& nodes_over_network);
+
+}  // namespace spb
