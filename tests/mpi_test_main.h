@@ -46,6 +46,26 @@ inline void print_failures_only_on_other_ranks(int rank) {
   delete l.Release(l.default_result_printer());
   l.Append(new RankFailurePrinter(rank));
 }
+
+// The body of main() for GPU tests under mpirun: `setup` where every rank has a GPU (else the tests skip
+// themselves), the tests, then `teardown` (collective resources before the communicator); an exception on a rank
+// aborts the world, naming the rank. Exit code 1 where any rank failed.
+template <class Setup, class Teardown>
+int run_gpu_mpi_tests(int* argc, char** argv, Bootstrap& boot, Setup setup, Teardown teardown) {
+  testing::InitGoogleTest(argc, argv);
+  print_failures_only_on_other_ranks(boot.rank());
+  int rc = 0;
+  try {
+    if (gpus_for_every_local_rank(boot)) setup();
+    else if (boot.rank() == 0) std::printf("no GPU, or fewer GPUs than ranks on a node: GPU tests skip\n");
+    rc = RUN_ALL_TESTS();
+    teardown();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "[rank %d] %s\n", boot.rank(), e.what());
+    boot.abort(1);
+  }
+  return boot.all(rc == 0) ? 0 : 1;
+}
 }  // namespace spb::test
 
 #define SPB_MPI_TEST_MAIN()                                                                  \

@@ -217,22 +217,14 @@ TEST(CommunicatorNccl, DISABLED_MissingPeerOnTheGpu) {
 int main(int argc, char** argv) {
   spb::Bootstrap boot(&argc, &argv);
   spb::g_boot = &boot;
-  testing::InitGoogleTest(&argc, argv);
-  spb::test::print_failures_only_on_other_ranks(boot.rank());
-  int rc = 0;
-  try {
-    if (spb::test::gpus_for_every_local_rank(boot)) {
-      spb::g_dev = spb::make_cuda_device(boot.local_rank());
-      spb::g_comm = spb::make_nccl_communicator(boot, *spb::g_dev);
-    } else if (boot.rank() == 0) {
-      std::printf("no GPU, or fewer GPUs than ranks on a node: GPU tests skip\n");
-    }
-    rc = RUN_ALL_TESTS();
-    spb::g_comm.reset();
-    spb::g_dev.reset();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "[rank %d] %s\n", boot.rank(), e.what());
-    boot.abort(1);
-  }
-  return boot.all(rc == 0) ? 0 : 1;
+  return spb::test::run_gpu_mpi_tests(
+      &argc, argv, boot,
+      [&] {
+        spb::g_dev = spb::make_cuda_device(boot.local_rank());
+        spb::g_comm = spb::make_nccl_communicator(boot, *spb::g_dev);
+      },
+      [] {
+        spb::g_comm.reset();
+        spb::g_dev.reset();
+      });
 }

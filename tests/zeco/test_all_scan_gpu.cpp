@@ -626,33 +626,25 @@ INSTANTIATE_TEST_SUITE_P(Gpu, AllScanGpuZFault, testing::ValuesIn(kProtocols),
 int main(int argc, char** argv) {
   spb::Bootstrap boot(&argc, &argv);
   spb::g_boot = &boot;
-  testing::InitGoogleTest(&argc, argv);
-  spb::test::print_failures_only_on_other_ranks(boot.rank());
-  int rc = 0;
-  try {
-    if (spb::test::gpus_for_every_local_rank(boot)) {
-      auto dev = spb::make_cuda_device(boot.local_rank());
-      auto kern = spb::make_cuda_kernels();  // its fold is the same fmaf(expf(d), x, y) as the device scan's
-      auto comm = spb::make_nccl_communicator(boot, *dev);
-      spb::g_rt.reset(new spb::Runtime{boot, "gpu", std::move(dev), std::move(kern), std::move(comm)});
-      try {
-        for (const std::string& b : spb::kProtocols)
-          spb::g_scans[b] = spb::make_device_all_scan(*spb::g_rt, spb::kCapacity, b);
-        if (boot.rank() == 0)
-          std::printf("device All-Scan transport: %s\n", spb::g_scans.begin()->second->transport().c_str());
-      } catch (const spb::UsageError& e) {
-        spb::g_device_unavailable = e.what();
-        if (boot.rank() == 0) std::printf("device All-Scan unavailable: %s\n", e.what());
-      }
-    } else if (boot.rank() == 0) {
-      std::printf("no GPU, or fewer GPUs than ranks on a node: GPU tests skip\n");
-    }
-    rc = RUN_ALL_TESTS();
-    spb::g_scans.clear();  // collective teardown, before the communicator
-    spb::g_rt.reset();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "[rank %d] %s\n", boot.rank(), e.what());
-    boot.abort(1);
-  }
-  return boot.all(rc == 0) ? 0 : 1;
+  return spb::test::run_gpu_mpi_tests(
+      &argc, argv, boot,
+      [&] {
+        auto dev = spb::make_cuda_device(boot.local_rank());
+        auto kern = spb::make_cuda_kernels();  // its fold is the same fmaf(expf(d), x, y) as the device scan's
+        auto comm = spb::make_nccl_communicator(boot, *dev);
+        spb::g_rt.reset(new spb::Runtime{boot, "gpu", std::move(dev), std::move(kern), std::move(comm)});
+        try {
+          for (const std::string& b : spb::kProtocols)
+            spb::g_scans[b] = spb::make_device_all_scan(*spb::g_rt, spb::kCapacity, b);
+          if (boot.rank() == 0)
+            std::printf("device All-Scan transport: %s\n", spb::g_scans.begin()->second->transport().c_str());
+        } catch (const spb::UsageError& e) {
+          spb::g_device_unavailable = e.what();
+          if (boot.rank() == 0) std::printf("device All-Scan unavailable: %s\n", e.what());
+        }
+      },
+      [] {
+        spb::g_scans.clear();  // collective teardown, before the communicator
+        spb::g_rt.reset();
+      });
 }
