@@ -144,29 +144,17 @@ struct Dump {
   }
 };
 
-// `steps` more training steps with every span recorded (sp/timeline.h), each started like a timed one (synchronised,
-// after a barrier), one more first that is not kept (it makes the timeline's events); rank 0 appends every rank's spans
-// to `path`.
+// `steps` more training steps with every span recorded (record_timeline); rank 0 appends every rank's spans to
+// `path`. The steps follow `first_step` (record_timeline's first, unkept one included).
 template <class Tokens>
 void timeline_steps(GlaModel& model, int steps, int first_step, const Tokens& tokens_of, const AdamWConfig& adam,
                     const std::string& prefix, const std::string& path) {
   Runtime& rt = model.runtime();
-  Timeline tl(*rt.dev);
-  std::string lines;
-  for (int it = -1; it < steps; ++it) {
-    rt.dev->synchronize();
-    rt.boot.barrier();
-    rt.timeline = &tl;
-    tl.start();
-    {
-      TimelineSpan whole(rt, "step", Lane::compute);
-      model.forward_backward(tokens_of(first_step + it + 1));
-      model.optimizer_step(adam);
-    }
-    rt.timeline = nullptr;
-    if (it >= 0) lines += timeline_lines(rt, tl, prefix, it);
-  }
-  append_timeline_csv(rt, std::move(lines), path);
+  record_timeline(rt, steps, prefix, path, [&](int it) {
+    TimelineSpan whole(rt, "step", Lane::compute);
+    model.forward_backward(tokens_of(first_step + it + 1));
+    model.optimizer_step(adam);
+  });
 }
 
 // `steps` more training steps with every stage of the model timed (StageClock), and the table of where a step's

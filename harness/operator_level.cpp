@@ -108,31 +108,17 @@ void validate(const GlaShape& s, const OperatorOptions& o, int P) {
   (void)head_groups_of(o.method, o, local);  // a bad --head-groups is a usage error on every rank
 }
 
-// `iters` more iterations with every span recorded, each started like a timed one (synchronised, after a barrier);
-// rank 0 appends every rank's spans to `path`.
+// `iters` more iterations with every span recorded (record_timeline); rank 0 appends every rank's spans to `path`.
 void write_timeline(Runtime& rt, SpMethod& m, const SpForwardArgs& fa, const SpBackwardArgs& ba, const std::string& path,
                     const std::string& prefix, int iters) {
-  Timeline tl(*rt.dev);
-  std::string lines;
-  // One more first, not kept: it creates the timeline's events, which would otherwise stall the host inside the
-  // recorded iteration (a GPU run showed 0.2-0.4 ms scan spans there against ~65 us per scan in the timed loop).
-  for (int it = -1; it < iters; ++it) {
-    rt.dev->synchronize();
-    rt.boot.barrier();
-    rt.timeline = &tl;
-    tl.start();
+  record_timeline(rt, iters, prefix, path, [&](int) {
     {
       TimelineSpan whole(rt, "forward", Lane::compute);
       m.forward(fa);
     }
-    {
-      TimelineSpan whole(rt, "backward", Lane::compute);
-      m.backward(fa, ba);
-    }
-    rt.timeline = nullptr;
-    if (it >= 0) lines += timeline_lines(rt, tl, prefix, it);
-  }
-  append_timeline_csv(rt, std::move(lines), path);
+    TimelineSpan whole(rt, "backward", Lane::compute);
+    m.backward(fa, ba);
+  });
 }
 
 // Gathers each rank's tokens into the whole sequence on rank 0 and writes the .npy files there.

@@ -8,9 +8,11 @@
 
 namespace spb {
 
+namespace {
 const char* const kTimelineHeader =
     "method,backend,world_size,tokens_per_rank,heads,dk,dv,gpu,git_sha,date,overlap,iteration,rank,stream,span,start_us,"
     "end_us";
+}  // namespace
 
 std::string timeline_prefix(const ResultRow& r) {
   std::string prefix;
