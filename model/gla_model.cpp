@@ -145,7 +145,8 @@ size_t GlaModel::device_bytes(const GlaModelConfig& c, int batch, int tokens_per
 
 GlaModel::GlaModel(Runtime& rt, const GlaModelConfig& c, int batch, int tokens_per_rank, const std::string& method,
                    const SpConfig& sp, bool recompute, uint64_t seed)
-    : rt_(rt), c_(c), B_(batch), L_(tokens_per_rank), N_(batch * tokens_per_rank), sp_(sp), recompute_(recompute) {
+    : rt_(rt), c_(c), B_(batch), L_(tokens_per_rank), N_(batch * tokens_per_rank), sp_(sp), recompute_(recompute),
+      grads_ready_(*rt.dev, EventUse::order), grads_reduced_(*rt.dev, EventUse::order) {
   c_.validate();
   mk_ = make_model_kernels(*rt.dev);
   act_ = mk_->act_dtype();
@@ -156,8 +157,6 @@ GlaModel::GlaModel(Runtime& rt, const GlaModelConfig& c, int batch, int tokens_p
   lm_head_ = info_.back().offset;
 
   Device& dev = *rt.dev;
-  grads_ready_ = std::make_unique<EventHandle>(dev, EventUse::order);
-  grads_reduced_ = std::make_unique<EventHandle>(dev, EventUse::order);
   params_ = Buffer(dev, n_params_ * 4);
   grads_ = Buffer(dev, n_params_ * 4);
   adam_m_ = Buffer(dev, n_params_ * 4);
@@ -443,8 +442,8 @@ double GlaModel::forward_backward(const std::vector<int32_t>& tokens) {
   stage("gradient all-reduce");
   if (rt_.world() > 1 && grad_overlap_) {
     reduce_grads_beside(0, layers_.front().attn_norm);
-    dev.record(grads_reduced_->get(), dev.comm_stream());
-    dev.wait(st, grads_reduced_->get());  // the optimizer reads the sums
+    dev.record(grads_reduced_.get(), dev.comm_stream());
+    dev.wait(st, grads_reduced_.get());  // the optimizer reads the sums
   } else if (rt_.world() > 1) {
     TimelineSpan span(rt_, "grad_all_reduce", Lane::compute);
     rt_.comm->all_reduce_sum(grads_.f32(), n_params_, st);
@@ -461,8 +460,8 @@ double GlaModel::forward_backward(const std::vector<int32_t>& tokens) {
 void GlaModel::reduce_grads_beside(size_t begin, size_t end) {
   if (!grad_overlap_ || rt_.world() == 1) return;
   Device& dev = *rt_.dev;
-  dev.record(grads_ready_->get(), dev.compute_stream());
-  dev.wait(dev.comm_stream(), grads_ready_->get());
+  dev.record(grads_ready_.get(), dev.compute_stream());
+  dev.wait(dev.comm_stream(), grads_ready_.get());
   TimelineSpan span(rt_, "grad_all_reduce", Lane::comm);
   rt_.comm->all_reduce_sum(grads_.f32() + begin, end - begin, dev.comm_stream());
 }

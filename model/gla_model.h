@@ -137,7 +137,7 @@ class GlaModel {
   int step_ = 0;
   StageClock* clock_ = nullptr;
   bool grad_overlap_ = false;
-  std::unique_ptr<EventHandle> grads_ready_, grads_reduced_;  // order only: compute -> comm, comm -> compute
+  EventHandle grads_ready_, grads_reduced_;  // order only: compute -> comm, comm -> compute
 };
 
 }  // namespace spb
