@@ -71,7 +71,7 @@ spb_results_csv() {
 
 # spb_gpu_sweep LEVEL: what a sweep on this node's GPUs shares: the environment (no NVLink multicast), SPB (the
 # binary), gpus, machine (SPB_MACHINE, else nvidia-<model>-x<GPUs>), csv (SPB_CSV, else spb_results_csv's)
-# and worlds (1, 2, 4, 8 up to the GPUs present).
+# and worlds (1, 2, 4, 8 up to the GPUs present; SPB_WORLDS, e.g. "2 4", picks some of them).
 spb_gpu_sweep() {
   spb_mpi_env
   export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}  # never NVLink multicast on shared machines
@@ -80,5 +80,5 @@ spb_gpu_sweep() {
   machine=$(spb_gpu_machine)
   csv=${SPB_CSV:-$(spb_results_csv "$machine" "$1" "$SPB")}
   mkdir -p "$(dirname "$csv")"
-  worlds=(); for P in 1 2 4 8; do if [ "$P" -le "$gpus" ]; then worlds+=("$P"); fi; done
+  worlds=(); for P in ${SPB_WORLDS:-1 2 4 8}; do if [ "$P" -le "$gpus" ]; then worlds+=("$P"); fi; done
 }
