@@ -144,6 +144,7 @@ int run_report(const ReportOptions& o) {
   }
   md << section_model_level(c, 16384, "5") << section_model_level(c, 32768, "6");
   md << section_cost_model(c);
+  md << section_simulated_nodes(c);
   md << section_beyond_one_node(c);
   md << section_paper_figures(c);
 
@@ -174,7 +175,7 @@ int run_report(const ReportOptions& o) {
   if (fs::is_empty(c.plots_dir, ec)) fs::remove(c.plots_dir, ec);  // git keeps no empty directory: neither do we
   std::printf("spbench report: %s/README.md, %zu plots, %zu tables (%zu result rows, %zu timeline spans)\n",
               o.out.c_str(), c.plots.size(), size_t(std::distance(fs::directory_iterator(c.tables_dir), fs::directory_iterator())),
-              c.res.rows.size(), c.res.timeline.size());
+              c.res.rows.size() + c.res.node_rows.size(), c.res.timeline.size());
   return 0;
 }
 

@@ -284,11 +284,11 @@ void resolve_network(Context& c) {
     return;
   }
   if (!c.ref_gpu.empty()) {
-    const auto pts = network_points(c.res.rows, c.ref_gpu);
+    const auto pts = network_points(c.res.node_rows, c.ref_gpu);
     const LinkFit f = fit_network_link(pts);
     if (f.ok && std::isfinite(f.link.beta_Bps)) {
       std::set<std::string> files;  // the results files of those rows (network_points' selection)
-      for (const Row& r : c.res.rows)
+      for (const Row& r : c.res.node_rows)
         if (col(r, "level") == "collective" && col(r, "gpu") == c.ref_gpu && num(r, "nodes") > 1 &&
             num(r, "ranks_per_node") == 1 && !is_node_aware_allscan(col(r, "backend")))
           files.insert("results/" + c.res.file_of(r));
@@ -304,6 +304,118 @@ void resolve_network(Context& c) {
   c.net_source = "assumed (" + flags + ", the defaults of --net-gbps/--net-latency-us: InfiniBand NDR), not measured: "
                  "no collective rows over several nodes of one rank each";
   c.net_brief = "assumed";
+}
+
+// --- All-Scans measured across simulated nodes ---------------------------------------------------------------------
+// For each GPU with collective rows over several nodes: the network link fitted to its rows over nodes of one rank
+// each (the chain and the plain All-Scan, network_points), and every row at Table 2's state against the cost model
+// with that link. The hierarchical and log-depth rows are not in the fit, so their errors check the model's formulas.
+std::string section_simulated_nodes(const Context& c) {
+  std::ostringstream s;
+  s << "## All-Scans across simulated nodes (measured)\n\n";
+  std::set<std::string> gpus;
+  for (const Row& r : c.res.node_rows)
+    if (col(r, "level") == "collective") gpus.insert(col(r, "gpu"));
+  if (gpus.empty()) {
+    s << "No collective rows over several nodes yet: `scripts/gpu_session.sh nodes` on a machine of several GPUs splits "
+         "them into nodes (`--ranks-per-node`, `--nodes-over-network`) and measures the chain and the three All-Scans "
+         "across them.\n\n";
+    return s.str();
+  }
+  const double S = kTable2Bytes;
+  std::ostringstream csv;
+  csv << "gpu,gpus,nodes,ranks_per_node,comm,pattern,allscan,block_elems,measured_ms,model_ms,model_over_measured,"
+         "in_fit,net_alpha_us,net_GBps\n";
+  for (const std::string& gpu : gpus) {
+    const std::vector<CollectivePoint> pts = network_points(c.res.node_rows, gpu);
+    const LinkFit f = fit_network_link(pts);
+    double lo = INFINITY, hi = 0;
+    for (const auto& q : pts) lo = std::min(lo, q.bytes), hi = std::max(hi, q.bytes);
+    const bool linked = f.ok && std::isfinite(f.link.beta_Bps);
+    std::set<std::string> comms;
+    auto keep = [&](const Row& r) {
+      return col(r, "level") == "collective" && col(r, "gpu") == gpu && num(r, "bytes") == S && ms(r) > 0;
+    };
+    auto key = [](const Row& r) {
+      return col(r, "world_size") + "|" + col(r, "ranks_per_node") + "|" + col(r, "method") + "|" + col(r, "backend") +
+             "|" + col(r, "block_elems");
+    };
+    const auto newest = newest_by(c.res.node_rows, keep, key);
+    for (auto& [k, r] : newest) comms.insert(col(*r, "comm"));
+    comms.erase("");
+    bool sockets = false;
+    for (const auto& m : comms) sockets |= m.find("socket") != std::string::npos;
+    s << "On " << gpu << ", nodes simulated on one host (`--ranks-per-node N --nodes-over-network`: each node its own "
+      << "NCCL host id, so NCCL carries the traffic between nodes over its network transport"
+      << (comms.empty() ? std::string(", which the rows do not name") : ", `" + join({comms.begin(), comms.end()}, "`, `") + "`")
+      << (sockets ? ": sockets through the host, not InfiniBand" : "") << "). ";
+    if (linked)
+      s << "The network link, fitted to the chain and the plain All-Scan (`--allscan host`) over nodes of one rank "
+        << "each (" << f.points << " configurations of " << bytes_str(lo) << "-" << bytes_str(hi)
+        << ", RMS residual " << fmt("%.1f%%", 100 * f.rms_rel_residual) << "): " << link_str(f.link) << ".";
+    else
+      s << "No network link could be fitted (fewer than two configurations of the chain or the plain All-Scan over "
+           "nodes of one rank each), so the model column is empty.";
+    s << " Every row at Table 2's state (" << bytes_str(S) << " per rank) against the cost model with that link (the "
+      << "formulas of the next section); the hierarchical and log-depth rows are not in the fit, so their "
+         "errors check those formulas.\n\n";
+    std::vector<std::vector<std::string>> rows;
+    std::map<std::pair<int, int>, std::pair<std::string, double>> fastest;  // (P, R) -> the fastest All-Scan row
+    double worst_held = 0;
+    for (auto& [k, r] : newest) {
+      const int P = inum(*r, "world_size"), R = std::max(1, inum(*r, "ranks_per_node"));
+      const std::string pattern = col(*r, "method"), backend = col(*r, "backend");
+      const std::string variant = pattern != "allscan" ? "" : is_node_aware_allscan(backend) ? backend : "host";
+      const double block = num(*r, "block_elems") > 0 ? num(*r, "block_elems") : 0;
+      const int dv = num(*r, "dv") > 0 ? inum(*r, "dv") : 128;
+      const bool in_fit = R == 1 && !is_node_aware_allscan(backend);
+      // Inside a node: at one rank per node no hop; else the reference GPU's fitted link (or the user's).
+      std::optional<Link> intra;
+      if (R == 1) intra = f.link;
+      else if (c.user_intra) intra = c.user_intra;
+      else if (gpu == c.ref_gpu && c.gpu_fit)
+        if (const Link* l = c.gpu_fit->collective_model().link_for(pattern)) intra = *l;
+      ModelParams p = c.params;
+      p.gpus_per_node = R, p.network = f.link;
+      std::optional<double> t;
+      if (linked && intra)
+        t = variant.empty() ? collective_time(pattern, P, S, 0, dv, *intra, p)
+                            : allscan_variant_time(variant, P, S, 4 * block, dv, *intra, p);
+      const double m = ms(*r);
+      if (t && !in_fit) worst_held = std::max(worst_held, std::abs(*t * 1e3 / m - 1));
+      if (!variant.empty()) {
+        auto& best = fastest[{P, R}];
+        if (best.first.empty() || m < best.second)
+          best = {"`" + variant + "`" + (block > 0 && block * 4 < S ? " (blocks of " + int_str(block) + ")" : ""), m};
+      }
+      rows.push_back({std::to_string(P), std::to_string(P / R) + " x " + std::to_string(R), pattern,
+                      variant.empty() ? "—" : "`" + variant + "`",
+                      block > 0 && 4 * block < S ? int_str(block) : block > 0 ? int_str(block) + " (whole state)" : "whole state",
+                      num_cell(m), t ? num_cell(*t * 1e3) : "—", t ? fmt("%.2f", *t * 1e3 / m) : "—",
+                      in_fit ? "yes" : "no (held out)"});
+      csv << join({csv_field(gpu), std::to_string(P), std::to_string(P / R), std::to_string(R), col(*r, "comm"),
+                   pattern, variant, fmt("%.0f", block), fmt("%.6g", m), t ? fmt("%.6g", *t * 1e3) : "",
+                   t ? fmt("%.4g", *t * 1e3 / m) : "", in_fit ? "1" : "0", fmt("%.6g", f.link.alpha_s * 1e6),
+                   fmt("%.6g", f.link.beta_Bps / 1e9)},
+                  ",")
+          << "\n";
+    }
+    s << md_table({"GPUs", "nodes x ranks", "pattern", "All-Scan", "block (elements)", "measured (ms)", "model (ms)",
+                   "model ÷ measured", "in the link's fit"},
+                  rows, "rllllrrrl")
+      << "\n";
+    for (auto& [pr, best] : fastest)
+      s << "- " << pr.first << " GPUs as " << pr.first / pr.second << " nodes of " << pr.second
+        << ": the fastest All-Scan of " << bytes_str(S) << " is " << best.first << ", " << num_cell(best.second)
+        << " ms.\n";
+    if (linked)
+      s << "- The rows the link was not fitted on differ from the model by up to " << fmt("%.0f%%", 100 * worst_held)
+        << (worst_held <= 0.30 ? " (inside 30%)" : " (beyond 30%: the formulas miss them)") << ".\n";
+    s << "\n";
+  }
+  std::ofstream(c.tables_dir + "/allscan_simulated_nodes.csv") << csv.str();
+  s << "(`tables/allscan_simulated_nodes.csv` has the same numbers and the link.)\n\n";
+  return s.str();
 }
 
 std::string section_beyond_one_node(const Context& c) {

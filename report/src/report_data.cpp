@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <tuple>
+#include <utility>
 
 #include "runtime/csv.h"
 #include "runtime/error.h"
@@ -43,8 +44,9 @@ bool is_cpu_row(const Row& r) { return col(r, "backend") == "cpu"; }
 const std::string& ResultFiles::file_of(const Row& r) const {
   static const std::string none;
   const std::less<const Row*> before;
-  if (rows.empty() || before(&r, rows.data()) || !before(&r, rows.data() + rows.size())) return none;
-  return row_file[size_t(&r - rows.data())];
+  for (auto [v, f] : {std::pair{&rows, &row_file}, {&node_rows, &node_row_file}})
+    if (!v->empty() && !before(&r, v->data()) && before(&r, v->data() + v->size())) return (*f)[size_t(&r - v->data())];
+  return none;
 }
 
 ResultFiles load_results(const std::string& dir) {
@@ -90,8 +92,9 @@ ResultFiles load_results(const std::string& dir) {
         ++grouped;
         continue;
       }
-      out.rows.push_back(std::move(r));
-      out.row_file.push_back(name);
+      const bool several_nodes = num(r, "nodes") > 1;
+      (several_nodes ? out.node_rows : out.rows).push_back(std::move(r));
+      (several_nodes ? out.node_row_file : out.row_file).push_back(name);
     }
     if (bad) out.skipped.push_back({name, std::to_string(bad) + " rows without a level, method or world size"});
     if (grouped) out.skipped.push_back({name, std::to_string(grouped) + " rows timed per group of calls (left out)"});

@@ -27,7 +27,12 @@ struct ResultFiles {
   std::vector<std::pair<std::string, size_t>> files, timeline_files;  // basename, rows
   std::vector<std::pair<std::string, std::string>> skipped;          // basename, why
   std::vector<std::string> row_file;  // rows[i] came from results/row_file[i] (a basename)
-  // The basename of the file a row of `rows` came from ("" for a row not of `rows`).
+  // Rows of runs over several nodes (nodes > 1: `--ranks-per-node` below the world size, simulated on one host or
+  // not), apart from `rows`, so that the tables and fits of one node never mix them in; the network's fit and the
+  // section on simulated nodes read them.
+  std::vector<Row> node_rows;
+  std::vector<std::string> node_row_file;
+  // The basename of the file a row of `rows` or `node_rows` came from ("" for a row of neither).
   const std::string& file_of(const Row& r) const;
 };
 // Reads every *.csv of `dir` (a UsageError if `dir` is not a directory or a file is malformed).

@@ -108,6 +108,7 @@ std::string section_data(const Context& c) {
   for (auto& [name, why] : c.res.skipped) s << "- `results/" << name << "`: skipped, " << why << "\n";
   std::map<std::tuple<std::string, std::string, std::string>, int> counts;  // (level, gpu, backend)
   for (auto& r : c.res.rows) counts[{col(r, "level"), col(r, "gpu"), col(r, "backend")}]++;
+  for (auto& r : c.res.node_rows) counts[{col(r, "level"), col(r, "gpu"), col(r, "backend") + " (several nodes)"}]++;
   if (!counts.empty()) {
     std::vector<std::vector<std::string>> rows;
     for (auto& [k, n] : counts) rows.push_back({std::get<0>(k), std::get<1>(k), std::get<2>(k), std::to_string(n)});

@@ -245,6 +245,24 @@ ${CMAKE_CURRENT_BINARY_DIR}/report_figures fig_tokens_per_gpu_operator_L16384 fi
 fig_tokens_per_gpu_model_L32768")
 set_tests_properties(report.figure_labels PROPERTIES PASS_REGULAR_EXPRESSION "REPORT_PLOTS_OK" TIMEOUT 300)
 
+# Rows over several nodes (harness/data/net_collective_fixture.csv: chain times of a 20 us, 10 GB/s link at 2 and 4
+# nodes of one rank, a one-node row, a hierarchical All-Scan row): the section on simulated nodes fits that link and
+# shows every such row beside the model, the held-out row's miss is named, and Table 2 (one node) keeps only the
+# one-node row.
+add_test(NAME cli.report.simulated_nodes
+         COMMAND sh -c "rm -rf ${CMAKE_CURRENT_BINARY_DIR}/report_nodes && mkdir -p \
+${CMAKE_CURRENT_BINARY_DIR}/report_nodes/results && cp ${CMAKE_CURRENT_SOURCE_DIR}/harness/data/net_collective_fixture.csv \
+${CMAKE_CURRENT_BINARY_DIR}/report_nodes/results/fixture_collective.csv && ${SPB_MPIRUN_STR} 1 ${SPB_MPI_FLAGS_STR} \
+$<TARGET_FILE:spbench> report --no-plots --results ${CMAKE_CURRENT_BINARY_DIR}/report_nodes/results \
+--paper ${CMAKE_SOURCE_DIR}/report/paper/paper_tables.csv --out ${CMAKE_CURRENT_BINARY_DIR}/report_nodes/out && cd \
+${CMAKE_CURRENT_BINARY_DIR}/report_nodes/out && grep -qF 'one rank each (8 configurations of 64 KiB-2 MiB, RMS residual \
+0.0%): 20 us, 10 GB/s.' README.md && grep -qF '| 4 | 4 x 1 | chain | — | whole state | 0.6891 | 0.6891 | 1.00 | yes |' \
+README.md && grep -qF '| 4 | 4 x 1 | allscan | `host-hier` | 16384 | 9.9 | 0.9028 | 0.09 | no (held out) |' README.md \
+&& grep -qF 'differ from the model by up to 91% (beyond 30%' README.md && grep -qF '| 2 | chain | 0.001 |' README.md \
+&& ! grep -qF '| 4 | chain | 0.6891 | synthetic-net' README.md && grep -q '^synthetic-net,4,4,1,,chain,,0,0.689146,0.689146,1,1,20,10$' \
+tables/allscan_simulated_nodes.csv && echo REPORT_NODES_OK")
+set_tests_properties(cli.report.simulated_nodes PROPERTIES PASS_REGULAR_EXPRESSION "REPORT_NODES_OK" TIMEOUT 60)
+
 # A rank killed in the middle of a run: the others must not wait for it forever.
 add_test(NAME cli.rank_dies
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/harness/rank_dies.sh ${SPB_MPIEXEC} 3 ${SPB_MPI_FLAGS}
