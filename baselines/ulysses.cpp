@@ -10,9 +10,15 @@
 namespace spb {
 namespace {
 
+// Every rank takes H / P whole heads.
+std::string heads_limit(const SpConfig& c, int P) {
+  return c.local.H % P == 0 ? "" : "ulysses splits the heads over the ranks, and H=" + std::to_string(c.local.H) +
+                                       " is not divisible by the world size " + std::to_string(P);
+}
+
 GlaShape head_shape(const SpConfig& c, int P) {
-  SPB_USAGE(c.local.H % P == 0, "ulysses: --heads H=" + std::to_string(c.local.H) +
-                                    " is not divisible by the world size " + std::to_string(P));
+  const std::string why = heads_limit(c, P);
+  SPB_USAGE(why.empty(), "ulysses: " + why);
   GlaShape s = c.local;
   s.T *= P;
   s.H /= P;
@@ -124,4 +130,5 @@ class Ulysses final : public SpMethod {
 }  // namespace spb
 
 using spb::Ulysses;
-SPB_REGISTER_METHOD("ulysses", "DeepSpeed-Ulysses: all-to-all to heads, whole-sequence GLA per head group, back", Ulysses)
+SPB_REGISTER_METHOD_LIMITED("ulysses", "DeepSpeed-Ulysses: all-to-all to heads, whole-sequence GLA per head group, back",
+                            Ulysses, spb::heads_limit)

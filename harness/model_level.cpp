@@ -204,17 +204,12 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
                             std::to_string(P) + " (every rank holds T/P tokens)");
   const int L = T / P;
   SPB_USAGE(o.blocks >= 1, "--blocks/-K must be >= 1");
-  const std::vector<std::string> methods = split_method_list(o.method);
-  SPB_USAGE(!methods.empty(), "--method: give a method, a comma-separated list or all");
   const SpConfig sp{GlaShape{o.batch, L, mc.heads, mc.dk(), mc.dv()}, o.blocks, o.allscan, SpOverlap(o.overlap),
                     o.head_groups};
-  for (const std::string& m : methods) {
-    require_method(m);
+  std::vector<std::string> left_out;  // by `all`: the methods that cannot run this configuration
+  const std::vector<std::string> methods = methods_to_run(o.method, sp, P, &left_out);
+  for (const std::string& m : methods)
     if (m == "zeco") (void)SpLocalGla::head_groups_for(sp);
-    SPB_USAGE(m != "ulysses" || mc.heads % P == 0, "--heads " + std::to_string(mc.heads) +
-                                                       ": ulysses splits the heads over the ranks, so the world size " +
-                                                       std::to_string(P) + " must divide them");
-  }
   SPB_USAGE(o.dump.empty() || methods.size() == 1, "--dump: give a single --method");
   // With --overlap 2 the chunk states kernel holds nearly every SM while it waits for the scan, and the scan would
   // queue behind a gradient bucket whose all-reduce needs SMs too: the two may wait on each other.
@@ -304,6 +299,7 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
                 P == 1 ? "none" : o.grad_overlap ? "per block, beside the backward" : "after the backward",
                 o.data.empty() ? "random tokens" : o.data.c_str(), o.warmup, o.steps, (unsigned long long)o.seed,
                 double(o.lr), tol, need_gib);
+    for (const std::string& m : left_out) std::printf("# left out of all: %s\n", m.c_str());
     std::printf("#\n# %8s %5s %11s %9s %10s %10s %10s %10s %12s %6s %8s %9s %6s\n", "method", "ranks", "tokens/rank",
                 "loss", "mean_ms", "median_ms", "min_ms", "max_ms", "tok/s/GPU", "mfu", "mem_GiB", "error", "check");
     std::fflush(stdout);

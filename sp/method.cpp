@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "runtime/error.h"
 #include "runtime/registry.h"
 
 namespace spb {
@@ -20,6 +21,21 @@ std::vector<std::string> split_method_list(const std::string& list) {
     if (b > a) out.push_back(list.substr(a, b - a));
     a = b + 1;
   }
+  return out;
+}
+
+std::vector<std::string> methods_to_run(const std::string& list, const SpConfig& c, int world,
+                                        std::vector<std::string>* left_out) {
+  std::vector<std::string> out;
+  for (const std::string& m : split_method_list(list)) {
+    const MethodInfo& info = require_method(m);
+    const std::string why = info.limit ? info.limit(c, world) : "";
+    SPB_USAGE(why.empty() || list == "all", "--method " + m + ": " + why);
+    if (why.empty()) out.push_back(m);
+    else if (left_out) left_out->push_back(m + ": " + why);
+  }
+  SPB_USAGE(!out.empty(), "--method: give a method, a comma-separated list or all" +
+                              std::string(list == "all" ? " (none of them can run this configuration)" : ""));
   return out;
 }
 

@@ -72,11 +72,14 @@ class SpMethod {
 };
 
 using MethodFactory = std::function<std::unique_ptr<SpMethod>(Runtime&, const SpConfig&)>;
+// Why a method cannot run a configuration on `world` ranks, or "" where it can (ulysses: the heads must divide).
+using MethodLimit = std::function<std::string(const SpConfig&, int world)>;
 
 struct MethodInfo {
   std::string name;
   std::string summary;
   MethodFactory make;
+  MethodLimit limit;  // empty: no limit
 };
 
 // Registers at static-initialisation time; returns true so it can initialise a namespace-scope constant.
@@ -87,13 +90,20 @@ const MethodInfo& require_method(const std::string& name);
 std::vector<std::string> method_names();
 // "a,b,c" -> {a, b, c}; "all" -> every registered method (the --method flag of the operator and model levels).
 std::vector<std::string> split_method_list(const std::string& list);
+// The methods of a --method list to run `c` on `world` ranks. "all" leaves out the methods whose limit says they
+// cannot, each as "name: why" in *left_out; a method named in the list that cannot is a UsageError saying why, as is an
+// unknown name or an empty list.
+std::vector<std::string> methods_to_run(const std::string& list, const SpConfig& c, int world,
+                                        std::vector<std::string>* left_out);
 
 }  // namespace spb
 
-#define SPB_REGISTER_METHOD(NAME, SUMMARY, CLASS)                                                       \
+#define SPB_REGISTER_METHOD(NAME, SUMMARY, CLASS) SPB_REGISTER_METHOD_LIMITED(NAME, SUMMARY, CLASS, nullptr)
+// LIMIT: a function std::string(const SpConfig&, int world), MethodInfo::limit.
+#define SPB_REGISTER_METHOD_LIMITED(NAME, SUMMARY, CLASS, LIMIT)                                          \
   namespace {                                                                                           \
   const bool spb_registered_##CLASS = ::spb::register_method(                                           \
       {NAME, SUMMARY, [](::spb::Runtime& rt, const ::spb::SpConfig& c) -> std::unique_ptr<::spb::SpMethod> { \
          return std::make_unique<CLASS>(rt, c);                                                          \
-       }});                                                                                             \
+       }, LIMIT});                                                                                      \
   }

@@ -1,4 +1,4 @@
-# The paper's sweeps across nodes (Tables 2-4), shared by mpirun_hostfile.sh and slurm_sbatch.sh. Sourced: each
+# The paper's sweeps across nodes (Tables 2-6), shared by mpirun_hostfile.sh and slurm_sbatch.sh. Sourced: each
 # launcher defines spb_launch P ARGS... (run `spbench ARGS` as P ranks, GPUS_PER_NODE consecutive ranks per node, one
 # per GPU) and calls spb_cluster_sweep. Every configuration is one launch, so a failed one costs only itself.
 #
@@ -6,7 +6,7 @@
 #   SPB              the spbench binary (default build/spbench; the same path on every node)
 #   GPUS_PER_NODE    ranks per node (default 8)
 #   SPB_WORLDS       the world sizes (default: 8 16 32 64 128 256, those that fit on NODES x GPUS_PER_NODE)
-#   SPB_LEVELS       what to sweep (default: "collective operator")
+#   SPB_LEVELS       what to sweep (default: "collective operator model")
 #   SPB_MACHINE      the results files' prefix (default: <NODES>x<GPUS_PER_NODE>x<the GPU's last word>)
 #   SPB_RESULTS      where the CSVs go (default: results/)
 #   SPB_DRY_RUN=1    print each command instead of running it
@@ -42,14 +42,15 @@ spb_cluster_sweep() {
   local total=$((NODES * GPUS_PER_NODE)) gpu P worlds=()
   gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | awk '{print $NF}') || true
   local machine=${SPB_MACHINE:-${NODES}x${GPUS_PER_NODE}x${gpu:-GPU}} dir=${SPB_RESULTS:-$SPB_ROOT/results}
-  local coll=$dir/${machine}_collective.csv op=$dir/${machine}_operator.csv
+  local coll=$dir/${machine}_collective.csv op=$dir/${machine}_operator.csv model=$dir/${machine}_model.csv
+  local levels=" ${SPB_LEVELS:-collective operator model} "
   mkdir -p "$dir"
   for P in ${SPB_WORLDS:-8 16 32 64 128 256}; do [ "$P" -le "$total" ] && worlds+=("$P"); done
   [ ${#worlds[@]} -gt 0 ] || { spb_log "no world size fits on $NODES x $GPUS_PER_NODE GPUs"; return 1; }
-  spb_log "$NODES nodes x $GPUS_PER_NODE GPUs, worlds ${worlds[*]}: rows in $coll and $op"
+  spb_log "$NODES nodes x $GPUS_PER_NODE GPUs, worlds ${worlds[*]}, levels${levels% }: rows in $dir/${machine}_*.csv"
   local shape=(--backend gpu -B 1 -H 16 --dk 128 --dv 128 -K 16)
   for P in "${worlds[@]}"; do
-    if [[ " ${SPB_LEVELS:-collective operator} " == *" collective "* ]]; then
+    if [[ $levels == *" collective "* ]]; then
       # Table 2 (a 2 MiB state per rank, blocks of 16384) inside a sweep of 64 KiB..32 MiB, three block sizes for the
       # cost model: the chain, and the node-aware All-Scans across nodes or the device protocol (auto) inside one;
       # then the LASP-1 chain and LASP-2's all-gather.
@@ -62,7 +63,7 @@ spb_cluster_sweep() {
       spb_launch "$P" collective --backend gpu -p chain,allgather -b 64K -e 32M --csv "$coll" ||
         spb_log "failed: collective chain,allgather on $P GPUs"
     fi
-    if [[ " ${SPB_LEVELS:-collective operator} " == *" operator "* ]]; then
+    if [[ $levels == *" operator "* ]]; then
       # Tables 3 and 4: every method at 16384 and 32768 tokens per GPU (zeco's All-Scan: auto, host-hier across
       # nodes), then zeco with the log-depth scan between the nodes.
       for L in 16384 32768; do
@@ -74,6 +75,23 @@ spb_cluster_sweep() {
         fi
       done
     fi
+    if [[ $levels == *" model "* ]]; then
+      # Tables 5 and 6: GLA-1B with the paper's 32 heads, every method (`all` leaves out ulysses where P does not
+      # divide the heads), 16384 and 32768 tokens per GPU, 5 warm-up steps and the mean of 100. A configuration that
+      # does not fit a GPU's memory (32768 tokens on 80 GB) runs again with --recompute.
+      for L in 16384 32768; do
+        local run=(model --backend gpu -m all -H 32 -L "$L" -K 4 -w 5 -n 100 --log-every 25 --csv "$model")
+        local said
+        said=$(mktemp)
+        spb_launch "$P" "${run[@]}" 2>&1 | tee "$said" || true
+        if grep -q "try --recompute" "$said"; then
+          spb_launch "$P" "${run[@]}" --recompute || spb_log "failed: model on $P GPUs, $L tokens per GPU"
+        elif grep -qE "^spbench: error|MPI_ABORT" "$said"; then
+          spb_log "failed: model on $P GPUs, $L tokens per GPU"
+        fi
+        rm -f "$said"
+      done
+    fi
   done
-  spb_log "done: rows in $coll and $op (copy them into results/ and run spbench report)"
+  spb_log "done: rows in $dir/${machine}_*.csv (copy them into results/ and run spbench report)"
 }

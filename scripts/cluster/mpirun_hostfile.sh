@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The paper's sweeps (Tables 2-4) on N nodes x 8 GPUs with Open MPI and a hostfile: one line per node, `NAME slots=8`
+# The paper's sweeps (Tables 2-6) on N nodes x 8 GPUs with Open MPI and a hostfile: one line per node, `NAME slots=8`
 # (hosts.example). Run from a node that reaches the others by ssh, with the repository built at the same path on
 # every node (a shared filesystem):
 #   HOSTFILE=hosts scripts/cluster/mpirun_hostfile.sh                # every world size from 8 to NODES x 8

@@ -6,7 +6,7 @@
 #SBATCH --exclusive
 #SBATCH --time=04:00:00
 #SBATCH --output=spbench-%j.log
-# The paper's sweeps (Tables 2-4) on N nodes x 8 GPUs under Slurm, from the repository root (built at the same path
+# The paper's sweeps (Tables 2-6) on N nodes x 8 GPUs under Slurm, from the repository root (built at the same path
 # on every node):
 #   sbatch --nodes=4 scripts/cluster/slurm_sbatch.sh                  # 8, 16 and 32 GPUs
 #   sbatch --nodes=32 --time=12:00:00 scripts/cluster/slurm_sbatch.sh  # up to 256 GPUs

@@ -26,7 +26,7 @@ spb_cli_error(seq_not_divisible 3 "--seq/-T: 100 tokens is not divisible by the 
 spb_cli_error(more_ranks_than_tokens 4 "world size 4 is larger than the sequence \\(2 tokens\\)" -T 2)
 spb_cli_error(blocks_not_dividing 2 "--blocks: K=3 must be >= 1 and divide the state's rows B\\*H\\*dk=8"
               -m zeco -K 3 -B 1 -H 2 --dk 4)
-spb_cli_error(ulysses_heads 2 "ulysses: --heads H=3 is not divisible by the world size 2" -m ulysses -H 3)
+spb_cli_error(ulysses_heads 2 "--method ulysses: ulysses splits the heads over the ranks, and H=3 is not divisible by the world size 2" -m ulysses -H 3)
 spb_cli_error(zero_dk 2 "--dk must be >= 1 \\(got 0\\)" --dk 0)
 spb_cli_error(negative_batch 2 "--batch/-B must be >= 1 \\(got -2\\)" -B -2)
 spb_cli_error(zero_tokens_per_rank 2 "--tokens-per-rank/-L must be >= 1 \\(got 0\\)" -L 0)
@@ -126,6 +126,23 @@ spb_cli_error(nodes_over_network_cpu 2 "--nodes-over-network: only --backend gpu
 # node-aware All-Scan checks, and the rows record the backend, nodes and ranks per node (the awk prints them).
 set(SPB_NODE_COLUMNS "awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) c[\$i] = i; next } \
 { print \"row:\", \$c[\"method\"], \$c[\"backend\"], \$c[\"nodes\"], \$c[\"ranks_per_node\"] }'")
+# `all` where a method cannot run the configuration (ulysses: 3 ranks, 2 heads): the others run and check, the
+# header says which was left out and why, and ulysses leaves no row; at both levels.
+foreach(level operator model)
+  if(level STREQUAL "operator")
+    set(shape "-H 2 --dk 8 --dv 8 -L 64")
+  else()
+    set(shape "--vocab 256 --hidden 64 --layers 1 --heads 2 -T 192")
+  endif()
+  set(out ${CMAKE_CURRENT_BINARY_DIR}/all_left_out_${level}.txt)
+  add_test(NAME cli.${level}.all_leaves_out_what_cannot_run
+           COMMAND sh -c "${SPB_MPIRUN_STR} 3 ${SPB_MPI_FLAGS_STR} $<TARGET_FILE:spbench> ${level} --backend cpu -m all \
+${shape} -w 0 -n 1 > ${out} 2>&1; grep -qF '# left out of all: ulysses: ulysses splits the heads over the ranks, and H=2 \
+is not divisible by the world size 3' ${out} && grep -qE '^ +zeco ' ${out} && ! grep -qE '^ +ulysses ' ${out} && \
+grep -q '# wrong results: 0' ${out} && echo ALL_LEFT_OUT_OK")
+  set_tests_properties(cli.${level}.all_leaves_out_what_cannot_run PROPERTIES PASS_REGULAR_EXPRESSION "ALL_LEFT_OUT_OK"
+                       TIMEOUT 150)
+endforeach()
 add_test(NAME cli.run.zeco_nodes_2x2
          COMMAND sh -c "rm -f ${CMAKE_CURRENT_BINARY_DIR}/nodes_operator.csv && ${SPB_MPIRUN_STR} 4 ${SPB_MPI_FLAGS_STR} \
 $<TARGET_FILE:spbench> operator --backend cpu -m zeco -H 3 --dk 8 --dv 8 -L 70 -K 2 -w 1 -n 2 --h0 --dht \
@@ -156,6 +173,12 @@ add_test(NAME cli.cluster.slurm
 bash ${CMAKE_SOURCE_DIR}/scripts/cluster/slurm_sbatch.sh")
 set_tests_properties(cli.cluster.slurm PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION
                      "srun --nodes=2 --ntasks=16 --ntasks-per-node=8 [^\n]*--distribution=block[^\n]*--allscan host-logdepth")
+
+add_test(NAME cli.cluster.model
+         COMMAND sh -c "SPB_DRY_RUN=1 SPB_LEVELS=model SPB_RESULTS=${CMAKE_CURRENT_BINARY_DIR}/cluster_dry \
+HOSTFILE=${CMAKE_SOURCE_DIR}/scripts/cluster/hosts.example bash ${CMAKE_SOURCE_DIR}/scripts/cluster/mpirun_hostfile.sh")
+set_tests_properties(cli.cluster.model PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION
+                     "mpirun -np 16 [^\n]*model --backend gpu -m all -H 32 -L 32768 -K 4 -w 5 -n 100[^\n]*_model.csv")
 
 # spbench compare: a file against itself passes, an injected 20% slowdown exits 1, a malformed CSV stops
 # with one `spbench: error:` line naming the file. The fixture is a real CPU-rank `spbench collective` run.
