@@ -28,13 +28,16 @@ class Communicator {
   virtual void recv(void* buf, size_t bytes, int peer, Stream s) = 0;
   virtual void group_start() = 0;
   virtual void group_end() = 0;
-  // recv = the `bytes` of every rank, in rank order.
+  // recv = the `bytes` of every rank, in rank order. In place where send is recv + rank x bytes.
   virtual void all_gather(const void* send, void* recv, size_t bytes, Stream s) = 0;
   // Block j of `send` goes to rank j; block i of `recv` comes from rank i; each block is `bytes`.
   virtual void all_to_all(const void* send, void* recv, size_t bytes, Stream s) = 0;
   virtual void barrier(Stream s) = 0;
   // buf = the element-wise sum of every rank's buf, n fp32 elements in place (the model's weight gradients).
   virtual void all_reduce_sum(float* buf, size_t n, Stream s) = 0;
+  // buf holds size() blocks of n fp32 elements; afterwards block rank() holds the element-wise sum of every rank's
+  // block rank() (the other blocks are left undefined): the reduce-scatter of a sharded optimizer, in place.
+  virtual void reduce_scatter_sum(float* buf, size_t n, Stream s) = 0;
   // The library's own handle (ncclComm_t for NCCL), for code that needs more than this interface (device All-Scan).
   virtual void* native_handle() const { return nullptr; }
 };

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <vector>
 
 #include "runtime/bootstrap.h"
@@ -59,7 +60,9 @@ class MpiCommunicator final : public Communicator {
     pending_.clear();
   }
   void all_gather(const void* send, void* recv, size_t bytes, Stream) override {
-    SPB_MPI_CALL(MPI_Allgather(send, count_of(bytes), MPI_BYTE, recv, count_of(bytes), MPI_BYTE, comm_));
+    const bool in_place = send == static_cast<const char*>(recv) + size_t(rank_) * bytes;  // MPI forbids aliasing
+    SPB_MPI_CALL(MPI_Allgather(in_place ? MPI_IN_PLACE : send, count_of(bytes), MPI_BYTE, recv, count_of(bytes),
+                               MPI_BYTE, comm_));
   }
   void all_to_all(const void* send, void* recv, size_t bytes, Stream) override {
     SPB_MPI_CALL(MPI_Alltoall(send, count_of(bytes), MPI_BYTE, recv, count_of(bytes), MPI_BYTE, comm_));
@@ -71,6 +74,11 @@ class MpiCommunicator final : public Communicator {
       SPB_MPI_CALL(MPI_Allreduce(MPI_IN_PLACE, buf + done, int(part), MPI_FLOAT, MPI_SUM, comm_));
       done += part;
     }
+  }
+  void reduce_scatter_sum(float* buf, size_t n, Stream) override {
+    // In place, MPI leaves this rank's sum at the start of buf; NCCL's (and this interface's) place is block rank.
+    SPB_MPI_CALL(MPI_Reduce_scatter_block(MPI_IN_PLACE, buf, count_of(n), MPI_FLOAT, MPI_SUM, comm_));
+    if (rank_ > 0) std::memmove(buf + size_t(rank_) * n, buf, n * sizeof(float));
   }
 
  private:

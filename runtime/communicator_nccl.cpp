@@ -237,6 +237,11 @@ class NcclCommunicator final : public Communicator {
     tracked(st, {"all_reduce", n * sizeof(float), 0, true, others_}, __LINE__,
             [&] { return ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, comm_, st); });
   }
+  void reduce_scatter_sum(float* buf, size_t n, Stream s) override {
+    cudaStream_t st = stream(s);
+    tracked(st, {"reduce_scatter", n * size_t(size_) * sizeof(float), 0, true, others_}, __LINE__,
+            [&] { return ncclReduceScatter(buf, buf + size_t(rank_) * n, n, ncclFloat, ncclSum, comm_, st); });
+  }
   void barrier(Stream s) override {
     cudaStream_t st = stream(s);
     tracked(st, {"barrier (an all-reduce of one int)", 0, 0, true, others_}, __LINE__,

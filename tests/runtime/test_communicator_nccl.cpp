@@ -1,6 +1,7 @@
-// The NCCL communicator on device buffers: a send/recv ring in a group, lone send/recv pairs, all_gather,
-// all_to_all (alone and inside a group), barrier, and back-to-back use on two streams. Run under mpirun with one
-// GPU per rank (local rank = GPU ordinal); skips itself when the node has fewer GPUs than ranks on it.
+// The NCCL communicator on device buffers: a send/recv ring in a group, lone send/recv pairs, all_gather (and in
+// place), the in-place reduce-scatter, all_to_all (alone and inside a group), barrier, and back-to-back use on two
+// streams. Run under mpirun with one GPU per rank (local rank = GPU ordinal); skips itself when the node has fewer
+// GPUs than ranks on it.
 #include "../mpi_test_main.h"
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include "runtime/communicator.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
+#include "communicator_checks.h"
 
 namespace spb {
 namespace {
@@ -25,20 +27,10 @@ std::unique_ptr<Communicator> g_comm;
 #define SKIP_IF_NO_GPU() \
   if (!g_comm) GTEST_SKIP() << "fewer GPUs than ranks on this node, or no GPU"
 
-// A value no two (rank, index, salt) share, exactly representable in fp32.
-float tagv(int rank, size_t i, int salt) { return float(rank * 100000 + int(i % 50000)) + 0.25f * float(salt % 4); }
+using test::fill;
+using test::tagv;
 
-std::vector<float> fill(int rank, size_t n, int salt) {
-  std::vector<float> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = tagv(rank, i, salt);
-  return v;
-}
-
-std::vector<float> download(const Buffer& b, size_t n) {
-  std::vector<float> v(n);
-  g_dev->download(v.data(), b.get(), n * 4);
-  return v;
-}
+std::vector<float> download(const Buffer& b, size_t n) { return test::download(*g_dev, b, n); }
 
 TEST(CommunicatorNccl, Identity) {
   SKIP_IF_NO_GPU();
@@ -112,6 +104,16 @@ TEST(CommunicatorNccl, AllGather) {
     }
     EXPECT_EQ(download(r, n * P), want) << "n=" << n;
   }
+}
+
+TEST(CommunicatorNccl, AllGatherInPlace) {
+  SKIP_IF_NO_GPU();
+  test::check_all_gather_in_place(*g_dev, *g_comm);
+}
+
+TEST(CommunicatorNccl, ReduceScatterSumInPlace) {
+  SKIP_IF_NO_GPU();
+  test::check_reduce_scatter_sum(*g_dev, *g_comm);
 }
 
 // Block j of rank q's send buffer holds tagv(q, j * n + i): rank p must receive block p of every rank.
