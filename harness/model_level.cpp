@@ -71,6 +71,9 @@ void add_model_command(CLI::App& app, ModelOptions& o) {
   app.add_flag("--grad-overlap", o.grad_overlap,
                "at P > 1, sum each block's gradients over the ranks as soon as its backward is done, on the "
                "communication stream beside the blocks still to go (default: one all-reduce after the backward)");
+  app.add_flag("--shard-optimizer", o.shard_optimizer,
+               "at P > 1, ZeRO stage 1: reduce-scatter the gradients, AdamW on each rank's 1/P of the weights, "
+               "all-gather the updated bf16 weights (default: all-reduce, AdamW on every weight on every rank)");
   app.add_option("--check,-c", o.check, "check the first step against a reference method (1) or not (0)")
       ->check(CLI::Range(0, 1));
   app.add_option("--tolerance", o.tolerance, "largest relative error that passes (default 1e-5 cpu, 5e-3 gpu)");
@@ -216,6 +219,12 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
   SPB_USAGE(!o.grad_overlap || o.overlap != 2,
             "--grad-overlap with --overlap 2: the states kernel waits for the scan on the communication stream, where "
             "a gradient all-reduce may stand before it; use one of the two");
+  SPB_USAGE(!o.grad_overlap || !o.shard_optimizer,
+            "--grad-overlap with --shard-optimizer: the overlap all-reduces each block's gradients, the sharded "
+            "optimizer reduce-scatters them all after the backward; use one of the two");
+  SPB_USAGE(o.dump.empty() || !o.shard_optimizer,
+            "--dump with --shard-optimizer: the dump is written by rank 0 alone, and a sharded optimizer's weights and "
+            "gradients must be gathered by every rank; dump without it");
   std::unique_ptr<TokenData> data;
   agree_on_usage_errors(boot, [&] { data = std::make_unique<TokenData>(o.data, mc.vocab, o.batch, T, o.seed); });
 
@@ -232,7 +241,8 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
   // --recompute), against what the device has free; every rank agrees before any allocation.
   const GlaShape local = sp.local;
   const size_t method_bytes = 2 * local.chunk_state_elems() * 4 * size_t(o.recompute ? 1 : mc.layers);
-  const double need_gib = double(GlaModel::device_bytes(mc, o.batch, L, act, o.recompute) + method_bytes) / double(1ull << 30);
+  const size_t model_bytes = GlaModel::device_bytes(mc, o.batch, L, act, o.recompute, o.shard_optimizer ? P : 1);
+  const double need_gib = double(model_bytes + method_bytes) / double(1ull << 30);
   const double free_gib = boot.min(double(dev.free_memory_bytes()) / double(1ull << 30));
   SPB_USAGE(need_gib < 0.95 * free_gib,
             "the model needs about " + std::to_string(int(std::ceil(need_gib))) + " GiB per rank (" +
@@ -244,6 +254,7 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
   const double ceiling = gemm_ceiling_tflops(dev);
   GlaModel model(*rt, mc, o.batch, L, methods.front(), sp, o.recompute, o.seed);
   model.set_grad_overlap(o.grad_overlap);
+  model.set_shard_optimizer(o.shard_optimizer);
   const double flops_tok = model.flops_per_token();
 
   // `backend` as at the operator level: what carried the attention's communication.
@@ -261,7 +272,7 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
     r.set("block_elems", method == "zeco" ? (long long)(local.state_rows() / o.blocks * local.dv) : 0LL);
     r.set("overlap", method == "zeco" || method == "lasp2" ? o.overlap : 0);
     r.set("head_groups", ran ? ran->head_groups() : 1);
-    r.set("grad_overlap", o.grad_overlap ? 1 : 0);
+    r.set("grad_overlap", o.grad_overlap ? 1 : 0).set("shard_optimizer", o.shard_optimizer && P > 1 ? 1 : 0);
     r.set("pass", std::string("step")).set("comm", rt->comm->name()).set("warmup", o.warmup).set("iters", o.steps);
     r.set("layers", mc.layers).set("hidden", mc.hidden).set("vocab", mc.vocab).set("expand_k", mc.expand_k);
     r.set("expand_v", mc.expand_v).set("mlp", mc.mlp_size()).set("steps", o.steps).set("seed", (long long)o.seed);
@@ -278,7 +289,7 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
         boot, o.csv,
         {"layers", "hidden", "vocab", "expand_k", "expand_v", "mlp", "steps", "seed", "loss", "peak_mem_gib", "mfu",
          "recompute", "tokens_per_s", "gemm_tflops", "params", "flops_per_token", "nodes", "ranks_per_node",
-         "head_groups", "grad_overlap"},
+         "head_groups", "grad_overlap", "shard_optimizer"},
         o.resume, methods, [&](const CsvAppender& c, const std::string& m) { return c.contains(row_for(m, nullptr)); },
         "P=" + std::to_string(P) + " L=" + std::to_string(L), csv);
     if (todo.empty()) return 0;
@@ -293,10 +304,14 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
                 model.param_count() / 1e6, (model.param_count() - model.embedding_params()) / 1e6);
     std::printf("# model FLOPs per token %.4g (6 x non-embedding params + attention)  bf16 GEMM ceiling %.1f TFLOP/s\n",
                 flops_tok, ceiling);
-    std::printf("# B %d  T %d (%d per rank)  K %d  recompute %s  gradient all-reduce %s  data %s  warm-up %d  "
+    std::printf("# B %d  T %d (%d per rank)  K %d  recompute %s  gradients summed %s  data %s  warm-up %d  "
                 "steps %d  seed %llu  lr %g  tolerance %.0e  memory about %.1f GiB per rank\n",
                 o.batch, T, L, o.blocks, o.recompute ? "attention+elementwise" : "none",
-                P == 1 ? "none" : o.grad_overlap ? "per block, beside the backward" : "after the backward",
+                P == 1 ? "over one rank: no communication"
+                : o.shard_optimizer
+                    ? "by a reduce-scatter after the backward (AdamW on each rank's 1/P, the weights all-gathered)"
+                : o.grad_overlap ? "by an all-reduce per block, beside the backward"
+                                 : "by one all-reduce after the backward",
                 o.data.empty() ? "random tokens" : o.data.c_str(), o.warmup, o.steps, (unsigned long long)o.seed,
                 double(o.lr), tol, need_gib);
     for (const std::string& m : left_out) std::printf("# left out of all: %s\n", m.c_str());

@@ -134,12 +134,14 @@ size_t GlaModel::plan_acts(const GlaModelConfig& c, int rows, DType act, bool re
   return total;
 }
 
-size_t GlaModel::device_bytes(const GlaModelConfig& c, int batch, int tokens_per_rank, DType act, bool recompute) {
+size_t GlaModel::device_bytes(const GlaModelConfig& c, int batch, int tokens_per_rank, DType act, bool recompute,
+                              int optimizer_shards) {
   size_t n = 0;
   layout(c, nullptr, &n);
   Acts none;
-  // fp32 master, gradient and two AdamW moments, and the act copy where act is not fp32
-  const size_t weights = n * (16 + (act == DType::f32 ? 0 : dtype_size(act)));
+  // fp32 master and gradient, the act copy where act is not fp32, and the two AdamW moments of this rank's part
+  const size_t weights = n * (8 + (act == DType::f32 ? 0 : dtype_size(act))) +
+                         8 * ((n + size_t(optimizer_shards) - 1) / size_t(optimizer_shards));
   return weights + plan_acts(c, batch * tokens_per_rank, act, recompute, none, nullptr);
 }
 
@@ -157,13 +159,17 @@ GlaModel::GlaModel(Runtime& rt, const GlaModelConfig& c, int batch, int tokens_p
   lm_head_ = info_.back().offset;
 
   Device& dev = *rt.dev;
-  params_ = Buffer(dev, n_params_ * 4);
-  grads_ = Buffer(dev, n_params_ * 4);
+  const size_t world = size_t(rt.world());
+  shard_elems_ = ((n_params_ + world - 1) / world + 255) / 256 * 256;  // the all-gathers' blocks stay aligned
+  const size_t padded = world * shard_elems_;
+  params_ = Buffer(dev, padded * 4);
+  grads_ = Buffer(dev, padded * 4);
   adam_m_ = Buffer(dev, n_params_ * 4);
   adam_v_ = Buffer(dev, n_params_ * 4);
-  if (act_ != DType::f32) act_weights_ = Buffer(dev, n_params_ * dtype_size(act_));
+  if (act_ != DType::f32) act_weights_ = Buffer(dev, padded * dtype_size(act_));
   // The products overwrite their weights' gradients; the embedding, the norms' weights and the gate's bias are
-  // accumulated into (+=) by their kernels, so only those are zeroed before a step (the rest once, here: padding).
+  // accumulated into (+=) by their kernels, so only those are zeroed before a step (the rest once, here: padding,
+  // which the reduce-scatter of a sharded optimizer sums).
   dev.fill_zero(grads_.get(), grads_.bytes(), dev.compute_stream());
   for (const ParamInfo& p : info_)
     if (p.name == "embed.weight" || p.name.find("norm.weight") != std::string::npos ||
@@ -195,6 +201,23 @@ size_t GlaModel::param_count() const {
 double GlaModel::flops_per_token() const {
   const double attn = 3.0 * c_.heads * (4.0 * c_.dk() * c_.dv() + double(kChunk) * (c_.dk() + c_.dv()));
   return 6.0 * double(param_count() - embedding_params()) + c_.layers * attn;
+}
+
+void GlaModel::set_grad_overlap(bool on) {
+  SPB_CHECK(!(on && shard_optimizer_), "set_grad_overlap: the optimizer is sharded (its sums are a reduce-scatter)");
+  grad_overlap_ = on;
+}
+
+void GlaModel::set_shard_optimizer(bool on) {
+  SPB_CHECK(step_ == 0, "set_shard_optimizer: before the first step");
+  SPB_CHECK(!(on && grad_overlap_), "set_shard_optimizer: the gradients' sums overlap the backward (all-reduces)");
+  shard_optimizer_ = on && rt_.world() > 1;
+  const size_t n = shard_optimizer_ ? shard_elems_ : n_params_;
+  adam_m_.reset(), adam_v_.reset();  // the old moments go before the new are made
+  adam_m_ = Buffer(*rt_.dev, n * 4);
+  adam_v_ = Buffer(*rt_.dev, n * 4);
+  rt_.dev->fill_zero(adam_m_.get(), adam_m_.bytes(), rt_.dev->compute_stream());
+  rt_.dev->fill_zero(adam_v_.get(), adam_v_.bytes(), rt_.dev->compute_stream());
 }
 
 void GlaModel::reset(uint64_t seed) {
@@ -440,7 +463,10 @@ double GlaModel::forward_backward(const std::vector<int32_t>& tokens) {
   stage("bwd: embedding");
   k.embedding_bwd(N, D, static_cast<const int32_t*>(S.tokens.get()), S.dx.f32(), V.G(embed_), st);
   stage("gradient all-reduce");
-  if (rt_.world() > 1 && grad_overlap_) {
+  if (rt_.world() > 1 && shard_optimizer_) {
+    TimelineSpan span(rt_, "grad_reduce_scatter", Lane::compute);
+    rt_.comm->reduce_scatter_sum(grads_.f32(), shard_elems_, st);
+  } else if (rt_.world() > 1 && grad_overlap_) {
     reduce_grads_beside(0, layers_.front().attn_norm);
     dev.record(grads_reduced_.get(), dev.comm_stream());
     dev.wait(st, grads_reduced_.get());  // the optimizer reads the sums
@@ -469,11 +495,28 @@ void GlaModel::reduce_grads_beside(size_t begin, size_t end) {
 void GlaModel::optimizer_step(const AdamWConfig& o) {
   ++step_;
   stage("AdamW + bf16 weights");
-  mk_->adamw(n_params_, params_.f32(), grads_.f32(), adam_m_.f32(), adam_v_.f32(), o.lr, o.beta1, o.beta2, o.eps,
-             o.weight_decay, step_, act_ == DType::f32 ? nullptr : act_weights_.get(), rt_.dev->compute_stream());
+  const Stream st = rt_.dev->compute_stream();
+  const Views V = views();
+  const size_t b = shard_optimizer_ ? shard_begin() : 0, e = shard_optimizer_ ? shard_end() : n_params_;
+  if (e > b)
+    mk_->adamw(e - b, V.P(b), V.G(b), adam_m_.f32(), adam_v_.f32(), o.lr, o.beta1, o.beta2, o.eps, o.weight_decay,
+               step_, act_ == DType::f32 ? nullptr : static_cast<char*>(act_weights_.get()) + b * V.a, st);
+  if (shard_optimizer_) {
+    // Every rank's part of what the products read: the act copy, or the fp32 masters where that is what they read.
+    stage("weights to every rank");
+    TimelineSpan span(rt_, "weights_all_gather", Lane::compute);
+    const size_t part = size_t(rt_.rank()) * shard_elems_;
+    if (act_ == DType::f32) rt_.comm->all_gather(V.P(part), params_.get(), shard_elems_ * 4, st);
+    else rt_.comm->all_gather(static_cast<char*>(act_weights_.get()) + part * V.a, act_weights_.get(),
+                              shard_elems_ * V.a, st);
+  }
 }
 
 std::vector<float> GlaModel::download_params() const {
+  // Sharded, a rank's fp32 masters are current in its own part only (where the products read the act copy).
+  if (shard_optimizer_ && act_ != DType::f32)
+    rt_.comm->all_gather(params_.f32() + size_t(rt_.rank()) * shard_elems_, params_.get(), shard_elems_ * 4,
+                         rt_.dev->compute_stream());
   std::vector<float> h(n_params_);
   rt_.dev->download(h.data(), params_.get(), n_params_ * 4);
   return h;
@@ -487,6 +530,10 @@ void GlaModel::upload_params(const std::vector<float>& p) {
 }
 
 std::vector<float> GlaModel::download_grads() const {
+  // Sharded, each rank holds the sum of its own part: every part to every rank.
+  if (shard_optimizer_)
+    rt_.comm->all_gather(grads_.f32() + size_t(rt_.rank()) * shard_elems_, grads_.get(), shard_elems_ * 4,
+                         rt_.dev->compute_stream());
   std::vector<float> h(n_params_);
   rt_.dev->download(h.data(), grads_.get(), n_params_ * 4);
   return h;

@@ -15,6 +15,7 @@
 // in fp32.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -81,9 +82,10 @@ class GlaModel {
   // Model FLOPs of one token's forward and backward: 6 x the non-embedding parameters (the LM head included) plus
   // the attention's own (the chunked GLA: per layer, head and token 3 x (4 dk dv + 64 (dk + dv))).
   double flops_per_token() const;
+  // With the optimizer sharded (set_shard_optimizer), these three are collective: every rank calls them together.
   std::vector<float> download_params() const;
   void upload_params(const std::vector<float>& p);  // the flat vector of download_params()
-  std::vector<float> download_grads() const;
+  std::vector<float> download_grads() const;        // summed over the ranks
   double grad_norm() const;  // of grads(), after forward_backward
   SpMethod& method(int layer) { return *methods_.at(recompute_ ? 0 : size_t(layer)); }
   int steps_done() const { return step_; }
@@ -94,10 +96,18 @@ class GlaModel {
   // The gradients' all-reduce at P > 1: one call after the whole backward (false, the default), or one call per
   // bucket as soon as its gradients are complete (the LM head and final norm, then each block, then the embedding),
   // on the communication stream beside the backward still to run (true). The sums are the same.
-  void set_grad_overlap(bool on) { grad_overlap_ = on; }
+  void set_grad_overlap(bool on);
+  // At P > 1, the optimizer sharded over the ranks (ZeRO stage 1): the gradients are reduce-scattered instead of
+  // all-reduced, each rank runs AdamW on its 1/P of the flat vector (and keeps only that part's two moments), and
+  // the updated weights the products read (the act copy; the fp32 masters on CPU ranks) are all-gathered. The same
+  // update as the default; 6 bytes a parameter cross the ranks instead of 8 (bf16 weights), and AdamW reads and
+  // writes 1/P of them. Set before the first step; not with set_grad_overlap.
+  void set_shard_optimizer(bool on);
 
   // Bytes of device memory the model allocates for `batch` x `tokens_per_rank` tokens (without the SP method's own).
-  static size_t device_bytes(const GlaModelConfig& c, int batch, int tokens_per_rank, DType act, bool recompute);
+  // optimizer_shards: the ranks AdamW's moments are sharded over (1: not sharded).
+  static size_t device_bytes(const GlaModelConfig& c, int batch, int tokens_per_rank, DType act, bool recompute,
+                             int optimizer_shards = 1);
 
  private:
   struct Layer;
@@ -118,6 +128,9 @@ class GlaModel {
   // With set_grad_overlap: grads_[begin, end) summed over the ranks on the communication stream, once the compute
   // stream's work so far is done.
   void reduce_grads_beside(size_t begin, size_t end);
+  // The flat vector padded to world x shard_elems_; this rank's part of it is [shard_begin(), shard_end()).
+  size_t shard_begin() const { return std::min(n_params_, size_t(rt_.rank()) * shard_elems_); }
+  size_t shard_end() const { return std::min(n_params_, size_t(rt_.rank() + 1) * shard_elems_); }
 
   Runtime& rt_;
   GlaModelConfig c_;
@@ -131,12 +144,13 @@ class GlaModel {
   std::vector<const ParamInfo*> accumulated_grads_;  // the gradients kernels add into: zeroed before every step
   std::vector<Layer> layers_;
   size_t n_params_ = 0, embed_ = 0, final_norm_ = 0, lm_head_ = 0;
+  size_t shard_elems_ = 0;  // ceil(n_params_ / world), rounded up to 256: params_, grads_ and act_weights_ hold world x it
   Buffer params_, grads_, adam_m_, adam_v_, act_weights_;
   std::unique_ptr<Acts> acts_;
   std::vector<std::unique_ptr<SpMethod>> methods_;
   int step_ = 0;
   StageClock* clock_ = nullptr;
-  bool grad_overlap_ = false;
+  bool grad_overlap_ = false, shard_optimizer_ = false;
   EventHandle grads_ready_, grads_reduced_;  // order only: compute -> comm, comm -> compute
 };
 

@@ -36,7 +36,7 @@ class Communicator {
   // buf = the element-wise sum of every rank's buf, n fp32 elements in place (the model's weight gradients).
   virtual void all_reduce_sum(float* buf, size_t n, Stream s) = 0;
   // buf holds size() blocks of n fp32 elements; afterwards block rank() holds the element-wise sum of every rank's
-  // block rank() (the other blocks are left undefined): the reduce-scatter of a sharded optimizer, in place.
+  // block rank(), and the other blocks are as they were: the reduce-scatter of a sharded optimizer, in place.
   virtual void reduce_scatter_sum(float* buf, size_t n, Stream s) = 0;
   // The library's own handle (ncclComm_t for NCCL), for code that needs more than this interface (device All-Scan).
   virtual void* native_handle() const { return nullptr; }

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstring>
 #include <vector>
 
 #include "runtime/bootstrap.h"
@@ -76,9 +75,11 @@ class MpiCommunicator final : public Communicator {
     }
   }
   void reduce_scatter_sum(float* buf, size_t n, Stream) override {
-    // In place, MPI leaves this rank's sum at the start of buf; NCCL's (and this interface's) place is block rank.
-    SPB_MPI_CALL(MPI_Reduce_scatter_block(MPI_IN_PLACE, buf, count_of(n), MPI_FLOAT, MPI_SUM, comm_));
-    if (rank_ > 0) std::memmove(buf + size_t(rank_) * n, buf, n * sizeof(float));
+    // MPI's in-place form leaves the sum at the start of buf, over block 0; this interface's place is block rank,
+    // and the other blocks stay as they were (as NCCL's in-place form leaves them).
+    std::vector<float> sum(n);
+    SPB_MPI_CALL(MPI_Reduce_scatter_block(buf, sum.data(), count_of(n), MPI_FLOAT, MPI_SUM, comm_));
+    std::copy(sum.begin(), sum.end(), buf + size_t(rank_) * n);
   }
 
  private:

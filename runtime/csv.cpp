@@ -31,8 +31,9 @@ const std::vector<std::string>& config_columns() {
   static const std::vector<std::string> cols = {"level", "method", "backend", "world_size", "batch", "heads", "dk",
                                                 "dv", "tokens_per_rank", "block_elems", "bytes", "dtype", "pass",
                                                 "overlap", "head_groups", "timing", "layers", "hidden", "vocab",
-                                                "expand_k", "expand_v", "mlp", "recompute", "grad_overlap", "nodes",
-                                                "ranks_per_node", "comm", "gpu", "git_sha"};
+                                                "expand_k", "expand_v", "mlp", "recompute", "grad_overlap",
+                                                "shard_optimizer", "nodes", "ranks_per_node", "comm", "gpu",
+                                                "git_sha"};
   return cols;
 }
 

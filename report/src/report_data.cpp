@@ -290,8 +290,9 @@ bool model_row_better(const Row& a, const Row& b) {
 }  // namespace
 
 bool default_order(const Row& r) {
-  const std::string o = col(r, "overlap"), g = col(r, "head_groups"), go = col(r, "grad_overlap");
-  return (o.empty() || o == "0") && (g.empty() || g == "1") && (go.empty() || go == "0");
+  auto unset_or = [&](const char* c, const char* v) { return col(r, c).empty() || col(r, c) == v; };
+  return unset_or("overlap", "0") && unset_or("head_groups", "1") && unset_or("grad_overlap", "0") &&
+         unset_or("shard_optimizer", "0");
 }
 
 bool paper_model_config(const Row& r) {

@@ -104,7 +104,8 @@ MachineFit fit_machine(const std::vector<Row>& rows, const std::string& gpu, con
                        int max_world = kHoldOutFitMaxWorld);
 
 // The methods' default schedule: zeco and lasp2 in order (--overlap 0), zeco's one head group and, at the model
-// level, one gradient all-reduce after the backward. Rows of the other orders (and groups) are development
+// level, one gradient all-reduce after the backward and AdamW on every rank (no --grad-overlap, no
+// --shard-optimizer). Rows of the other orders (and groups) are development
 // measurements beside it: the tables and plots show one row per method, the default's, and the
 // exposed-communication section shows each order's timeline.
 bool default_order(const Row& r);

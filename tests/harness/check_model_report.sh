@@ -10,7 +10,7 @@
 #   - model rows (H=32, hidden 2048, 20 layers, 1e9 params) at 32768 tokens per GPU: dp 700, 720, 730 ms at 1, 2, 4
 #     ranks; zeco 725, 740; lasp2 730, 760; lasp1 900, 1300 at 2, 4; and a newer zeco row at 4 ranks with 4 heads,
 #     which the table must not show (the paper's configuration wins), and newer zeco rows at 4 ranks of the other
-#     schedules (--grad-overlap, --overlap 2), which it must not show either. At 16384: dp 360 and zeco 365 ms at 2
+#     schedules (--grad-overlap, --overlap 2, --shard-optimizer), which it must not show either. At 16384: dp 360 and zeco 365 ms at 2
 #     ranks.
 #   - CPU-rank model rows: dp at 1 and 2 ranks, zeco at 2, 256 tokens per rank, equal losses.
 # Hand-computed cells (32768 tokens; state S = 32 x 32 x 64 x 4 B = 256 KiB, All-Scan blocks of 64 KiB, K = 4;
@@ -60,10 +60,11 @@ expect_in "$readme" "so T_compute = 700 ms"
 expect_in "$readme" "Ours ÷ paper: 8 GPUs 1.04 (model), 64 GPUs 1.05 (model), 128 GPUs 1.04 (model), 256 GPUs 1.01 (model): **agrees** (every point within 0.80-1.25)."
 expect_in "$readme" "Ours ÷ paper: 8 GPUs 1.15 (model), 64 GPUs 1.25 (model), 128 GPUs 1.35 (model), 256 GPUs 1.63 (model): **disagrees** at 128, 256 GPUs"
 # The newer 4-head zeco row (32768 / 0.1 s = 327680 tokens/s) is not the one shown; nor the newer rows of other
-# schedules: zeco with --grad-overlap (655360) and with --overlap 2 (819200).
+# schedules: zeco with --grad-overlap (655360), with --overlap 2 (819200) and with --shard-optimizer (983040).
 if grep -qF "327680" "$readme"; then echo "check_model_report: the 4-head row is shown"; fail=1; fi
 if grep -qF "655360" "$readme"; then echo "check_model_report: a --grad-overlap row is shown"; fail=1; fi
 if grep -qF "819200" "$readme"; then echo "check_model_report: an --overlap 2 row is shown"; fail=1; fi
+if grep -qF "983040" "$readme"; then echo "check_model_report: a --shard-optimizer row is shown"; fail=1; fi
 # Table 5: the paper gives no number at 16384 tokens per GPU.
 expect "| 2 | zeco | 44888 | $cfg | fixture-gpu, 2 ranks, nccl, 2000-01-01, fixture | 45297 | not published here | 0.99x | 1.00x | — | — |"
 # The CPU-rank model table: measured rows only, with their losses.

@@ -314,6 +314,10 @@ spb_model_error(too_large 2 "the model needs about [0-9]+ GiB per rank .* try --
 spb_model_error(ulysses_heads 4 "ulysses splits the heads over the ranks" -m ulysses --heads 2 -T 256)
 spb_model_error(grad_overlap_with_states_beside 2 "--grad-overlap with --overlap 2: .* use one of the two"
                 --grad-overlap --overlap 2)
+spb_model_error(grad_overlap_with_shard_optimizer 2 "--grad-overlap with --shard-optimizer: .* use one of the two"
+                --grad-overlap --shard-optimizer)
+spb_model_error(dump_with_shard_optimizer 2 "--dump with --shard-optimizer: .* dump without it" --shard-optimizer
+                --dump dump_sharded)
 spb_model_error(nodes_over_network_one_node 2
                 "--nodes-over-network: needs nodes simulated on one host .* this launch has 1 node x 2 ranks"
                 --nodes-over-network)
@@ -328,6 +332,16 @@ ${SPB_MPIRUN_STR} 2 ${SPB_MPI_FLAGS_STR} $<TARGET_FILE:spbench> model --backend 
 awk -F, 'NR > 1 && $12 == 1 && $13 == 1 { n[$14 \" \" $15]++ } END { print \"spans:\", n[\"compute step\"], \
 n[\"compute attention\"], n[\"comm grad_all_reduce\"] }' model_timeline.csv")
 set_tests_properties(cli.model.timeline PROPERTIES TIMEOUT 150 PASS_REGULAR_EXPRESSION "spans: 1 4 4")
+# --shard-optimizer: the header names the schedule, the run checks against the reference method, and the row
+# records it (the CSV's shard_optimizer column is 1), apart from the default's row of the same configuration.
+add_test(NAME cli.model.shard_optimizer
+         COMMAND sh -c "rm -f model_sharded.csv && for flag in '' --shard-optimizer; do \
+${SPB_MPIRUN_STR} 2 ${SPB_MPI_FLAGS_STR} $<TARGET_FILE:spbench> model --backend cpu -m zeco -w 1 -n 2 --vocab 256 \
+--hidden 64 --layers 1 --heads 2 -T 128 --csv model_sharded.csv $flag || exit 1; done | grep -E 'reduce-scatter|wrong' \
+&& awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i } NR > 1 { print \"row shard_optimizer\", \
+$c[\"shard_optimizer\"] }' model_sharded.csv")
+set_tests_properties(cli.model.shard_optimizer PROPERTIES TIMEOUT 150 PASS_REGULAR_EXPRESSION
+                     "wrong results: 0.*gradients summed by a reduce-scatter after the backward.*wrong results: 0.*row shard_optimizer 0.*row shard_optimizer 1")
 add_test(NAME cli.model.csv_resume
          COMMAND sh -c "rm -f model_resume.csv && \
 ${SPB_MPIRUN_STR} 2 ${SPB_MPI_FLAGS_STR} $<TARGET_FILE:spbench> model --backend cpu -m zeco,lasp2 -w 1 -n 2 --vocab 256 \

@@ -45,13 +45,20 @@ struct Trained {
   std::vector<ParamInfo> params;
   std::vector<float> grads;  // of the first step, summed over the ranks
   std::vector<double> losses;
+  std::vector<float> weights;  // after the last step
 };
 
+// How the gradients are summed over the ranks and the optimizer steps (GlaModel::set_grad_overlap,
+// set_shard_optimizer).
+enum class GradSum { after_backward, beside_backward, sharded_optimizer };
+
 // `steps` steps of `method` over this rank's slice of the sequence (or, for the reference, the whole of it).
-Trained train(Runtime& rt, const std::string& method, bool whole, int steps, bool grad_overlap = false) {
+Trained train(Runtime& rt, const std::string& method, bool whole, int steps,
+              GradSum sum = GradSum::after_backward) {
   const int P = rt.world(), p = rt.rank(), L = whole ? kSeq : kSeq / P;
   GlaModel model(rt, tiny(), kBatch, L, method, SpConfig{}, false, 5);
-  model.set_grad_overlap(grad_overlap);
+  model.set_grad_overlap(sum == GradSum::beside_backward);
+  model.set_shard_optimizer(sum == GradSum::sharded_optimizer);
   const TokenData data("", tiny().vocab, kBatch, kSeq, 9);
   Trained out;
   out.params = model.params_info();
@@ -61,6 +68,7 @@ Trained train(Runtime& rt, const std::string& method, bool whole, int steps, boo
     if (s == 0) out.grads = model.download_grads();
     model.optimizer_step(adam);
   }
+  out.weights = model.download_params();
   return out;
 }
 
@@ -110,11 +118,29 @@ TEST(ModelSp, GradOverlapGivesTheSameSums) {
   auto rt = make_runtime(*test::boot(), backend());
   const double tol = gpu() ? 1e-4 : 1e-6;
   for (const std::string& m : method_names()) {
-    const Trained after = train(*rt, m, false, 3), beside = train(*rt, m, false, 3, true);
+    const Trained after = train(*rt, m, false, 3), beside = train(*rt, m, false, 3, GradSum::beside_backward);
     const std::string what = m + " P=" + std::to_string(rt->world());
     EXPECT_LT(rel_rms(after.grads.data(), beside.grads.data(), after.grads.size()), tol) << what;
     for (size_t s = 0; s < after.losses.size(); ++s)
       EXPECT_NEAR(beside.losses[s], after.losses[s], tol * after.losses[s]) << what << " step " << s + 1;
+  }
+}
+
+// --shard-optimizer (ZeRO stage 1): the gradients reduce-scattered, AdamW on each rank's part of the flat vector, the
+// updated weights all-gathered: the same first-step gradients, the same losses of the later steps (which see the
+// updated weights) and the same weights at the end as every rank stepping every weight. A part left out of the
+// all-gather leaves the old weights there; AdamW over more than a rank's part steps it with partial sums.
+TEST(ModelSp, ShardedOptimizerGivesTheSameStep) {
+  if (!have_devices()) GTEST_SKIP() << "fewer GPUs than ranks";
+  auto rt = make_runtime(*test::boot(), backend());
+  const double tol = gpu() ? 1e-4 : 1e-6;
+  for (const std::string& m : {std::string("zeco"), std::string("lasp2")}) {
+    const Trained all = train(*rt, m, false, 3), sharded = train(*rt, m, false, 3, GradSum::sharded_optimizer);
+    const std::string what = m + " P=" + std::to_string(rt->world());
+    EXPECT_LT(rel_rms(all.grads.data(), sharded.grads.data(), all.grads.size()), tol) << what << " first gradients";
+    EXPECT_LT(rel_rms(all.weights.data(), sharded.weights.data(), all.weights.size()), tol) << what << " weights";
+    for (size_t s = 0; s < all.losses.size(); ++s)
+      EXPECT_NEAR(sharded.losses[s], all.losses[s], tol * all.losses[s]) << what << " step " << s + 1;
   }
 }
 
