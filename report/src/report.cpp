@@ -142,7 +142,7 @@ int run_report(const ReportOptions& o) {
                         "operator`); time in ms. dp is the ideal (no communication).",
                     "(ms)");
   }
-  md << section_model_level(c, 16384, "5") << section_model_level(c, 32768, "6");
+  md << section_model_level(c, 16384, "5") << section_model_level(c, 32768, "6") << section_model_rows(c);
   md << section_cost_model(c);
   md << section_simulated_nodes(c);
   md << section_beyond_one_node(c);

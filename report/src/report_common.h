@@ -186,6 +186,7 @@ std::string section_paper_figures(Context& c);
 std::string fits_table(const MachineFit& f);
 std::string section_cost_model(const Context& c);
 void resolve_network(Context& c);
+std::string section_model_rows(Context& c);
 std::string section_simulated_nodes(const Context& c);
 std::string section_beyond_one_node(const Context& c);
 // The network between nodes as the report states it beside every number that uses it: its constants and where they

@@ -229,5 +229,80 @@ std::string section_model_level(Context& c, long long L, const std::string& tabl
   return s.str();
 }
 
+namespace {
+
+// How a model row's step was scheduled beyond its configuration: "default", or the flags that changed it.
+std::string schedule_of(const Row& r) {
+  std::vector<std::string> f;
+  if (lnum(r, "overlap") != 0) f.push_back("--overlap " + col(r, "overlap"));
+  if (lnum(r, "head_groups") > 1) f.push_back("--head-groups " + col(r, "head_groups"));
+  if (lnum(r, "grad_overlap") != 0) f.push_back("--grad-overlap");
+  if (lnum(r, "shard_optimizer") != 0) f.push_back("--shard-optimizer");
+  return f.empty() ? "default" : join(f, " ");
+}
+
+// The gradients' schedule alone (dp has no scan order to set): a dp row is the reference of a row with the same.
+std::string grad_schedule_of(const Row& r) { return col(r, "grad_overlap") + "|" + col(r, "shard_optimizer"); }
+
+}  // namespace
+
+std::string section_model_rows(Context& c) {
+  std::ostringstream s;
+  s << "## Every GPU model-level configuration measured\n\n";
+  auto keep = [](const Row& r) { return col(r, "level") == "model" && !is_cpu_row(r) && tokens_per_s(r) > 0; };
+  auto where = [](const Row& r) {
+    return col(r, "gpu") + "|" + col(r, "world_size") + "|" + col(r, "tokens_per_rank") + "|" + model_config_key(r);
+  };
+  const auto shown = newest_by(c.res.rows, keep, [&](const Row& r) {
+    return where(r) + "|" + schedule_of(r) + "|" + col(r, "method");
+  });
+  const auto dps = newest_by(
+      c.res.rows, [&](const Row& r) { return keep(r) && col(r, "method") == "dp"; },
+      [&](const Row& r) { return where(r) + "|" + grad_schedule_of(r); });
+  if (shown.empty()) {
+    s << "None yet: results/ holds no GPU rows of level `model`.\n\n";
+    return s.str();
+  }
+  s << "The tables above show one row per method and world size: the paper's configuration and the default schedule. "
+       "Here is the newest row of every configuration and schedule measured on GPUs (`--grad-overlap`, "
+       "`--shard-optimizer`, zeco's `--overlap 2`: model/NOTES.md says what each does and what it measured), each "
+       "beside dp's row of the same machine, world size, configuration and gradient schedule.\n\n";
+  // By machine, world size, tokens, heads (the paper's 32 first), recompute, the default schedule first, and the
+  // methods in their registry order.
+  const auto methods = operator_methods(c);
+  auto rank_of = [&](const Row& r) {
+    return std::make_tuple(col(r, "gpu"), lnum(r, "world_size"), lnum(r, "tokens_per_rank"), -lnum(r, "heads"),
+                           col(r, "recompute"), schedule_of(r) != "default", schedule_of(r),
+                           std::find(methods.begin(), methods.end(), col(r, "method")) - methods.begin());
+  };
+  std::vector<const Row*> order;
+  for (auto& [k, r] : shown) order.push_back(r);
+  std::sort(order.begin(), order.end(), [&](const Row* a, const Row* b) { return rank_of(*a) < rank_of(*b); });
+  std::vector<std::vector<std::string>> rows;
+  std::ostringstream csv;
+  csv << "gpu,gpus,tokens_per_gpu,heads,dk,dv,recompute,schedule,method,tokens_per_s_per_gpu,step_ms,over_dp,git_sha\n";
+  for (const Row* r : order) {
+    const auto d = dps.find(where(*r) + "|" + grad_schedule_of(*r));
+    const double over_dp = d == dps.end() ? NAN : tokens_per_s(*r) / tokens_per_s(*d->second);
+    const std::string rc = col(*r, "recompute").empty() ? "none" : col(*r, "recompute");
+    rows.push_back({col(*r, "gpu"), col(*r, "world_size"), col(*r, "tokens_per_rank"),
+                    "H=" + col(*r, "heads") + (rc == "none" ? "" : ", recompute"), schedule_of(*r), col(*r, "method"),
+                    num_cell(tokens_per_s(*r)), std::isfinite(over_dp) ? fmt("%.3fx", over_dp) : "—", num_cell(ms(*r)),
+                    col(*r, "git_sha").substr(0, 7)});
+    csv << join({csv_field(col(*r, "gpu")), col(*r, "world_size"), col(*r, "tokens_per_rank"), col(*r, "heads"),
+                 col(*r, "dk"), col(*r, "dv"), rc, csv_field(schedule_of(*r)), col(*r, "method"),
+                 fmt("%.6g", tokens_per_s(*r)), fmt("%.6g", ms(*r)), std::isfinite(over_dp) ? fmt("%.4g", over_dp) : "",
+                 col(*r, "git_sha")},
+                ",")
+        << "\n";
+  }
+  std::ofstream(c.tables_dir + "/model_rows.csv") << csv.str();
+  s << md_table({"gpu", "GPUs", "tokens per GPU", "configuration", "schedule", "method", "tokens/s/GPU", "÷ dp",
+                 "step (ms)", "code"},
+                rows, "lrrlllrrrl")
+    << "\n(`tables/model_rows.csv` has the same rows.)\n\n";
+  return s.str();
+}
+
 }  // namespace report_detail
 }  // namespace spb
