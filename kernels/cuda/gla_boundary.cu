@@ -52,8 +52,9 @@
 //   64 x 64 117/114.) Fold: 32 / 40 registers, no shared memory.
 // Grids: B1 T16K H16 128/128: variants 1/5/7/9 8 spans x 32 chunks, 128 blocks (1/SM); 2/3/6/8 8 x 32, 256 blocks
 //   (2/SM); 4 16 x 16, 256 blocks (1/SM, 2 waves). T32K: the same with 64-chunk spans (4: 32 x 16, 512 blocks, 4
-//   waves). B1 T16K H4 256/512: 1/5/7/9 128 x 256 tiles, 8 x 32, 128 blocks; 2/6/8 64 x 128, 4 spans x 64, 256
-//   blocks (each x / gc tile read by 4 blocks, y by 4); 3 128 x 64, 4 x 64, 256 blocks; 4 16 x 16, 256 blocks.
+//   waves). B1 T16K H4 256/512: 1/5/9 128 x 256 tiles, 8 x 32, 128 blocks (and 7 in the table below); 2/6/8 64 x
+//   128, 4 spans x 64, 256 blocks (each x / gc tile read by 4 blocks, y by 4); 3 128 x 64, 4 x 64, 256 blocks; 4 16
+//   x 16, 256 blocks; the default 7 now 128 x 128 (plan_of).
 // tf32 mma.sync at ~4 clocks per m16n8k8 per SM, which fits variant 1's 116 us, puts a floor of ~71 us under stage 1
 // at T = 16K H16 and ~142 us at H4 256/512. Measured, one H200, each alone, median of 20, stage 1 + fold (sha
 // 45a324d, results/logs/nvidia-h200-x4_collective_session.log):
@@ -61,7 +62,8 @@
 //   B1 T16K H16 128/128 (us):  117  108  140  128   98  102   93  256  257
 //   B1 T32K H16 128/128 (us):  219  204  267  242  181  190  171  504  504
 //   B1 T16K H4 256/512 (us):   165  194  256  174  147  181  147  499  295
-//   Default 7 (= 5 where dv > 128). launch_boundary_gates runs 7 with RAW (reads g, scans each chunk itself; 128-row
+//   Default 7, with 128 x 128 tiles where dv > 128 (not timed alone there; the table's 7 at H4 256/512 ran 128 x
+//   256 tiles): the chunk states then reuse its reduction (plan_of). launch_boundary_gates runs 7 with RAW (reads g, scans each chunk itself; 128-row
 //   tiles, dv <= 128 per tile: 228 / 234 registers, 220 KB): 96 / 94 us at T16K, 173 / 172 at T32K (sha 1fb919a,
 //   results/logs/dev/boundary_from_raw_gates_session.log). The bulk copies (8, 9) are 2.5x slower than their
 //   cp.async twins, not understood (a guess: one warp issuing a 256-byte copy per row serialises the stage's
@@ -136,7 +138,8 @@ int g_boundary_variant = 0;  // tuning / test override of the kernel variant (0:
 // The variants (header comment): 1 the plain kernel; 2 1 with 64-row tiles (2 blocks per SM where dv <= 128);
 // 3 1 with 64-column tiles (2 blocks per SM); 4 1 with spans of 16 chunks; 5 IL at 1's tiles (4 x 2 warps on
 // 128 x 128 and 128 x 64); 6 IL with 64-row tiles; 7 as 5 with 64-token steps (32-token where 64 does not fit);
-// 8 as 6 with bulk copies; 9 as 5 with bulk copies. 0: the default, 7 (the fastest measured at every shape).
+// 8 as 6 with bulk copies; 9 as 5 with bulk copies. 0: the default, 7 (the fastest measured at every shape), with
+// 128-column tiles where dv > 128 (plan_of).
 constexpr int kBoundaryVariants = 9;
 
 // pl.span and pl.S: `span` chunks per span if > 0, else the span that fills pl's grid best.
@@ -173,6 +176,10 @@ Plan plan_of(const Dims& d) {
   int span = g_boundary_span;
   if (v == 2 || v == 6 || v == 8) pl.bk = 64, pl.bn = d.dv > 64 ? 128 : 64;
   if (v == 3) pl.bn = 64;
+  // The default keeps to 128 columns where dv > 128 too: the chunk states' STORE pass cannot hold 128 x 256 tiles
+  // (states_plan_of), and only a reduction of its own tiles is one it reuses, so that an SP rank's M_p / D_p and its
+  // chunk states cost one reduction, not two.
+  if (v == 7 && pl.bn > 128) pl.bn = 128;
   if (v == 4 && span <= 0) span = 16;
   if ((v == 5 || v == 7 || v == 9) && pl.bk == 128 && pl.bn <= 128) pl.wm = 4;
   if (v == 7 && pl.bn <= 128) pl.ts = 64;  // 128 x 256 does not fit three 64-token stages

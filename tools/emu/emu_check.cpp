@@ -399,6 +399,7 @@ void boundary_from_gates() {
   boundary_states(2, 150, 2, 128, 128, 2, GateKind::strong, 0, true);  // B = H = 2, partial last span and chunk
   boundary_states(1, 160, 1, 128, 64, 0, GateKind::model, 0, true);    // 128 x 64 tiles, the plan's spans
   boundary_states(1, 200, 1, 256, 96, 2, GateKind::model, 0, true);    // two dk tiles, a part-filled dv tile
+  boundary_states(1, 130, 1, 128, 256, 2, GateKind::model, 0, true);   // dv > 128: two 128-column tiles
   boundary_states(1, 91, 1, 100, 60, 1, GateKind::strong, 0, true);    // dk % 8 != 0: element copies, edge tiles
   boundary_states(1, 1, 1, 128, 128, 0, GateKind::model, 0, true);     // one token
 }
