@@ -2,8 +2,8 @@
 # One call of a lent GPU machine (where nothing can be installed): build there with the header-only packages carried
 # as .deb files in .deps/ (apt-get download libcli11-dev libfccp-dev nlohmann-json3-dev), then run the stages named
 # on the command line; logs and CSVs go to $OUT.
-#   stages: test (GPU ctest), bench (kernel benchmark), collective, operator, timeline, model, model-profile, nodes,
-#   all
+#   stages: test (GPU ctest), bench (kernel benchmark), collective, operator, timeline, model, model-profile,
+#   model-schedules, nodes, all
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-$PWD/out}
@@ -81,6 +81,12 @@ for stage in "${@:-all}"; do
     for H in 32 4; do
       $MPI -np 1 $B/spbench model --backend gpu -m dp -H $H -L 16384 -w 3 -n 5 --profile 5 --log-every 0 -c 0 2>&1 \
         | tee -a "$LOG" | grep -vE "^# [a-z0-9]+ step"
+    done ;;&
+  model-schedules|all)
+    stamp "model level at P > 1: dp and zeco with each gradient schedule (16384 tokens, 32 heads)"
+    for args in --grad-overlap --shard-optimizer; do
+      SPB_WORLDS="2 4 8" SPB_MODEL_LENGTHS=16384 SPB_MODEL_HEADS=32 SPB_MODEL_METHODS=dp,zeco SPB_MODEL_ARGS=$args \
+        sweep model sweep_model_gpu.sh
     done ;;&
   nodes|all)
     stamp "nodes simulated on this host, NCCL between them over its network"
