@@ -164,8 +164,6 @@ GlaModel::GlaModel(Runtime& rt, const GlaModelConfig& c, int batch, int tokens_p
   const size_t padded = world * shard_elems_;
   params_ = Buffer(dev, padded * 4);
   grads_ = Buffer(dev, padded * 4);
-  adam_m_ = Buffer(dev, n_params_ * 4);
-  adam_v_ = Buffer(dev, n_params_ * 4);
   if (act_ != DType::f32) act_weights_ = Buffer(dev, padded * dtype_size(act_));
   // The products overwrite their weights' gradients; the embedding, the norms' weights and the gate's bias are
   // accumulated into (+=) by their kernels, so only those are zeroed before a step (the rest once, here: padding,
@@ -212,18 +210,10 @@ void GlaModel::set_shard_optimizer(bool on) {
   SPB_CHECK(step_ == 0, "set_shard_optimizer: before the first step");
   SPB_CHECK(!(on && grad_overlap_), "set_shard_optimizer: the gradients' sums overlap the backward (all-reduces)");
   shard_optimizer_ = on && rt_.world() > 1;
-  const size_t n = shard_optimizer_ ? shard_elems_ : n_params_;
-  adam_m_.reset(), adam_v_.reset();  // the old moments go before the new are made
-  adam_m_ = Buffer(*rt_.dev, n * 4);
-  adam_v_ = Buffer(*rt_.dev, n * 4);
-  rt_.dev->fill_zero(adam_m_.get(), adam_m_.bytes(), rt_.dev->compute_stream());
-  rt_.dev->fill_zero(adam_v_.get(), adam_v_.bytes(), rt_.dev->compute_stream());
 }
 
 void GlaModel::reset(uint64_t seed) {
-  const Stream st = rt_.dev->compute_stream();
-  rt_.dev->fill_zero(adam_m_.get(), adam_m_.bytes(), st);
-  rt_.dev->fill_zero(adam_v_.get(), adam_v_.bytes(), st);
+  adam_m_.reset(), adam_v_.reset();  // made again, zero, at the first step
   init_params(seed);
   step_ = 0;
 }
@@ -498,6 +488,12 @@ void GlaModel::optimizer_step(const AdamWConfig& o) {
   const Stream st = rt_.dev->compute_stream();
   const Views V = views();
   const size_t b = shard_optimizer_ ? shard_begin() : 0, e = shard_optimizer_ ? shard_end() : n_params_;
+  if (!adam_m_.get()) {  // AdamW's two moments, of the part this rank steps, made at the first step
+    const size_t n = shard_optimizer_ ? shard_elems_ : n_params_;
+    adam_m_ = Buffer(*rt_.dev, n * 4), adam_v_ = Buffer(*rt_.dev, n * 4);
+    rt_.dev->fill_zero(adam_m_.get(), adam_m_.bytes(), st);
+    rt_.dev->fill_zero(adam_v_.get(), adam_v_.bytes(), st);
+  }
   if (e > b)
     mk_->adamw(e - b, V.P(b), V.G(b), adam_m_.f32(), adam_v_.f32(), o.lr, o.beta1, o.beta2, o.eps, o.weight_decay,
                step_, act_ == DType::f32 ? nullptr : static_cast<char*>(act_weights_.get()) + b * V.a, st);

@@ -70,7 +70,8 @@ class GlaModel {
   // gradients are then summed over the ranks (grads()). Returns the loss: the mean over every rank's B x L tokens.
   double forward_backward(const std::vector<int32_t>& tokens);
   void optimizer_step(const AdamWConfig& o);  // AdamW from grads(); step counts from 1
-  // Back to the initial weights drawn from `seed`, a fresh AdamW state and step 0.
+  // Back to the initial weights drawn from `seed`, a fresh AdamW state (its moments made, zero, at the next step)
+  // and step 0.
   void reset(uint64_t seed);
   // Replaces every block's SP method (the weights and the optimizer's state stay).
   void set_method(const std::string& method);
