@@ -82,6 +82,7 @@ std::vector<Case> cases() {
   return {
       {100, GateKind::model, true, true, 2, 4, 64, 64},     // a partial chunk on every rank
       {1000, GateKind::model, false, false, 1, 4, 128, 64},  // dk != dv
+      {1024, GateKind::model, true, true, 1, 4, 256, 512},   // GLA-1B's 4-head layer: dv > 128, 128-column tiles
   };
 }
 // The paper's operator shape (Table 3): every method once, on the GPU.
