@@ -501,18 +501,20 @@ void GlaModel::optimizer_step(const AdamWConfig& o) {
     // Every rank's part of what the products read: the act copy, or the fp32 masters where that is what they read.
     stage("weights to every rank");
     TimelineSpan span(rt_, "weights_all_gather", Lane::compute);
-    const size_t part = size_t(rt_.rank()) * shard_elems_;
-    if (act_ == DType::f32) rt_.comm->all_gather(V.P(part), params_.get(), shard_elems_ * 4, st);
-    else rt_.comm->all_gather(static_cast<char*>(act_weights_.get()) + part * V.a, act_weights_.get(),
-                              shard_elems_ * V.a, st);
+    if (act_ == DType::f32) gather_parts(params_, 4);
+    else gather_parts(act_weights_, V.a);
   }
+}
+
+void GlaModel::gather_parts(const Buffer& flat, size_t elem_bytes) const {
+  char* base = static_cast<char*>(flat.get());
+  rt_.comm->all_gather(base + size_t(rt_.rank()) * shard_elems_ * elem_bytes, base, shard_elems_ * elem_bytes,
+                       rt_.dev->compute_stream());
 }
 
 std::vector<float> GlaModel::download_params() const {
   // Sharded, a rank's fp32 masters are current in its own part only (where the products read the act copy).
-  if (shard_optimizer_ && act_ != DType::f32)
-    rt_.comm->all_gather(params_.f32() + size_t(rt_.rank()) * shard_elems_, params_.get(), shard_elems_ * 4,
-                         rt_.dev->compute_stream());
+  if (shard_optimizer_ && act_ != DType::f32) gather_parts(params_, 4);
   std::vector<float> h(n_params_);
   rt_.dev->download(h.data(), params_.get(), n_params_ * 4);
   return h;
@@ -527,9 +529,7 @@ void GlaModel::upload_params(const std::vector<float>& p) {
 
 std::vector<float> GlaModel::download_grads() const {
   // Sharded, each rank holds the sum of its own part: every part to every rank.
-  if (shard_optimizer_)
-    rt_.comm->all_gather(grads_.f32() + size_t(rt_.rank()) * shard_elems_, grads_.get(), shard_elems_ * 4,
-                         rt_.dev->compute_stream());
+  if (shard_optimizer_) gather_parts(grads_, 4);
   std::vector<float> h(n_params_);
   rt_.dev->download(h.data(), grads_.get(), n_params_ * 4);
   return h;

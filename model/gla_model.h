@@ -132,6 +132,9 @@ class GlaModel {
   // The flat vector padded to world x shard_elems_; this rank's part of it is [shard_begin(), shard_end()).
   size_t shard_begin() const { return std::min(n_params_, size_t(rt_.rank()) * shard_elems_); }
   size_t shard_end() const { return std::min(n_params_, size_t(rt_.rank() + 1) * shard_elems_); }
+  // Every rank's part of a flat vector of world x shard_elems_ elements of elem_bytes to every rank, in place, on the
+  // compute stream.
+  void gather_parts(const Buffer& flat, size_t elem_bytes) const;
 
   Runtime& rt_;
   GlaModelConfig c_;
