@@ -289,11 +289,17 @@ bool model_row_better(const Row& a, const Row& b) {
 
 }  // namespace
 
-bool default_order(const Row& r) {
-  auto unset_or = [&](const char* c, const char* v) { return col(r, c).empty() || col(r, c) == v; };
-  return unset_or("overlap", "0") && unset_or("head_groups", "1") && unset_or("grad_overlap", "0") &&
-         unset_or("shard_optimizer", "0");
+std::string schedule_of(const Row& r) {
+  std::string s;
+  auto flag = [&](bool on, const std::string& f) { if (on) s += (s.empty() ? "" : " ") + f; };
+  flag(lnum(r, "overlap") != 0, "--overlap " + col(r, "overlap"));
+  flag(lnum(r, "head_groups") > 1, "--head-groups " + col(r, "head_groups"));
+  flag(lnum(r, "grad_overlap") != 0, "--grad-overlap");
+  flag(lnum(r, "shard_optimizer") != 0, "--shard-optimizer");
+  return s.empty() ? "default" : s;
 }
+
+bool default_order(const Row& r) { return schedule_of(r) == "default"; }
 
 bool paper_model_config(const Row& r) {
   return lnum(r, "heads") == 32 && lnum(r, "hidden") == 2048 && lnum(r, "layers") == 20;

@@ -109,6 +109,9 @@ MachineFit fit_machine(const std::vector<Row>& rows, const std::string& gpu, con
 // measurements beside it: the tables and plots show one row per method, the default's, and the
 // exposed-communication section shows each order's timeline.
 bool default_order(const Row& r);
+// "default", or the flags that set the row's schedule apart from it (--overlap N, --head-groups N, --grad-overlap,
+// --shard-optimizer).
+std::string schedule_of(const Row& r);
 
 // --- the model level (Tables 5 and 6) ---
 // A model row at the paper's configuration: H = 32 heads, hidden 2048, 20 layers.

@@ -231,16 +231,6 @@ std::string section_model_level(Context& c, long long L, const std::string& tabl
 
 namespace {
 
-// How a model row's step was scheduled beyond its configuration: "default", or the flags that changed it.
-std::string schedule_of(const Row& r) {
-  std::vector<std::string> f;
-  if (lnum(r, "overlap") != 0) f.push_back("--overlap " + col(r, "overlap"));
-  if (lnum(r, "head_groups") > 1) f.push_back("--head-groups " + col(r, "head_groups"));
-  if (lnum(r, "grad_overlap") != 0) f.push_back("--grad-overlap");
-  if (lnum(r, "shard_optimizer") != 0) f.push_back("--shard-optimizer");
-  return f.empty() ? "default" : join(f, " ");
-}
-
 // The gradients' schedule alone (dp has no scan order to set): a dp row is the reference of a row with the same.
 std::string grad_schedule_of(const Row& r) { return col(r, "grad_overlap") + "|" + col(r, "shard_optimizer"); }
 
