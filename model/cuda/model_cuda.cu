@@ -82,6 +82,28 @@ __device__ __forceinline__ void store4(bf16* p, const float (&v)[4]) {
 __device__ __forceinline__ void store1(float* p, float v) { *p = v; }
 __device__ __forceinline__ void store1(bf16* p, float v) { *p = to_bf(v); }
 
+// W bf16 as one access (W = 4: 8 bytes; W = 8: 16 bytes).
+template <int W>
+struct alignas(2 * W) Bf16Vec {
+  __nv_bfloat162 h[W / 2];
+};
+template <int W>
+__device__ __forceinline__ void loadw(const bf16* p, float (&v)[W]) {
+  const Bf16Vec<W> t = *reinterpret_cast<const Bf16Vec<W>*>(p);
+#pragma unroll
+  for (int k = 0; k < W / 2; ++k) {
+    const float2 f = __bfloat1622float2(t.h[k]);
+    v[2 * k] = f.x, v[2 * k + 1] = f.y;
+  }
+}
+template <int W>
+__device__ __forceinline__ void storew(bf16* p, const float (&v)[W]) {
+  Bf16Vec<W> t;
+#pragma unroll
+  for (int k = 0; k < W / 2; ++k) t.h[k] = __floats2bfloat162_rn(v[2 * k], v[2 * k + 1]);
+  *reinterpret_cast<Bf16Vec<W>*>(p) = t;
+}
+
 #define SPB_FOR_EACH_GROUP_OF_4(n, g)                                                                  \
   for (size_t g = blockIdx.x * size_t(blockDim.x) + threadIdx.x, groups_ = ((n) + 3) / 4; g < groups_; \
        g += size_t(gridDim.x) * blockDim.x)
@@ -118,35 +140,54 @@ __global__ void embedding_bwd_kernel(int n, int D, const int32_t* tokens, const 
 }
 
 // ---- RMSNorms: one kernel per op, each input read once ----------------------------------------------------------
-// A row belongs to a group of G threads (16 or 32: within a warp; 128 or 256: across warps, the row's sum of squares
-// or dot meeting in shared memory), a block of kThreads holding kThreads / G rows at a time. A thread takes VW = 4
-// consecutive elements at a time (16-byte fp32 / 8-byte bf16 accesses; VW = 1 where D or a pointer does not allow
-// it), NCH such chunks of a row, columns g VW + c G VW: the row stays in registers between its sum and its outputs
+// A row belongs to a group of G threads (8, 16 or 32: within a warp; 128 or 256: across warps, the row's sum of
+// squares or dot meeting in shared memory), a block of kThreads holding kThreads / G rows at a time. A thread takes VW
+// consecutive elements at a time: 4 (16-byte fp32 / 8-byte bf16 accesses), 8 where the rows are bf16 (the output
+// gate's norm: 16-byte accesses, so that a thread has as many bytes in flight as with fp32 rows), 1 where D or a
+// pointer does not allow more; NCH such chunks of a row, columns g VW + c G VW: the row stays in registers between
+// its sum and its outputs
 // (NCH > 0, D <= NCH G VW), so every input is read from memory once. NCH = 0 (D beyond what the registers hold:
 // more than 4096 columns, or 1024 with VW = 1): a whole block per row, two passes over it (the second mostly from
 // L1/L2). The backward keeps each thread's columns' share of dw in registers across all its rows and adds it to dw
 // once per block at the end (straight into dw where the block holds one row at a time: a column then has one owner;
 // through a shared-memory copy of dw otherwise); the grid has at most 4 blocks per SM, so there are few atomics.
 //
-// Predicted per call on an H100 (~3.35 TB/s peak, ~2.9-3.0 TB/s reached by streaming kernels), at 16384 tokens:
-//   rmsnorm_bwd       [16384, 2048] f32: x, dy, dx read, dx written (512 MB) + the bf16 dx copy (64 MB) = 576 MB:
-//                     ~0.21 ms (0.19 ms at 3 TB/s, plus ~5% tail and the 528 x 2048 dw atomics). Was 0.45.
-//   gated_rmsnorm_bwd [524288, 64] and [65536, 512] bf16: o, z, dy read, d_o, dz written = 320 MB: ~0.12 ms
-//                     (0.107 at 3 TB/s; sigmoid once per element, no longer a second read). Was 0.59 (dv 64).
-//   rmsnorm_fwd       x f32 read (128 MB), y bf16 written (64 MB) = 192 MB: ~0.07 ms. Was 0.14.
-//   gated_rmsnorm_fwd o, z read, y written, bf16 = 192 MB: ~0.07 ms. Was 0.22 (dv 64).
-// Why: the kernels only stream their inputs once and write their outputs once, with 16/8-byte accesses and several
-// chunks in flight per thread before the first reduction; the math (one sigmoid per element) is far below the
-// memory time, so they should sit at 85-95% of the bandwidth bound.
+// Measured on one H200 (4.8 TB/s peak; a device copy reaches ~4.2), 16384 tokens, 20 blocks, when bf16 rows moved 8
+// bytes an access and the backward read dx after the row's sum (results/logs/nvidia-h200_model_profile.log):
+//   rmsnorm_add_fwd   x, delta f32 read, x_out f32 and y bf16 written = 448 MB: 0.121 ms a call (3.7 TB/s)
+//   rmsnorm_bwd       x, dy, dx f32 read, dx f32 and its bf16 copy written = 576 MB: 0.187 ms (3.1 TB/s)
+//   gated_rmsnorm_fwd [65536, 512] bf16: o, z read, y written = 192 MB: 0.089 ms (2.2 TB/s)
+//   gated_rmsnorm_bwd o, z, dy read, d_o, dz written = 320 MB: 0.169 ms (1.9 TB/s)
+// Every kernel streams its inputs once and writes its outputs once; the math (a sigmoid per element) is far below
+// the memory time. What a warp has in flight is the loads it issues before the row's sum waits on them: with 8-byte
+// bf16 loads that is half of what 16-byte fp32 ones give, and the gated kernels ran at half the rate; the backward's
+// read of dx after the sum was a second wait a row. Hence 16-byte bf16 accesses and dx read with the row: predicted
+// gated ~0.05 / ~0.09 ms and rmsnorm_bwd ~0.15 ms a call (-1.8 ms and -1.5 ms a step).
 template <int VW, class T>
 __device__ __forceinline__ void loadv(const T* p, float (&v)[VW]) {
-  if constexpr (VW == 4) load4(p, v);
-  else v[0] = to_f(*p);
+  if constexpr (VW == 8 && std::is_same_v<T, bf16>) {
+    loadw<8>(p, v);
+  } else if constexpr (VW == 8) {
+    load4(p, reinterpret_cast<float(&)[4]>(v[0]));
+    load4(p + 4, reinterpret_cast<float(&)[4]>(v[4]));
+  } else if constexpr (VW == 4) {
+    load4(p, v);
+  } else {
+    v[0] = to_f(*p);
+  }
 }
 template <int VW, class T>
 __device__ __forceinline__ void storev(T* p, const float (&v)[VW]) {
-  if constexpr (VW == 4) store4(p, v);
-  else store1(p, v[0]);
+  if constexpr (VW == 8 && std::is_same_v<T, bf16>) {
+    storew<8>(p, v);
+  } else if constexpr (VW == 8) {
+    store4(p, reinterpret_cast<const float(&)[4]>(v[0]));
+    store4(p + 4, reinterpret_cast<const float(&)[4]>(v[4]));
+  } else if constexpr (VW == 4) {
+    store4(p, v);
+  } else {
+    store1(p, v[0]);
+  }
 }
 
 // The sum of x over the G threads of a row group, the same in all of them. Every thread of the block calls it (the
@@ -282,32 +323,40 @@ __global__ void __launch_bounds__(kThreads)
     const float r = live ? rstd[row] : 0.f;
     float dot = 0.f;  // sum of a u
     if constexpr (NCH > 0) {
-      // xv = x, dv = dy s, gz = dy swish'(z): all that the outputs need, kept from the one read.
-      float xv[NCH][VW], dv[NCH][VW], gz[GATED ? NCH : 1][VW];
+      // Every load of the row first, so that all of them are in flight before the row's dot waits on them: x, dy,
+      // z (GATED) and the dx that the result adds to (ACCUMULATE). Then xv = x, dv = dy s, gz = dy swish'(z) (in zv's
+      // registers): all that the outputs need.
+      float xv[NCH][VW], dv[NCH][VW], zv[GATED ? NCH : 1][VW], ov[ACCUMULATE ? NCH : 1][VW];
 #pragma unroll
       for (int c = 0; c < NCH; ++c) {
         const int j = g * VW + c * G * VW;
         if (live && j < D) {
-          float wv[VW];
           loadv<VW>(x + off + j, xv[c]);
           loadv<VW>(dy + off + j, dv[c]);
-          loadv<VW>(w + j, wv);
-          if constexpr (GATED) {
-            float zv[VW];
-            loadv<VW>(z + off + j, zv);
-#pragma unroll
-            for (int k = 0; k < VW; ++k) {
-              const float sg = sigmoid(zv[k]);
-              gz[c][k] = dv[c][k] * sg * (1.f + zv[k] * (1.f - sg));
-              dv[c][k] *= zv[k] * sg;
-            }
-          }
-#pragma unroll
-          for (int k = 0; k < VW; ++k) dot += dv[c][k] * wv[k] * xv[c][k] * r;
+          if constexpr (GATED) loadv<VW>(z + off + j, zv[c]);
+          if constexpr (ACCUMULATE) loadv<VW>(dx + off + j, ov[c]);
         } else {
 #pragma unroll
           for (int k = 0; k < VW; ++k) xv[c][k] = dv[c][k] = 0.f;
         }
+      }
+#pragma unroll
+      for (int c = 0; c < NCH; ++c) {
+        const int j = g * VW + c * G * VW;
+        if (!live || j >= D) continue;
+        float wv[VW];
+        loadv<VW>(w + j, wv);
+        if constexpr (GATED) {
+#pragma unroll
+          for (int k = 0; k < VW; ++k) {
+            const float sg = sigmoid(zv[c][k]);
+            const float gz = dv[c][k] * sg * (1.f + zv[c][k] * (1.f - sg));
+            dv[c][k] *= zv[c][k] * sg;
+            zv[c][k] = gz;
+          }
+        }
+#pragma unroll
+        for (int k = 0; k < VW; ++k) dot += dv[c][k] * wv[k] * xv[c][k] * r;
       }
       const float mean = row_sum<G>(dot, red, parity) / D;
       if (!live) continue;
@@ -320,15 +369,14 @@ __global__ void __launch_bounds__(kThreads)
         if constexpr (GATED) {
           float dzv[VW];
 #pragma unroll
-          for (int k = 0; k < VW; ++k) dzv[k] = gz[c][k] * xv[c][k] * r * wv[k];
+          for (int k = 0; k < VW; ++k) dzv[k] = zv[c][k] * xv[c][k] * r * wv[k];
           storev<VW>(dz + off + j, dzv);
         }
-        if constexpr (ACCUMULATE) loadv<VW>(dx + off + j, out);
 #pragma unroll
         for (int k = 0; k < VW; ++k) {
           const float u = xv[c][k] * r;
           const float v = r * (dv[c][k] * wv[k] - u * mean);
-          out[k] = ACCUMULATE ? out[k] + v : v;
+          out[k] = ACCUMULATE ? ov[c][k] + v : v;
           acc[c][k] += dv[c][k] * u;
         }
         storev<VW>(dx + off + j, out);
@@ -508,28 +556,6 @@ __device__ __forceinline__ void swiglu_grad(float a, float b, float dy, float& d
   const float sg = sigmoid(a);
   da = dy * b * sg * (1.f + a * (1.f - sg));
   db = dy * a * sg;
-}
-
-// W bf16 as one access (W = 4: 8 bytes; W = 8: 16 bytes).
-template <int W>
-struct alignas(2 * W) Bf16Vec {
-  __nv_bfloat162 h[W / 2];
-};
-template <int W>
-__device__ __forceinline__ void loadw(const bf16* p, float (&v)[W]) {
-  const Bf16Vec<W> t = *reinterpret_cast<const Bf16Vec<W>*>(p);
-#pragma unroll
-  for (int k = 0; k < W / 2; ++k) {
-    const float2 f = __bfloat1622float2(t.h[k]);
-    v[2 * k] = f.x, v[2 * k + 1] = f.y;
-  }
-}
-template <int W>
-__device__ __forceinline__ void storew(bf16* p, const float (&v)[W]) {
-  Bf16Vec<W> t;
-#pragma unroll
-  for (int k = 0; k < W / 2; ++k) t.h[k] = __floats2bfloat162_rn(v[2 * k], v[2 * k + 1]);
-  *reinterpret_cast<Bf16Vec<W>*>(p) = t;
 }
 
 // ab [rows, 2F] holds a row's a then its b; y, dy [rows, F]. A thread takes groups of W outputs; with `vec`
@@ -914,12 +940,22 @@ class CudaModelKernels final : public ModelKernels {
 
   // The norm kernels at (G threads per row, VW elements per access, NCH chunks a thread) for this D and these
   // pointers: the smallest group whose registers hold the row with VW = 4 chunks at most 4 per thread, so that
-  // even D = 64 keeps all 32 lanes of a warp busy (two rows each) and D = 2048 spreads a row over 4 warps.
-  template <class Launch>
-  static void norm_dispatch(int D, bool vec, Launch&& launch) {
+  // even D = 64 keeps all 32 lanes of a warp busy (two rows each) and D = 2048 spreads a row over 4 warps. `wide`
+  // (bf16 rows, D % 8 == 0, 16-byte aligned): VW = 8, a 16-byte access each, up to D = 1024.
+  template <class T, class Launch>
+  static void norm_dispatch(int D, bool vec, bool wide, Launch&& launch) {
     using std::integral_constant;
     using I = int;
     auto shape = [&](auto G, auto VW, auto NCH) { launch(G, VW, NCH); };
+    if constexpr (std::is_same_v<T, bf16>) {
+      if (wide && D <= 1024) {
+        if (D <= 64) shape(integral_constant<I, 8>{}, integral_constant<I, 8>{}, integral_constant<I, 1>{});
+        else if (D <= 128) shape(integral_constant<I, 16>{}, integral_constant<I, 8>{}, integral_constant<I, 1>{});
+        else if (D <= 512) shape(integral_constant<I, 32>{}, integral_constant<I, 8>{}, integral_constant<I, 2>{});
+        else shape(integral_constant<I, 32>{}, integral_constant<I, 8>{}, integral_constant<I, 4>{});
+        return;
+      }
+    }
     if (vec) {
       if (D <= 64) shape(integral_constant<I, 16>{}, integral_constant<I, 4>{}, integral_constant<I, 1>{});
       else if (D <= 128) shape(integral_constant<I, 32>{}, integral_constant<I, 4>{}, integral_constant<I, 1>{});
@@ -939,7 +975,8 @@ class CudaModelKernels final : public ModelKernels {
     if (n <= 0 || D <= 0) return;
     const bool vec = D % 4 == 0 && aligned(x, 16) && aligned(w, 16) && (!z || aligned(z, 16)) && aligned(y, 8) &&
                      (!x_out || aligned(x_out, 16));
-    norm_dispatch(D, vec, [&](auto G, auto VW, auto NCH) {
+    const bool wide = vec && D % 8 == 0 && aligned(y, 16);
+    norm_dispatch<T>(D, vec, wide, [&](auto G, auto VW, auto NCH) {
       auto kernel = rmsnorm_fwd_kernel<decltype(G)::value, decltype(VW)::value, decltype(NCH)::value, MODE, T, Z>;
       kernel<<<norm_blocks(n, kThreads / decltype(G)::value, resident(kernel, 0, 8)), kThreads, 0, stream(st)>>>(
           n, D, x, w, z, eps, y, rstd, x_out);
@@ -952,7 +989,8 @@ class CudaModelKernels final : public ModelKernels {
     if (n <= 0 || D <= 0) return;
     const bool vec = D % 4 == 0 && aligned(x, 16) && aligned(w, 16) && (!z || aligned(z, 16)) && aligned(dy, 16) &&
                      aligned(dx, 16) && (!dz || aligned(dz, 16)) && (!dx_act || aligned(dx_act, 8));
-    norm_dispatch(D, vec, [&](auto G, auto VW, auto NCH) {
+    const bool wide = vec && D % 8 == 0 && (!dx_act || aligned(dx_act, 16));
+    norm_dispatch<T>(D, vec, wide, [&](auto G, auto VW, auto NCH) {
       const int rows_per_block = kThreads / decltype(G)::value;
       const bool shared_dw = rows_per_block > 1 || decltype(NCH)::value == 0;
       SPB_CHECK(!shared_dw || size_t(D) * 4 <= 48 * 1024,

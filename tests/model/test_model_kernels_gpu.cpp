@@ -322,11 +322,19 @@ TEST_F(ModelKernelsGpu, ForgetGate) {
   }
 }
 
-// 37 tokens of 4 heads at dv = 64, 512 and odd 95; 9001 rows at dv = 64 (16 rows a block) and 3001 at dv = 512 (8 a
-// block) make every block loop over several row groups, the last one partial.
+// 37 tokens of 4 heads at dv = 64, 128, 512 and 1024 (16-byte accesses: 8, 16 and 32 threads a row, 1, 1, 2 and 4
+// accesses a thread), 100 (8-byte accesses) and odd 95 (element by element); 9001 rows at dv = 64 (32 rows a block)
+// and 3001 at dv = 512 (8 a block) make every block loop over several row groups, the last one partial.
 TEST_F(ModelKernelsGpu, GatedRmsNorm) {
   const float eps = 1e-5f;
-  for (const NormShape s : std::vector<NormShape>{{37 * 4, 64}, {37 * 4, 512}, {37 * 4, 95}, {9001, 64}, {3001, 512}}) {
+  for (const NormShape s : std::vector<NormShape>{{37 * 4, 64},
+                                                  {37 * 4, 128},
+                                                  {37 * 4, 512},
+                                                  {37 * 4, 1024},
+                                                  {37 * 4, 100},
+                                                  {37 * 4, 95},
+                                                  {9001, 64},
+                                                  {3001, 512}}) {
     const int rows = s.n, D = s.D;
     SCOPED_TRACE("rows " + std::to_string(rows) + ", D " + std::to_string(D));
     const size_t nd = size_t(rows) * D;
