@@ -172,7 +172,7 @@ GlaModel::GlaModel(Runtime& rt, const GlaModelConfig& c, int batch, int tokens_p
   for (const ParamInfo& p : info_)
     if (p.name == "embed.weight" || p.name.find("norm.weight") != std::string::npos ||
         p.name.find(".bias") != std::string::npos)
-      accumulated_grads_.push_back(&p);
+      fp32_read_.push_back(&p);
   reset(seed);
   acts_ = std::make_unique<Acts>();
   plan_acts(c_, N_, act_, recompute_, *acts_, &dev);
@@ -435,7 +435,7 @@ double GlaModel::forward_backward(const std::vector<int32_t>& tokens) {
                   S.losses.f32(), S.dlogits.get(), st);
 
   stage("zero gradients");
-  for (const ParamInfo* p : accumulated_grads_) dev.fill_zero(V.G(p->offset), p->elems() * 4, st);
+  for (const ParamInfo* p : fp32_read_) dev.fill_zero(V.G(p->offset), p->elems() * 4, st);
   stage("bwd: LM head");
   mm(true, false, Vc, D, N, 1, S.dlogits.get(), S.hf.get(), 0, V.G(lm_head_), DType::f32, st);
   mm(false, false, N, D, Vc, 1, S.dlogits.get(), V.W(lm_head_), 0, S.dh.get(), DType::f32, st);
@@ -501,9 +501,30 @@ void GlaModel::optimizer_step(const AdamWConfig& o) {
     // Every rank's part of what the products read: the act copy, or the fp32 masters where that is what they read.
     stage("weights to every rank");
     TimelineSpan span(rt_, "weights_all_gather", Lane::compute);
-    if (act_ == DType::f32) gather_parts(params_, 4);
-    else gather_parts(act_weights_, V.a);
+    if (act_ == DType::f32) {
+      gather_parts(params_, 4);
+    } else {
+      gather_parts(act_weights_, V.a);
+      share_fp32_read_masters();
+    }
   }
+}
+
+// Sharded with an act copy, a rank's fp32 masters are current in its own part only, but the kernels read the
+// embedding, the norms' weights and the gate's bias as fp32 masters: each of their elements is kept by the rank that
+// stepped it and zeroed on the others, then summed (x + 0 + ... = x exactly), all in one group.
+void GlaModel::share_fp32_read_masters() {
+  const Stream st = rt_.dev->compute_stream();
+  const size_t b = shard_begin(), e = shard_end();
+  float* p = params_.f32();
+  for (const ParamInfo* t : fp32_read_) {
+    const size_t lo = t->offset, hi = t->offset + t->elems();
+    if (lo < std::min(hi, b)) rt_.dev->fill_zero(p + lo, (std::min(hi, b) - lo) * 4, st);
+    if (std::max(lo, e) < hi) rt_.dev->fill_zero(p + std::max(lo, e), (hi - std::max(lo, e)) * 4, st);
+  }
+  rt_.comm->group_start();
+  for (const ParamInfo* t : fp32_read_) rt_.comm->all_reduce_sum(p + t->offset, t->elems(), st);
+  rt_.comm->group_end();
 }
 
 void GlaModel::gather_parts(const Buffer& flat, size_t elem_bytes) const {

@@ -135,6 +135,7 @@ class GlaModel {
   // Every rank's part of a flat vector of world x shard_elems_ elements of elem_bytes to every rank, in place, on the
   // compute stream.
   void gather_parts(const Buffer& flat, size_t elem_bytes) const;
+  void share_fp32_read_masters();
 
   Runtime& rt_;
   GlaModelConfig c_;
@@ -145,7 +146,9 @@ class GlaModel {
   std::unique_ptr<ModelKernels> mk_;
   DType act_;
   std::vector<ParamInfo> info_;
-  std::vector<const ParamInfo*> accumulated_grads_;  // the gradients kernels add into: zeroed before every step
+  // The embedding, the norms' weights and the gate's bias: the kernels read these as fp32 masters (not through the
+  // act copy) and add into their gradients (zeroed before every step).
+  std::vector<const ParamInfo*> fp32_read_;
   std::vector<Layer> layers_;
   size_t n_params_ = 0, embed_ = 0, final_norm_ = 0, lm_head_ = 0;
   size_t shard_elems_ = 0;  // ceil(n_params_ / world), rounded up to 256: params_, grads_ and act_weights_ hold world x it
