@@ -21,9 +21,10 @@ void gla_backward(GlaKernels& kern, GlaWorkspace& ws, const void* q, const void*
 
 void gla_backward_saved(GlaKernels& kern, GlaWorkspace& ws, const void* q, const void* k, const void* v,
                         const float* forward_ht, const void* d_o, const float* dht, void* dq, void* dk, void* dv,
-                        void* dg, float* dh0, Stream st) {
-  const GlaShape& s = ws.shape;
+                        void* dg, float* dh0, Stream st, int grad_ld) {
+  GlaShape s = ws.shape;
   kern.chunk_states_bwd(s, q, d_o, ws.gc.f32(), dht, ws.dhs.f32(), dh0, st);
+  s.grad_ld = grad_ld;
   kern.chunk_grads(s, q, k, v, ws.gc.f32(), ws.hs.f32(), forward_ht, ws.dhs.f32(), d_o, dq, dk, dv, dg, st);
 }
 

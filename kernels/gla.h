@@ -32,8 +32,9 @@ void gla_backward(GlaKernels& kern, GlaWorkspace& ws, const void* q, const void*
 // forward left in `ws` (saved for the backward, as autograd would) instead of recomputing them; `forward_ht` is the
 // final state that forward returned. Keeping hs costs NT*dk*dv fp32 per head between the passes and saves a
 // cumsum and a state pass (about 0.4 ms of 3.5 at T=16384, H=16, dk=dv=128 on an H200).
+// dq, dk and dv go to rows of grad_ld elements where it is not 0 (GlaShape::grad_ld).
 void gla_backward_saved(GlaKernels& kern, GlaWorkspace& ws, const void* q, const void* k, const void* v,
                         const float* forward_ht, const void* d_o, const float* dht, void* dq, void* dk, void* dv,
-                        void* dg, float* dh0, Stream st);
+                        void* dg, float* dh0, Stream st, int grad_ld = 0);
 
 }  // namespace spb

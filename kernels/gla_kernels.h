@@ -31,6 +31,10 @@ struct GlaShape {
   // state rows are [pair_begin * dk, (pair_begin + pairs()) * dk)), so stages of disjoint ranges may be interleaved
   // (zeco pipelines its scans over head groups this way). The sizes below are always the whole tensors'.
   int pair_begin = 0, pair_count = 0;
+  // The row stride, in elements, of chunk_grads' dq, dk and dv (0: dense, H * dk and H * dv): a consumer that wants
+  // them side by side in one matrix (the model's [dq | dk | dv | ...] for one product) has them written there.
+  int grad_ld = 0;
+  bool grad_rows_fit() const { return grad_ld == 0 || long(grad_ld) >= long(H) * (dk > dv ? dk : dv); }
   int pairs() const { return pair_count ? pair_count : B * H; }
   bool all_pairs() const { return pair_begin == 0 && pairs() == B * H; }
   bool pairs_in_range() const {
@@ -75,7 +79,8 @@ class GlaKernels {
   // means a zero final-state gradient.
   virtual void chunk_states_bwd(const GlaShape& s, const void* q, const void* d_o, const float* gc,
                                 const float* dht, float* dhs, float* dh0, Stream st) = 0;
-  // dq, dk, dv, dg of every token from the true states (hs, ht) and state gradients (dhs).
+  // dq, dk, dv (rows of s.grad_ld elements where it is set), dg of every token from the true states (hs, ht) and
+  // state gradients (dhs).
   virtual void chunk_grads(const GlaShape& s, const void* q, const void* k, const void* v, const float* gc,
                            const float* hs, const float* ht, const float* dhs, const void* d_o, void* dq, void* dk,
                            void* dv, void* dg, Stream st) = 0;

@@ -41,6 +41,11 @@ struct TokenView {
   static TokenView of(const GlaShape& s, int b, int h, int D) {
     return {(size_t(b) * s.T * s.H + h) * D, size_t(s.H) * D};
   }
+  // chunk_grads' dq, dk (D = dk) and dv (D = dv): rows of GlaShape::grad_ld elements where it is set.
+  static TokenView grad(const GlaShape& s, int b, int h, int D) {
+    if (s.grad_ld == 0) return of(s, b, h, D);
+    return {size_t(b) * s.T * s.grad_ld + size_t(h) * D, size_t(s.grad_ld)};
+  }
   size_t at(int t, int d = 0) const { return base + t * stride + d; }
 };
 
@@ -232,11 +237,13 @@ class CpuKernels final : public GlaKernels {
     float* dk = static_cast<float*>(dk_);
     float* dv = static_cast<float*>(dv_);
     float* dg = static_cast<float*>(dg_);
+    SPB_CHECK(s.grad_rows_fit(), "GlaShape: grad_ld " + std::to_string(s.grad_ld) + " is shorter than a token's row");
     const int DK = s.dk, DV = s.dv;
     const float scale = s.scale();
     std::vector<float> A(kChunk * kChunk), dA(kChunk * kChunk), db(size_t(kChunk) * DK);
     for_each_bh(s, [&](int b, int h) {
       TokenView tk = TokenView::of(s, b, h, DK), tv = TokenView::of(s, b, h, DV);
+      TokenView gk = TokenView::grad(s, b, h, DK), gv = TokenView::grad(s, b, h, DV);
       for (int n = 0; n < s.chunks(); ++n) {
         ChunkRange c(s, n);
         const int len = c.t1 - c.t0;
@@ -262,13 +269,13 @@ class CpuKernels final : public GlaKernels {
             for (int j = 0; j < DV; ++j) x += H0[size_t(i) * DV + j] * dout[tv.at(tr, j)];
             float acc = scale * std::exp(G(r, i)) * x;
             for (int t = 0; t <= r; ++t) acc += dA[r * kChunk + t] * k[tk.at(c.t0 + t, i)] * std::exp(G(r, i) - G(t, i));
-            dq[tk.at(tr, i)] = acc;
+            dq[gk.at(tr, i)] = acc;
             // dk_r = sum_{t>=r} dA_tr q_t exp(b_t - b_r) + exp(B - b_r) (dh v_r)
             float y = 0.f;
             for (int j = 0; j < DV; ++j) y += dH[size_t(i) * DV + j] * v[tv.at(tr, j)];
             float acck = std::exp(Bl[i] - G(r, i)) * y;
             for (int t = r; t < len; ++t) acck += dA[t * kChunk + r] * q[tk.at(c.t0 + t, i)] * std::exp(G(t, i) - G(r, i));
-            dk[tk.at(tr, i)] = acck;
+            dk[gk.at(tr, i)] = acck;
             db[size_t(r) * DK + i] = q[tk.at(tr, i)] * acc - k[tk.at(tr, i)] * acck;
           }
           // dv_r = sum_{t>=r} A_tr do_t + dh^T (k_r exp(B - b_r))
@@ -276,7 +283,7 @@ class CpuKernels final : public GlaKernels {
             float acc = 0.f;
             for (int t = r; t < len; ++t) acc += A[t * kChunk + r] * dout[tv.at(c.t0 + t, j)];
             for (int i = 0; i < DK; ++i) acc += dH[size_t(i) * DV + j] * k[tk.at(tr, i)] * std::exp(Bl[i] - G(r, i));
-            dv[tv.at(tr, j)] = acc;
+            dv[gv.at(tr, j)] = acc;
           }
         }
         // The chunk's total decay B = b_last also scales the state it hands on: d/dB = rowsum(dh * h_next).

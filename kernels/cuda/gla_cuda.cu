@@ -26,7 +26,9 @@ Dims dims_of(const GlaShape& s) {
   SPB_CHECK(s.B >= 1 && s.T >= 1 && s.H >= 1 && s.dk >= 1 && s.dv >= 1, "GlaShape must be positive");
   SPB_CHECK(s.chunks() <= 65535 && long(s.B) * s.H <= 65535, "grid too large for this shape");
   SPB_CHECK(s.pairs_in_range(), "GlaShape: a (b, h) pair range outside the tensor");
-  return Dims{s.B, s.T, s.H, s.dk, s.dv, s.chunks(), 1.0f / std::sqrt(float(s.dk)), s.pair_begin, s.pairs()};
+  SPB_CHECK(s.grad_rows_fit(), "GlaShape: grad_ld " + std::to_string(s.grad_ld) + " is shorter than a token's row");
+  return Dims{s.B, s.T, s.H, s.dk, s.dv, s.chunks(), 1.0f / std::sqrt(float(s.dk)), s.pair_begin, s.pairs(),
+              s.grad_ld};
 }
 
 int grid_for(long n, int threads) { return int(std::min<long>((n + threads - 1) / threads, 132L * 16)); }

@@ -18,6 +18,7 @@ struct Dims {
   // kernel takes its pair as bh0 + its grid index and addresses the whole tensors with it.
   int bh0 = 0, nbh = 0;
   int pairs() const { return nbh ? nbh : B * H; }
+  int grad_ld = 0;  // GlaShape::grad_ld: the row stride of dq, dk and dv (0: dense)
 };
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }

@@ -64,7 +64,8 @@ struct DqkParams {
   int B, T, H, dk_, dv_, NT;
   float scale;
   bool vq, vk, vv, vdo, vg, vh, vout;
-  int bh0 = 0;  // the grid's pairs are bh0 + blockIdx.z (GlaShape::pair_range)
+  int bh0 = 0;     // the grid's pairs are bh0 + blockIdx.z (GlaShape::pair_range)
+  long grad_row = 0;  // the row stride of dq and dk (GlaShape::grad_ld; 0: H * dk, as q's)
 };
 
 // Exact diagonal-block terms (only when the in-sub-chunk decay is past kMaxSubchunkDecay): out of line, so that the
@@ -416,10 +417,13 @@ __global__ void __launch_bounds__(kDqkThreads, 3) dqk_kernel(const DqkParams p) 
     o1[2 * next] = pack_bf16(db[nt][2] + later[0], db[nt][3] + later[1]);
   }
   __syncthreads();
-  bf16* const outs[3] = {p.dq, p.dk, p.dg};
+  // dq and dk at their own row stride (grad_row), dg as q.
+  const long grow = p.grad_row ? p.grad_row : qrow, gbase = (long(b) * p.T + t0) * grow + long(h) * DK;
+  bf16* const outs[3] = {p.dq + gbase, p.dk + gbase, p.dg + qbase};
+  const long rows[3] = {grow, grow, qrow};
 #pragma unroll
   for (int i = 0; i < 3; ++i)
-    store_tile<bf16, kC, DIT, kDqkThreads>(outs[i] + qbase + i0, qrow, Os + i * kC * DRS, DRS, len, DK - i0, p.vout);
+    store_tile<bf16, kC, DIT, kDqkThreads>(outs[i] + i0, rows[i], Os + i * kC * DRS, DRS, len, DK - i0, p.vout);
 }
 
 template <int AHEAD>
@@ -447,7 +451,8 @@ void launch_dqk(const Dims& d, const bf16* q, const bf16* k, const bf16* v, cons
                     aligned16(q) && d.dk % 8 == 0, aligned16(k) && d.dk % 8 == 0, aligned16(v) && d.dv % 8 == 0,
                     aligned16(d_o) && d.dv % 8 == 0, aligned16(gc) && d.dk % 4 == 0,
                     aligned16(hs) && aligned16(dhs) && d.dv % 4 == 0,
-                    aligned16(dq) && aligned16(dk) && aligned16(dg) && d.dk % 8 == 0, d.bh0};
+                    aligned16(dq) && aligned16(dk) && aligned16(dg) && d.dk % 8 == 0 && d.grad_ld % 8 == 0,
+                    d.bh0, d.grad_ld};
   const int var = g_dqk_variant ? g_dqk_variant : kDqkDefaultVariant;
   if (var == 1) launch_dqk_t<1>(d, p, stream);
   else if (var == 2) launch_dqk_t<2>(d, p, stream);

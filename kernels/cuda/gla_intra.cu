@@ -140,6 +140,7 @@ struct IntraParams {
   bool vq, vk, vg, vs, vw;
   int tiles;  // column tiles per block (launch_intra)
   int bh0 = 0, nbh = 0;  // the grid's pairs: bh0 + blockIdx.z, blockIdx.z < nbh (GlaShape::pair_range)
+  long out_row = 0;      // the row stride of out (MODE_DV: GlaShape::grad_ld; 0: H * dv, as w's)
 };
 
 // A_rj (unscaled) summed element by element with exact exponents, from global memory: the fallback for diagonal
@@ -194,6 +195,7 @@ __global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraP
   const long qbase = ((long(b) * p.T + t0) * p.H + h) * p.dk;
   const long vbase = ((long(b) * p.T + t0) * p.H + h) * p.dv;
   const long sbase = (long(bh) * p.NT + n) * p.dk * p.dv;
+  const long orow = p.out_row ? p.out_row : vrow, obase = (long(b) * p.T + t0) * orow + long(h) * p.dv;
   const int nsl = (p.dk + IKS - 1) / IKS;
 
   // Passes: MULTI: pass 0 builds A, pass 1 + jt is column tile jt's inter-chunk product; otherwise pass 0 does both
@@ -388,8 +390,8 @@ __global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraP
 #pragma unroll
     for (int nt = 0; nt < NTV; ++nt) {
       const int c = j0 + nt * 8 + 2 * t;
-      if (ok0) store2(p.out + vbase + r0 * vrow + c, c, p.dv, acc[nt][0], acc[nt][1]);
-      if (ok1) store2(p.out + vbase + r1 * vrow + c, c, p.dv, acc[nt][2], acc[nt][3]);
+      if (ok0) store2(p.out + obase + r0 * orow + c, c, p.dv, acc[nt][0], acc[nt][1]);
+      if (ok1) store2(p.out + obase + r1 * orow + c, c, p.dv, acc[nt][2], acc[nt][3]);
     }
   };
   // Af: word e of the hi (e < 4) / lo (e >= 4) fragment of block kq, of this lane: conflict-free by lane.
@@ -552,7 +554,8 @@ void launch_intra(const Dims& d, const bf16* q, const bf16* k, const float* gc, 
   const IntraParams p{q,    k,    gc,   state, w,    out,     d.B,
                       d.T,  d.H,  d.dk, d.dv,  d.NT, d.scale, aligned16(q) && d.dk % 8 == 0,
                       aligned16(k) && d.dk % 8 == 0, aligned16(gc) && d.dk % 4 == 0,
-                      aligned16(state) && d.dv % 4 == 0, aligned16(w) && d.dv % 8 == 0, 1, d.bh0, d.pairs()};
+                      aligned16(state) && d.dv % 4 == 0, aligned16(w) && d.dv % 8 == 0, 1, d.bh0, d.pairs(),
+                      MODE == MODE_DV ? d.grad_ld : 0};
   // 128 columns per block where dv allows, 64 for small dv.
   if (bv == 0) bv = d.dv > 64 ? 128 : 64;
   if (bv == 128) launch_intra_v<MODE, 128>(p, stream);

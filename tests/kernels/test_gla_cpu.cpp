@@ -140,6 +140,39 @@ TEST(SavedBackward, EqualsTheRecomputingBackward) {
   EXPECT_EQ(dh1, dh2);
 }
 
+// chunk_grads at a row stride (GlaShape::grad_ld): dq, dk and dv side by side in rows of ld elements, as the model's
+// dproj holds them; the same numbers as the dense call, and the pad columns after them left as they were. B = 2:
+// the second sequence starts T rows down.
+TEST(GradsAtARowStride, EqualTheDenseGradients) {
+  GlaShape s;
+  s.B = 2, s.T = 150, s.H = 2, s.dk = 8, s.dv = 12;
+  const HostTensors x = generate_inputs(s, 6, GateKind::model, true, true);
+  auto kern = make_cpu_kernels();
+  auto dev = make_cpu_device();
+  GlaWorkspace ws(*dev, s);
+  std::vector<float> o(s.v_elems()), ht(s.state_elems());
+  Grads dense(s);
+  gla_forward(*kern, ws, x.q.data(), x.k.data(), x.v.data(), x.g.data(), x.h0.data(), o.data(), ht.data(), {});
+  gla_backward_saved(*kern, ws, x.q.data(), x.k.data(), x.v.data(), ht.data(), x.d_o.data(), x.dht.data(),
+                     dense.dq.data(), dense.dk.data(), dense.dv.data(), dense.dg.data(), nullptr, {});
+  const int qw = s.H * s.dk, vw = s.H * s.dv, ld = 2 * qw + vw + 5;
+  const size_t rows = size_t(s.B) * s.T;
+  std::vector<float> m(rows * ld, -7.f), dg(s.qk_elems());
+  gla_backward_saved(*kern, ws, x.q.data(), x.k.data(), x.v.data(), ht.data(), x.d_o.data(), x.dht.data(), m.data(),
+                     m.data() + qw, m.data() + 2 * qw, dg.data(), nullptr, {}, ld);
+  for (size_t r = 0; r < rows; ++r) {
+    const float* row = m.data() + r * ld;
+    ASSERT_EQ(std::vector<float>(row, row + qw), std::vector<float>(&dense.dq[r * qw], &dense.dq[(r + 1) * qw]))
+        << "dq, row " << r;
+    ASSERT_EQ(std::vector<float>(row + qw, row + 2 * qw),
+              std::vector<float>(&dense.dk[r * qw], &dense.dk[(r + 1) * qw])) << "dk, row " << r;
+    ASSERT_EQ(std::vector<float>(row + 2 * qw, row + 2 * qw + vw),
+              std::vector<float>(&dense.dv[r * vw], &dense.dv[(r + 1) * vw])) << "dv, row " << r;
+    ASSERT_EQ(std::vector<float>(row + 2 * qw + vw, row + ld), std::vector<float>(5, -7.f)) << "pad, row " << r;
+  }
+  EXPECT_EQ(dg, dense.dg);
+}
+
 // Every stage on ranges of (b, h) pairs (GlaShape::pair_range, as zeco's head groups run them): the whole shape's
 // results for those pairs, bit for bit, and nothing written outside them. B = 2, H = 3: 6 pairs in the ranges
 // [4, 6), [1, 4) (across the batch boundary) and [0, 1), in that order.

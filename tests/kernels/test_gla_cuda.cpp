@@ -646,6 +646,58 @@ TEST(CudaPairRanges, InterleavedGroupsEqualTheWholeShape) {
 // slice in quads (variant 4, the default, at one tile per block) against variant 3, one tile per block (A rebuilt for each, the state slice
 // in rows): the same operations in the same order for every output column, so the same bits, at the plan's choice
 // and at forced ones, 128- and 64-column tiles, extreme gates (the exact diagonal blocks).
+// chunk_grads at a row stride (GlaShape::grad_ld: dq, dk, dv side by side in rows of ld, as the model's dproj) against
+// the dense call, bit for bit, with the pad columns left poisoned: ld % 8 == 0 (16-byte stores of dq and dk) and odd
+// (element stores), at GLA-1B's 4-head layer (dv 512: four column tiles) and at small shapes with B = 2.
+TEST(CudaGradsAtARowStride, EqualTheDenseGradientsBitForBit) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  struct Shaped {
+    StateShape sh;
+    int pad;
+  };
+  const Shaped cases[] = {{{1, 1000, 4, 256, 512}, 16}, {{2, 150, 2, 24, 40}, 8}, {{2, 150, 2, 24, 40}, 3},
+                          {{1, 91, 1, 13, 7}, 1}};
+  auto dev = make_cuda_device(0);
+  auto kern = make_cuda_kernels();
+  using bf16 = __nv_bfloat16;
+  for (const Shaped& c : cases) {
+    const GlaShape s = gla_shape(c.sh);
+    const int qw = s.H * s.dk, vw = s.H * s.dv, ld = 2 * qw + vw + c.pad;
+    SCOPED_TRACE(shape_label(s) + " ld " + std::to_string(ld));
+    const HostTensors x = generate_inputs(s, 77 + s.T, GateKind::strong, true, true);
+    const size_t QK = s.qk_elems(), V = s.v_elems(), rows = size_t(s.B) * s.T;
+    DeviceInputs in(*dev, s, x);
+    GlaWorkspace ws(*dev, s);
+    Buffer o(*dev, V * 2), ht(*dev, s.state_elems() * 4), dq(*dev, QK * 2), dk(*dev, QK * 2), dv(*dev, V * 2),
+        dg(*dev, QK * 2), dg2(*dev, QK * 2), m(*dev, rows * ld * 2);
+    const Stream st = dev->compute_stream();
+    gla_forward(*kern, ws, in.q.get(), in.k.get(), in.v.get(), in.g.get(), in.h0.f32(), o.get(), ht.f32(), st);
+    gla_backward_saved(*kern, ws, in.q.get(), in.k.get(), in.v.get(), ht.f32(), in.d_o.get(), in.dht.f32(), dq.get(),
+                       dk.get(), dv.get(), dg.get(), nullptr, st);
+    poison(m), poison(dg2);
+    bf16* mp = static_cast<bf16*>(m.get());
+    gla_backward_saved(*kern, ws, in.q.get(), in.k.get(), in.v.get(), ht.f32(), in.d_o.get(), in.dht.f32(), mp,
+                       mp + qw, mp + 2 * qw, dg2.get(), nullptr, st, ld);
+    dev->synchronize();
+    auto words = [&](const Buffer& b, size_t n) {
+      std::vector<uint16_t> h(n);
+      dev->download(h.data(), b.get(), n * 2);
+      return h;
+    };
+    const std::vector<uint16_t> M = words(m, rows * ld), DQ = words(dq, QK), DK = words(dk, QK), DV = words(dv, V);
+    size_t wrong = 0, pad_written = 0;
+    for (size_t r = 0; r < rows; ++r) {
+      const uint16_t* row = M.data() + r * ld;
+      for (int j = 0; j < qw; ++j) wrong += (row[j] != DQ[r * qw + j]) + (row[qw + j] != DK[r * qw + j]);
+      for (int j = 0; j < vw; ++j) wrong += row[2 * qw + j] != DV[r * vw + j];
+      for (int j = 2 * qw + vw; j < ld; ++j) pad_written += row[j] != 0xFFFF;
+    }
+    EXPECT_EQ(wrong, 0u) << "dq, dk or dv differ from the dense call";
+    EXPECT_EQ(pad_written, 0u) << "the pad columns were written";
+    EXPECT_EQ(words(dg2, QK), words(dg, QK)) << "dg";
+  }
+}
+
 TEST(CudaIntraTiles, EqualOneTilePerBlockBitForBit) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   const StateShape shapes[] = {{1, 16384, 4, 256, 512}, {1, 200, 1, 256, 512}, {2, 333, 2, 40, 300},

@@ -91,6 +91,44 @@ void composite(int B, int T, int H, int dk, int dv, int gates, bool with_h0, boo
   expect_lt(edh0, 5e-3, "dh0");
 }
 
+// chunk_grads at a row stride (GlaShape::grad_ld: dq, dk, dv side by side in rows of `ld`, as the model's dproj)
+// against the dense call: the same bits in their columns, and the columns between them (pad) left as they were.
+void grads_at_row_stride(int B, int T, int H, int dk, int dv, int pad) {
+  GlaShape s;
+  s.B = B, s.T = T, s.H = H, s.dk = dk, s.dv = dv;
+  const HostTensors x = generate_inputs(s, 900 + T + dk, GateKind::strong, true, true);
+  auto dev = make_cpu_device();
+  auto kern = make_cuda_kernels();
+  GlaWorkspace ws(*dev, s);
+  auto q = to_bf(rounded(x.q)), k = to_bf(rounded(x.k)), v = to_bf(rounded(x.v)), g = to_bf(rounded(x.g));
+  auto d_o = to_bf(rounded(x.d_o));
+  std::vector<__nv_bfloat16> o(s.v_elems()), dq(s.qk_elems()), dkk(s.qk_elems()), dvv(s.v_elems()), dg(s.qk_elems());
+  std::vector<float> ht(s.state_elems());
+  gla_forward(*kern, ws, q.data(), k.data(), v.data(), g.data(), x.h0.data(), o.data(), ht.data(), {});
+  gla_backward_saved(*kern, ws, q.data(), k.data(), v.data(), ht.data(), d_o.data(), x.dht.data(), dq.data(),
+                     dkk.data(), dvv.data(), dg.data(), nullptr, {});
+  const int qw = H * dk, vw = H * dv, ld = 2 * qw + vw + pad;
+  const size_t rows = size_t(B) * T;
+  std::vector<__nv_bfloat16> m(rows * ld), dg2(s.qk_elems());
+  poison(m), poison(dg2);
+  gla_backward_saved(*kern, ws, q.data(), k.data(), v.data(), ht.data(), d_o.data(), x.dht.data(), m.data(),
+                     m.data() + qw, m.data() + 2 * qw, dg2.data(), nullptr, {}, ld);
+  auto bits = [](__nv_bfloat16 a) { uint16_t u; std::memcpy(&u, &a, 2); return u; };
+  size_t wrong = 0, written_pad = 0;
+  for (size_t r = 0; r < rows; ++r) {
+    const __nv_bfloat16* row = m.data() + r * ld;
+    for (int c = 0; c < qw; ++c) wrong += bits(row[c]) != bits(dq[r * qw + c]);
+    for (int c = 0; c < qw; ++c) wrong += bits(row[qw + c]) != bits(dkk[r * qw + c]);
+    for (int c = 0; c < vw; ++c) wrong += bits(row[2 * qw + c]) != bits(dvv[r * vw + c]);
+    for (int c = 2 * qw + vw; c < ld; ++c) written_pad += bits(row[c]) != 0xFFFF;
+  }
+  for (size_t i = 0; i < dg.size(); ++i) wrong += bits(dg[i]) != bits(dg2[i]);
+  std::printf("grads at row stride %d, B%d T%d H%d dk%d dv%d: %zu elements differ, %zu pad elements written\n", ld, B,
+              T, H, dk, dv, wrong, written_pad);
+  expect_lt(double(wrong), 0.5, "grads at a row stride");
+  expect_lt(double(written_pad), 0.5, "pad written");
+}
+
 void helpers(int B, int T, int H, int dk, int dv) {
   GlaShape s;
   s.B = B, s.T = T, s.H = H, s.dk = dk, s.dv = dv;
@@ -435,6 +473,9 @@ int main(int argc, char** argv) {
     return failures ? 1 : 0;
   }
   if (argc > 1 && std::string(argv[1]) == "dqk") {  // only dq/dk/dg, at each prefetch distance: 1 to 5 dv slices
+    grads_at_row_stride(2, 130, 2, 16, 24, 16);   // ld % 8 == 0: 16-byte stores; B = 2, partial last chunk
+    grads_at_row_stride(1, 100, 2, 20, 12, 3);    // odd ld: element stores
+    grads_at_row_stride(1, 70, 1, 64, 256, 40);   // two dv tiles of 128 (the dv kernel's column tiles)
     for (int var : {1, 2, 0}) {
       gla_cuda::set_dqk_variant(var);
       composite(1, 100, 1, 20, 12, 0, false, true);  // one slice: q, k and gc in the 2nd and 3rd slot
