@@ -18,9 +18,10 @@ class DataParallel final : public SpMethod {
   void backward(const SpForwardArgs& f, const SpBackwardArgs& a) override {
     TimelineSpan span(rt_, "gla_backward", Lane::compute);
     gla_backward_saved(*rt_.kern, ws_, f.q, f.k, f.v, final_state(f), a.d_o, a.dht, a.dq, a.dk, a.dv, a.dg, a.dh_in,
-                       rt_.dev->compute_stream());
+                       rt_.dev->compute_stream(), a.grad_ld);
   }
   bool independent_sequences() const override { return true; }
+  bool takes_grad_ld() const override { return true; }
 
  private:
   float* final_state(const SpForwardArgs& a) { return a.h_out ? a.h_out : ws_.ht.f32(); }

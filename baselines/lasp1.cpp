@@ -51,13 +51,14 @@ class Lasp1 final : public SpMethod {
     {
       TimelineSpan span(rt_, "gla_backward", Lane::compute);
       gla_backward_saved(*rt_.kern, ws_, f.q, f.k, f.v, f.h_out ? f.h_out : ht_.f32(), a.d_o, dS_out_.f32(), a.dq,
-                         a.dk, a.dv, a.dg, dh_in, st);
+                         a.dk, a.dv, a.dg, dh_in, st, a.grad_ld);
     }
     if (p > 0) {
       TimelineSpan span(rt_, "send", Lane::compute);
       rt_.comm->send(dh_in, bytes, p - 1, st);
     }
   }
+  bool takes_grad_ld() const override { return true; }
 
  private:
   Runtime& rt_;

@@ -17,6 +17,8 @@ class Lasp2 final : public SpMethod {
         mine_(*rt.dev, record_elems_ * 4), all_(*rt.dev, record_elems_ * 4 * rt.world()),
         ready_(*rt.dev, EventUse::order), folded_(*rt.dev, EventUse::order) {}
 
+  bool takes_grad_ld() const override { return true; }  // its gradients are SpLocalGla's chunk_grads
+
   void forward(const SpForwardArgs& a) override {
     Device& dev = *rt_.dev;
     // In order, gc on the communication stream (idle until the all-gather) beside the boundary kernel, as in zeco.

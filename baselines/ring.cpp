@@ -23,6 +23,8 @@ class Ring final : public SpMethod {
         packed_(*rt.dev, EventUse::order), received_(*rt.dev, EventUse::order), joined_(*rt.dev, EventUse::order),
         used_{EventHandle(*rt.dev, EventUse::order), EventHandle(*rt.dev, EventUse::order)} {}
 
+  bool takes_grad_ld() const override { return true; }  // its gradients are SpLocalGla's chunk_grads
+
   void forward(const SpForwardArgs& a) override {
     Device& dev = *rt_.dev;
     const Stream st = dev.compute_stream();

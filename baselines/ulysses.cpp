@@ -56,6 +56,7 @@ class Ulysses final : public SpMethod {
   }
 
   void backward(const SpForwardArgs& f, const SpBackwardArgs& a) override {
+    SPB_CHECK(a.grad_ld == 0, "ulysses writes dq, dk and dv dense (takes_grad_ld)");
     to_heads(a.d_o, y_.get(), L_.dv);
     const float* h0 = f.h0 ? my_heads(f.h0, h0_.f32()) : nullptr;
     const float* dht = a.dht ? my_heads(a.dht, dht_.f32()) : nullptr;

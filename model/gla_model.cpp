@@ -188,6 +188,7 @@ void GlaModel::set_method(const std::string& method) {
   SpConfig cfg = sp_;
   cfg.local = GlaShape{B_, L_, c_.heads, c_.dk(), c_.dv()};
   for (int l = 0; l < (recompute_ ? 1 : c_.layers); ++l) methods_.push_back(info.make(rt_, cfg));
+  grads_in_dproj_ = methods_.front()->takes_grad_ld();
 }
 
 size_t GlaModel::param_count() const {
@@ -371,28 +372,31 @@ void GlaModel::backward_layer(int l) {
   stage("bwd: output gate norm");
   k.gated_rmsnorm_bwd(N * c_.heads, c_.dv(), A.o.get(), A.z.get(), V.P(y.g_norm), A.rstd_gn.f32(), S.dmy.get(),
                       S.d_o.get(), S.dz.get(), V.G(y.g_norm), st);
+  // [Wq; Wk; Wv; Wg; W0] are one matrix: with their output gradients side by side in dproj, one GEMM gives all five
+  // weight gradients and one the input gradient (instead of five accumulating into dh, each reading and writing it
+  // in fp32). A method that takes_grad_ld() writes dq, dk and dv straight into their columns of dproj.
+  const int P = 2 * Kd + 2 * Vd + R;
+  char* const dproj = static_cast<char*>(S.dproj.get());
+  const size_t a = dtype_size(t);
   stage("bwd: attention (SP method)");
   {
     TimelineSpan span(rt_, "attention", Lane::compute);
     const SpForwardArgs fa{A.q.get(), A.k.get(), A.v.get(), A.g.get(), nullptr, A.o.get(), nullptr};
     if (recompute_) method(l).forward(fa);
-    method(l).backward(fa, {S.d_o.get(), nullptr, S.dq.get(), S.dk.get(), S.dv.get(), S.dg.get(), nullptr});
+    SpBackwardArgs ba{S.d_o.get(), nullptr, S.dq.get(), S.dk.get(), S.dv.get(), S.dg.get(), nullptr};
+    if (grads_in_dproj_) ba.dq = dproj, ba.dk = dproj + Kd * a, ba.dv = dproj + 2 * Kd * a, ba.grad_ld = P;
+    method(l).backward(fa, ba);
   }
   stage("bwd: forget gate");
   k.forget_gate_bwd(N, Kd, A.pre.get(), V.P(y.bgk1), c_.gate_normaliser, S.dg.get(), S.dpre.get(), V.G(y.bgk1), st);
   stage("bwd: forget gate's rank-R products");
   mm(true, false, Kd, R, N, 1, S.dpre.get(), A.gl.get(), 0, V.G(y.wgk1), f32, st);
   mm(false, false, N, R, Kd, 1, S.dpre.get(), V.W(y.wgk1), 0, S.dgl.get(), t, st);
-  // [Wq; Wk; Wv; Wg; W0] are one matrix: with their output gradients side by side, one GEMM gives all five weight
-  // gradients and one the input gradient (instead of five accumulating into dh, each reading and writing it in fp32).
   stage("bwd: output gradients side by side");
-  const int P = 2 * Kd + 2 * Vd + R;
-  int col = 0;
-  for (auto [src, cols] : {std::pair<void*, int>{S.dq.get(), Kd}, {S.dk.get(), Kd}, {S.dv.get(), Vd},
-                           {S.dz.get(), Vd}, {S.dgl.get(), R}}) {
-    k.copy_columns(N, cols, src, P, col, S.dproj.get(), st);
-    col += cols;
-  }
+  const std::pair<void*, int> parts[] = {{S.dq.get(), Kd}, {S.dk.get(), Kd}, {S.dv.get(), Vd}, {S.dz.get(), Vd},
+                                         {S.dgl.get(), R}};
+  for (int i = 0, col = 0; i < 5; col += parts[i].second, ++i)
+    if (!(grads_in_dproj_ && i < 3)) k.copy_columns(N, parts[i].second, parts[i].first, P, col, dproj, st);
   stage("bwd: q, k, v, gate projections");
   mm(true, false, P, D, N, 1, S.dproj.get(), h1, 0, V.G(y.wq), f32, st);
   mm(false, false, N, D, P, 1, S.dproj.get(), V.W(y.wq), 0, S.dh.get(), f32, st);

@@ -158,6 +158,7 @@ class GlaModel {
   int step_ = 0;
   StageClock* clock_ = nullptr;
   bool grad_overlap_ = false, shard_optimizer_ = false;
+  bool grads_in_dproj_ = false;  // the method writes dq, dk, dv into their columns of dproj (SpMethod::takes_grad_ld)
   EventHandle grads_ready_, grads_reduced_;  // order only: compute -> comm, comm -> compute
 };
 

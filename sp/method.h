@@ -50,6 +50,8 @@ struct SpBackwardArgs {
   const float* dht = nullptr;
   void *dq = nullptr, *dk = nullptr, *dv = nullptr, *dg = nullptr;
   float* dh_in = nullptr;
+  // The row stride, in elements, of dq, dk and dv (GlaShape::grad_ld; 0: dense), for a method whose takes_grad_ld().
+  int grad_ld = 0;
 };
 
 class SpMethod {
@@ -69,6 +71,9 @@ class SpMethod {
   virtual bool independent_sequences() const { return false; }
   // How many head groups the method pipelines its communication over (SpConfig::head_groups); 1: none.
   virtual int head_groups() const { return 1; }
+  // Whether backward() writes dq, dk and dv at SpBackwardArgs::grad_ld (its GLA gradients go straight to them); a
+  // method that lays them out itself (ulysses, after its all-to-all) writes them dense and refuses a grad_ld.
+  virtual bool takes_grad_ld() const { return false; }
 };
 
 using MethodFactory = std::function<std::unique_ptr<SpMethod>(Runtime&, const SpConfig&)>;

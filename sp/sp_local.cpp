@@ -184,8 +184,10 @@ void SpLocalGla::backward_finish(const SpForwardArgs& f, const SpBackwardArgs& a
 
 void SpLocalGla::grads(const SpForwardArgs& f, const SpBackwardArgs& a, int group) {
   SPB_CHECK(states_true_, "SpLocalGla: the gradients before the states were made true");
-  rt_.kern->chunk_grads(groups_.at(size_t(group)), f.q, f.k, f.v, ws_.gc.f32(), ws_.hs.f32(), ws_.ht.f32(),
-                        ws_.dhs.f32(), a.d_o, a.dq, a.dk, a.dv, a.dg, stream(group));
+  GlaShape s = groups_.at(size_t(group));
+  s.grad_ld = a.grad_ld;
+  rt_.kern->chunk_grads(s, f.q, f.k, f.v, ws_.gc.f32(), ws_.hs.f32(), ws_.ht.f32(), ws_.dhs.f32(), a.d_o, a.dq, a.dk,
+                        a.dv, a.dg, stream(group));
 }
 
 void SpLocalGla::backward_states_beside(const SpForwardArgs& f, const SpBackwardArgs& a) {

@@ -78,6 +78,7 @@ class Zeco final : public SpMethod {
   }
   int head_groups() const override { return local_.groups(); }
   std::string notice() const override { return notice_; }
+  bool takes_grad_ld() const override { return true; }  // its gradients are SpLocalGla's chunk_grads
 
   void forward(const SpForwardArgs& a) override {
     Device& dev = *rt_.dev;
