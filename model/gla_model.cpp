@@ -52,7 +52,7 @@ struct GlaModel::Acts {
   Buffer tokens, targets;              // int32 [N]
   Buffer delta;  // [N, D] f32: a block's o_proj or MLP down product, added to the residual stream by the next norm
   Buffer rstd_f, hf, logits, dlogits, losses;
-  Buffer dx, dxa, dh, dmy, dab, dq, dk, dv, dg, dz, d_o, dpre, dgl;
+  Buffer dx, dxa, dh, dmy, dab, dq, dk, dv, dg, d_o, dpre, dgl;
   Buffer dproj;  // [N, 2Kd + 2Vd + R]: dq, dk, dv, dz, dgl side by side, for the one GEMM of each product below
 };
 
@@ -130,7 +130,7 @@ size_t GlaModel::plan_acts(const GlaModelConfig& c, int rows, DType act, bool re
   take(A.dmy, N * std::max(F, Vd) * a), take(A.dab, N * 2 * F * a);
   take(A.dproj, N * (2 * Kd + 2 * Vd + R) * a);
   take(A.dq, N * Kd * a), take(A.dk, N * Kd * a), take(A.dg, N * Kd * a), take(A.dpre, N * Kd * a);
-  take(A.dv, N * Vd * a), take(A.dz, N * Vd * a), take(A.d_o, N * Vd * a), take(A.dgl, N * R * a);
+  take(A.dv, N * Vd * a), take(A.d_o, N * Vd * a), take(A.dgl, N * R * a);
   return total;
 }
 
@@ -366,18 +366,18 @@ void GlaModel::backward_layer(int l) {
                 S.dxa.get(), st);
 
   // attention
+  // [Wq; Wk; Wv; Wg; W0] are one matrix: with their output gradients side by side in dproj, one GEMM gives all five
+  // weight gradients and one the input gradient (instead of five accumulating into dh, each reading and writing it
+  // in fp32). The output gate's norm writes dz into its columns, and a method that takes_grad_ld() dq, dk and dv.
+  const int P = 2 * Kd + 2 * Vd + R;
+  char* const dproj = static_cast<char*>(S.dproj.get());
+  const size_t a = dtype_size(t);
   stage("bwd: o_proj");
   mm(true, false, D, Vd, N, 1, S.dxa.get(), yo, 0, V.G(y.wo), f32, st);
   mm(false, false, N, Vd, D, 1, S.dxa.get(), V.W(y.wo), 0, S.dmy.get(), t, st);
   stage("bwd: output gate norm");
   k.gated_rmsnorm_bwd(N * c_.heads, c_.dv(), A.o.get(), A.z.get(), V.P(y.g_norm), A.rstd_gn.f32(), S.dmy.get(),
-                      S.d_o.get(), S.dz.get(), V.G(y.g_norm), st);
-  // [Wq; Wk; Wv; Wg; W0] are one matrix: with their output gradients side by side in dproj, one GEMM gives all five
-  // weight gradients and one the input gradient (instead of five accumulating into dh, each reading and writing it
-  // in fp32). A method that takes_grad_ld() writes dq, dk and dv straight into their columns of dproj.
-  const int P = 2 * Kd + 2 * Vd + R;
-  char* const dproj = static_cast<char*>(S.dproj.get());
-  const size_t a = dtype_size(t);
+                      S.d_o.get(), dproj + size_t(2 * Kd + Vd) * a, V.G(y.g_norm), c_.heads, size_t(P), st);
   stage("bwd: attention (SP method)");
   {
     TimelineSpan span(rt_, "attention", Lane::compute);
@@ -393,10 +393,12 @@ void GlaModel::backward_layer(int l) {
   mm(true, false, Kd, R, N, 1, S.dpre.get(), A.gl.get(), 0, V.G(y.wgk1), f32, st);
   mm(false, false, N, R, Kd, 1, S.dpre.get(), V.W(y.wgk1), 0, S.dgl.get(), t, st);
   stage("bwd: output gradients side by side");
-  const std::pair<void*, int> parts[] = {{S.dq.get(), Kd}, {S.dk.get(), Kd}, {S.dv.get(), Vd}, {S.dz.get(), Vd},
-                                         {S.dgl.get(), R}};
-  for (int i = 0, col = 0; i < 5; col += parts[i].second, ++i)
-    if (!(grads_in_dproj_ && i < 3)) k.copy_columns(N, parts[i].second, parts[i].first, P, col, dproj, st);
+  if (!grads_in_dproj_) {
+    k.copy_columns(N, Kd, S.dq.get(), P, 0, dproj, st);
+    k.copy_columns(N, Kd, S.dk.get(), P, Kd, dproj, st);
+    k.copy_columns(N, Vd, S.dv.get(), P, 2 * Kd, dproj, st);
+  }
+  k.copy_columns(N, R, S.dgl.get(), P, 2 * Kd + 2 * Vd, dproj, st);
   stage("bwd: q, k, v, gate projections");
   mm(true, false, P, D, N, 1, S.dproj.get(), h1, 0, V.G(y.wq), f32, st);
   mm(false, false, N, D, P, 1, S.dproj.get(), V.W(y.wq), 0, S.dh.get(), f32, st);

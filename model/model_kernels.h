@@ -10,8 +10,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "runtime/device.h"
+#include "runtime/error.h"
 
 namespace spb {
 
@@ -61,9 +63,17 @@ class ModelKernels {
   // o, z act [rows, D], w f32 [D], rstd f32 [rows].
   virtual void gated_rmsnorm_fwd(int rows, int D, const void* o, const void* z, const float* w, float eps, void* y,
                                  float* rstd, Stream st) = 0;
-  // From dy act: d_o (act) =, dz (act) =, dw (f32) +=.
+  // From dy act: d_o (act) =, dz (act) =, dw (f32) +=. dz_ld 0: dz is [rows, D]; else the rows of `heads` heads sit
+  // side by side in rows of dz_ld elements (row r at (r / heads) dz_ld + (r % heads) D): the model's stacked
+  // projections' gradient takes dz there.
   virtual void gated_rmsnorm_bwd(int rows, int D, const void* o, const void* z, const float* w, const float* rstd,
-                                 const void* dy, void* d_o, void* dz, float* dw, Stream st) = 0;
+                                 const void* dy, void* d_o, void* dz, float* dw, int heads, size_t dz_ld,
+                                 Stream st) = 0;
+  static void check_dz_rows(int rows, int D, int heads, size_t dz_ld) {
+    SPB_CHECK(dz_ld == 0 || (heads >= 1 && rows % heads == 0 && dz_ld >= size_t(heads) * size_t(D)),
+              "gated_rmsnorm_bwd: rows of " + std::to_string(dz_ld) + " elements do not hold " +
+                  std::to_string(heads) + " heads of " + std::to_string(D));
+  }
 
   // SwiGLU over rows of F: ab act [rows, 2F] holds a row's a then its b (the gate and up products of one GEMM);
   // y (act) [rows, F] = silu(a) * b; backward: dab (act) [rows, 2F] = (da | db) from dy (act) [rows, F].

@@ -56,8 +56,9 @@ class CpuModelKernels final : public ModelKernels {
     cpu_ops::rmsnorm_fwd(rows, D, F(o), w, eps, F(y), rstd, F(z));
   }
   void gated_rmsnorm_bwd(int rows, int D, const void* o, const void* z, const float* w, const float* rstd,
-                         const void* dy, void* d_o, void* dz, float* dw, Stream) override {
-    cpu_ops::rmsnorm_bwd(rows, D, F(o), w, rstd, F(dy), F(d_o), dw, false, F(z), F(dz));
+                         const void* dy, void* d_o, void* dz, float* dw, int heads, size_t dz_ld, Stream) override {
+    check_dz_rows(rows, D, heads, dz_ld);
+    cpu_ops::rmsnorm_bwd(rows, D, F(o), w, rstd, F(dy), F(d_o), dw, false, F(z), F(dz), heads, dz_ld);
   }
   void swiglu_fwd(int rows, int f, const void* ab, void* y, Stream) override {
     cpu_ops::swiglu_fwd(rows, f, F(ab), F(y));

@@ -80,7 +80,7 @@ void rmsnorm_fwd(int n, int D, const T* x, const T* w, T eps, T* y, T* rstd, con
 // accumulate_dx: dx += (the residual stream's gradient) instead of dx =.
 template <class T>
 void rmsnorm_bwd(int n, int D, const T* x, const T* w, const T* rstd, const T* dy, T* dx, T* dw, bool accumulate_dx,
-                 const T* z = nullptr, T* dz = nullptr) {
+                 const T* z = nullptr, T* dz = nullptr, int heads = 1, size_t dz_ld = 0) {
   std::vector<T> dw_sum(size_t(D), T(0));
 #pragma omp parallel
   {
@@ -88,6 +88,7 @@ void rmsnorm_bwd(int n, int D, const T* x, const T* w, const T* rstd, const T* d
 #pragma omp for schedule(static)
     for (int i = 0; i < n; ++i) {
       const size_t o = size_t(i) * D;
+      const size_t oz = dz_ld ? size_t(i / heads) * dz_ld + size_t(i % heads) * D : o;  // (gated_rmsnorm_bwd)
       const T r = rstd[i];
       T dot = 0;
       for (int d = 0; d < D; ++d) {
@@ -95,7 +96,7 @@ void rmsnorm_bwd(int n, int D, const T* x, const T* w, const T* rstd, const T* d
         T g = dy[o + d];
         if (z) {
           const T zz = z[o + d], sig = T(1) / (T(1) + std::exp(-zz)), sw = zz * sig;
-          dz[o + d] = g * u * w[d] * sig * (T(1) + zz * (T(1) - sig));
+          dz[oz + d] = g * u * w[d] * sig * (T(1) + zz * (T(1) - sig));
           g *= sw;
         }
         dw_part[size_t(d)] += g * u;

@@ -303,11 +303,12 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_fwd_kernel(int n, int D, con
 
 // With u = x r (the normalised row), s = swish(z) (1 where not GATED), a = dy s w: dx = r (a - u mean(a u)) (+= where
 // ACCUMULATE: the residual stream's gradient; dx_act, where given, receives its bf16 copy for the next products),
-// dw += dy s u, dz = dy u w swish'(z), swish'(z) = sigmoid(z) (1 + z (1 - sigmoid(z))).
+// dw += dy s u, dz = dy u w swish'(z), swish'(z) = sigmoid(z) (1 + z (1 - sigmoid(z))); dz's row r at
+// (r / heads) dz_ld + (r % heads) D where dz_ld is set (ModelKernels::gated_rmsnorm_bwd), else at r D.
 template <int G, int VW, int NCH, bool GATED, bool ACCUMULATE, class T, class DT>
 __global__ void __launch_bounds__(kThreads)
     rmsnorm_bwd_kernel(int n, int D, const T* x, const float* w, const T* z, const float* rstd, const DT* dy, T* dx,
-                       T* dz, float* dw, bf16* dx_act) {
+                       T* dz, float* dw, bf16* dx_act, int heads, size_t dz_ld) {
   static_assert(kThreads % G == 0 && (G <= 32 || G % 32 == 0) && (NCH > 0 || G == kThreads), "norm shape");
   constexpr bool kSharedDw = kThreads / G > 1 || NCH == 0;  // else each column has one owner in the block
   extern __shared__ float dw_part[];                        // D floats where kSharedDw
@@ -320,6 +321,7 @@ __global__ void __launch_bounds__(kThreads)
   float acc[NCH > 0 ? NCH : 1][VW] = {};
   SPB_FOR_EACH_ROW_OF_BLOCK(n, G, row, live, parity) {
     const size_t off = size_t(live ? row : 0) * D;
+    const size_t zoff = GATED && dz_ld ? size_t(live ? row / heads : 0) * dz_ld + size_t(row % heads) * D : off;
     const float r = live ? rstd[row] : 0.f;
     float dot = 0.f;  // sum of a u
     if constexpr (NCH > 0) {
@@ -370,7 +372,7 @@ __global__ void __launch_bounds__(kThreads)
           float dzv[VW];
 #pragma unroll
           for (int k = 0; k < VW; ++k) dzv[k] = zv[c][k] * xv[c][k] * r * wv[k];
-          storev<VW>(dz + off + j, dzv);
+          storev<VW>(dz + zoff + j, dzv);
         }
 #pragma unroll
         for (int k = 0; k < VW; ++k) {
@@ -411,7 +413,7 @@ __global__ void __launch_bounds__(kThreads)
             dzv[k] = dv[k] * sg * (1.f + zv[k] * (1.f - sg)) * xv[k] * r * wv[k];
             dv[k] *= zv[k] * sg;
           }
-          storev<VW>(dz + off + j, dzv);
+          storev<VW>(dz + zoff + j, dzv);
         }
         if constexpr (ACCUMULATE) loadv<VW>(dx + off + j, out);
         for (int k = 0; k < VW; ++k) {
@@ -861,9 +863,10 @@ class CudaModelKernels final : public ModelKernels {
     norm_fwd<kNormGated, bf16, bf16>(rows, D, as_bf16(o), w, as_bf16(z), eps, as_bf16(y), rstd, nullptr, st);
   }
   void gated_rmsnorm_bwd(int rows, int D, const void* o, const void* z, const float* w, const float* rstd,
-                         const void* dy, void* d_o, void* dz, float* dw, Stream st) override {
-    norm_bwd<true, false, bf16, bf16>(rows, D, as_bf16(o), w, as_bf16(z), rstd, as_bf16(dy), as_bf16(d_o), as_bf16(dz), dw,
-                                nullptr, st);
+                         const void* dy, void* d_o, void* dz, float* dw, int heads, size_t dz_ld, Stream st) override {
+    check_dz_rows(rows, D, heads, dz_ld);
+    norm_bwd<true, false, bf16, bf16>(rows, D, as_bf16(o), w, as_bf16(z), rstd, as_bf16(dy), as_bf16(d_o),
+                                      as_bf16(dz), dw, nullptr, st, heads, dz_ld);
   }
 
   void swiglu_fwd(int rows, int F, const void* ab, void* y, Stream st) override {
@@ -985,10 +988,11 @@ class CudaModelKernels final : public ModelKernels {
   }
   template <bool GATED, bool ACCUMULATE, class T, class DT>
   void norm_bwd(int n, int D, const T* x, const float* w, const T* z, const float* rstd, const DT* dy, T* dx, T* dz,
-                float* dw, bf16* dx_act, Stream st) {
+                float* dw, bf16* dx_act, Stream st, int heads = 1, size_t dz_ld = 0) {
     if (n <= 0 || D <= 0) return;
     const bool vec = D % 4 == 0 && aligned(x, 16) && aligned(w, 16) && (!z || aligned(z, 16)) && aligned(dy, 16) &&
-                     aligned(dx, 16) && (!dz || aligned(dz, 16)) && (!dx_act || aligned(dx_act, 8));
+                     aligned(dx, 16) && (!dz || aligned(dz, 16)) && (!dx_act || aligned(dx_act, 8)) &&
+                     dz_ld % 8 == 0;
     const bool wide = vec && D % 8 == 0 && (!dx_act || aligned(dx_act, 16));
     norm_dispatch<T>(D, vec, wide, [&](auto G, auto VW, auto NCH) {
       const int rows_per_block = kThreads / decltype(G)::value;
@@ -1001,7 +1005,7 @@ class CudaModelKernels final : public ModelKernels {
           rmsnorm_bwd_kernel<decltype(G)::value, decltype(VW)::value, decltype(NCH)::value, GATED, ACCUMULATE, T, DT>;
       const size_t smem = shared_dw ? size_t(D) * 4 : 0;
       kernel<<<norm_blocks(n, rows_per_block, resident(kernel, smem, 4)), kThreads, smem, stream(st)>>>(
-          n, D, x, w, z, rstd, dy, dx, dz, dw, dx_act);
+          n, D, x, w, z, rstd, dy, dx, dz, dw, dx_act, heads, dz_ld);
       SPB_CUDA_LAUNCH();
     });
   }

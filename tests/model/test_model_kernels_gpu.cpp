@@ -347,11 +347,19 @@ TEST_F(ModelKernelsGpu, GatedRmsNorm) {
 
     Twin r = f32(cpu_values(rstd));
     Twin dy = act(randn(nd, 64)), d_o = out_act(nd), dz = out_act(nd), dw = f32(randn(D, 65));
-    cpu_->gated_rmsnorm_bwd(rows, D, o.c(), z.c(), w.cf(), r.cf(), dy.c(), d_o.c(), dz.c(), dw.cf(), Stream{});
-    gpu_->gated_rmsnorm_bwd(rows, D, o.g(), z.g(), w.gf(), r.gf(), dy.g(), d_o.g(), dz.g(), dw.gf(), st_);
+    cpu_->gated_rmsnorm_bwd(rows, D, o.c(), z.c(), w.cf(), r.cf(), dy.c(), d_o.c(), dz.c(), dw.cf(), 1, 0, Stream{});
+    gpu_->gated_rmsnorm_bwd(rows, D, o.g(), z.g(), w.gf(), r.gf(), dy.g(), d_o.g(), dz.g(), dw.gf(), 1, 0, st_);
     expect_close(d_o, kBf16Out, "d_o");
     expect_close(dz, kBf16Out, "dz");
     expect_close(dw, kF32Out, "dw +=");
+    if (rows % 4 == 0) {  // dz of 4 heads side by side in rows of 4 D + 8 (the model's dproj); the pad keeps its 0.5
+      const size_t ld = 4 * size_t(D) + 8, tokens = size_t(rows) / 4;
+      Twin dzs = act(std::vector<float>(tokens * ld, 0.5f)), d_o2 = out_act(nd), dw2 = f32(randn(D, 65));
+      cpu_->gated_rmsnorm_bwd(rows, D, o.c(), z.c(), w.cf(), r.cf(), dy.c(), d_o2.c(), dzs.c(), dw2.cf(), 4, ld,
+                              Stream{});
+      gpu_->gated_rmsnorm_bwd(rows, D, o.g(), z.g(), w.gf(), r.gf(), dy.g(), d_o2.g(), dzs.g(), dw2.gf(), 4, ld, st_);
+      expect_close(dzs, kBf16Out, "dz at a row stride");
+    }
   }
 }
 
