@@ -10,7 +10,19 @@ namespace spb {
 bool register_method(MethodInfo info) { return Registry<MethodInfo>::add(std::move(info)); }
 const MethodInfo* find_method(const std::string& name) { return Registry<MethodInfo>::find(name); }
 const MethodInfo& require_method(const std::string& name) { return Registry<MethodInfo>::require(name, "--method"); }
-std::vector<std::string> method_names() { return Registry<MethodInfo>::names(); }
+std::vector<std::string> method_names() {
+  // The paper's tables' order: dp (what every ratio divides by), zeco (the subject), then the baselines; a method
+  // added by a file of its own follows them, by name. `-m all` runs them in this order, so a run cut short keeps
+  // the first comparison.
+  static const std::vector<std::string> kPaperOrder = {"dp", "zeco", "lasp2", "lasp1", "ring", "ulysses"};
+  std::vector<std::string> names = Registry<MethodInfo>::names();
+  auto rank = [](const std::string& n) {
+    return size_t(std::find(kPaperOrder.begin(), kPaperOrder.end(), n) - kPaperOrder.begin());
+  };
+  std::stable_sort(names.begin(), names.end(),
+                   [&](const std::string& a, const std::string& b) { return rank(a) < rank(b); });
+  return names;
+}
 
 std::vector<std::string> split_method_list(const std::string& list) {
   if (list == "all") return method_names();

@@ -92,6 +92,7 @@ bool register_method(MethodInfo info);
 const MethodInfo* find_method(const std::string& name);
 // The method called `name`, or a UsageError naming --method and every registered method.
 const MethodInfo& require_method(const std::string& name);
+// Every registered method: the paper's tables' order (dp, zeco, lasp2, lasp1, ring, ulysses), then the rest by name.
 std::vector<std::string> method_names();
 // "a,b,c" -> {a, b, c}; "all" -> every registered method (the --method flag of the operator and model levels).
 std::vector<std::string> split_method_list(const std::string& list);

@@ -360,7 +360,7 @@ std::vector<std::string> operator_methods(const Context& c) {
   for (auto& m : method_names()) names.insert(m);
   for (auto& r : c.res.rows)
     if (col(r, "level") == "operator" || col(r, "level") == "model") names.insert(col(r, "method"));
-  return ordered(names, {"dp", "zeco", "lasp2", "lasp1", "ring", "ulysses"});
+  return ordered(names, method_names());
 }
 
 // The paper's two patterns and LASP-1's chain, then every pattern measured (on GPUs, or on CPU ranks for `cpu`).
