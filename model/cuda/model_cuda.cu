@@ -159,10 +159,13 @@ __global__ void embedding_bwd_kernel(int n, int D, const int32_t* tokens, const 
 //   gated_rmsnorm_fwd [65536, 512] bf16: o, z read, y written = 192 MB: 0.089 ms (2.2 TB/s)
 //   gated_rmsnorm_bwd o, z, dy read, d_o, dz written = 320 MB: 0.169 ms (1.9 TB/s)
 // Every kernel streams its inputs once and writes its outputs once; the math (a sigmoid per element) is far below
-// the memory time. What a warp has in flight is the loads it issues before the row's sum waits on them: with 8-byte
-// bf16 loads that is half of what 16-byte fp32 ones give, and the gated kernels ran at half the rate; the backward's
-// read of dx after the sum was a second wait a row. Hence 16-byte bf16 accesses and dx read with the row: predicted
-// gated ~0.05 / ~0.09 ms and rmsnorm_bwd ~0.15 ms a call (-1.8 ms and -1.5 ms a step).
+// the memory time. What a warp has in flight is the loads it issues before the row's sum waits on them, and the
+// backward's read of dx after the sum was a second wait a row. Hence 16-byte bf16 accesses and dx read with the row.
+// Measured on one H100 against the 8-byte version (results/logs/dev/model_norms_profile_ab_nvidia-h100-x1.log): the
+// gated norm 4.49 -> 4.12 ms a step at dv 64, 5.42 -> 4.92 at dv 512; the residual backward 9.41 -> 8.82 (predicted:
+// -3.3 ms in all). At dv 512 the 8-byte kernel already issued four loads a thread before the sum, the same 96 bytes
+// as two 16-byte ones; both hold 104 registers (two blocks an SM), and the row's fp32 copy in them is what limits the
+// gated kernels (2.0-2.3 TB/s of the H100's 3.35).
 template <int VW, class T>
 __device__ __forceinline__ void loadv(const T* p, float (&v)[VW]) {
   if constexpr (VW == 8 && std::is_same_v<T, bf16>) {
