@@ -100,9 +100,10 @@ class GlaModel {
   void set_grad_overlap(bool on);
   // At P > 1, the optimizer sharded over the ranks (ZeRO stage 1): the gradients are reduce-scattered instead of
   // all-reduced, each rank runs AdamW on its 1/P of the flat vector (and keeps only that part's two moments), and
-  // the updated weights the products read (the act copy; the fp32 masters on CPU ranks) are all-gathered. The same
-  // update as the default; 6 bytes a parameter cross the ranks instead of 8 (bf16 weights), and AdamW reads and
-  // writes 1/P of them. Set before the first step; not with set_grad_overlap.
+  // the updated weights the products read (the act copy; the fp32 masters on CPU ranks) are all-gathered, with the
+  // fp32 masters that kernels read (share_fp32_read_masters). The same update as the default; about 6 bytes a
+  // parameter cross the ranks instead of 8 (bf16 weights), and AdamW reads and writes 1/P of them. Set before the
+  // first step; not with set_grad_overlap.
   void set_shard_optimizer(bool on);
 
   // Bytes of device memory the model allocates for `batch` x `tokens_per_rank` tokens (without the SP method's own).

@@ -3,7 +3,9 @@
 // Semantics follow NCCL so one method body serves both: every operation is ordered on `stream` (on the CPU it has
 // completed when the call returns). Point-to-point operations posted between group_start() and group_end() progress
 // together and have all completed (on the stream) after group_end(); that is the non-blocking form, and the only
-// safe way to send and receive at once (a ring step). Outside a group, send and recv are blocking.
+// safe way to send and receive at once (a ring step). Outside a group, send and recv are blocking. Collectives may
+// stand in a group too (NCCL launches them together; MPI runs each as it is called): the model's many small
+// all-reduces of one step.
 #pragma once
 
 #include <cstddef>

@@ -91,7 +91,7 @@ struct OpInfo {
   std::vector<int> peers;
   std::string describe() const {
     std::string s = kind;
-    if (count) s += " of " + std::to_string(count) + " send/recv operations";
+    if (count) s += " of " + std::to_string(count) + " operations";
     if (bytes) s += " (" + std::to_string(bytes) + " bytes)";
     return s;
   }
