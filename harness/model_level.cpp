@@ -74,6 +74,9 @@ void add_model_command(CLI::App& app, ModelOptions& o) {
   app.add_flag("--shard-optimizer", o.shard_optimizer,
                "at P > 1, ZeRO stage 1: reduce-scatter the gradients, AdamW on each rank's 1/P of the weights, "
                "all-gather the updated bf16 weights (default: all-reduce, AdamW on every weight on every rank)");
+  app.add_flag("--wgrad-beside", o.wgrad_beside,
+               "the weight gradients' products on a second stream, beside the backward's chain of input gradients "
+               "(default: in line, on the compute stream)");
   app.add_option("--check,-c", o.check, "check the first step against a reference method (1) or not (0)")
       ->check(CLI::Range(0, 1));
   app.add_option("--tolerance", o.tolerance, "largest relative error that passes (default 1e-5 cpu, 5e-3 gpu)");
@@ -255,6 +258,7 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
   GlaModel model(*rt, mc, o.batch, L, methods.front(), sp, o.recompute, o.seed);
   model.set_grad_overlap(o.grad_overlap);
   model.set_shard_optimizer(o.shard_optimizer);
+  model.set_wgrad_beside(o.wgrad_beside);
   const double flops_tok = model.flops_per_token();
 
   // `backend` as at the operator level: what carried the attention's communication.
@@ -273,6 +277,7 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
     r.set("overlap", method == "zeco" || method == "lasp2" ? o.overlap : 0);
     r.set("head_groups", ran ? ran->head_groups() : 1);
     r.set("grad_overlap", o.grad_overlap ? 1 : 0).set("shard_optimizer", o.shard_optimizer && P > 1 ? 1 : 0);
+    r.set("wgrad_beside", o.wgrad_beside ? 1 : 0);
     r.set("pass", std::string("step")).set("comm", rt->comm->name()).set("warmup", o.warmup).set("iters", o.steps);
     r.set("layers", mc.layers).set("hidden", mc.hidden).set("vocab", mc.vocab).set("expand_k", mc.expand_k);
     r.set("expand_v", mc.expand_v).set("mlp", mc.mlp_size()).set("steps", o.steps).set("seed", (long long)o.seed);
@@ -289,7 +294,7 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
         boot, o.csv,
         {"layers", "hidden", "vocab", "expand_k", "expand_v", "mlp", "steps", "seed", "loss", "peak_mem_gib", "mfu",
          "recompute", "tokens_per_s", "gemm_tflops", "params", "flops_per_token", "nodes", "ranks_per_node",
-         "head_groups", "grad_overlap", "shard_optimizer"},
+         "head_groups", "grad_overlap", "shard_optimizer", "wgrad_beside"},
         o.resume, methods, [&](const CsvAppender& c, const std::string& m) { return c.contains(row_for(m, nullptr)); },
         "P=" + std::to_string(P) + " L=" + std::to_string(L), csv);
     if (todo.empty()) return 0;
@@ -304,7 +309,7 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
                 model.param_count() / 1e6, (model.param_count() - model.embedding_params()) / 1e6);
     std::printf("# model FLOPs per token %.4g (6 x non-embedding params + attention)  bf16 GEMM ceiling %.1f TFLOP/s\n",
                 flops_tok, ceiling);
-    std::printf("# B %d  T %d (%d per rank)  K %d  recompute %s  gradients summed %s  data %s  warm-up %d  "
+    std::printf("# B %d  T %d (%d per rank)  K %d  recompute %s  gradients summed %s%s  data %s  warm-up %d  "
                 "steps %d  seed %llu  lr %g  tolerance %.0e  memory about %.1f GiB per rank\n",
                 o.batch, T, L, o.blocks, o.recompute ? "attention+elementwise" : "none",
                 P == 1 ? "over one rank: no communication"
@@ -312,6 +317,7 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
                     ? "by a reduce-scatter after the backward (AdamW on each rank's 1/P, the weights all-gathered)"
                 : o.grad_overlap ? "by an all-reduce per block, beside the backward"
                                  : "by one all-reduce after the backward",
+                o.wgrad_beside ? " (the weight gradients' products beside the backward)" : "",
                 o.data.empty() ? "random tokens" : o.data.c_str(), o.warmup, o.steps, (unsigned long long)o.seed,
                 double(o.lr), tol, need_gib);
     for (const std::string& m : left_out) std::printf("# left out of all: %s\n", m.c_str());

@@ -148,8 +148,10 @@ size_t GlaModel::device_bytes(const GlaModelConfig& c, int batch, int tokens_per
 GlaModel::GlaModel(Runtime& rt, const GlaModelConfig& c, int batch, int tokens_per_rank, const std::string& method,
                    const SpConfig& sp, bool recompute, uint64_t seed)
     : rt_(rt), c_(c), B_(batch), L_(tokens_per_rank), N_(batch * tokens_per_rank), sp_(sp), recompute_(recompute),
-      grads_ready_(*rt.dev, EventUse::order), grads_reduced_(*rt.dev, EventUse::order) {
+      grads_ready_(*rt.dev, EventUse::order), grads_reduced_(*rt.dev, EventUse::order),
+      wgrad_fork_(*rt.dev, EventUse::order), wgrads_done_(*rt.dev, EventUse::order) {
   c_.validate();
+  for (int k = 0; k < kWgradKinds; ++k) wgrad_done_.push_back(std::make_unique<EventHandle>(*rt.dev, EventUse::order));
   mk_ = make_model_kernels(*rt.dev);
   act_ = mk_->act_dtype();
   SPB_CHECK(act_ == rt.kern->act_dtype(), "the model's and the GLA stages' activations differ in type");
@@ -271,6 +273,30 @@ void GlaModel::mm(bool ta, bool tb, int M, int N, int K, float alpha, const void
   mk_->gemm(ta, tb, M, N, K, alpha, A, B, beta, C, c_type, st);
 }
 
+void GlaModel::wgrad(Wgrad kind, int n, int k, const void* dY, const void* X, float* dW) {
+  Device& dev = *rt_.dev;
+  const Stream st = dev.compute_stream();
+  if (!wgrad_beside_) return mm(true, false, n, k, N_, 1, dY, X, 0, dW, DType::f32, st);
+  const Stream side = dev.second_compute_stream();
+  dev.record(wgrad_fork_.get(), st);
+  dev.wait(side, wgrad_fork_.get());
+  {
+    TimelineSpan span(rt_, "weight_gradient", Lane::compute2);
+    mk_->gemm(true, false, n, k, N_, 1, dY, X, 0, dW, DType::f32, side);  // off the clock's compute stream
+  }
+  dev.record(wgrad_done_[size_t(kind)]->get(), side);
+}
+
+void GlaModel::wait_wgrad(Wgrad kind) {
+  if (wgrad_beside_) rt_.dev->wait(rt_.dev->compute_stream(), wgrad_done_[size_t(kind)]->get());
+}
+
+void GlaModel::wait_wgrads(Stream s) {
+  if (!wgrad_beside_) return;
+  rt_.dev->record(wgrads_done_.get(), rt_.dev->second_compute_stream());
+  rt_.dev->wait(s, wgrads_done_.get());
+}
+
 // The residual adds: block l's o_proj and MLP down products go to acts_->delta, and the norm after each adds it to
 // the residual stream in its own pass (x_mid = x + o_proj; x[l + 1] = x_mid + MLP down, in block l + 1's first norm or
 // the final norm), so that the stream is read and written once per add (not copied, then read and written by the
@@ -345,6 +371,7 @@ void GlaModel::backward_layer(int l) {
   void* m = recompute_ ? S.ms.get() : A.m.get();
   if (recompute_) {
     stage("recompute");
+    wait_wgrad(kWgradProj);  // the block above's last weight gradient: its products read the buffers made again here
     k.swiglu_fwd(N, F, A.ab.get(), m, st);
     k.rmsnorm_fwd(N, D, A.x_mid.f32(), V.P(y.mlp_norm), c_.norm_eps, h2, A.rstd2.f32(), st);
     k.gated_rmsnorm_fwd(N * c_.heads, c_.dv(), A.o.get(), A.z.get(), V.P(y.g_norm), c_.norm_eps, yo, A.rstd_gn.f32(),
@@ -353,15 +380,18 @@ void GlaModel::backward_layer(int l) {
   }
 
   // MLP (S.dxa: the act copy of dx, from the norm's backward above)
+  // With set_wgrad_beside, each wait_wgrad below guards a buffer that a weight gradient's product still reads.
   stage("bwd: MLP down");
-  mm(true, false, D, F, N, 1, S.dxa.get(), m, 0, V.G(y.w_down), f32, st);
+  wgrad(kWgradDown, D, F, S.dxa.get(), m, V.G(y.w_down));
   mm(false, false, N, F, D, 1, S.dxa.get(), V.W(y.w_down), 0, S.dmy.get(), t, st);
   stage("bwd: swiglu");
+  wait_wgrad(kWgradGateUp);  // the block above's reads dab
   k.swiglu_bwd(N, F, A.ab.get(), S.dmy.get(), S.dab.get(), st);
   stage("bwd: MLP gate, up");
-  mm(true, false, 2 * F, D, N, 1, S.dab.get(), h2, 0, V.G(y.w_gate), f32, st);
+  wgrad(kWgradGateUp, 2 * F, D, S.dab.get(), h2, V.G(y.w_gate));
   mm(false, false, N, D, 2 * F, 1, S.dab.get(), V.W(y.w_gate), 0, S.dh.get(), f32, st);
   stage("bwd: norms");
+  wait_wgrad(kWgradDown);  // reads dxa
   k.rmsnorm_bwd(N, D, A.x_mid.f32(), V.P(y.mlp_norm), A.rstd2.f32(), S.dh.f32(), S.dx.f32(), V.G(y.mlp_norm),
                 S.dxa.get(), st);
 
@@ -373,9 +403,10 @@ void GlaModel::backward_layer(int l) {
   char* const dproj = static_cast<char*>(S.dproj.get());
   const size_t a = dtype_size(t);
   stage("bwd: o_proj");
-  mm(true, false, D, Vd, N, 1, S.dxa.get(), yo, 0, V.G(y.wo), f32, st);
+  wgrad(kWgradO, D, Vd, S.dxa.get(), yo, V.G(y.wo));
   mm(false, false, N, Vd, D, 1, S.dxa.get(), V.W(y.wo), 0, S.dmy.get(), t, st);
   stage("bwd: output gate norm");
+  wait_wgrad(kWgradProj);  // the block above's reads dproj
   k.gated_rmsnorm_bwd(N * c_.heads, c_.dv(), A.o.get(), A.z.get(), V.P(y.g_norm), A.rstd_gn.f32(), S.dmy.get(),
                       S.d_o.get(), dproj + size_t(2 * Kd + Vd) * a, V.G(y.g_norm), c_.heads, size_t(P), st);
   stage("bwd: attention (SP method)");
@@ -388,9 +419,10 @@ void GlaModel::backward_layer(int l) {
     method(l).backward(fa, ba);
   }
   stage("bwd: forget gate");
+  wait_wgrad(kWgradRank);  // the block above's reads dpre
   k.forget_gate_bwd(N, Kd, A.pre.get(), V.P(y.bgk1), c_.gate_normaliser, S.dg.get(), S.dpre.get(), V.G(y.bgk1), st);
   stage("bwd: forget gate's rank-R products");
-  mm(true, false, Kd, R, N, 1, S.dpre.get(), A.gl.get(), 0, V.G(y.wgk1), f32, st);
+  wgrad(kWgradRank, Kd, R, S.dpre.get(), A.gl.get(), V.G(y.wgk1));
   mm(false, false, N, R, Kd, 1, S.dpre.get(), V.W(y.wgk1), 0, S.dgl.get(), t, st);
   stage("bwd: output gradients side by side");
   if (!grads_in_dproj_) {
@@ -400,9 +432,10 @@ void GlaModel::backward_layer(int l) {
   }
   k.copy_columns(N, R, S.dgl.get(), P, 2 * Kd + 2 * Vd, dproj, st);
   stage("bwd: q, k, v, gate projections");
-  mm(true, false, P, D, N, 1, S.dproj.get(), h1, 0, V.G(y.wq), f32, st);
+  wgrad(kWgradProj, P, D, S.dproj.get(), h1, V.G(y.wq));
   mm(false, false, N, D, P, 1, S.dproj.get(), V.W(y.wq), 0, S.dh.get(), f32, st);
   stage("bwd: norms");
+  wait_wgrad(kWgradO);  // reads dxa
   k.rmsnorm_bwd(N, D, x, V.P(y.attn_norm), A.rstd1.f32(), S.dh.f32(), S.dx.f32(), V.G(y.attn_norm), S.dxa.get(),
                 st);
 }
@@ -443,7 +476,7 @@ double GlaModel::forward_backward(const std::vector<int32_t>& tokens) {
   stage("zero gradients");
   for (const ParamInfo* p : fp32_read_) dev.fill_zero(V.G(p->offset), p->elems() * 4, st);
   stage("bwd: LM head");
-  mm(true, false, Vc, D, N, 1, S.dlogits.get(), S.hf.get(), 0, V.G(lm_head_), DType::f32, st);
+  wgrad(kWgradLmHead, Vc, D, S.dlogits.get(), S.hf.get(), V.G(lm_head_));
   mm(false, false, N, D, Vc, 1, S.dlogits.get(), V.W(lm_head_), 0, S.dh.get(), DType::f32, st);
   stage("bwd: norms");
   dev.fill_zero(S.dx.get(), S.dx.bytes(), st);
@@ -459,6 +492,7 @@ double GlaModel::forward_backward(const std::vector<int32_t>& tokens) {
   stage("bwd: embedding");
   k.embedding_bwd(N, D, static_cast<const int32_t*>(S.tokens.get()), S.dx.f32(), V.G(embed_), st);
   stage("gradient all-reduce");
+  wait_wgrads(st);  // the sums and the optimizer read every gradient
   if (rt_.world() > 1 && shard_optimizer_) {
     TimelineSpan span(rt_, "grad_reduce_scatter", Lane::compute);
     rt_.comm->reduce_scatter_sum(grads_.f32(), shard_elems_, st);
@@ -484,6 +518,7 @@ void GlaModel::reduce_grads_beside(size_t begin, size_t end) {
   Device& dev = *rt_.dev;
   dev.record(grads_ready_.get(), dev.compute_stream());
   dev.wait(dev.comm_stream(), grads_ready_.get());
+  wait_wgrads(dev.comm_stream());
   TimelineSpan span(rt_, "grad_all_reduce", Lane::comm);
   rt_.comm->all_reduce_sum(grads_.f32() + begin, end - begin, dev.comm_stream());
 }

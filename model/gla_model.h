@@ -105,6 +105,12 @@ class GlaModel {
   // parameter cross the ranks instead of 8 (bf16 weights), and AdamW reads and writes 1/P of them. Set before the
   // first step; not with set_grad_overlap.
   void set_shard_optimizer(bool on);
+  // The weight gradients' products (dW = dY^T X) on the device's second compute stream, beside the chain of input
+  // gradients that the backward waits on (true), or in line on the compute stream (false, the default). The compute
+  // stream waits for one before it overwrites a buffer that product reads, and for all of them before the gradients
+  // are summed or stepped; the sums are the same. In a profile the backward stages then time the compute stream
+  // alone: the input gradients' products and the waits.
+  void set_wgrad_beside(bool on) { wgrad_beside_ = on; }
 
   // Bytes of device memory the model allocates for `batch` x `tokens_per_rank` tokens (without the SP method's own).
   // optimizer_shards: the ranks AdamW's moments are sharded over (1: not sharded).
@@ -125,6 +131,14 @@ class GlaModel {
           DType c_type, Stream st);
   void forward_layer(int l);
   void backward_layer(int l);
+  // The products of the weight gradients, one event each: the compute stream waits on a kind's event before it
+  // overwrites what that kind's last product read (wait_wgrad).
+  enum Wgrad { kWgradDown, kWgradGateUp, kWgradO, kWgradRank, kWgradProj, kWgradLmHead, kWgradKinds };
+  // dW [n, k] = dY^T X over the N_ rows of dY [N_, n] and X [N_, k], fp32; beside the compute stream (after its work
+  // so far) with set_wgrad_beside, else on it.
+  void wgrad(Wgrad kind, int n, int k, const void* dY, const void* X, float* dW);
+  void wait_wgrad(Wgrad kind);
+  void wait_wgrads(Stream s);  // s waits for every weight gradient's product enqueued so far
   void init_params(uint64_t seed);
   void refresh_act_weights();
   // With set_grad_overlap: grads_[begin, end) summed over the ranks on the communication stream, once the compute
@@ -161,6 +175,9 @@ class GlaModel {
   bool grad_overlap_ = false, shard_optimizer_ = false;
   bool grads_in_dproj_ = false;  // the method writes dq, dk, dv into their columns of dproj (SpMethod::takes_grad_ld)
   EventHandle grads_ready_, grads_reduced_;  // order only: compute -> comm, comm -> compute
+  bool wgrad_beside_ = false;
+  EventHandle wgrad_fork_, wgrads_done_;  // order only: compute -> second compute stream, and all of its work so far
+  std::vector<std::unique_ptr<EventHandle>> wgrad_done_;  // by Wgrad kind
 };
 
 }  // namespace spb

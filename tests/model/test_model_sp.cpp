@@ -54,11 +54,12 @@ enum class GradSum { after_backward, beside_backward, sharded_optimizer };
 
 // `steps` steps of `method` over this rank's slice of the sequence (or, for the reference, the whole of it).
 Trained train(Runtime& rt, const std::string& method, bool whole, int steps,
-              GradSum sum = GradSum::after_backward) {
+              GradSum sum = GradSum::after_backward, bool recompute = false, bool wgrad_beside = false) {
   const int P = rt.world(), p = rt.rank(), L = whole ? kSeq : kSeq / P;
-  GlaModel model(rt, tiny(), kBatch, L, method, SpConfig{}, false, 5);
+  GlaModel model(rt, tiny(), kBatch, L, method, SpConfig{}, recompute, 5);
   model.set_grad_overlap(sum == GradSum::beside_backward);
   model.set_shard_optimizer(sum == GradSum::sharded_optimizer);
+  model.set_wgrad_beside(wgrad_beside);
   const TokenData data("", tiny().vocab, kBatch, kSeq, 9);
   Trained out;
   out.params = model.params_info();
@@ -124,6 +125,32 @@ TEST(ModelSp, GradOverlapGivesTheSameSums) {
     for (size_t s = 0; s < after.losses.size(); ++s)
       EXPECT_NEAR(beside.losses[s], after.losses[s], tol * after.losses[s]) << what << " step " << s + 1;
   }
+}
+
+// --wgrad-beside runs the weight gradients' products on a second stream: the same step, whether the gradients are
+// summed after the backward or beside it, and with --recompute (whose buffers the next block's backward makes
+// again). A buffer overwritten before the product that reads it is done gives that weight another block's gradient.
+TEST(ModelSp, WgradBesideGivesTheSameStep) {
+  if (!have_devices()) GTEST_SKIP() << "fewer GPUs than ranks";
+  auto rt = make_runtime(*test::boot(), backend());
+  const double tol = gpu() ? 1e-5 : 1e-6;
+  std::vector<GradSum> sums = {GradSum::after_backward};
+  if (rt->world() > 1) sums.push_back(GradSum::beside_backward);
+  for (const GradSum sum : sums)
+    for (const bool recompute : {false, true}) {
+      const Trained inline_ = train(*rt, "zeco", false, 3, sum, recompute),
+                    beside = train(*rt, "zeco", false, 3, sum, recompute, true);
+      const std::string what = "P=" + std::to_string(rt->world()) +
+                               (sum == GradSum::beside_backward ? " grad-overlap" : "") +
+                               (recompute ? " recompute" : "");
+      for (const ParamInfo& t : inline_.params) {
+        const double e = rel_rms(inline_.grads.data() + t.offset, beside.grads.data() + t.offset, t.elems());
+        EXPECT_LT(e, tol) << what << " gradient of " << t.name;
+      }
+      for (size_t s = 0; s < inline_.losses.size(); ++s)
+        EXPECT_NEAR(beside.losses[s], inline_.losses[s], tol * inline_.losses[s]) << what << " step " << s + 1;
+      EXPECT_LT(rel_rms(inline_.weights.data(), beside.weights.data(), inline_.weights.size()), tol) << what;
+    }
 }
 
 // --shard-optimizer (ZeRO stage 1): the gradients reduce-scattered, AdamW on each rank's part of the flat vector, the
