@@ -296,6 +296,7 @@ std::string schedule_of(const Row& r) {
   flag(lnum(r, "head_groups") > 1, "--head-groups " + col(r, "head_groups"));
   flag(lnum(r, "grad_overlap") != 0, "--grad-overlap");
   flag(lnum(r, "shard_optimizer") != 0, "--shard-optimizer");
+  flag(lnum(r, "wgrad_beside") != 0, "--wgrad-beside");
   return s.empty() ? "default" : s;
 }
 
