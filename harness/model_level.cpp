@@ -65,9 +65,11 @@ void add_model_command(CLI::App& app, ModelOptions& o) {
                  "write config, manifest, initial params, tokens, the first step's gradients and every loss here "
                  "(tests/model/torch_reference.py checks them)");
   app.add_option("--csv", o.csv, "append result rows to this CSV");
-  app.add_flag("--recompute", o.recompute,
-               "less memory: one attention object for every block, its forward run again in the backward, and the "
-               "norms' and SwiGLU's outputs made again there");
+  app.add_flag("--recompute{all}", o.recompute,
+               "less memory: the norms' and SwiGLU's outputs made again in the backward; with --recompute (=all), also "
+               "one attention object for every block, its forward run again there; --recompute=elementwise keeps "
+               "each block's attention (its chunk states)")
+      ->check(CLI::IsMember({"none", "elementwise", "all"}));
   app.add_flag("--grad-overlap", o.grad_overlap,
                "at P > 1, sum each block's gradients over the ranks as soon as its backward is done, on the "
                "communication stream beside the blocks still to go (default: one all-reduce after the backward)");
@@ -209,6 +211,7 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
   SPB_USAGE(T % P == 0, "--seq/-T: " + std::to_string(T) + " tokens is not divisible by the world size " +
                             std::to_string(P) + " (every rank holds T/P tokens)");
   const int L = T / P;
+  const Recompute recompute = recompute_from_name(o.recompute);
   SPB_USAGE(o.blocks >= 1, "--blocks/-K must be >= 1");
   const SpConfig sp{GlaShape{o.batch, L, mc.heads, mc.dk(), mc.dv()}, o.blocks, o.allscan, SpOverlap(o.overlap),
                     o.head_groups};
@@ -243,19 +246,21 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
   // Memory: the model's own tensors plus the SP methods' chunk states (hs and dhs per block, or one block's with
   // --recompute), against what the device has free; every rank agrees before any allocation.
   const GlaShape local = sp.local;
-  const size_t method_bytes = 2 * local.chunk_state_elems() * 4 * size_t(o.recompute ? 1 : mc.layers);
-  const size_t model_bytes = GlaModel::device_bytes(mc, o.batch, L, act, o.recompute, o.shard_optimizer ? P : 1);
+  const size_t method_bytes = 2 * local.chunk_state_elems() * 4 * size_t(recompute == Recompute::all ? 1 : mc.layers);
+  const size_t model_bytes = GlaModel::device_bytes(mc, o.batch, L, act, recompute, o.shard_optimizer ? P : 1);
   const double need_gib = double(model_bytes + method_bytes) / double(1ull << 30);
   const double free_gib = boot.min(double(dev.free_memory_bytes()) / double(1ull << 30));
   SPB_USAGE(need_gib < 0.95 * free_gib,
             "the model needs about " + std::to_string(int(std::ceil(need_gib))) + " GiB per rank (" +
                 std::to_string(mc.layers) + " layers, " + std::to_string(o.batch * L) + " tokens per rank) and a " +
                 (gpu ? "GPU" : "rank") + " has " + std::to_string(int(free_gib)) + " GiB free: " +
-                (o.recompute ? "use fewer tokens per rank (-L) or more ranks"
-                             : "try --recompute, fewer tokens per rank (-L) or more ranks"));
+                (recompute == Recompute::all ? "use fewer tokens per rank (-L) or more ranks"
+                 : recompute == Recompute::elementwise
+                     ? "try --recompute (the attention's too), fewer tokens per rank (-L) or more ranks"
+                     : "try --recompute=elementwise or --recompute, fewer tokens per rank (-L) or more ranks"));
 
   const double ceiling = gemm_ceiling_tflops(dev);
-  GlaModel model(*rt, mc, o.batch, L, methods.front(), sp, o.recompute, o.seed);
+  GlaModel model(*rt, mc, o.batch, L, methods.front(), sp, recompute, o.seed);
   model.set_grad_overlap(o.grad_overlap);
   model.set_shard_optimizer(o.shard_optimizer);
   model.set_wgrad_beside(o.wgrad_beside);
@@ -281,7 +286,7 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
     r.set("pass", std::string("step")).set("comm", rt->comm->name()).set("warmup", o.warmup).set("iters", o.steps);
     r.set("layers", mc.layers).set("hidden", mc.hidden).set("vocab", mc.vocab).set("expand_k", mc.expand_k);
     r.set("expand_v", mc.expand_v).set("mlp", mc.mlp_size()).set("steps", o.steps).set("seed", (long long)o.seed);
-    r.set("recompute", std::string(o.recompute ? "attention+elementwise" : "none"));
+    r.set("recompute", std::string(recompute_name(recompute)));
     r.set("params", (long long)model.param_count()).set("flops_per_token", flops_tok);
     r.set("gemm_tflops", ceiling).set("nodes", rt->topo.nodes).set("ranks_per_node", rt->topo.ranks_per_node);
     add_provenance(r, dev);
@@ -311,7 +316,7 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
                 flops_tok, ceiling);
     std::printf("# B %d  T %d (%d per rank)  K %d  recompute %s  gradients summed %s%s  data %s  warm-up %d  "
                 "steps %d  seed %llu  lr %g  tolerance %.0e  memory about %.1f GiB per rank\n",
-                o.batch, T, L, o.blocks, o.recompute ? "attention+elementwise" : "none",
+                o.batch, T, L, o.blocks, recompute_name(recompute),
                 P == 1 ? "over one rank: no communication"
                 : o.shard_optimizer
                     ? "by a reduce-scatter after the backward (AdamW on each rank's 1/P, the weights all-gathered)"

@@ -22,7 +22,8 @@ struct ModelOptions {
   uint64_t seed = 1;
   float lr = 3e-4f, weight_decay = 0.1f;
   std::string data, dump, csv, timeline;
-  bool recompute = false, grad_overlap = false, shard_optimizer = false, wgrad_beside = false, nodes_over_network = false, resume = true;
+  std::string recompute = "none";  // none, elementwise, all (--recompute alone)
+  bool grad_overlap = false, shard_optimizer = false, wgrad_beside = false, nodes_over_network = false, resume = true;
   int check = 1;
   double tolerance = 0;  // 0: 1e-5 on the CPU (fp32), 5e-3 on the GPU (bf16)
 };

@@ -9,6 +9,22 @@
 
 namespace spb {
 
+const char* recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::none: return "none";
+    case Recompute::elementwise: return "elementwise";
+    case Recompute::all: return "attention+elementwise";
+  }
+  return "?";
+}
+
+Recompute recompute_from_name(const std::string& name) {
+  for (Recompute r : {Recompute::none, Recompute::elementwise, Recompute::all})
+    if (name == recompute_name(r)) return r;
+  SPB_USAGE(name == "all", "--recompute: '" + name + "' is none of none, elementwise, all (attention+elementwise)");
+  return Recompute::all;
+}
+
 void GlaModelConfig::validate() const {
   auto positive = [](double x, const char* flag) {
     SPB_USAGE(x > 0, std::string(flag) + " must be > 0 (got " + std::to_string(x) + ")");
@@ -99,7 +115,8 @@ std::vector<ParamInfo> GlaModel::layout(const GlaModelConfig& c, std::vector<Lay
 }
 
 // The one list of the activation buffers: allocate() makes them, device_bytes() adds them up.
-size_t GlaModel::plan_acts(const GlaModelConfig& c, int rows, DType act, bool recompute, Acts& A, Device* dev) {
+size_t GlaModel::plan_acts(const GlaModelConfig& c, int rows, DType act, Recompute recompute, Acts& A, Device* dev) {
+  const bool shared = recompute != Recompute::none;  // h1, h2, y, m: one buffer each for every block
   const size_t N = rows, D = c.hidden, Kd = c.key_dim(), Vd = c.value_dim(), F = c.mlp_size(), R = c.gate_rank;
   const size_t a = dtype_size(act), f = 4;
   size_t total = 0;
@@ -113,7 +130,7 @@ size_t GlaModel::plan_acts(const GlaModelConfig& c, int rows, DType act, bool re
   for (Acts::PerLayer& p : A.layer) {
     take(p.x_mid, N * D * f);
     take(p.rstd1, N * f), take(p.rstd2, N * f), take(p.rstd_gn, N * c.heads * f);
-    if (!recompute) take(p.h1, N * D * a), take(p.h2, N * D * a), take(p.y, N * Vd * a), take(p.m, N * F * a);
+    if (!shared) take(p.h1, N * D * a), take(p.h2, N * D * a), take(p.y, N * Vd * a), take(p.m, N * F * a);
     take(p.q, N * Kd * a), take(p.k, N * Kd * a), take(p.pre, N * Kd * a), take(p.g, N * Kd * a);
     take(p.v, N * Vd * a), take(p.z, N * Vd * a), take(p.o, N * Vd * a);
     take(p.gl, N * R * a);
@@ -121,7 +138,7 @@ size_t GlaModel::plan_acts(const GlaModelConfig& c, int rows, DType act, bool re
   }
   // With recompute, one block's normalised inputs, gated output and SwiGLU output at a time: the backward makes them
   // again from what each block keeps (x, rstd, o, z, ab).
-  if (recompute) take(A.h1s, N * D * a), take(A.h2s, N * D * a), take(A.ys, N * Vd * a), take(A.ms, N * F * a);
+  if (shared) take(A.h1s, N * D * a), take(A.h2s, N * D * a), take(A.ys, N * Vd * a), take(A.ms, N * F * a);
   take(A.delta, N * D * f);
   take(A.tokens, N * 4), take(A.targets, N * 4);
   take(A.rstd_f, N * f), take(A.hf, N * D * a);
@@ -134,7 +151,7 @@ size_t GlaModel::plan_acts(const GlaModelConfig& c, int rows, DType act, bool re
   return total;
 }
 
-size_t GlaModel::device_bytes(const GlaModelConfig& c, int batch, int tokens_per_rank, DType act, bool recompute,
+size_t GlaModel::device_bytes(const GlaModelConfig& c, int batch, int tokens_per_rank, DType act, Recompute recompute,
                               int optimizer_shards) {
   size_t n = 0;
   layout(c, nullptr, &n);
@@ -146,7 +163,7 @@ size_t GlaModel::device_bytes(const GlaModelConfig& c, int batch, int tokens_per
 }
 
 GlaModel::GlaModel(Runtime& rt, const GlaModelConfig& c, int batch, int tokens_per_rank, const std::string& method,
-                   const SpConfig& sp, bool recompute, uint64_t seed)
+                   const SpConfig& sp, Recompute recompute, uint64_t seed)
     : rt_(rt), c_(c), B_(batch), L_(tokens_per_rank), N_(batch * tokens_per_rank), sp_(sp), recompute_(recompute),
       grads_ready_(*rt.dev, EventUse::order), grads_reduced_(*rt.dev, EventUse::order),
       wgrad_fork_(*rt.dev, EventUse::order), wgrads_done_(*rt.dev, EventUse::order) {
@@ -189,7 +206,7 @@ void GlaModel::set_method(const std::string& method) {
   method_name_ = method;
   SpConfig cfg = sp_;
   cfg.local = GlaShape{B_, L_, c_.heads, c_.dk(), c_.dv()};
-  for (int l = 0; l < (recompute_ ? 1 : c_.layers); ++l) methods_.push_back(info.make(rt_, cfg));
+  for (int l = 0; l < (recompute_ == Recompute::all ? 1 : c_.layers); ++l) methods_.push_back(info.make(rt_, cfg));
   grads_in_dproj_ = methods_.front()->takes_grad_ld();
 }
 
@@ -311,10 +328,10 @@ void GlaModel::forward_layer(int l) {
   const DType t = act_;
   float* x = acts_->x[size_t(l)].f32();
   float* delta = acts_->delta.f32();
-  void* h1 = recompute_ ? acts_->h1s.get() : A.h1.get();
-  void* h2 = recompute_ ? acts_->h2s.get() : A.h2.get();
-  void* yo = recompute_ ? acts_->ys.get() : A.y.get();
-  void* m = recompute_ ? acts_->ms.get() : A.m.get();
+  void* h1 = remakes_elementwise() ? acts_->h1s.get() : A.h1.get();
+  void* h2 = remakes_elementwise() ? acts_->h2s.get() : A.h2.get();
+  void* yo = remakes_elementwise() ? acts_->ys.get() : A.y.get();
+  void* m = remakes_elementwise() ? acts_->ms.get() : A.m.get();
 
   stage("norms");
   if (l == 0)
@@ -365,11 +382,11 @@ void GlaModel::backward_layer(int l) {
   const DType t = act_, f32 = DType::f32;
   float* x = acts_->x[size_t(l)].f32();
   // With recompute, h1, h2, y and m are made again (into one buffer each) just before the products that read them.
-  void* h1 = recompute_ ? S.h1s.get() : A.h1.get();
-  void* h2 = recompute_ ? S.h2s.get() : A.h2.get();
-  void* yo = recompute_ ? S.ys.get() : A.y.get();
-  void* m = recompute_ ? S.ms.get() : A.m.get();
-  if (recompute_) {
+  void* h1 = remakes_elementwise() ? S.h1s.get() : A.h1.get();
+  void* h2 = remakes_elementwise() ? S.h2s.get() : A.h2.get();
+  void* yo = remakes_elementwise() ? S.ys.get() : A.y.get();
+  void* m = remakes_elementwise() ? S.ms.get() : A.m.get();
+  if (remakes_elementwise()) {
     stage("recompute");
     wait_wgrad(kWgradProj);  // the block above's last weight gradient: its products read the buffers made again here
     k.swiglu_fwd(N, F, A.ab.get(), m, st);
@@ -413,7 +430,7 @@ void GlaModel::backward_layer(int l) {
   {
     TimelineSpan span(rt_, "attention", Lane::compute);
     const SpForwardArgs fa{A.q.get(), A.k.get(), A.v.get(), A.g.get(), nullptr, A.o.get(), nullptr};
-    if (recompute_) method(l).forward(fa);
+    if (recompute_ == Recompute::all) method(l).forward(fa);
     SpBackwardArgs ba{S.d_o.get(), nullptr, S.dq.get(), S.dk.get(), S.dv.get(), S.dg.get(), nullptr};
     if (grads_in_dproj_) ba.dq = dproj, ba.dk = dproj + Kd * a, ba.dv = dproj + 2 * Kd * a, ba.grad_ld = P;
     method(l).backward(fa, ba);

@@ -49,6 +49,16 @@ struct AdamWConfig {
   float lr = 3e-4f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
 };
 
+// What the backward makes again instead of keeping it from the forward.
+enum class Recompute {
+  none,         // every activation kept
+  elementwise,  // each block's normalised inputs, gated output and SwiGLU output (one buffer for every block)
+  all,          // and the attention's chunk states: one method object for every block, its forward run again
+};
+// "none", "elementwise", "attention+elementwise": the CSV's recompute column, and --recompute's values
+const char* recompute_name(Recompute r);
+Recompute recompute_from_name(const std::string& name);  // throws UsageError naming --recompute
+
 // One parameter tensor in the flat parameter vector (offset in elements; a vector has rows = 1).
 struct ParamInfo {
   std::string name;
@@ -58,12 +68,13 @@ struct ParamInfo {
 
 class GlaModel {
  public:
-  // method, sp: the SP method every block's attention runs (sp.local is filled in here). recompute: one method object
-  // for every block, whose forward runs again before its backward (the chunk states are not kept between the passes),
-  // and each block's normalised inputs, gated output and SwiGLU output made again in the backward; otherwise one
-  // method object per block and every activation kept. Weights are drawn from `seed`, the same on every rank.
+  // method, sp: the SP method every block's attention runs (sp.local is filled in here). recompute: with `all`, one
+  // method object for every block, whose forward runs again before its backward (the chunk states are not kept
+  // between the passes); otherwise one method object per block. With `elementwise` or `all`, each block's normalised
+  // inputs, gated output and SwiGLU output are made again in the backward. Weights are drawn from `seed`, the same
+  // on every rank.
   GlaModel(Runtime& rt, const GlaModelConfig& c, int batch, int tokens_per_rank, const std::string& method,
-           const SpConfig& sp, bool recompute, uint64_t seed);
+           const SpConfig& sp, Recompute recompute, uint64_t seed);
   ~GlaModel();
 
   // tokens: this rank's B x (L + 1) tokens (inputs [b, 0, L), targets [b, 1, L + 1)). Forward and backward; the
@@ -88,7 +99,7 @@ class GlaModel {
   void upload_params(const std::vector<float>& p);  // the flat vector of download_params()
   std::vector<float> download_grads() const;        // summed over the ranks
   double grad_norm() const;  // of grads(), after forward_backward
-  SpMethod& method(int layer) { return *methods_.at(recompute_ ? 0 : size_t(layer)); }
+  SpMethod& method(int layer) { return *methods_.at(recompute_ == Recompute::all ? 0 : size_t(layer)); }
   int steps_done() const { return step_; }
   const GlaModelConfig& config() const { return c_; }
   Runtime& runtime() { return rt_; }
@@ -114,7 +125,7 @@ class GlaModel {
 
   // Bytes of device memory the model allocates for `batch` x `tokens_per_rank` tokens (without the SP method's own).
   // optimizer_shards: the ranks AdamW's moments are sharded over (1: not sharded).
-  static size_t device_bytes(const GlaModelConfig& c, int batch, int tokens_per_rank, DType act, bool recompute,
+  static size_t device_bytes(const GlaModelConfig& c, int batch, int tokens_per_rank, DType act, Recompute recompute,
                              int optimizer_shards = 1);
 
  private:
@@ -124,7 +135,8 @@ class GlaModel {
   Views views() const;
   // The flat parameter vector's tensors (and each block's offsets into it, where `layers` is given).
   static std::vector<ParamInfo> layout(const GlaModelConfig& c, std::vector<Layer>* layers, size_t* total);
-  static size_t plan_acts(const GlaModelConfig& c, int rows, DType act, bool recompute, Acts& A, Device* dev);
+  static size_t plan_acts(const GlaModelConfig& c, int rows, DType act, Recompute recompute, Acts& A, Device* dev);
+  bool remakes_elementwise() const { return recompute_ != Recompute::none; }
   void stage(const char* name);
   // mk_->gemm, its FLOPs counted on the clock
   void mm(bool ta, bool tb, int M, int N, int K, float alpha, const void* A, const void* B, float beta, void* C,
@@ -157,7 +169,7 @@ class GlaModel {
   int B_, L_, N_;  // batch, tokens per rank, rows = B * L
   std::string method_name_;
   SpConfig sp_;
-  bool recompute_;
+  Recompute recompute_;
   std::unique_ptr<ModelKernels> mk_;
   DType act_;
   std::vector<ParamInfo> info_;

@@ -3,10 +3,10 @@
 # training steps at 16384 and 32768 tokens per GPU, with the paper's 32 heads and with the 4 heads of GLA's public
 # configuration, on P = 1, 2, 4, ... GPUs; every method where P > 1 (at P = 1 every method is the single-device model,
 # so dp and zeco alone). The paper's protocol: 5 warm-up steps, the mean of 100. zeco's All-Scan blocks hold 16384
-# elements, as the paper's. A configuration that does not fit retries with --recompute, and is skipped if it still
-# does not. Environment: SPB_MODEL_LENGTHS, SPB_MODEL_HEADS, SPB_MODEL_STEPS, SPB_MODEL_WARMUP override the defaults;
-# SPB_MODEL_METHODS replaces `all` at P > 1; SPB_MODEL_ARGS is added to every run (e.g. "--grad-overlap", or
-# "--overlap 2").
+# elements, as the paper's. A configuration that does not fit retries with --recompute=elementwise, then with
+# --recompute, and is skipped if it still does not. Environment: SPB_MODEL_LENGTHS, SPB_MODEL_HEADS, SPB_MODEL_STEPS,
+# SPB_MODEL_WARMUP override the defaults; SPB_MODEL_METHODS replaces `all` at P > 1; SPB_MODEL_ARGS is added to every
+# run (e.g. "--grad-overlap", or "--overlap 2").
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 spb_gpu_sweep model
 configs=()
@@ -20,7 +20,7 @@ for c in "${configs[@]}"; do
   methods=${SPB_MODEL_METHODS:-all}; [ "$P" -eq 1 ] && methods=dp,zeco
   K=$(( 1024 * (2048 / H) / 16384 )); [ "$K" -ge 1 ] || K=1  # B*H*dk*dv / 16384 with dk = 1024/H, dv = 2048/H
   spb_log "[$i/${#configs[@]}] GLA-1B, $H heads, $L tokens per GPU, $P GPUs: $methods"
-  for recompute in "" --recompute; do
+  for recompute in "" --recompute=elementwise --recompute; do
     out=$(mpirun -np "$P" --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH -x SPB_GIT_SHA "$SPB" model \
       --backend gpu -m "$methods" -H "$H" -L "$L" -K "$K" $recompute -w "${SPB_MODEL_WARMUP:-5}" \
       -n "${SPB_MODEL_STEPS:-100}" --log-every 25 --csv "$csv" ${SPB_MODEL_ARGS:-} 2>&1) || true  # a failure costs only itself

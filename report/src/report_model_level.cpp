@@ -255,8 +255,8 @@ std::string section_model_rows(Context& c) {
   }
   s << "The tables above show one row per method and world size: the paper's configuration and the default schedule. "
        "Here is the newest row of every configuration and schedule measured on GPUs (`--grad-overlap`, "
-       "`--shard-optimizer`, zeco's `--overlap 2`: model/NOTES.md says what each does and what it measured), each "
-       "beside dp's row of the same machine, world size, configuration and gradient schedule.\n\n";
+       "`--shard-optimizer`, `--wgrad-beside`, zeco's `--overlap 2`: model/NOTES.md says what each does and what it "
+       "measured), each beside dp's row of the same machine, world size, configuration and gradient schedule.\n\n";
   // By machine, world size, tokens, heads (the paper's 32 first), recompute, the default schedule first, and the
   // methods in their registry order.
   const auto methods = operator_methods(c);
@@ -275,8 +275,9 @@ std::string section_model_rows(Context& c) {
     const auto d = dps.find(where(*r) + "|" + grad_schedule_of(*r));
     const double over_dp = d == dps.end() ? NAN : tokens_per_s(*r) / tokens_per_s(*d->second);
     const std::string rc = col(*r, "recompute").empty() ? "none" : col(*r, "recompute");
+    const std::string recomputed = rc == "none" ? "" : rc == "elementwise" ? ", recompute elementwise" : ", recompute";
     rows.push_back({col(*r, "gpu"), col(*r, "world_size"), col(*r, "tokens_per_rank"),
-                    "H=" + col(*r, "heads") + (rc == "none" ? "" : ", recompute"), schedule_of(*r), col(*r, "method"),
+                    "H=" + col(*r, "heads") + recomputed, schedule_of(*r), col(*r, "method"),
                     num_cell(tokens_per_s(*r)), std::isfinite(over_dp) ? fmt("%.3fx", over_dp) : "—", num_cell(ms(*r)),
                     col(*r, "git_sha").substr(0, 7)});
     csv << join({csv_field(col(*r, "gpu")), col(*r, "world_size"), col(*r, "tokens_per_rank"), col(*r, "heads"),

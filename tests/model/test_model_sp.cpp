@@ -54,7 +54,8 @@ enum class GradSum { after_backward, beside_backward, sharded_optimizer };
 
 // `steps` steps of `method` over this rank's slice of the sequence (or, for the reference, the whole of it).
 Trained train(Runtime& rt, const std::string& method, bool whole, int steps,
-              GradSum sum = GradSum::after_backward, bool recompute = false, bool wgrad_beside = false) {
+              GradSum sum = GradSum::after_backward, Recompute recompute = Recompute::none,
+              bool wgrad_beside = false) {
   const int P = rt.world(), p = rt.rank(), L = whole ? kSeq : kSeq / P;
   GlaModel model(rt, tiny(), kBatch, L, method, SpConfig{}, recompute, 5);
   model.set_grad_overlap(sum == GradSum::beside_backward);
@@ -92,23 +93,27 @@ TEST(ModelSp, EveryMethodMatchesTheSingleDeviceModel) {
   }
 }
 
-// --recompute makes again in the backward what the default keeps (the attention's chunk states, the norms' and
-// SwiGLU's outputs): the same step, the same gradients.
+// --recompute makes again in the backward what the default keeps (the norms' and SwiGLU's outputs, and with `all` the
+// attention's chunk states): the same step, the same gradients.
 TEST(ModelSp, RecomputeGivesTheSameStep) {
   if (!have_devices()) GTEST_SKIP() << "fewer GPUs than ranks";
   Bootstrap& boot = *test::boot();
   auto rt = make_runtime(boot, backend());
   const int P = boot.size(), p = boot.rank(), L = kSeq / P;
   const TokenData data("", tiny().vocab, kBatch, kSeq, 9);
-  std::vector<float> grads[2];
-  double loss[2];
-  for (int recompute = 0; recompute < 2; ++recompute) {
-    GlaModel model(*rt, tiny(), kBatch, L, "zeco", SpConfig{}, recompute, 5);
-    loss[recompute] = model.forward_backward(data.window(0, p * L, (p + 1) * L));
-    grads[recompute] = model.download_grads();
+  const Recompute kinds[] = {Recompute::none, Recompute::elementwise, Recompute::all};
+  std::vector<float> grads[3];
+  double loss[3];
+  for (int i = 0; i < 3; ++i) {
+    GlaModel model(*rt, tiny(), kBatch, L, "zeco", SpConfig{}, kinds[i], 5);
+    loss[i] = model.forward_backward(data.window(0, p * L, (p + 1) * L));
+    grads[i] = model.download_grads();
   }
-  EXPECT_NEAR(loss[1], loss[0], 1e-6 * loss[0]);
-  EXPECT_LT(rel_rms(grads[0].data(), grads[1].data(), grads[0].size()), gpu() ? 1e-3 : 1e-6);
+  for (int i = 1; i < 3; ++i) {
+    EXPECT_NEAR(loss[i], loss[0], 1e-6 * loss[0]) << recompute_name(kinds[i]);
+    EXPECT_LT(rel_rms(grads[0].data(), grads[i].data(), grads[0].size()), gpu() ? 1e-3 : 1e-6)
+        << recompute_name(kinds[i]);
+  }
 }
 
 // --grad-overlap sums each bucket of gradients (the LM head and final norm, each block, the embedding) as soon as it
@@ -141,12 +146,12 @@ TEST(ModelSp, WgradBesideGivesTheSameStep) {
   std::vector<GradSum> sums = {GradSum::after_backward};
   if (rt->world() > 1) sums.push_back(GradSum::beside_backward);
   for (const GradSum sum : sums)
-    for (const bool recompute : {false, true}) {
+    for (const Recompute recompute : {Recompute::none, Recompute::elementwise, Recompute::all}) {
       const Trained inline_ = train(*rt, "zeco", false, 3, sum, recompute),
                     beside = train(*rt, "zeco", false, 3, sum, recompute, true);
       const std::string what = "P=" + std::to_string(rt->world()) +
-                               (sum == GradSum::beside_backward ? " grad-overlap" : "") +
-                               (recompute ? " recompute" : "");
+                               (sum == GradSum::beside_backward ? " grad-overlap" : "") + " recompute " +
+                               recompute_name(recompute);
       for (const ParamInfo& t : inline_.params) {
         const double e = rel_rms(inline_.grads.data() + t.offset, beside.grads.data() + t.offset, t.elems());
         EXPECT_LT(e, tol) << what << " gradient of " << t.name;
@@ -187,7 +192,7 @@ TEST(ModelSp, GradientMatchesFiniteDifferencesOfTheLoss) {
   auto rt = make_runtime(boot, backend());
   const int P = boot.size(), p = boot.rank(), L = kSeq / P;
   const GlaModelConfig c = tiny();
-  GlaModel model(*rt, c, kBatch, L, "zeco", SpConfig{}, false, 5);
+  GlaModel model(*rt, c, kBatch, L, "zeco", SpConfig{}, Recompute::none, 5);
   const TokenData data("", c.vocab, kBatch, kSeq, 9);
   const std::vector<int32_t> toks = data.window(0, p * L, (p + 1) * L);
   const std::vector<float> w0 = model.download_params();
@@ -228,7 +233,7 @@ TEST(ModelLearns, LossFallsByAThirdOnText) {
   const int P = boot.size(), p = boot.rank(), T = 256, L = T / P;
   GlaModelConfig c;
   c.vocab = 256, c.hidden = 64, c.layers = 2, c.heads = 2, c.mlp = 128;
-  GlaModel model(*rt, c, 4, L, "zeco", SpConfig{}, false, 1);
+  GlaModel model(*rt, c, 4, L, "zeco", SpConfig{}, Recompute::none, 1);
   const TokenData data(text, c.vocab, 4, T, 1);
   const AdamWConfig adam{3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f};
   double first = 0, last10 = 0;
