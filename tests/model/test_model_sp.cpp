@@ -132,6 +132,17 @@ TEST(ModelSp, GradOverlapGivesTheSameSums) {
   }
 }
 
+// The memory every rank plans before allocating: with --recompute=elementwise the blocks share one buffer each for
+// h1, h2, y and m (bf16 here) instead of one per block; `all` plans the same model bytes (its saving is the attention's
+// chunk states, which the SP method holds).
+TEST(ModelSp, RecomputeLevelsPlanTheirBuffers) {
+  const GlaModelConfig c;  // GLA-1B
+  const size_t N = 32768, per_block = N * (2 * c.hidden + c.value_dim() + c.mlp_size()) * 2;
+  auto bytes = [&](Recompute r) { return GlaModel::device_bytes(c, 1, int(N), DType::bf16, r); };
+  EXPECT_EQ(bytes(Recompute::none) - bytes(Recompute::elementwise), size_t(c.layers - 1) * per_block);
+  EXPECT_EQ(bytes(Recompute::elementwise), bytes(Recompute::all));
+}
+
 // --wgrad-beside runs the weight gradients' products on a second stream: the same step, whether the gradients are
 // summed after the backward or beside it, and with --recompute (whose buffers the next block's backward makes
 // again). A buffer overwritten before the product that reads it is done gives that weight another block's gradient.
