@@ -25,6 +25,12 @@ Recompute recompute_from_name(const std::string& name) {
   return Recompute::all;
 }
 
+int GlaModelConfig::logit_chunk(int rows) const {
+  size_t fit = std::max<size_t>(1, (size_t(512) << 20) / (size_t(vocab) * 4));
+  if (fit >= 128) fit = fit / 128 * 128;  // whole tiles of the products' rows
+  return int(std::min<size_t>(size_t(rows), logit_rows > 0 ? size_t(logit_rows) : fit));
+}
+
 void GlaModelConfig::validate() const {
   auto positive = [](double x, const char* flag) {
     SPB_USAGE(x > 0, std::string(flag) + " must be > 0 (got " + std::to_string(x) + ")");
@@ -37,6 +43,7 @@ void GlaModelConfig::validate() const {
   positive(expand_v, "--expand-v");
   positive(gate_rank, "--gate-rank");
   SPB_USAGE(mlp >= 0, "--mlp must be >= 0 (0: GLA's width)");
+  SPB_USAGE(logit_rows >= 0, "the LM head's logit rows must be >= 0 (0: as many as 512 MiB hold)");
   auto whole = [&](double e, const char* flag) {
     const double d = e * hidden;
     SPB_USAGE(std::abs(d - std::round(d)) < 1e-9 && std::round(d) >= 1,
@@ -142,7 +149,7 @@ size_t GlaModel::plan_acts(const GlaModelConfig& c, int rows, DType act, Recompu
   take(A.delta, N * D * f);
   take(A.tokens, N * 4), take(A.targets, N * 4);
   take(A.rstd_f, N * f), take(A.hf, N * D * a);
-  take(A.logits, N * c.vocab * f), take(A.dlogits, N * c.vocab * a), take(A.losses, N * f);
+  take(A.logits, size_t(c.logit_chunk(rows)) * c.vocab * f), take(A.dlogits, N * c.vocab * a), take(A.losses, N * f);
   take(A.dx, N * D * f), take(A.dxa, N * D * a), take(A.dh, N * D * f);
   take(A.dmy, N * std::max(F, Vd) * a), take(A.dab, N * 2 * F * a);
   take(A.dproj, N * (2 * Kd + 2 * Vd + R) * a);
@@ -483,12 +490,20 @@ double GlaModel::forward_backward(const std::vector<int32_t>& tokens) {
   stage("norms");
   k.rmsnorm_add_fwd(N, D, S.layer.back().x_mid.f32(), S.delta.f32(), V.P(final_norm_), c_.norm_eps, xl, S.hf.get(),
                     S.rstd_f.f32(), st);
-  stage("LM head");
-  mm(false, true, N, Vc, D, 1, S.hf.get(), V.W(lm_head_), 0, S.logits.get(), DType::f32, st);
-  stage("cross-entropy");
+  // The logits a chunk of rows at a time (fp32, [chunk, vocab]); cross-entropy turns each into its rows of the loss
+  // and of dlogits (act type, every row kept for the backward's two products).
   const double tokens_world = double(N) * rt_.world();
-  k.cross_entropy(N, Vc, S.logits.f32(), static_cast<const int32_t*>(S.targets.get()), float(1.0 / tokens_world),
-                  S.losses.f32(), S.dlogits.get(), st);
+  const size_t a = dtype_size(act_);
+  for (int r0 = 0, chunk = c_.logit_chunk(N); r0 < N; r0 += chunk) {
+    const int rows = std::min(chunk, N - r0);
+    stage("LM head");
+    mm(false, true, rows, Vc, D, 1, static_cast<const char*>(S.hf.get()) + size_t(r0) * D * a, V.W(lm_head_), 0,
+       S.logits.get(), DType::f32, st);
+    stage("cross-entropy");
+    k.cross_entropy(rows, Vc, S.logits.f32(), static_cast<const int32_t*>(S.targets.get()) + r0,
+                    float(1.0 / tokens_world), S.losses.f32() + r0,
+                    static_cast<char*>(S.dlogits.get()) + size_t(r0) * Vc * a, st);
+  }
 
   stage("zero gradients");
   for (const ParamInfo* p : fp32_read_) dev.fill_zero(V.G(p->offset), p->elems() * 4, st);

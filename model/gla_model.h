@@ -35,12 +35,15 @@ struct GlaModelConfig {
   int gate_rank = 16;                     // the forget gate's low rank
   float gate_normaliser = 16, norm_eps = 1e-6f;
   float init_std = 0.02f;                 // normal init of every matrix; norms 1, biases 0
+  int logit_rows = 0;  // rows of fp32 logits the LM head makes at a time (0: as many as 512 MiB hold)
 
   int key_dim() const { return int(expand_k * hidden + 0.5); }
   int value_dim() const { return int(expand_v * hidden + 0.5); }
   int dk() const { return key_dim() / heads; }
   int dv() const { return value_dim() / heads; }
   int mlp_size() const { return mlp > 0 ? mlp : (int(hidden * 8 / 3) + 255) / 256 * 256; }
+  // The rows of a chunk of logits for a step of `rows` tokens: the full [rows, vocab] fp32 logits are never made.
+  int logit_chunk(int rows) const;
   // Throws UsageError naming the flag for a shape the model cannot have.
   void validate() const;
 };

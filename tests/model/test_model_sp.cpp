@@ -132,6 +132,34 @@ TEST(ModelSp, GradOverlapGivesTheSameSums) {
   }
 }
 
+// The LM head makes its fp32 logits a chunk of rows at a time (the last chunk shorter): the same losses, gradients
+// and weights as all rows at once. N = 2 x 240 / P rows in chunks of 52.
+TEST(ModelSp, LogitChunksGiveTheSameStep) {
+  if (!have_devices()) GTEST_SKIP() << "fewer GPUs than ranks";
+  auto rt = make_runtime(*test::boot(), backend());
+  const int P = rt->world(), p = rt->rank(), L = kSeq / P;
+  const TokenData data("", tiny().vocab, kBatch, kSeq, 9);
+  const AdamWConfig adam{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f};
+  Trained got[2];
+  for (int chunked = 0; chunked < 2; ++chunked) {
+    GlaModelConfig c = tiny();
+    c.logit_rows = chunked ? 52 : 0;
+    GlaModel model(*rt, c, kBatch, L, "zeco", SpConfig{}, Recompute::none, 5);
+    ASSERT_EQ(c.logit_chunk(kBatch * L), chunked ? 52 : kBatch * L);
+    for (int s = 0; s < 3; ++s) {
+      got[chunked].losses.push_back(model.forward_backward(data.window(s, p * L, (p + 1) * L)));
+      if (s == 0) got[chunked].grads = model.download_grads();
+      model.optimizer_step(adam);
+    }
+    got[chunked].weights = model.download_params();
+  }
+  const double tol = gpu() ? 1e-5 : 1e-6, weights_tol = gpu() ? 1e-4 : 1e-6;
+  EXPECT_LT(rel_rms(got[0].grads.data(), got[1].grads.data(), got[0].grads.size()), tol);
+  for (size_t s = 0; s < got[0].losses.size(); ++s)
+    EXPECT_NEAR(got[1].losses[s], got[0].losses[s], tol * got[0].losses[s]) << "step " << s + 1;
+  EXPECT_LT(rel_rms(got[0].weights.data(), got[1].weights.data(), got[0].weights.size()), weights_tol);
+}
+
 // The memory every rank plans before allocating: with --recompute=elementwise the blocks share one buffer each for
 // h1, h2, y and m (bf16 here) instead of one per block; `all` plans the same model bytes (its saving is the attention's
 // chunk states, which the SP method holds).
