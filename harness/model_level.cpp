@@ -244,7 +244,7 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
   const AdamWConfig adam{o.lr, 0.9f, 0.95f, 1e-8f, o.weight_decay};
 
   // Memory: the model's own tensors plus the SP methods' chunk states (hs and dhs per block, or one block's with
-  // --recompute), against what the device has free; every rank agrees before any allocation.
+  // --recompute=all), against what the device has free; every rank agrees before any allocation.
   const GlaShape local = sp.local;
   const size_t method_bytes = 2 * local.chunk_state_elems() * 4 * size_t(recompute == Recompute::all ? 1 : mc.layers);
   const size_t model_bytes = GlaModel::device_bytes(mc, o.batch, L, act, recompute, o.shard_optimizer ? P : 1);
