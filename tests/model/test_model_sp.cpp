@@ -133,7 +133,9 @@ TEST(ModelSp, GradOverlapGivesTheSameSums) {
 }
 
 // The LM head makes its fp32 logits a chunk of rows at a time (the last chunk shorter): the same losses, gradients
-// and weights as all rows at once. N = 2 x 240 / P rows in chunks of 52.
+// and weights as all rows at once. N = 2 x 240 / P rows in chunks of 52. On a GPU a product of fewer rows may run
+// another cuBLAS kernel, whose last bits can move a dlogit across a bf16 rounding: the tolerances of the other
+// schedule tests (1e-4), and 1e-3 for the weights three AdamW steps later.
 TEST(ModelSp, LogitChunksGiveTheSameStep) {
   if (!have_devices()) GTEST_SKIP() << "fewer GPUs than ranks";
   auto rt = make_runtime(*test::boot(), backend());
@@ -153,7 +155,7 @@ TEST(ModelSp, LogitChunksGiveTheSameStep) {
     }
     got[chunked].weights = model.download_params();
   }
-  const double tol = gpu() ? 1e-5 : 1e-6, weights_tol = gpu() ? 1e-4 : 1e-6;
+  const double tol = gpu() ? 1e-4 : 1e-6, weights_tol = gpu() ? 1e-3 : 1e-6;
   EXPECT_LT(rel_rms(got[0].grads.data(), got[1].grads.data(), got[0].grads.size()), tol);
   for (size_t s = 0; s < got[0].losses.size(); ++s)
     EXPECT_NEAR(got[1].losses[s], got[0].losses[s], tol * got[0].losses[s]) << "step " << s + 1;
