@@ -19,10 +19,10 @@ const char* recompute_name(Recompute r) {
 }
 
 Recompute recompute_from_name(const std::string& name) {
+  if (name == "all") return Recompute::all;  // --recompute alone
   for (Recompute r : {Recompute::none, Recompute::elementwise, Recompute::all})
     if (name == recompute_name(r)) return r;
-  SPB_USAGE(name == "all", "--recompute: '" + name + "' is none of none, elementwise, all (attention+elementwise)");
-  return Recompute::all;
+  throw UsageError("--recompute: '" + name + "' is none of none, elementwise, all (attention+elementwise)");
 }
 
 int GlaModelConfig::logit_chunk(int rows) const {
@@ -297,6 +297,12 @@ void GlaModel::mm(bool ta, bool tb, int M, int N, int K, float alpha, const void
   mk_->gemm(ta, tb, M, N, K, alpha, A, B, beta, C, c_type, st);
 }
 
+GlaModel::Elementwise GlaModel::elementwise_of(int l) const {
+  const Acts::PerLayer& A = acts_->layer[size_t(l)];
+  if (remakes_elementwise()) return {acts_->h1s.get(), acts_->h2s.get(), acts_->ys.get(), acts_->ms.get()};
+  return {A.h1.get(), A.h2.get(), A.y.get(), A.m.get()};
+}
+
 void GlaModel::wgrad(Wgrad kind, int n, int k, const void* dY, const void* X, float* dW) {
   Device& dev = *rt_.dev;
   const Stream st = dev.compute_stream();
@@ -335,10 +341,7 @@ void GlaModel::forward_layer(int l) {
   const DType t = act_;
   float* x = acts_->x[size_t(l)].f32();
   float* delta = acts_->delta.f32();
-  void* h1 = remakes_elementwise() ? acts_->h1s.get() : A.h1.get();
-  void* h2 = remakes_elementwise() ? acts_->h2s.get() : A.h2.get();
-  void* yo = remakes_elementwise() ? acts_->ys.get() : A.y.get();
-  void* m = remakes_elementwise() ? acts_->ms.get() : A.m.get();
+  const auto [h1, h2, yo, m] = elementwise_of(l);
 
   stage("norms");
   if (l == 0)
@@ -389,10 +392,7 @@ void GlaModel::backward_layer(int l) {
   const DType t = act_, f32 = DType::f32;
   float* x = acts_->x[size_t(l)].f32();
   // With recompute, h1, h2, y and m are made again (into one buffer each) just before the products that read them.
-  void* h1 = remakes_elementwise() ? S.h1s.get() : A.h1.get();
-  void* h2 = remakes_elementwise() ? S.h2s.get() : A.h2.get();
-  void* yo = remakes_elementwise() ? S.ys.get() : A.y.get();
-  void* m = remakes_elementwise() ? S.ms.get() : A.m.get();
+  const auto [h1, h2, yo, m] = elementwise_of(l);
   if (remakes_elementwise()) {
     stage("recompute");
     wait_wgrad(kWgradProj);  // the block above's last weight gradient: its products read the buffers made again here

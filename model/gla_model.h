@@ -140,6 +140,12 @@ class GlaModel {
   static std::vector<ParamInfo> layout(const GlaModelConfig& c, std::vector<Layer>* layers, size_t* total);
   static size_t plan_acts(const GlaModelConfig& c, int rows, DType act, Recompute recompute, Acts& A, Device* dev);
   bool remakes_elementwise() const { return recompute_ != Recompute::none; }
+  struct Elementwise {
+    void *h1, *h2, *y, *m;
+  };
+  // Block l's normalised inputs, gated output and SwiGLU output: its own buffers, or the ones all blocks share where
+  // the backward makes them again (remakes_elementwise).
+  Elementwise elementwise_of(int l) const;
   void stage(const char* name);
   // mk_->gemm, its FLOPs counted on the clock
   void mm(bool ta, bool tb, int M, int N, int K, float alpha, const void* A, const void* B, float beta, void* C,
