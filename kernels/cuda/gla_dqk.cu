@@ -7,7 +7,9 @@
 // and the bracket is the inter part of dk, already in registers. That saves a [dk x dv] fp32 read per chunk.
 //
 // Design:
-// - One block of 4 warps per (chunk, 64-feature tile, b*h); warp w owns rows 16w..16w+15 of dq, dk and dA.
+// - One block of 4 warps per (chunk, tile of DIT features, b*h); warp w owns rows 16w..16w+15 of dq, dk and dA. DIT
+//   is 64, or 32 where dk <= 32 (GLA-1B's 32 heads of dk 32): a 64-feature tile would carry dk's half in zeros
+//   through every feature product, exp and load; dA = dO V^T, over dv, is the same whole either way.
 // - Phase 1 streams dv in slices of DJS = 16 (cp.async through a ring of 4 slots, 3 slices ahead): dO, V, and the
 //   [64 x DJS] slices of H0 and dH; 74 KB of shared memory and <= 168 registers let 3 blocks (12 warps) share an SM.
 //   dA += dO V^T (bf16 mma: both exact), dq += dO H0^T, dk += V dH^T (tf32), rowsum(dH * H0) on the fly. The
@@ -28,9 +30,11 @@ namespace spb {
 namespace gla_cuda {
 namespace {
 
-constexpr int DIT = 64;          // features per block
-constexpr int DRS = 72;          // bf16 stride of resident q, k: 16-bit reads at rows 2t, 2t+1 -> banks 8t + g/2
-constexpr int DGR = 68;          // fp32 stride of resident gc: reads at rows 2t, 2t+1 -> banks 8t + g
+constexpr int kMaxDit = 64;      // features per block at most (DIT: 64 or 32)
+// Strides of a DIT-feature tile: the bf16 one of resident q, k (16-bit reads at rows 2t, 2t+1 -> banks 8t + g/2) and
+// the fp32 one of resident gc (reads at rows 2t, 2t+1 -> banks 8t + g): DIT + 8 and DIT + 4 do that at 64 and 32.
+template <int DIT> constexpr int drs() { return DIT + 8; }
+template <int DIT> constexpr int dgr() { return DIT + 4; }
 constexpr int DAS = 68;          // fp32 stride of dA in shared memory
 constexpr int kDqkThreads = 128;
 // The variant is the prefetch distance AHEAD: 1 (one slice in flight), 2, or 3 (the default).
@@ -46,8 +50,8 @@ struct DqkLayout {
   static constexpr size_t slot = size_t(kC) * DSS * (2 + 2 + 4 + 4);  // dO, V, H0, dH of a slice
   static constexpr size_t misc = NS * slot;
   static constexpr size_t total = misc + size_t(64) * 9 * 4;  // rowsum[64], colsum[4][64], totals[4][64]
-  static_assert(size_t(2) * kC * DRS * 2 <= slot, "q and k share a slot");
-  static_assert(size_t(kC) * DGR * 4 <= slot && size_t(kC) * DAS * 4 <= slot, "gc, dA: a slot each");
+  static_assert(size_t(2) * kC * drs<kMaxDit>() * 2 <= slot, "q and k share a slot");
+  static_assert(size_t(kC) * dgr<kMaxDit>() * 4 <= slot && size_t(kC) * DAS * 4 <= slot, "gc, dA: a slot each");
 };
 
 struct DqkParams {
@@ -70,14 +74,18 @@ struct DqkParams {
 
 // Exact diagonal-block terms (only when the in-sub-chunk decay is past kMaxSubchunkDecay): out of line, so that the
 // hot path stays small.
+template <int DIT>
 __device__ __noinline__ float exact_dq_diag(const float* dAs, const bf16* Kr, const float* Gr, int r, int fl, int j0) {
+  constexpr int DRS = drs<DIT>(), DGR = dgr<DIT>();
   float x = 0.f;
   for (int j = j0; j <= r; ++j)
     x += dAs[r * DAS + j] * bf_at(Kr + j * DRS + fl) * exp_ftz(Gr[r * DGR + fl] - Gr[j * DGR + fl]);
   return x;
 }
+template <int DIT>
 __device__ __noinline__ float exact_dk_diag(const float* dAs, const bf16* Qr, const float* Gr, int r, int fl,
                                             int jlast) {
+  constexpr int DRS = drs<DIT>(), DGR = dgr<DIT>();
   float x = 0.f;
   for (int j = r; j <= jlast; ++j)
     x += dAs[j * DAS + r] * bf_at(Qr + j * DRS + fl) * exp_ftz(Gr[j * DGR + fl] - Gr[r * DGR + fl]);
@@ -86,9 +94,11 @@ __device__ __noinline__ float exact_dk_diag(const float* dAs, const bf16* Qr, co
 
 // Phase 2's tiles into the ring: q and k (which == 0) or gc (1). Out of line: it runs twice per block, and inline
 // the compiler kept its 16 addresses per thread in registers through phase 1 (and spilled).
+template <int DIT>
 __device__ __noinline__ void load_phase2_tile(int which, bf16* Qr, float* Gr, const bf16* q, const bf16* k,
                                               const float* gc, long qrow, int len, int cmax, bool vq, bool vk,
                                               bool vg) {
+  constexpr int DRS = drs<DIT>(), DGR = dgr<DIT>();
   if (which == 0) {
     load_tile<bf16, kC, DIT, kDqkThreads>(Qr, DRS, q, qrow, len, cmax, vq);
     load_tile<bf16, kC, DIT, kDqkThreads>(Qr + kC * DRS, DRS, k, qrow, len, cmax, vk);
@@ -97,14 +107,17 @@ __device__ __noinline__ void load_phase2_tile(int which, bf16* Qr, float* Gr, co
   }
 }
 
-template <int AHEAD>
+template <int AHEAD, int DIT>
 __global__ void __launch_bounds__(kDqkThreads, 3) dqk_kernel(const DqkParams p) {
   static_assert(AHEAD >= 1 && AHEAD < DqkLayout::NS, "a load may only reuse the slot of a slice already consumed");
+  static_assert(DIT == 64 || DIT == 32, "a warp's fragments cover 8-feature tiles; the guard reads 32 a lane step");
+  constexpr int FT = DIT / 8;  // the 8-feature tiles of the block (the keys' tiles of dA stay 8: kC = 64)
+  constexpr int DRS = drs<DIT>(), DGR = dgr<DIT>();
   using L = DqkLayout;
   extern __shared__ __align__(16) unsigned char smem[];
-  float* rsum = reinterpret_cast<float*>(smem + L::misc);  // [64]
-  float* csum = rsum + DIT;                                  // [4][64]
-  float* wtot = csum + 4 * DIT;                              // [4][64]
+  float* rsum = reinterpret_cast<float*>(smem + L::misc);  // [DIT]
+  float* csum = rsum + DIT;                                  // [4][DIT]
+  float* wtot = csum + 4 * DIT;                              // [4][DIT]
 
   const int i0 = blockIdx.x * DIT, n = blockIdx.y, bh = p.bh0 + blockIdx.z;
   const int b = bh / p.H, h = bh % p.H;
@@ -142,7 +155,7 @@ __global__ void __launch_bounds__(kDqkThreads, 3) dqk_kernel(const DqkParams p) 
       load_tile<float, DIT, DJS, kDqkThreads>(DH, DSS, p.dhs + sbase + long(i0) * DV + js, DV, DK - i0, DV - js,
                                               p.vh);
     } else if (i < nsl + 2) {
-      load_phase2_tile(i - nsl, Qr, Gr, p.q + qbase + i0, p.k + qbase + i0, p.gc + qbase + i0, qrow, len, DK - i0,
+      load_phase2_tile<DIT>(i - nsl, Qr, Gr, p.q + qbase + i0, p.k + qbase + i0, p.gc + qbase + i0, qrow, len, DK - i0,
                        p.vq, p.vk, p.vg);
     }
   };
@@ -156,13 +169,19 @@ __global__ void __launch_bounds__(kDqkThreads, 3) dqk_kernel(const DqkParams p) 
   const int r0 = 16 * w + g, r1 = r0 + 8;
   const bool active = 16 * w < len;
   const int wlast = min(16 * w + 15, len - 1);
-  float dA[8][4], dq[8][4], dk[8][4];
+  float dA[8][4], dq[FT][4], dk[FT][4];
 #pragma unroll
   for (int i = 0; i < 8; ++i)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) dA[i][e] = dq[i][e] = dk[i][e] = 0.f;
-  // rowsum(dH * H0) of feature rs_row over the columns rs_half*DJS/2 .. of every slice, from the raw fp32 values.
+    for (int e = 0; e < 4; ++e) dA[i][e] = 0.f;
+#pragma unroll
+  for (int i = 0; i < FT; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dq[i][e] = dk[i][e] = 0.f;
+  // rowsum(dH * H0) of feature rs_row over the columns rs_half*DJS/2 .. of every slice, from the raw fp32 values
+  // (threads past the tile's DIT rows idle here).
   const int rs_row = tid >> 1, rs_half = tid & 1;
+  const bool rs_on = rs_row < DIT;
   float rs = 0.f;
 
   // ---- phase 1: products over dv ----
@@ -175,14 +194,16 @@ __global__ void __launch_bounds__(kDqkThreads, 3) dqk_kernel(const DqkParams p) 
     float *H0, *DH;
     slice_ptrs(s, DO, V, H0, DH);
     // Round the state slices to tf32 once, in place (instead of at every fragment load in every warp).
+    if (rs_on) {
 #pragma unroll
-    for (int q4 = 0; q4 < DJS / 8; ++q4) {
-      float4* hp = reinterpret_cast<float4*>(H0 + rs_row * DSS + rs_half * (DJS / 2) + 4 * q4);
-      float4* dp = reinterpret_cast<float4*>(DH + rs_row * DSS + rs_half * (DJS / 2) + 4 * q4);
-      const float4 hv = *hp, dv4 = *dp;
-      rs += hv.x * dv4.x + hv.y * dv4.y + hv.z * dv4.z + hv.w * dv4.w;
-      *hp = make_float4(tf32_round(hv.x), tf32_round(hv.y), tf32_round(hv.z), tf32_round(hv.w));
-      *dp = make_float4(tf32_round(dv4.x), tf32_round(dv4.y), tf32_round(dv4.z), tf32_round(dv4.w));
+      for (int q4 = 0; q4 < DJS / 8; ++q4) {
+        float4* hp = reinterpret_cast<float4*>(H0 + rs_row * DSS + rs_half * (DJS / 2) + 4 * q4);
+        float4* dp = reinterpret_cast<float4*>(DH + rs_row * DSS + rs_half * (DJS / 2) + 4 * q4);
+        const float4 hv = *hp, dv4 = *dp;
+        rs += hv.x * dv4.x + hv.y * dv4.y + hv.z * dv4.z + hv.w * dv4.w;
+        *hp = make_float4(tf32_round(hv.x), tf32_round(hv.y), tf32_round(hv.z), tf32_round(hv.w));
+        *dp = make_float4(tf32_round(dv4.x), tf32_round(dv4.y), tf32_round(dv4.z), tf32_round(dv4.w));
+      }
     }
     __syncthreads();
     if (active) {
@@ -212,7 +233,7 @@ __global__ void __launch_bounds__(kDqkThreads, 3) dqk_kernel(const DqkParams p) 
           const uint32_t va0 = bits_lo(v[2 * half]), va2 = bits_hi(v[2 * half]);
           const uint32_t va1 = bits_lo(v[2 * half + 1]), va3 = bits_hi(v[2 * half + 1]);
 #pragma unroll
-          for (int nt = 0; nt < 8; ++nt) {
+          for (int nt = 0; nt < FT; ++nt) {
             const float2 h2 = ldf2(H0 + (nt * 8 + g) * DSS + ck), d2 = ldf2(DH + (nt * 8 + g) * DSS + ck);
             mma_tf32(dq[nt], oa0, oa1, oa2, oa3, __float_as_uint(h2.x), __float_as_uint(h2.y));
             mma_tf32(dk[nt], va0, va1, va2, va3, __float_as_uint(d2.x), __float_as_uint(d2.y));
@@ -232,7 +253,7 @@ __global__ void __launch_bounds__(kDqkThreads, 3) dqk_kernel(const DqkParams p) 
   // runtime loop: one call site each for dq and dk instead of 32 in the unrolled epilogues, where that cold code made
   // the kernel longer and slower through its instruction fetch (kernels/cuda/NOTES.md, "dq, dk, dg").
   float* xslot = reinterpret_cast<float*>(slot(nsl + 3)) + tid;
-  static_assert(32 * kDqkThreads * 4 <= L::slot, "the exact-term slots fit a ring slot");
+  static_assert(4 * FT * kDqkThreads * 4 <= L::slot, "the exact-term slots fit a ring slot");
   // dA: scale and causal mask; shared copy for dA^T.
 #pragma unroll
   for (int nt = 0; nt < 8; ++nt) {
@@ -245,12 +266,12 @@ __global__ void __launch_bounds__(kDqkThreads, 3) dqk_kernel(const DqkParams p) 
     *reinterpret_cast<float2*>(dAs + r1 * DAS + nt * 8 + 2 * t) = make_float2(dA[nt][2], dA[nt][3]);
   }
   rs += __shfl_xor_sync(0xffffffffu, rs, 1);
-  if (rs_half == 0) rsum[rs_row] = rs;
+  if (rs_half == 0 && rs_on) rsum[rs_row] = rs;
   // Inter parts: dq *= s exp(b_r), dk *= exp(B - b_r); rows past the end are zeros. Then colsum of k * dk_inter.
   {
-    float cs[8][2];
+    float cs[FT][2];
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
+    for (int nt = 0; nt < FT; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int r = e < 2 ? r0 : r1, fl = nt * 8 + 2 * t + (e & 1);
@@ -275,7 +296,7 @@ __global__ void __launch_bounds__(kDqkThreads, 3) dqk_kernel(const DqkParams p) 
   bool big = false;
   if (active) {
 #pragma unroll
-    for (int j = 0; j < 2; ++j) {
+    for (int j = 0; j < DIT / 32; ++j) {
       const int f = lane + 32 * j;
       if (i0 + f < DK) big |= Gr[16 * w * DGR + f] - Gr[wlast * DGR + f] > kMaxSubchunkDecay;
     }
@@ -286,12 +307,12 @@ __global__ void __launch_bounds__(kDqkThreads, 3) dqk_kernel(const DqkParams p) 
   if (active) {
     // dq intra: exp(b_r - b_ref) sum_j dA_rj [k_j exp(b_ref - b_j)], b_ref = b at row 16w. Runtime loops over the
     // key steps keep the code small (a fully unrolled phase 2 does not fit the instruction cache).
-    float refq[8], refk[8];
+    float refq[FT], refk[FT];
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) refq[nt] = Gr[16 * w * DGR + nt * 8 + g], refk[nt] = Gr[wlast * DGR + nt * 8 + g];
-    float x2[8][4];
+    for (int nt = 0; nt < FT; ++nt) refq[nt] = Gr[16 * w * DGR + nt * 8 + g], refk[nt] = Gr[wlast * DGR + nt * 8 + g];
+    float x2[FT][4];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) x2[i][0] = x2[i][1] = x2[i][2] = x2[i][3] = 0.f;
+    for (int i = 0; i < FT; ++i) x2[i][0] = x2[i][1] = x2[i][2] = x2[i][3] = 0.f;
     const int kq_end = big ? 2 * w : 2 * w + 2;  // the diagonal steps 2w, 2w+1 go exact when big
 #pragma unroll 1
     for (int kk = 0; kk < kq_end; ++kk) {
@@ -299,7 +320,7 @@ __global__ void __launch_bounds__(kDqkThreads, 3) dqk_kernel(const DqkParams p) 
       const float2 x0 = ldf2(dAs + r0 * DAS + j0), x1 = ldf2(dAs + r1 * DAS + j0);
       const uint32_t a0 = tf32_bits(x0.x), a2 = tf32_bits(x0.y), a1 = tf32_bits(x1.x), a3 = tf32_bits(x1.y);
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
+      for (int nt = 0; nt < FT; ++nt) {
         const int f = nt * 8 + g;
         const uint32_t b0 = tf32_bits(bf_at(Kr + j0 * DRS + f) * exp_ftz(refq[nt] - Gr[j0 * DGR + f]));
         const uint32_t b1 = tf32_bits(bf_at(Kr + (j0 + 1) * DRS + f) * exp_ftz(refq[nt] - Gr[(j0 + 1) * DGR + f]));
@@ -308,13 +329,13 @@ __global__ void __launch_bounds__(kDqkThreads, 3) dqk_kernel(const DqkParams p) 
     }
     if (big) {
 #pragma unroll 1
-      for (int i = 0; i < 32; ++i) {
+      for (int i = 0; i < 4 * FT; ++i) {
         const int nt = i >> 2, e = i & 3, r = e < 2 ? r0 : r1, fl = nt * 8 + 2 * t + (e & 1);
-        xslot[i * kDqkThreads] = r < len ? exact_dq_diag(dAs, Kr, Gr, r, fl, 16 * w) : 0.f;
+        xslot[i * kDqkThreads] = r < len ? exact_dq_diag<DIT>(dAs, Kr, Gr, r, fl, 16 * w) : 0.f;
       }
     }
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
+    for (int nt = 0; nt < FT; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int r = e < 2 ? r0 : r1, fl = nt * 8 + 2 * t + (e & 1);
@@ -325,14 +346,14 @@ __global__ void __launch_bounds__(kDqkThreads, 3) dqk_kernel(const DqkParams p) 
     }
     // dk intra: exp(b_ref - b_r) sum_{j>=r} dA_jr [q_j exp(b_j - b_ref)], b_ref = b at the sub-chunk's last row.
 #pragma unroll
-    for (int i = 0; i < 8; ++i) x2[i][0] = x2[i][1] = x2[i][2] = x2[i][3] = 0.f;
+    for (int i = 0; i < FT; ++i) x2[i][0] = x2[i][1] = x2[i][2] = x2[i][3] = 0.f;
 #pragma unroll 1
     for (int kk = big ? 2 * w + 2 : 2 * w; kk < 8; ++kk) {
       const int j0 = kk * 8 + 2 * t;
       const uint32_t a0 = tf32_bits(dAs[j0 * DAS + r0]), a2 = tf32_bits(dAs[(j0 + 1) * DAS + r0]);
       const uint32_t a1 = tf32_bits(dAs[j0 * DAS + r1]), a3 = tf32_bits(dAs[(j0 + 1) * DAS + r1]);
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
+      for (int nt = 0; nt < FT; ++nt) {
         const int f = nt * 8 + g;
         const uint32_t b0 = j0 < len ? tf32_bits(bf_at(Qr + j0 * DRS + f) * exp_ftz(Gr[j0 * DGR + f] - refk[nt])) : 0u;
         const uint32_t b1 =
@@ -342,13 +363,13 @@ __global__ void __launch_bounds__(kDqkThreads, 3) dqk_kernel(const DqkParams p) 
     }
     if (big) {
 #pragma unroll 1
-      for (int i = 0; i < 32; ++i) {
+      for (int i = 0; i < 4 * FT; ++i) {
         const int nt = i >> 2, e = i & 3, r = e < 2 ? r0 : r1, fl = nt * 8 + 2 * t + (e & 1);
-        xslot[i * kDqkThreads] = r < len ? exact_dk_diag(dAs, Qr, Gr, r, fl, wlast) : 0.f;
+        xslot[i * kDqkThreads] = r < len ? exact_dk_diag<DIT>(dAs, Qr, Gr, r, fl, wlast) : 0.f;
       }
     }
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
+    for (int nt = 0; nt < FT; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int r = e < 2 ? r0 : r1, fl = nt * 8 + 2 * t + (e & 1);
@@ -360,9 +381,9 @@ __global__ void __launch_bounds__(kDqkThreads, 3) dqk_kernel(const DqkParams p) 
   }
 
   // ---- dg: db = q dq - k dk (+ the chunk-decay term on the last row), reverse cumsum over the rows ----
-  float db[8][4];
+  float db[FT][4];
 #pragma unroll
-  for (int nt = 0; nt < 8; ++nt) {
+  for (int nt = 0; nt < FT; ++nt) {
     const int fl0 = nt * 8 + 2 * t;
     const uint32_t qa = ld32(Qr + r0 * DRS + fl0), qb = ld32(Qr + r1 * DRS + fl0);
     const uint32_t ka = ld32(Kr + r0 * DRS + fl0), kb = ld32(Kr + r1 * DRS + fl0);
@@ -404,7 +425,7 @@ __global__ void __launch_bounds__(kDqkThreads, 3) dqk_kernel(const DqkParams p) 
   bf16* Os = reinterpret_cast<bf16*>(smem);  // [dq, dk, dg][64][DRS]
   static_assert(size_t(3) * kC * DRS * 2 <= 2 * L::slot, "the output tiles fit two slots");
 #pragma unroll
-  for (int nt = 0; nt < 8; ++nt) {
+  for (int nt = 0; nt < FT; ++nt) {
     const int fl0 = nt * 8 + 2 * t;
     float later[2] = {0.f, 0.f};
     for (int ww = w + 1; ww < 4; ++ww) later[0] += wtot[ww * DIT + fl0], later[1] += wtot[ww * DIT + fl0 + 1];
@@ -426,17 +447,23 @@ __global__ void __launch_bounds__(kDqkThreads, 3) dqk_kernel(const DqkParams p) 
     store_tile<bf16, kC, DIT, kDqkThreads>(outs[i] + i0, rows[i], Os + i * kC * DRS, DRS, len, DK - i0, p.vout);
 }
 
-template <int AHEAD>
+template <int AHEAD, int DIT>
 void launch_dqk_t(const Dims& d, const DqkParams& p, cudaStream_t stream) {
   using L = DqkLayout;
   static const bool attr = [] {
-    SPB_CUDA(cudaFuncSetAttribute(dqk_kernel<AHEAD>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::total)));
+    SPB_CUDA(cudaFuncSetAttribute(dqk_kernel<AHEAD, DIT>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::total)));
     return true;
   }();
   (void)attr;
   const dim3 grid((d.dk + DIT - 1) / DIT, d.NT, d.pairs());
-  dqk_kernel<AHEAD><<<grid, kDqkThreads, L::total, stream>>>(p);
+  dqk_kernel<AHEAD, DIT><<<grid, kDqkThreads, L::total, stream>>>(p);
   SPB_CUDA_LAUNCH();
+}
+
+template <int AHEAD>
+void launch_dqk_t(const Dims& d, const DqkParams& p, cudaStream_t stream) {
+  if (d.dk <= 32) launch_dqk_t<AHEAD, 32>(d, p, stream);
+  else launch_dqk_t<AHEAD, kMaxDit>(d, p, stream);
 }
 
 int g_dqk_variant = 0;  // tuning override (0: the default)
