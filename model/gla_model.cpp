@@ -153,9 +153,15 @@ size_t GlaModel::plan_acts(const GlaModelConfig& c, int rows, DType act, Recompu
   take(A.dx, N * D * f), take(A.dxa, N * D * a), take(A.dh, N * D * f);
   take(A.dmy, N * std::max(F, Vd) * a), take(A.dab, N * 2 * F * a);
   take(A.dproj, N * (2 * Kd + 2 * Vd + R) * a);
-  take(A.dq, N * Kd * a), take(A.dk, N * Kd * a), take(A.dg, N * Kd * a), take(A.dpre, N * Kd * a);
-  take(A.dv, N * Vd * a), take(A.d_o, N * Vd * a), take(A.dgl, N * R * a);
+  take(A.dg, N * Kd * a), take(A.dpre, N * Kd * a), take(A.d_o, N * Vd * a), take(A.dgl, N * R * a);
   return total;
+}
+
+// dq, dk, dv apart, for a method that writes them dense rather than into their columns of dproj (!takes_grad_ld()).
+size_t GlaModel::plan_dense_grads(const GlaModelConfig& c, int rows, DType act, Acts& A, Device* dev) {
+  const size_t N = rows, Kd = c.key_dim(), Vd = c.value_dim(), a = dtype_size(act);
+  if (dev) A.dq = Buffer(*dev, N * Kd * a), A.dk = Buffer(*dev, N * Kd * a), A.dv = Buffer(*dev, N * Vd * a);
+  return N * (2 * Kd + Vd) * a;
 }
 
 size_t GlaModel::device_bytes(const GlaModelConfig& c, int batch, int tokens_per_rank, DType act, Recompute recompute,
@@ -166,7 +172,9 @@ size_t GlaModel::device_bytes(const GlaModelConfig& c, int batch, int tokens_per
   // fp32 master and gradient, the act copy where act is not fp32, and the two AdamW moments of this rank's part
   const size_t weights = n * (8 + (act == DType::f32 ? 0 : dtype_size(act))) +
                          8 * ((n + size_t(optimizer_shards) - 1) / size_t(optimizer_shards));
-  return weights + plan_acts(c, batch * tokens_per_rank, act, recompute, none, nullptr);
+  // The dense dq, dk, dv count too: every rank agrees on the memory before the method is known.
+  return weights + plan_acts(c, batch * tokens_per_rank, act, recompute, none, nullptr) +
+         plan_dense_grads(c, batch * tokens_per_rank, act, none, nullptr);
 }
 
 GlaModel::GlaModel(Runtime& rt, const GlaModelConfig& c, int batch, int tokens_per_rank, const std::string& method,
@@ -215,7 +223,11 @@ void GlaModel::set_method(const std::string& method) {
   cfg.local = GlaShape{B_, L_, c_.heads, c_.dk(), c_.dv()};
   for (int l = 0; l < (recompute_ == Recompute::all ? 1 : c_.layers); ++l) methods_.push_back(info.make(rt_, cfg));
   grads_in_dproj_ = methods_.front()->takes_grad_ld();
+  if (grads_in_dproj_) acts_->dq = Buffer(), acts_->dk = Buffer(), acts_->dv = Buffer();
+  else if (!acts_->dq.get()) plan_dense_grads(c_, N_, act_, *acts_, rt_.dev.get());
 }
+
+size_t GlaModel::dense_grad_bytes() const { return acts_->dq.bytes() + acts_->dk.bytes() + acts_->dv.bytes(); }
 
 size_t GlaModel::param_count() const {
   size_t n = 0;

@@ -130,6 +130,9 @@ class GlaModel {
   // optimizer_shards: the ranks AdamW's moments are sharded over (1: not sharded).
   static size_t device_bytes(const GlaModelConfig& c, int batch, int tokens_per_rank, DType act, Recompute recompute,
                              int optimizer_shards = 1);
+  // Bytes of the dense dq, dk, dv it holds now: none for a method that writes them into the stacked projections'
+  // gradient (SpMethod::takes_grad_ld), which all but ulysses do.
+  size_t dense_grad_bytes() const;
 
  private:
   struct Layer;
@@ -139,6 +142,7 @@ class GlaModel {
   // The flat parameter vector's tensors (and each block's offsets into it, where `layers` is given).
   static std::vector<ParamInfo> layout(const GlaModelConfig& c, std::vector<Layer>* layers, size_t* total);
   static size_t plan_acts(const GlaModelConfig& c, int rows, DType act, Recompute recompute, Acts& A, Device* dev);
+  static size_t plan_dense_grads(const GlaModelConfig& c, int rows, DType act, Acts& A, Device* dev);
   bool remakes_elementwise() const { return recompute_ != Recompute::none; }
   struct Elementwise {
     void *h1, *h2, *y, *m;

@@ -173,6 +173,30 @@ TEST(ModelSp, RecomputeLevelsPlanTheirBuffers) {
   EXPECT_EQ(bytes(Recompute::elementwise), bytes(Recompute::all));
 }
 
+// Only a method that writes dq, dk and dv dense (ulysses; the others write them into their columns of the stacked
+// projections' gradient) holds the dense buffers, made when a model switches to it and freed when it switches away;
+// a model switched to ulysses computes the gradients of one made with it.
+TEST(ModelSp, DenseGradientsOnlyWhereTheMethodWritesThem) {
+  if (!have_devices()) GTEST_SKIP() << "fewer GPUs than ranks";
+  auto rt = make_runtime(*test::boot(), backend());
+  const int P = rt->world(), p = rt->rank(), L = kSeq / P;
+  const GlaModelConfig c = tiny();
+  const size_t dense = size_t(kBatch) * L * (2 * c.key_dim() + c.value_dim()) * dtype_size(rt->kern->act_dtype());
+  GlaModel model(*rt, c, kBatch, L, "zeco", SpConfig{}, Recompute::none, 5);
+  EXPECT_EQ(model.dense_grad_bytes(), 0u);
+  model.set_method("ulysses");
+  EXPECT_EQ(model.dense_grad_bytes(), dense);
+  const TokenData data("", c.vocab, kBatch, kSeq, 9);
+  model.forward_backward(data.window(0, p * L, (p + 1) * L));
+  const std::vector<float> switched = model.download_grads();
+  const Trained made = train(*rt, "ulysses", false, 1);
+  for (const ParamInfo& t : made.params)
+    EXPECT_LT(rel_rms(made.grads.data() + t.offset, switched.data() + t.offset, t.elems()), gpu() ? 1e-5 : 1e-6)
+        << "gradient of " << t.name;
+  model.set_method("dp");
+  EXPECT_EQ(model.dense_grad_bytes(), 0u);
+}
+
 // --wgrad-beside runs the weight gradients' products on a second stream: the same step, whether the gradients are
 // summed after the backward or beside it, and with --recompute (whose buffers the next block's backward makes
 // again). A buffer overwritten before the product that reads it is done gives that weight another block's gradient.
