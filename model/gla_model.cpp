@@ -121,7 +121,8 @@ std::vector<ParamInfo> GlaModel::layout(const GlaModelConfig& c, std::vector<Lay
   return info;
 }
 
-// The one list of the activation buffers: allocate() makes them, device_bytes() adds them up.
+// The list of the activation buffers (but the dense dq, dk, dv: plan_dense_grads): with a device it makes them,
+// without one it adds them up (device_bytes).
 size_t GlaModel::plan_acts(const GlaModelConfig& c, int rows, DType act, Recompute recompute, Acts& A, Device* dev) {
   const bool shared = recompute != Recompute::none;  // h1, h2, y, m: one buffer each for every block
   const size_t N = rows, D = c.hidden, Kd = c.key_dim(), Vd = c.value_dim(), F = c.mlp_size(), R = c.gate_rank;
