@@ -139,7 +139,7 @@ int g_boundary_variant = 0;  // tuning / test override of the kernel variant (0:
 // 3 1 with 64-column tiles (2 blocks per SM); 4 1 with spans of 16 chunks; 5 IL at 1's tiles (4 x 2 warps on
 // 128 x 128 and 128 x 64); 6 IL with 64-row tiles; 7 as 5 with 64-token steps (32-token where 64 does not fit);
 // 8 as 6 with bulk copies; 9 as 5 with bulk copies. 0: the default, 7 (the fastest measured at every shape), with
-// 128-column tiles where dv > 128 (plan_of).
+// 128-column tiles where dv > 128 and 32 x 64 tiles where dk <= 32 and dv <= 64 (plan_of).
 constexpr int kBoundaryVariants = 9;
 
 // pl.span and pl.S: `span` chunks per span if > 0, else the span that fills pl's grid best.
@@ -183,6 +183,7 @@ Plan plan_of(const Dims& d) {
   if (v == 4 && span <= 0) span = 16;
   if ((v == 5 || v == 7 || v == 9) && pl.bk == 128 && pl.bn <= 128) pl.wm = 4;
   if (v == 7 && pl.bn <= 128) pl.ts = 64;  // 128 x 256 does not fit three 64-token stages
+  if (v == 7 && d.dk <= 32 && d.dv <= 64) pl.bk = 32;  // GLA-1B's 32 heads of 32 x 64: 64 rows are half zeros
   if (pl.bulk && pl.bk == 128 && pl.bn == 64) pl.bulk = false;  // 128 x 64 with bulk copies spills at 128 registers
   set_spans(d, pl, span);
   return pl;
@@ -195,6 +196,7 @@ Plan states_plan_of(const Dims& d) {
   const Plan red = plan_of(d);
   Plan pl;
   pl.bk = d.dk > 64 ? 128 : 64, pl.bn = d.dv > 64 ? 128 : 64, pl.wm = pl.bk == 128 ? 4 : 2, pl.ts = 64;
+  if (d.dk <= 32 && d.dv <= 64) pl.bk = 32;  // as plan_of's
   pl.il = true, pl.bulk = false;
   if (red.bk == pl.bk && red.bn == pl.bn) pl.span = red.span, pl.S = red.S;
   else set_spans(d, pl, g_boundary_span);

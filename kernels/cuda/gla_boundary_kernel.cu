@@ -634,7 +634,8 @@ void launch_store(const KernelParams<LATE>& p, const Plan& c, cudaStream_t s) {
   if (c.bk == 128 && c.bn == 128) launch_t<REV, 128, 128, 4, 64, true, false, false, true, LATE>(p, s);
   else if (c.bk == 128) launch_t<REV, 128, 64, 4, 64, true, false, false, true, LATE>(p, s);
   else if (c.bn == 128) launch_t<REV, 64, 128, 2, 64, true, false, false, true, LATE>(p, s);
-  else launch_t<REV, 64, 64, 2, 64, true, false, false, true, LATE>(p, s);
+  else if (c.bk == 64) launch_t<REV, 64, 64, 2, 64, true, false, false, true, LATE>(p, s);
+  else launch_t<REV, 32, 64, 2, 64, true, false, false, true, LATE>(p, s);
 }
 template void launch_store<false, false>(const BoundaryParams&, const Plan&, cudaStream_t);
 template void launch_store<true, false>(const BoundaryParams&, const Plan&, cudaStream_t);
@@ -642,7 +643,7 @@ template void launch_store<false, true>(const LateParams&, const Plan&, cudaStre
 template void launch_store<true, true>(const LateParams&, const Plan&, cudaStream_t);
 
 // Every configuration plan_of can produce (plain kernels: WM 2, TS 32, all six tiles; IL kernels: WM 4 on 128 x 128
-// and 128 x 64, TS 32 or 64).
+// and 128 x 64, TS 32 or 64; the default's 32 x 64 tiles where dk <= 32 and dv <= 64).
 template <bool REV>
 void launch_r(const BoundaryParams& p, const Plan& c, cudaStream_t s) {
   if (c.raw) {  // boundary_reads_gates: the 64-token IL kernel at 128 rows
@@ -671,6 +672,7 @@ void launch_r(const BoundaryParams& p, const Plan& c, cudaStream_t s) {
   SPB_BOUNDARY_CASE(128, 64, 4, 64, true, false)
   SPB_BOUNDARY_CASE(64, 128, 2, 64, true, false)
   SPB_BOUNDARY_CASE(64, 64, 2, 64, true, false)
+  SPB_BOUNDARY_CASE(32, 64, 2, 64, true, false)
   SPB_BOUNDARY_CASE(128, 256, 2, 32, true, true)
   SPB_BOUNDARY_CASE(128, 128, 4, 32, true, true)
   SPB_BOUNDARY_CASE(64, 256, 2, 32, true, true)

@@ -358,6 +358,7 @@ void states_beside_the_scan() {
   states_arriving(1, 100, 1, 64, 64, 4);                      // one span: no fold, fin from the STORE kernel
   states_arriving(1, 130, 1, 128, 256, 2);                    // two dv tiles
   states_arriving(1, 91, 1, 13, 7, 1, GateKind::strong);      // odd sizes, one chunk per span
+  states_arriving(1, 485, 2, 32, 64, 3);                      // 32 x 64 tiles
 }
 
 // chunk_output and the dv stage with several column tiles per block (intra_kernel MULTI: A built once per block) and
@@ -418,6 +419,8 @@ void states_by_spans() {
   states_spans(1, 130, 1, 128, 256, 2);                    // 128 x 128 store tiles under a 128 x 256 reduction
   states_spans(1, 91, 1, 13, 7, 1, GateKind::strong);      // odd sizes: element copies, scalar fold
   states_spans(1, 1, 1, 64, 64, 0);                        // one token
+  states_spans(1, 485, 2, 32, 64, 3);                      // 32 x 64 tiles (dk <= 32, dv <= 64): GLA-1B's 32 heads
+  states_spans(1, 130, 1, 24, 40, 2, GateKind::strong);    // a part-filled 32 x 64 tile
 }
 
 // intra_kernel with several column tiles per block: whole and part-filled tiles, partial chunks, one slice (dk 16),
@@ -521,6 +524,7 @@ int main(int argc, char** argv) {
   boundary_states(1, 100, 1, 64, 256, 1);    // 64 x 256 tiles
   boundary_states(1, 256, 1, 64, 64, 3);     // whole chunks only (spans of 3, 1)
   boundary_states(1, 1, 1, 64, 64, 0);       // one token
+  boundary_states(1, 485, 2, 32, 64, 3);     // 32 x 64 tiles (dk <= 32, dv <= 64)
   // every variant of the boundary kernel (gla_boundary.cu: tiles, warp grids, 32/64-token steps, interleaved X~)
   for (int var = 1; var <= gla_cuda::boundary_variants(); ++var) {
     boundary_states(1, 485, 1, 128, 128, 3, GateKind::model, var);   // spans of 3, partial last chunk
