@@ -80,8 +80,19 @@ void composite(int B, int T, int H, int dk, int dv, int gates, bool with_h0, boo
   const double edq = rel_rms_error(ref.dq, from_bf(dq), dq.size()), edk = rel_rms_error(ref.dk, from_bf(dkk), dkk.size());
   const double edv = rel_rms_error(ref.dv, from_bf(dvv), dvv.size()), edg = rel_rms_error(ref.dg, from_bf(dg), dg.size());
   const double edh0 = rel_rms_error(ref.dh0, dh0, dh0.size());
-  std::printf("B%d T%d H%d dk%d dv%d gates%d h0 %d dht %d: o %.2e ht %.2e dq %.2e dk %.2e dv %.2e dg %.2e dh0 %.2e\n",
-              B, T, H, dk, dv, gates, with_h0, with_dht, eo, eht, edq, edk, edv, edg, edh0);
+  // The chunk states the backward left in the workspace (hs from h0, dhs from dht) against the CPU stages' (fp32
+  // arithmetic on the same bf16-valued inputs: exact to ~1e-6 at these sizes).
+  auto cpu = make_cpu_kernels();
+  std::vector<float> gc_c(s.qk_elems()), hs_c(s.chunk_state_elems()), dhs_c(s.chunk_state_elems());
+  std::vector<float> fin_c(s.state_elems());
+  cpu->chunk_cumsum(s, x.g.data(), gc_c.data(), nullptr, {});
+  cpu->chunk_states_fwd(s, x.k.data(), x.v.data(), gc_c.data(), h0, hs_c.data(), fin_c.data(), {});
+  cpu->chunk_states_bwd(s, x.q.data(), x.d_o.data(), gc_c.data(), dht, dhs_c.data(), fin_c.data(), {});
+  const double ehs = rel_rms_error(hs_c, ws.hs.f32(), hs_c.size());
+  const double edhs = rel_rms_error(dhs_c, ws.dhs.f32(), dhs_c.size());
+  std::printf("B%d T%d H%d dk%d dv%d gates%d h0 %d dht %d: o %.2e ht %.2e dq %.2e dk %.2e dv %.2e dg %.2e dh0 %.2e "
+              "hs %.2e dhs %.2e\n",
+              B, T, H, dk, dv, gates, with_h0, with_dht, eo, eht, edq, edk, edv, edg, edh0, ehs, edhs);
   expect_lt(eo, 4e-3, "o");
   expect_lt(eht, 5e-3, "ht");
   expect_lt(edq, 5e-3, "dq");
@@ -89,6 +100,8 @@ void composite(int B, int T, int H, int dk, int dv, int gates, bool with_h0, boo
   expect_lt(edv, 5e-3, "dv");
   expect_lt(edg, 5e-3, "dg");
   expect_lt(edh0, 5e-3, "dh0");
+  expect_lt(ehs, 1e-3, "hs");  // fp32 states from tf32 operands
+  expect_lt(edhs, 1e-3, "dhs");
 }
 
 // chunk_grads at a row stride (GlaShape::grad_ld: dq, dk, dv side by side in rows of `ld`, as the model's dproj)
