@@ -6,17 +6,18 @@
 
 namespace spb {
 
-// The fp32 intermediates of one GLA call; reused across calls of the same shape.
+// The intermediates of one GLA call for the kernels `kern`: gc, lambda and ht fp32, the chunk states hs and dhs in
+// kern.chunk_state_type(); reused across calls of the same shape with the same kernels.
 struct GlaWorkspace {
   GlaShape shape;
   Buffer gc, lambda, hs, ht, dhs;
-  GlaWorkspace(Device& dev, const GlaShape& s)
+  GlaWorkspace(Device& dev, const GlaKernels& kern, const GlaShape& s)
       : shape(s),
         gc(dev, s.qk_elems() * 4),
         lambda(dev, s.state_rows() * 4),
-        hs(dev, s.chunk_state_elems() * 4),
+        hs(dev, s.chunk_state_elems() * dtype_size(kern.chunk_state_type())),
         ht(dev, s.state_elems() * 4),
-        dhs(dev, s.chunk_state_elems() * 4) {}
+        dhs(dev, s.chunk_state_elems() * dtype_size(kern.chunk_state_type())) {}
 };
 
 // o and ht (nullable) from q, k, v, g and h0 (nullable: zero). Leaves gc, lambda, hs and ht in the workspace.
@@ -30,8 +31,8 @@ void gla_backward(GlaKernels& kern, GlaWorkspace& ws, const void* q, const void*
 
 // The same backward right after gla_forward on the same inputs and workspace: it reuses the gc and chunk states the
 // forward left in `ws` (saved for the backward, as autograd would) instead of recomputing them; `forward_ht` is the
-// final state that forward returned. Keeping hs costs NT*dk*dv fp32 per head between the passes and saves a
-// cumsum and a state pass (about 0.4 ms of 3.5 at T=16384, H=16, dk=dv=128 on an H200).
+// final state that forward returned. Keeping hs costs NT*dk*dv elements of chunk_state_type() per head between the
+// passes and saves a cumsum and a state pass (about 0.4 ms of 3.5 at T=16384, H=16, dk=dv=128 on an H200).
 // dq, dk and dv go to rows of grad_ld elements where it is not 0 (GlaShape::grad_ld).
 void gla_backward_saved(GlaKernels& kern, GlaWorkspace& ws, const void* q, const void* k, const void* v,
                         const float* forward_ht, const void* d_o, const float* dht, void* dq, void* dk, void* dv,

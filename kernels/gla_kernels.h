@@ -4,7 +4,9 @@
 //   q, k, g  [B, T, H, dk]   activations (act_dtype(): fp32 on the CPU, bf16 on the GPU)
 //   v, o     [B, T, H, dv]   activations; the gradients dq, dk, dv, dg and do have the shape of their tensor
 //   gc       [B, T, H, dk]   fp32: g cumulated inside each chunk of kChunk tokens (b_r of DESIGN §2)
-//   hs, dhs  [B, H, NT, dk, dv] fp32: state at the start of chunk n / gradient of the state at its end
+//   hs, dhs  [B, H, NT, dk, dv] chunk_state_type() (fp32 on the CPU, bf16 on the GPU): state at the start of chunk
+//            n / gradient of the state at its end. The stages compute them in fp32 and round where they store them;
+//            every other state below stays fp32.
 //   h0, ht, dht, dh0, S_in, dS_out  [B, H, dk, dv] fp32
 //   lambda   [B, H, dk] fp32: sum of g over all T tokens (the rank's total log-decay)
 // A stage's shape may name a range of (b, h) pairs (GlaShape::pair_range); it then computes those pairs alone.
@@ -56,33 +58,35 @@ class GlaKernels {
  public:
   virtual ~GlaKernels() = default;
   virtual DType act_dtype() const = 0;
+  // The element type of the chunk states hs and dhs (their buffers hold chunk_state_elems() of it).
+  virtual DType chunk_state_type() const = 0;
 
   // --- forward -------------------------------------------------------------------------------------------------
   // gc = in-chunk inclusive cumsum of g; lambda (nullable) = sum of g over all tokens.
   virtual void chunk_cumsum(const GlaShape& s, const void* g, float* gc, float* lambda, Stream st) = 0;
   // hs[n] = state at the start of chunk n, ht = state after the last token; h0 == nullptr means a zero state.
   virtual void chunk_states_fwd(const GlaShape& s, const void* k, const void* v, const float* gc, const float* h0,
-                                float* hs, float* ht, Stream st) = 0;
+                                void* hs, float* ht, Stream st) = 0;
   // o = s (Q*exp b) hs[n] + tril(A) V, chunk by chunk.
   virtual void chunk_output(const GlaShape& s, const void* q, const void* k, const void* v, const float* gc,
-                            const float* hs, void* o, Stream st) = 0;
+                            const void* hs, void* o, Stream st) = 0;
   // The correction for an initial state that arrives late: o_t += s S_in^T (q_t * exp c_t), c_t = cumsum of g
   // from the first token. Adding it to an output computed from a zero initial state gives the exact output.
   virtual void output_add_initial(const GlaShape& s, const void* q, const float* gc, const float* S_in, void* o,
                                   Stream st) = 0;
   // The same correction for the states: hs[n] += diag(exp c_<n) S_in, ht (nullable) += diag(exp lambda) S_in.
-  virtual void states_add_initial(const GlaShape& s, const float* gc, const float* S_in, float* hs, float* ht,
+  virtual void states_add_initial(const GlaShape& s, const float* gc, const float* S_in, void* hs, float* ht,
                                   Stream st) = 0;
 
   // --- backward ------------------------------------------------------------------------------------------------
   // dhs[n] = gradient of the state at the end of chunk n, dh0 = gradient of the initial state; dht == nullptr
   // means a zero final-state gradient.
   virtual void chunk_states_bwd(const GlaShape& s, const void* q, const void* d_o, const float* gc,
-                                const float* dht, float* dhs, float* dh0, Stream st) = 0;
+                                const float* dht, void* dhs, float* dh0, Stream st) = 0;
   // dq, dk, dv (rows of s.grad_ld elements where it is set), dg of every token from the true states (hs, ht) and
   // state gradients (dhs).
   virtual void chunk_grads(const GlaShape& s, const void* q, const void* k, const void* v, const float* gc,
-                           const float* hs, const float* ht, const float* dhs, const void* d_o, void* dq, void* dk,
+                           const void* hs, const float* ht, const void* dhs, const void* d_o, void* dq, void* dk,
                            void* dv, void* dg, Stream st) = 0;
 
   // --- the boundary states alone ------------------------------------------------------------------------------
@@ -118,11 +122,11 @@ class GlaKernels {
   // object with the same k, v, g (q, do, g), unchanged since. The defaults run the plain stages; the GPU reuses its
   // per-span partial states (kernels/cuda/gla_states_spans.cu, launch_states_spans) and otherwise recomputes them.
   virtual void chunk_states_fwd_after_boundary(const GlaShape& s, const void* k, const void* v, const float* gc,
-                                               const float* h0, float* hs, float* ht, Stream st) {
+                                               const float* h0, void* hs, float* ht, Stream st) {
     chunk_states_fwd(s, k, v, gc, h0, hs, ht, st);
   }
   virtual void chunk_states_bwd_after_boundary(const GlaShape& s, const void* q, const void* d_o, const float* gc,
-                                               const float* dht, float* dhs, float* dh0, Stream st) {
+                                               const float* dht, void* dhs, float* dh0, Stream st) {
     chunk_states_bwd(s, q, d_o, gc, dht, dhs, dh0, st);
   }
 
@@ -140,17 +144,17 @@ class GlaKernels {
     uint32_t epoch = 0;
   };
   virtual void chunk_states_fwd_arriving(const GlaShape& s, const void* k, const void* v, const float* gc,
-                                         const ArrivingState& h0, float* hs, float* ht, Stream st) {
+                                         const ArrivingState& h0, void* hs, float* ht, Stream st) {
     chunk_states_fwd_after_boundary(s, k, v, gc, h0.state, hs, ht, st);
   }
   virtual void chunk_states_bwd_arriving(const GlaShape& s, const void* q, const void* d_o, const float* gc,
-                                         const ArrivingState& dht, float* dhs, float* dh0, Stream st) {
+                                         const ArrivingState& dht, void* dhs, float* dh0, Stream st) {
     chunk_states_bwd_after_boundary(s, q, d_o, gc, dht.state, dhs, dh0, st);
   }
   // After chunk_states_*_arriving (the same shape, direction, init and outputs; no other chunk-state or boundary call
   // on this object between the two: the GPU keeps what the settle needs in its scratch) and after init's producer.
   virtual void chunk_states_settle(const GlaShape& s, bool reverse, const float* gc, const ArrivingState& init,
-                                   float* hs, float* fin, Stream st) {
+                                   void* hs, float* fin, Stream st) {
     (void)s, (void)reverse, (void)gc, (void)init, (void)hs, (void)fin, (void)st;
   }
   // *ready = epoch, on st after its earlier work (a release: what that work wrote is visible to whoever sees it).

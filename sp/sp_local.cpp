@@ -30,7 +30,7 @@ int SpLocalGla::head_groups_for(const SpConfig& c) {
 
 SpLocalGla::SpLocalGla(Runtime& rt, const GlaShape& s, int groups)
     : rt_(rt),
-      ws_(*rt.dev, s),
+      ws_(*rt.dev, *rt.kern, s),
       groups_(s.split_pairs(groups)),
       local_final_(*rt.dev, s.state_elems() * 4),
       local_dh_in_(*rt.dev, s.state_elems() * 4),
@@ -96,13 +96,13 @@ void SpLocalGla::forward_output_from_initial(const SpForwardArgs& a, int group) 
   TimelineSpan span(rt_, "output", lane(group));
   // (after forward_boundary: the GPU reuses that reduction)
   rt_.kern->chunk_states_fwd_after_boundary(groups_.at(size_t(group)), a.k, a.v, ws_.gc.f32(), S_in_.f32(),
-                                            ws_.hs.f32(), ws_.ht.f32(), stream(group));
+                                            ws_.hs.get(), ws_.ht.f32(), stream(group));
   output(a, group);
   states_true_ = group == groups() - 1;  // (every group, in order)
 }
 
 void SpLocalGla::output(const SpForwardArgs& a, int group) {
-  rt_.kern->chunk_output(groups_.at(size_t(group)), a.q, a.k, a.v, ws_.gc.f32(), ws_.hs.f32(), a.o, stream(group));
+  rt_.kern->chunk_output(groups_.at(size_t(group)), a.q, a.k, a.v, ws_.gc.f32(), ws_.hs.get(), a.o, stream(group));
 }
 
 GlaKernels::ArrivingState SpLocalGla::arriving(bool forward) {
@@ -123,13 +123,13 @@ void SpLocalGla::forward_states_beside(const SpForwardArgs& a) {
   Device& dev = *rt_.dev;
   if (gc_on_comm_) dev.wait(dev.compute_stream(), gates_.get());  // (chunk_cumsum beside the boundary kernel)
   TimelineSpan span(rt_, "states", Lane::compute);
-  rt_.kern->chunk_states_fwd_arriving(ws_.shape, a.k, a.v, ws_.gc.f32(), arriving(true), ws_.hs.f32(), ws_.ht.f32(),
+  rt_.kern->chunk_states_fwd_arriving(ws_.shape, a.k, a.v, ws_.gc.f32(), arriving(true), ws_.hs.get(), ws_.ht.f32(),
                                       dev.compute_stream());
 }
 
 void SpLocalGla::forward_output_after_arrival(const SpForwardArgs& a) {
   TimelineSpan span(rt_, "output", Lane::compute);
-  rt_.kern->chunk_states_settle(ws_.shape, false, ws_.gc.f32(), arriving(true), ws_.hs.f32(), ws_.ht.f32(),
+  rt_.kern->chunk_states_settle(ws_.shape, false, ws_.gc.f32(), arriving(true), ws_.hs.get(), ws_.ht.f32(),
                                 rt_.dev->compute_stream());
   output(a, 0);
   states_true_ = true;
@@ -142,12 +142,12 @@ void SpLocalGla::forward_local_states(const SpForwardArgs& a) {
   const Stream st = rt_.dev->compute_stream();
   rt_.kern->chunk_cumsum(ws_.shape, a.g, ws_.gc.f32(), ws_.lambda.f32(), st);
   gc_ready_ = true;
-  rt_.kern->chunk_states_fwd(ws_.shape, a.k, a.v, ws_.gc.f32(), nullptr, ws_.hs.f32(), local_final_.f32(), st);
+  rt_.kern->chunk_states_fwd(ws_.shape, a.k, a.v, ws_.gc.f32(), nullptr, ws_.hs.get(), local_final_.f32(), st);
 }
 
 void SpLocalGla::forward_local_output(const SpForwardArgs& a) {
   TimelineSpan span(rt_, "local_output", Lane::compute);
-  rt_.kern->chunk_output(ws_.shape, a.q, a.k, a.v, ws_.gc.f32(), ws_.hs.f32(), a.o, rt_.dev->compute_stream());
+  rt_.kern->chunk_output(ws_.shape, a.q, a.k, a.v, ws_.gc.f32(), ws_.hs.get(), a.o, rt_.dev->compute_stream());
 }
 
 void SpLocalGla::forward_apply_initial(const SpForwardArgs& a) {
@@ -169,7 +169,7 @@ void SpLocalGla::backward_true_states() {
   // The overlapped forward left gc, lambda and the zero-start states in the workspace; S_in makes them true.
   const Stream st = rt_.dev->compute_stream();
   rt_.dev->copy(ws_.ht.f32(), local_final_.f32(), ws_.shape.state_elems() * 4, st);
-  rt_.kern->states_add_initial(ws_.shape, ws_.gc.f32(), S_in_.f32(), ws_.hs.f32(), ws_.ht.f32(), st);
+  rt_.kern->states_add_initial(ws_.shape, ws_.gc.f32(), S_in_.f32(), ws_.hs.get(), ws_.ht.f32(), st);
   states_true_ = true;
 }
 
@@ -178,7 +178,7 @@ void SpLocalGla::backward_finish(const SpForwardArgs& f, const SpBackwardArgs& a
   // (after backward_boundary: the GPU reuses that reduction where no other boundary call on these pairs came
   // between, as in ring)
   rt_.kern->chunk_states_bwd_after_boundary(groups_.at(size_t(group)), f.q, a.d_o, ws_.gc.f32(), dS_out_.f32(),
-                                            ws_.dhs.f32(), nullptr, stream(group));
+                                            ws_.dhs.get(), nullptr, stream(group));
   grads(f, a, group);
 }
 
@@ -186,20 +186,20 @@ void SpLocalGla::grads(const SpForwardArgs& f, const SpBackwardArgs& a, int grou
   SPB_CHECK(states_true_, "SpLocalGla: the gradients before the states were made true");
   GlaShape s = groups_.at(size_t(group));
   s.grad_ld = a.grad_ld;
-  rt_.kern->chunk_grads(s, f.q, f.k, f.v, ws_.gc.f32(), ws_.hs.f32(), ws_.ht.f32(), ws_.dhs.f32(), a.d_o, a.dq, a.dk,
+  rt_.kern->chunk_grads(s, f.q, f.k, f.v, ws_.gc.f32(), ws_.hs.get(), ws_.ht.f32(), ws_.dhs.get(), a.d_o, a.dq, a.dk,
                         a.dv, a.dg, stream(group));
 }
 
 void SpLocalGla::backward_states_beside(const SpForwardArgs& f, const SpBackwardArgs& a) {
   SPB_CHECK(groups() == 1, "SpLocalGla: the states beside the scan have no head groups");
   TimelineSpan span(rt_, "dstates", Lane::compute);
-  rt_.kern->chunk_states_bwd_arriving(ws_.shape, f.q, a.d_o, ws_.gc.f32(), arriving(false), ws_.dhs.f32(), nullptr,
+  rt_.kern->chunk_states_bwd_arriving(ws_.shape, f.q, a.d_o, ws_.gc.f32(), arriving(false), ws_.dhs.get(), nullptr,
                                       rt_.dev->compute_stream());
 }
 
 void SpLocalGla::backward_finish_after_arrival(const SpForwardArgs& f, const SpBackwardArgs& a) {
   TimelineSpan span(rt_, "grads", Lane::compute);
-  rt_.kern->chunk_states_settle(ws_.shape, true, ws_.gc.f32(), arriving(false), ws_.dhs.f32(), nullptr,
+  rt_.kern->chunk_states_settle(ws_.shape, true, ws_.gc.f32(), arriving(false), ws_.dhs.get(), nullptr,
                                 rt_.dev->compute_stream());
   grads(f, a, 0);
 }

@@ -47,7 +47,7 @@ HostResult single_device(Runtime& rt, const GlaShape& s, const HostTensors& x) {
   const DType t = rt.kern->act_dtype();
   DeviceTensors d(*rt.dev, s, t);
   upload_inputs(*rt.dev, t, d, x);
-  GlaWorkspace ws(*rt.dev, s);
+  GlaWorkspace ws(*rt.dev, *rt.kern, s);
   const float* h0 = x.h0.empty() ? nullptr : d.h0.f32();
   const float* dht = x.dht.empty() ? nullptr : d.dht.f32();
   const Stream st = rt.dev->compute_stream();

@@ -70,6 +70,7 @@ void for_each_bh(const GlaShape& s, F&& f) {
 class CpuKernels final : public GlaKernels {
  public:
   DType act_dtype() const override { return DType::f32; }
+  DType chunk_state_type() const override { return DType::f32; }
 
   void chunk_cumsum(const GlaShape& s, const void* g_, float* gc, float* lambda, Stream) override {
     const float* g = static_cast<const float*>(g_);
@@ -90,7 +91,8 @@ class CpuKernels final : public GlaKernels {
   }
 
   void chunk_states_fwd(const GlaShape& s, const void* k_, const void* v_, const float* gc, const float* h0,
-                        float* hs, float* ht, Stream) override {
+                        void* hs_, float* ht, Stream) override {
+    float* hs = static_cast<float*>(hs_);
     const float* k = static_cast<const float*>(k_);
     const float* v = static_cast<const float*>(v_);
     const int dk = s.dk, dv = s.dv;
@@ -119,7 +121,8 @@ class CpuKernels final : public GlaKernels {
   }
 
   void chunk_output(const GlaShape& s, const void* q_, const void* k_, const void* v_, const float* gc,
-                    const float* hs, void* o_, Stream) override {
+                    const void* hs_, void* o_, Stream) override {
+    const float* hs = static_cast<const float*>(hs_);
     const float* q = static_cast<const float*>(q_);
     const float* k = static_cast<const float*>(k_);
     const float* v = static_cast<const float*>(v_);
@@ -176,8 +179,9 @@ class CpuKernels final : public GlaKernels {
     });
   }
 
-  void states_add_initial(const GlaShape& s, const float* gc, const float* S_in, float* hs, float* ht,
+  void states_add_initial(const GlaShape& s, const float* gc, const float* S_in, void* hs_, float* ht,
                           Stream) override {
+    float* hs = static_cast<float*>(hs_);
     const int dk = s.dk, dv = s.dv;
     std::vector<float> prefix(dk);
     for_each_bh(s, [&](int b, int h) {
@@ -198,7 +202,8 @@ class CpuKernels final : public GlaKernels {
   }
 
   void chunk_states_bwd(const GlaShape& s, const void* q_, const void* do_, const float* gc, const float* dht,
-                        float* dhs, float* dh0, Stream) override {
+                        void* dhs_, float* dh0, Stream) override {
+    float* dhs = static_cast<float*>(dhs_);
     const float* q = static_cast<const float*>(q_);
     const float* dout = static_cast<const float*>(do_);
     const int dk = s.dk, dv = s.dv;
@@ -227,8 +232,10 @@ class CpuKernels final : public GlaKernels {
   }
 
   void chunk_grads(const GlaShape& s, const void* q_, const void* k_, const void* v_, const float* gc,
-                   const float* hs, const float* ht, const float* dhs, const void* do_, void* dq_, void* dk_,
+                   const void* hs_, const float* ht, const void* dhs_, const void* do_, void* dq_, void* dk_,
                    void* dv_, void* dg_, Stream) override {
+    const float* hs = static_cast<const float*>(hs_);
+    const float* dhs = static_cast<const float*>(dhs_);
     const float* q = static_cast<const float*>(q_);
     const float* k = static_cast<const float*>(k_);
     const float* v = static_cast<const float*>(v_);

@@ -77,10 +77,11 @@ double flops_of(const GlaShape& s, bool bwd) {
   const double grads = 6 * C * D * E + 3 * C * C * D + 2 * C * C * E;
   return n * (bwd ? 3 * states + output + grads : states + output);
 }
-// Bytes: each stage reads each of its inputs once and writes each output once (bf16 activations, fp32 gc and states).
-double bytes_of(const GlaShape& s, bool bwd) {
+// Bytes: each stage reads each of its inputs once and writes each output once (bf16 activations, fp32 gc and
+// boundary states, the chunk states hs / dhs at hs_elem bytes an element: the kernels' chunk_state_type(), bf16).
+double bytes_of(const GlaShape& s, bool bwd, size_t hs_elem) {
   const double TD = double(s.B) * s.T * s.H * s.dk, TE = double(s.B) * s.T * s.H * s.dv;
-  const double HS = double(s.chunk_state_elems()) * 4, ST = double(s.state_elems()) * 4;
+  const double HS = double(s.chunk_state_elems()) * hs_elem, ST = double(s.state_elems()) * 4;
   const double cumsum = 2 * TD + 4 * TD;
   const double states_fwd = 2 * TD + 2 * TE + 4 * TD + HS + ST;
   const double output = 4 * TD + 2 * TE + 4 * TD + HS + 2 * TE;
@@ -168,7 +169,7 @@ std::unique_ptr<Problem> make_problem(const BenchShape& bs, uint64_t seed) {
   p->d_o = Buffer(dev, V), p->o = Buffer(dev, V), p->ht = Buffer(dev, S);
   p->dq = Buffer(dev, QK), p->dk = Buffer(dev, QK), p->dv = Buffer(dev, V), p->dg = Buffer(dev, QK);
   p->dh0 = Buffer(dev, S);
-  p->ws = std::make_unique<GlaWorkspace>(dev, s);
+  p->ws = std::make_unique<GlaWorkspace>(dev, *g_kern, s);
   fill(p->q.get(), s.qk_elems(), seed * 16 + 1, 0);
   fill(p->k.get(), s.qk_elems(), seed * 16 + 2, 0);
   fill(p->v.get(), s.v_elems(), seed * 16 + 3, 0);
@@ -256,7 +257,7 @@ void bm_gla(benchmark::State& state, Problem* p, bool bwd) {
   r.pass = bwd ? "fwd_bwd" : "fwd";
   r.t = summarize(ms);
   r.flops = flops_of(p->s, bwd);
-  r.bytes = bytes_of(p->s, bwd);
+  r.bytes = bytes_of(p->s, bwd, dtype_size(g_kern->chunk_state_type()));
   r.target = bwd ? p->bs.target_fwd_bwd_ms : p->bs.target_fwd_ms;
   // The check: this run's outputs, head 0, against the fp64 reference.
   const GlaReferenceResult& ref = p->ref.get();
@@ -350,7 +351,9 @@ void print_breakdown(Problem& p) {
   auto q = static_cast<const bf16*>(p.q.get()), k = static_cast<const bf16*>(p.k.get());
   auto v = static_cast<const bf16*>(p.v.get()), d_o = static_cast<const bf16*>(p.d_o.get());
   const double TD = double(s.B) * s.T * s.H * s.dk, TE = double(s.B) * s.T * s.H * s.dv;
-  const double HS = double(s.chunk_state_elems()) * 4;
+  const double HS = double(s.chunk_state_elems()) * dtype_size(g_kern->chunk_state_type());
+  const auto* hs_b = static_cast<const bf16*>(ws.hs.get());  // (chunk_state_type(): bf16)
+  const auto* dhs_b = static_cast<const bf16*>(ws.dhs.get());
   size_t bscratch_elems = gla_cuda::boundary_scratch_elems(d);  // the largest plan of the boundary variants
   for (int bv = 1; bv <= gla_cuda::boundary_variants(); ++bv) {
     gla_cuda::set_boundary_variant(bv);
@@ -358,12 +361,12 @@ void print_breakdown(Problem& p) {
   }
   gla_cuda::set_boundary_variant(0);
   Buffer bscratch(*g_dev, bscratch_elems * 4);
-  auto run_output = [&] { g_kern->chunk_output(s, q, k, v, ws.gc.f32(), ws.hs.f32(), p.o.get(), st); };
+  auto run_output = [&] { g_kern->chunk_output(s, q, k, v, ws.gc.f32(), ws.hs.get(), p.o.get(), st); };
   auto run_dv = [&] {
-    gla_cuda::launch_dv(d, q, k, d_o, ws.gc.f32(), ws.dhs.f32(), static_cast<bf16*>(p.dv.get()), cs);
+    gla_cuda::launch_dv(d, q, k, d_o, ws.gc.f32(), dhs_b, static_cast<bf16*>(p.dv.get()), cs);
   };
   auto run_dqk = [&] {
-    gla_cuda::launch_dqk(d, q, k, v, d_o, ws.gc.f32(), ws.hs.f32(), ws.dhs.f32(), static_cast<bf16*>(p.dq.get()),
+    gla_cuda::launch_dqk(d, q, k, v, d_o, ws.gc.f32(), hs_b, dhs_b, static_cast<bf16*>(p.dq.get()),
                          static_cast<bf16*>(p.dk.get()), static_cast<bf16*>(p.dg.get()), cs);
   };
   struct Stage {
@@ -374,10 +377,10 @@ void print_breakdown(Problem& p) {
   std::vector<Stage> stages = {
       {"chunk_cumsum", 6 * TD, [&] { g_kern->chunk_cumsum(s, p.g.get(), ws.gc.f32(), ws.lambda.f32(), st); }},
       {"chunk_states_fwd", 6 * TD + 2 * TE + HS,
-       [&] { g_kern->chunk_states_fwd(s, k, v, ws.gc.f32(), nullptr, ws.hs.f32(), ws.ht.f32(), st); }},
+       [&] { g_kern->chunk_states_fwd(s, k, v, ws.gc.f32(), nullptr, ws.hs.get(), ws.ht.f32(), st); }},
       {"chunk_output", 8 * TD + 4 * TE + HS, run_output},
       {"chunk_states_bwd", 6 * TD + 2 * TE + HS,
-       [&] { g_kern->chunk_states_bwd(s, q, d_o, ws.gc.f32(), nullptr, ws.dhs.f32(), p.dh0.f32(), st); }},
+       [&] { g_kern->chunk_states_bwd(s, q, d_o, ws.gc.f32(), nullptr, ws.dhs.get(), p.dh0.f32(), st); }},
       {"grads: dq dk dg", 14 * TD + 4 * TE + 2 * HS, run_dqk},
       {"grads: dv", 8 * TD + 4 * TE + HS, run_dv},
       // The boundary states alone (launch_boundary: ht / dh0 from a zero start, no chunk states), against the bytes
@@ -401,11 +404,11 @@ void print_breakdown(Problem& p) {
       return with_override(gla_cuda::set_states_variant, 1, with_override(gla_cuda::set_states_bk, bk, f));
     };
     stages.push_back({"states_fwd, sequential" + tag, 6 * TD + 2 * TE + HS, sequential([&] {
-                        g_kern->chunk_states_fwd(s, k, v, ws.gc.f32(), nullptr, ws.hs.f32(), ws.ht.f32(), st);
+                        g_kern->chunk_states_fwd(s, k, v, ws.gc.f32(), nullptr, ws.hs.get(), ws.ht.f32(), st);
                       })});
     if (bk == 0)
       stages.push_back({"states_bwd, sequential", 6 * TD + 2 * TE + HS, sequential([&] {
-                          g_kern->chunk_states_bwd(s, q, d_o, ws.gc.f32(), nullptr, ws.dhs.f32(), p.dh0.f32(), st);
+                          g_kern->chunk_states_bwd(s, q, d_o, ws.gc.f32(), nullptr, ws.dhs.get(), p.dh0.f32(), st);
                         })});
   }
   // Each other variant of the A-matrix (default 4) and dq/dk/dg (default 3: slices 3 ahead) kernels, run alone.
@@ -437,33 +440,33 @@ void print_breakdown(Problem& p) {
                         for (const GlaShape& g : *parts)
                           g_kern->chunk_final_state(g, k, v, p.g.get(), ws.gc.f32(), p.ht.f32(), ws.lambda.f32(), st);
                         for (const GlaShape& g : *parts) {
-                          g_kern->chunk_states_fwd_after_boundary(g, k, v, ws.gc.f32(), nullptr, ws.hs.f32(),
+                          g_kern->chunk_states_fwd_after_boundary(g, k, v, ws.gc.f32(), nullptr, ws.hs.get(),
                                                                   ws.ht.f32(), st);
-                          g_kern->chunk_output(g, q, k, v, ws.gc.f32(), ws.hs.f32(), p.o.get(), st);
+                          g_kern->chunk_output(g, q, k, v, ws.gc.f32(), ws.hs.get(), p.o.get(), st);
                         }
                       }});
     stages.push_back({"sp bwd: boundary, states, grads" + tag, 34 * TD + 14 * TE + 4 * HS, [&, parts] {
                         for (const GlaShape& g : *parts)
                           g_kern->chunk_initial_dstate(g, q, d_o, p.g.get(), ws.gc.f32(), p.dh0.f32(), st);
                         for (const GlaShape& g : *parts) {
-                          g_kern->chunk_states_bwd_after_boundary(g, q, d_o, ws.gc.f32(), nullptr, ws.dhs.f32(),
+                          g_kern->chunk_states_bwd_after_boundary(g, q, d_o, ws.gc.f32(), nullptr, ws.dhs.get(),
                                                                   nullptr, st);
-                          g_kern->chunk_grads(g, q, k, v, ws.gc.f32(), ws.hs.f32(), ws.ht.f32(), ws.dhs.f32(), d_o,
+                          g_kern->chunk_grads(g, q, k, v, ws.gc.f32(), ws.hs.get(), ws.ht.f32(), ws.dhs.get(), d_o,
                                               p.dq.get(), p.dk.get(), p.dv.get(), p.dg.get(), st);
                         }
                       }});
     if (G == 1) continue;
     stages.push_back({"chunk_output" + tag, 8 * TD + 4 * TE + HS, [&, parts] {
                         for (const GlaShape& g : *parts)
-                          g_kern->chunk_output(g, q, k, v, ws.gc.f32(), ws.hs.f32(), p.o.get(), st);
+                          g_kern->chunk_output(g, q, k, v, ws.gc.f32(), ws.hs.get(), p.o.get(), st);
                       }});
     stages.push_back({"chunk_states_fwd" + tag, 6 * TD + 2 * TE + HS, [&, parts] {
                         for (const GlaShape& g : *parts)
-                          g_kern->chunk_states_fwd(g, k, v, ws.gc.f32(), nullptr, ws.hs.f32(), ws.ht.f32(), st);
+                          g_kern->chunk_states_fwd(g, k, v, ws.gc.f32(), nullptr, ws.hs.get(), ws.ht.f32(), st);
                       }});
     stages.push_back({"grads" + tag, 22 * TD + 8 * TE + 3 * HS, [&, parts] {
                         for (const GlaShape& g : *parts)
-                          g_kern->chunk_grads(g, q, k, v, ws.gc.f32(), ws.hs.f32(), ws.ht.f32(), ws.dhs.f32(), d_o,
+                          g_kern->chunk_grads(g, q, k, v, ws.gc.f32(), ws.hs.get(), ws.ht.f32(), ws.dhs.get(), d_o,
                                               p.dq.get(), p.dk.get(), p.dv.get(), p.dg.get(), st);
                       }});
   }
@@ -479,15 +482,15 @@ void print_breakdown(Problem& p) {
     const GlaKernels::ArrivingState a{p.dh0.f32(), static_cast<const uint32_t*>(words.get()) + w, 1};
     stages.push_back({"sp fwd: boundary, states arriving, settle, output" + tag, 14 * TD + 6 * TE + 2 * HS, [&, a] {
                         g_kern->chunk_final_state(s, k, v, p.g.get(), ws.gc.f32(), p.ht.f32(), ws.lambda.f32(), st);
-                        g_kern->chunk_states_fwd_arriving(s, k, v, ws.gc.f32(), a, ws.hs.f32(), ws.ht.f32(), st);
-                        g_kern->chunk_states_settle(s, false, ws.gc.f32(), a, ws.hs.f32(), ws.ht.f32(), st);
-                        g_kern->chunk_output(s, q, k, v, ws.gc.f32(), ws.hs.f32(), p.o.get(), st);
+                        g_kern->chunk_states_fwd_arriving(s, k, v, ws.gc.f32(), a, ws.hs.get(), ws.ht.f32(), st);
+                        g_kern->chunk_states_settle(s, false, ws.gc.f32(), a, ws.hs.get(), ws.ht.f32(), st);
+                        g_kern->chunk_output(s, q, k, v, ws.gc.f32(), ws.hs.get(), p.o.get(), st);
                       }});
     stages.push_back({"sp bwd: boundary, states arriving, settle, grads" + tag, 34 * TD + 14 * TE + 4 * HS, [&, a] {
                         g_kern->chunk_initial_dstate(s, q, d_o, p.g.get(), ws.gc.f32(), p.dh0.f32(), st);
-                        g_kern->chunk_states_bwd_arriving(s, q, d_o, ws.gc.f32(), a, ws.dhs.f32(), nullptr, st);
-                        g_kern->chunk_states_settle(s, true, ws.gc.f32(), a, ws.dhs.f32(), nullptr, st);
-                        g_kern->chunk_grads(s, q, k, v, ws.gc.f32(), ws.hs.f32(), ws.ht.f32(), ws.dhs.f32(), d_o,
+                        g_kern->chunk_states_bwd_arriving(s, q, d_o, ws.gc.f32(), a, ws.dhs.get(), nullptr, st);
+                        g_kern->chunk_states_settle(s, true, ws.gc.f32(), a, ws.dhs.get(), nullptr, st);
+                        g_kern->chunk_grads(s, q, k, v, ws.gc.f32(), ws.hs.get(), ws.ht.f32(), ws.dhs.get(), d_o,
                                             p.dq.get(), p.dk.get(), p.dv.get(), p.dg.get(), st);
                       }});
   }
@@ -498,7 +501,7 @@ void print_breakdown(Problem& p) {
     for (bool rev : {false, true}) {
       const std::string dir = rev ? "bwd" : "fwd";
       const void *x = rev ? q : k, *y = rev ? d_o : v;
-      float* hs = rev ? ws.dhs.f32() : ws.hs.f32();
+      void* hs = rev ? ws.dhs.get() : ws.hs.get();
       auto boundary = [&, rev, x, y] {
         if (rev) g_kern->chunk_initial_dstate(s, x, y, p.g.get(), ws.gc.f32(), p.ht.f32(), st);
         else g_kern->chunk_final_state(s, x, y, p.g.get(), ws.gc.f32(), p.ht.f32(), ws.lambda.f32(), st);
@@ -521,7 +524,7 @@ void print_breakdown(Problem& p) {
     }
   }
   stages.push_back({"grads", 22 * TD + 8 * TE + 3 * HS, [&] {
-                      g_kern->chunk_grads(s, q, k, v, ws.gc.f32(), ws.hs.f32(), ws.ht.f32(), ws.dhs.f32(), d_o,
+                      g_kern->chunk_grads(s, q, k, v, ws.gc.f32(), ws.hs.get(), ws.ht.f32(), ws.dhs.get(), d_o,
                                           p.dq.get(), p.dk.get(), p.dv.get(), p.dg.get(), st);
                     }});
   // The boundary from the raw gates (what the SP methods run where the shape allows): reads g bf16, not gc fp32.
@@ -547,9 +550,9 @@ void print_breakdown(Problem& p) {
                         gla_cuda::launch_boundary(d, false, k, v, ws.gc.f32(), p.ht.f32(), bscratch.f32(), cs);
                       })});
   stages.push_back({"output, bv=64", 8 * TD + 4 * TE + HS,
-                    [&] { gla_cuda::launch_output(d, q, k, v, ws.gc.f32(), ws.hs.f32(), static_cast<bf16*>(p.o.get()), cs, 64); }});
+                    [&] { gla_cuda::launch_output(d, q, k, v, ws.gc.f32(), hs_b, static_cast<bf16*>(p.o.get()), cs, 64); }});
   stages.push_back({"dv, bv=64", 8 * TD + 4 * TE + HS, [&] {
-                      gla_cuda::launch_dv(d, q, k, d_o, ws.gc.f32(), ws.dhs.f32(), static_cast<bf16*>(p.dv.get()), cs, 64);
+                      gla_cuda::launch_dv(d, q, k, d_o, ws.gc.f32(), dhs_b, static_cast<bf16*>(p.dv.get()), cs, 64);
                     }});
   std::printf("\nstages of %s (each alone, median of 20; GB/s against its own reads + writes):\n", shape_name(s).c_str());
   for (const Stage& sg : stages) {
@@ -638,7 +641,7 @@ int main(int argc, char** argv) {
     p->d_o = Buffer(*g_dev, V), p->o = Buffer(*g_dev, V), p->ht = Buffer(*g_dev, S);
     p->dq = Buffer(*g_dev, QK), p->dk = Buffer(*g_dev, QK), p->dv = Buffer(*g_dev, V), p->dg = Buffer(*g_dev, QK);
     p->dh0 = Buffer(*g_dev, S);
-    p->ws = std::make_unique<GlaWorkspace>(*g_dev, s);
+    p->ws = std::make_unique<GlaWorkspace>(*g_dev, *g_kern, s);
     fill(p->q.get(), s.qk_elems(), 1, 0), fill(p->k.get(), s.qk_elems(), 2, 0), fill(p->v.get(), s.v_elems(), 3, 0);
     fill(p->g.get(), s.qk_elems(), 4, 1), fill(p->d_o.get(), s.v_elems(), 5, 0);
     for (int i = 0; i < 2; ++i) run_pass(*p, true, g_dev->compute_stream());

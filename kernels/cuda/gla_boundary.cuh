@@ -72,10 +72,10 @@ struct BoundaryParams {
   float scale;
   bool vx, vy, vg;  // 16-byte loads allowed for x, y, and gc (RAW: g)
   // STORE (launch_states_spans): each span starts from init (S > 1: scratch at part_at; S == 1: h0 / dht [B*H, dk,
-  // dv]; nullable: zero) and stores the state at the start of every chunk to hs [B*H, NT, dk, dv]; out = fin where
-  // S == 1 (nullable), unused otherwise.
+  // dv]; nullable: zero) and stores the state at the start of every chunk to hs [B*H, NT, dk, dv] (bf16, rounded to
+  // nearest even from the fp32 accumulators); out = fin where S == 1 (nullable), unused otherwise.
   const float* init = nullptr;
-  float* hs = nullptr;
+  bf16* hs = nullptr;
   int bh0 = 0, nbh = 0;  // the grid's pairs: bh0 + blockIdx.z, blockIdx.z < nbh (GlaShape::pair_range)
   // The scratch of S spans: span s holds the partial states of all B*H pairs [B*H, dk, dv], then their log-decays
   // [B*H, dk]. A pair's entries stay where they are whatever the launch's pair range and span count, so launches on
@@ -105,10 +105,10 @@ using KernelParams = std::conditional_t<LATE, LateParams, BoundaryParams>;
 
 // The late state's share in the states a block of the STORE kernel stored before it saw the state: for the first `w`
 // chunks of the walk of span sp (walk order), the tile (rows i0 .. i0+BK, columns j0 .. j0+BN) of each state
-// += diag(exp run) late, by all kBThreads threads of the block (16-byte read-modify-writes, four + four loads in
-// flight per thread, where the tile is whole and aligned). run (shared, [BK]): set here to the log-decay from the
-// rank's edge to the span's edge (excl_at; 0 with one span), grown by each chunk's B_n as the walk's decay grows, so
-// on return it is the decay to the state the walk stores next. Used in the walk (the STORE kernel, LATE) and after it
+// += diag(exp run) late, by all kBThreads threads of the block (read-modify-writes of four elements, four + four loads
+// in flight per thread, where the tile is whole and aligned; hs is bf16: read, added in fp32, rounded back). run
+// (shared, [BK]): set here to the log-decay from the rank's edge to the span's edge (excl_at; 0 with one span), grown
+// by each chunk's B_n as the walk's decay grows, so on return it is the decay to the state the walk stores next. Used in the walk (the STORE kernel, LATE) and after it
 // (settle_kernel, for blocks that never saw the state).
 template <bool REV>
 __device__ __forceinline__ void add_late_share(const LateParams& p, float* run, int sp, int bh, int i0, int j0, int BK,
@@ -122,32 +122,35 @@ __device__ __forceinline__ void add_late_share(const LateParams& p, float* run, 
   __syncthreads();
   const float* Lt = p.late + (long(bh) * p.dk + i0) * p.dv + j0;
   const bool vec = p.dk - i0 >= BK && p.dv - j0 >= BN && p.dv % 4 == 0 && BK * BN % (16 * NTH) == 0 &&
-                   ((reinterpret_cast<uintptr_t>(p.late) | reinterpret_cast<uintptr_t>(p.hs)) & 15) == 0;
-  const int Q = BN / 4, per = BK * Q / NTH;  // float4 per row; per thread and chunk
+                   (reinterpret_cast<uintptr_t>(p.late) & 15) == 0 && (reinterpret_cast<uintptr_t>(p.hs) & 7) == 0;
+  const int Q = BN / 4, per = BK * Q / NTH;  // quads per row; per thread and chunk
   for (int k = 0; k < w; ++k) {
     const int n = REV ? c1 - 1 - k : c0 + k;
-    float* H = p.hs + ((long(bh) * p.NT + n) * p.dk + i0) * p.dv + j0;
+    bf16* H = p.hs + ((long(bh) * p.NT + n) * p.dk + i0) * p.dv + j0;
     if (vec) {
       for (int b4 = 0; b4 < per; b4 += 4) {
         float4 hv[4], lv[4];
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
           const int idx = tid + (b4 + u) * NTH, r = idx / Q, c = (idx % Q) * 4;
-          hv[u] = *reinterpret_cast<const float4*>(H + long(r) * p.dv + c);
+          hv[u] = ld_f4(H + long(r) * p.dv + c);
           lv[u] = ld_cg(reinterpret_cast<const float4*>(Lt + long(r) * p.dv + c));
         }
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
           const int idx = tid + (b4 + u) * NTH, r = idx / Q, c = (idx % Q) * 4;
           const float e = __expf(run[r]);
-          *reinterpret_cast<float4*>(H + long(r) * p.dv + c) =
-              make_float4(hv[u].x + e * lv[u].x, hv[u].y + e * lv[u].y, hv[u].z + e * lv[u].z, hv[u].w + e * lv[u].w);
+          st_f4(H + long(r) * p.dv + c, make_float4(hv[u].x + e * lv[u].x, hv[u].y + e * lv[u].y,
+                                                    hv[u].z + e * lv[u].z, hv[u].w + e * lv[u].w));
         }
       }
     } else {  // edge tiles, odd sizes
       for (int idx = tid; idx < BK * BN; idx += NTH) {
         const int r = idx / BN, c = idx % BN;
-        if (i0 + r < p.dk && j0 + c < p.dv) H[long(r) * p.dv + c] += __expf(run[r]) * ld_cg(Lt + long(r) * p.dv + c);
+        if (i0 + r < p.dk && j0 + c < p.dv) {
+          bf16* h = H + long(r) * p.dv + c;
+          st_f1(h, ld_f1(h) + __expf(run[r]) * ld_cg(Lt + long(r) * p.dv + c));
+        }
       }
     }
     __syncthreads();  // everyone is done with run before it grows

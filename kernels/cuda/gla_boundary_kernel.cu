@@ -394,7 +394,7 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS))
   const int frow = wm * (BK / WM) + 2 * g;  // feature of accumulator row g of m-tile 0 (row g+8: frow + 1)
   // The accumulator fragment (mt, nt): rows i0 + frow + mt * 16 and the next, columns col_of(nt) and the next.
   auto col_of = [&](int nt) { return j0 + wn * (BN / WN) + nt * 8 + 2 * t; };
-  auto store_acc = [&](float* dst) {
+  auto store_acc = [&](auto* dst) {  // hs (bf16: rounded to nearest even), fin or the partial states (fp32)
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
       const int ra = i0 + frow + mt * 16, rb = ra + 1;

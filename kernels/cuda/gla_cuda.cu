@@ -224,8 +224,30 @@ __global__ void __launch_bounds__(128) output_add_initial_kernel(const bf16* q, 
   }
 }
 
+// dst += diag(ex) X over one state [dk, dv] (row r scaled by ex[r]), dst fp32 (ht) or bf16 (hs: read, added in fp32,
+// rounded to nearest even), by the block's threads.
+template <typename T>
+__device__ __forceinline__ void add_scaled_state(T* dst, const float* X, const float* ex, long ss, int dv) {
+  constexpr uintptr_t kAlign = 4 * sizeof(T);  // (ld_f4 / st_f4)
+  if ((dv & 3) == 0 && (reinterpret_cast<uintptr_t>(dst) & (kAlign - 1)) == 0 &&
+      (reinterpret_cast<uintptr_t>(X) & 15) == 0) {  // rows of whole quads: one access per 4 elements
+    // A plain loop: loading 8 quads per thread before any store measured no faster (~175 us, ~3 TB/s at T=16K,
+    // H=16, 128/128, fp32 hs), so the simpler form stays.
+    const int dv4 = dv / 4;
+    for (long i = threadIdx.x; i < ss / 4; i += blockDim.x) {
+      const float e = ex[i / dv4];
+      const float4 x = *reinterpret_cast<const float4*>(X + 4 * i);
+      float4 y = ld_f4(dst + 4 * i);
+      y.x += e * x.x, y.y += e * x.y, y.z += e * x.z, y.w += e * x.w;
+      st_f4(dst + 4 * i, y);
+    }
+  } else {
+    for (long i = threadIdx.x; i < ss; i += blockDim.x) st_f1(dst + i, ld_f1(dst + i) + ex[i / dv] * X[i]);
+  }
+}
+
 // hs[n] += diag(exp prefix_n) S_in, ht += diag(exp prefix_NT) S_in. Block = (group of chunk slots 0..NT, b*h).
-__global__ void __launch_bounds__(256) add_state_kernel(const float* gc, const float* S_in, float* hs, float* ht,
+__global__ void __launch_bounds__(256) add_state_kernel(const float* gc, const float* S_in, bf16* hs, float* ht,
                                                         Dims d) {
   extern __shared__ float sh[];  // run[dk], ex[dk]
   float* run = sh;
@@ -241,23 +263,8 @@ __global__ void __launch_bounds__(256) add_state_kernel(const float* gc, const f
     __syncthreads();
     for (int f = tid; f < d.dk; f += blockDim.x) ex[f] = expf(run[f]);
     __syncthreads();
-    float* dst = (n >= 0 && n < d.NT) ? hs + (long(bh) * d.NT + n) * ss : (ht ? ht + long(bh) * ss : nullptr);
-    if (dst && (d.dv & 3) == 0) {  // rows of whole float4s: 16-byte accesses (every state offset is a multiple too)
-      // A plain loop: loading 8 float4s per thread before any store measured no faster (~175 us,
-      // ~3 TB/s at T=16K, H=16, 128/128), so the simpler form stays.
-      const int dv4 = d.dv / 4;
-      float4* dst4 = reinterpret_cast<float4*>(dst);
-      const float4* x4 = reinterpret_cast<const float4*>(Xb);
-      for (long i = tid; i < ss / 4; i += blockDim.x) {
-        const float e = ex[i / dv4];
-        const float4 x = x4[i];
-        float4 y = dst4[i];
-        y.x += e * x.x, y.y += e * x.y, y.z += e * x.z, y.w += e * x.w;
-        dst4[i] = y;
-      }
-    } else if (dst) {
-      for (long i = tid; i < ss; i += blockDim.x) dst[i] += ex[i / d.dv] * Xb[i];
-    }
+    if (n >= 0 && n < d.NT) add_scaled_state(hs + (long(bh) * d.NT + n) * ss, Xb, ex, ss, d.dv);
+    else if (ht) add_scaled_state(ht + long(bh) * ss, Xb, ex, ss, d.dv);
     if (n >= 0 && n < d.NT)
       for (int f = tid; f < d.dk; f += blockDim.x) run[f] += chunk_total(n, f);
   }
@@ -315,6 +322,9 @@ constexpr bool kDstateFromGates = false;
 class CudaKernels final : public GlaKernels {
  public:
   DType act_dtype() const override { return DType::bf16; }
+  // hs and dhs in bf16 (as flash-linear-attention's chunk_gla keeps h in the input dtype): they are most of the
+  // attention's memory traffic (kernels/cuda/NOTES.md, "The chunk states in bf16").
+  DType chunk_state_type() const override { return DType::bf16; }
 
   void chunk_cumsum(const GlaShape& s, const void* g, float* gc, float* lambda, Stream st) override {
     const Dims d = dims_of(s);
@@ -340,13 +350,13 @@ class CudaKernels final : public GlaKernels {
   // The chunk states by spans (launch_states_spans: a reduction over spans, a fold, then every span's recurrence at
   // once) unless set_states_variant(1) asks for the sequential walk (launch_states), which also serves hs == nullptr.
   // Measured against the walk: kernels/cuda/NOTES.md, "The chunk states".
-  void chunk_states_fwd(const GlaShape& s, const void* k, const void* v, const float* gc, const float* h0, float* hs,
+  void chunk_states_fwd(const GlaShape& s, const void* k, const void* v, const float* gc, const float* h0, void* hs,
                         float* ht, Stream st) override {
-    states(s, false, k, v, gc, h0, hs, ht, false, st);
+    states(s, false, k, v, gc, h0, static_cast<bf16*>(hs), ht, false, st);
   }
   void chunk_states_fwd_after_boundary(const GlaShape& s, const void* k, const void* v, const float* gc,
-                                       const float* h0, float* hs, float* ht, Stream st) override {
-    states(s, false, k, v, gc, h0, hs, ht, true, st);
+                                       const float* h0, void* hs, float* ht, Stream st) override {
+    states(s, false, k, v, gc, h0, static_cast<bf16*>(hs), ht, true, st);
   }
 
   // The boundary states by the chunk-parallel reduction of gla_boundary.cu (scratch: its per-span partials). The
@@ -383,10 +393,10 @@ class CudaKernels final : public GlaKernels {
     remember_partials(BoundaryCall{true, q, d_o, d});
   }
 
-  void chunk_output(const GlaShape& s, const void* q, const void* k, const void* v, const float* gc, const float* hs,
+  void chunk_output(const GlaShape& s, const void* q, const void* k, const void* v, const float* gc, const void* hs,
                     void* o, Stream st) override {
     launch_output(dims_of(s), static_cast<const bf16*>(q), static_cast<const bf16*>(k), static_cast<const bf16*>(v),
-                  gc, hs, static_cast<bf16*>(o), stream_of(st));
+                  gc, static_cast<const bf16*>(hs), static_cast<bf16*>(o), stream_of(st));
   }
 
   void output_add_initial(const GlaShape& s, const void* q, const float* gc, const float* S_in, void* o,
@@ -406,47 +416,47 @@ class CudaKernels final : public GlaKernels {
     SPB_CUDA_LAUNCH();
   }
 
-  void states_add_initial(const GlaShape& s, const float* gc, const float* S_in, float* hs, float* ht,
+  void states_add_initial(const GlaShape& s, const float* gc, const float* S_in, void* hs, float* ht,
                           Stream st) override {
     const Dims d = dims_of(s);
     const dim3 grid((d.NT + 1 + kGroup - 1) / kGroup, d.pairs());
-    add_state_kernel<<<grid, 256, size_t(2) * s.dk * 4, stream_of(st)>>>(gc, S_in, hs, ht, d);
+    add_state_kernel<<<grid, 256, size_t(2) * s.dk * 4, stream_of(st)>>>(gc, S_in, static_cast<bf16*>(hs), ht, d);
     SPB_CUDA_LAUNCH();
   }
 
   void chunk_states_bwd(const GlaShape& s, const void* q, const void* d_o, const float* gc, const float* dht,
-                        float* dhs, float* dh0, Stream st) override {
-    states(s, true, q, d_o, gc, dht, dhs, dh0, false, st);
+                        void* dhs, float* dh0, Stream st) override {
+    states(s, true, q, d_o, gc, dht, static_cast<bf16*>(dhs), dh0, false, st);
   }
   void chunk_states_bwd_after_boundary(const GlaShape& s, const void* q, const void* d_o, const float* gc,
-                                       const float* dht, float* dhs, float* dh0, Stream st) override {
-    states(s, true, q, d_o, gc, dht, dhs, dh0, true, st);
+                                       const float* dht, void* dhs, float* dh0, Stream st) override {
+    states(s, true, q, d_o, gc, dht, static_cast<bf16*>(dhs), dh0, true, st);
   }
 
   // The chunk states beside the scan that brings their initial state (gla_states_spans.cu, launch_states_spans' late):
   // each block adds it when it sees the word, at the start of a chunk; chunk_states_settle completes the blocks that
   // never did. Only the chunk states by spans take a late state (not set_states_variant(1)'s sequential walk).
   void chunk_states_fwd_arriving(const GlaShape& s, const void* k, const void* v, const float* gc,
-                                 const ArrivingState& h0, float* hs, float* ht, Stream st) override {
-    states_arriving(s, false, k, v, gc, h0, hs, ht, st);
+                                 const ArrivingState& h0, void* hs, float* ht, Stream st) override {
+    states_arriving(s, false, k, v, gc, h0, static_cast<bf16*>(hs), ht, st);
   }
   void chunk_states_bwd_arriving(const GlaShape& s, const void* q, const void* d_o, const float* gc,
-                                 const ArrivingState& dht, float* dhs, float* dh0, Stream st) override {
-    states_arriving(s, true, q, d_o, gc, dht, dhs, dh0, st);
+                                 const ArrivingState& dht, void* dhs, float* dh0, Stream st) override {
+    states_arriving(s, true, q, d_o, gc, dht, static_cast<bf16*>(dhs), dh0, st);
   }
-  void chunk_states_settle(const GlaShape& s, bool reverse, const float* gc, const ArrivingState& init, float* hs,
+  void chunk_states_settle(const GlaShape& s, bool reverse, const float* gc, const ArrivingState& init, void* hs,
                            float* fin, Stream st) override {
     const Dims d = dims_of(s);
     SPB_CHECK(pending_elems_ >= states_pending_count(d), "chunk_states_settle before chunk_states_*_arriving");
-    launch_states_settle(d, reverse, gc, LateInit{init.state, init.ready, init.epoch, pending_}, hs, fin,
-                         scratch(boundary_scratch_elems(d)), stream_of(st));
+    launch_states_settle(d, reverse, gc, LateInit{init.state, init.ready, init.epoch, pending_},
+                         static_cast<bf16*>(hs), fin, scratch(boundary_scratch_elems(d)), stream_of(st));
   }
   void signal_ready(uint32_t* ready, uint32_t epoch, Stream st) override {
     launch_signal_after(ready, epoch, 0, stream_of(st));
   }
 
-  void chunk_grads(const GlaShape& s, const void* q, const void* k, const void* v, const float* gc, const float* hs,
-                   const float* ht, const float* dhs, const void* d_o, void* dq, void* dk, void* dv, void* dg,
+  void chunk_grads(const GlaShape& s, const void* q, const void* k, const void* v, const float* gc, const void* hs_,
+                   const float* ht, const void* dhs_, const void* d_o, void* dq, void* dk, void* dv, void* dg,
                    Stream st) override {
     (void)ht;  // rowsum(dH * H1) is rebuilt from H0 and the chunk (gla_dqk.cu): the same function, one read less
     const Dims d = dims_of(s);
@@ -454,6 +464,8 @@ class CudaKernels final : public GlaKernels {
     const auto* kb = static_cast<const bf16*>(k);
     const auto* vb = static_cast<const bf16*>(v);
     const auto* ob = static_cast<const bf16*>(d_o);
+    const auto* hs = static_cast<const bf16*>(hs_);
+    const auto* dhs = static_cast<const bf16*>(dhs_);
     launch_dqk(d, qb, kb, vb, ob, gc, hs, dhs, static_cast<bf16*>(dq), static_cast<bf16*>(dk), static_cast<bf16*>(dg),
                stream_of(st));
     launch_dv(d, qb, kb, ob, gc, dhs, static_cast<bf16*>(dv), stream_of(st));
@@ -532,7 +544,7 @@ class CudaKernels final : public GlaKernels {
 
   // chunk_states_fwd / _bwd; after_boundary: reuse the partials of this range's boundary call if they are in scratch.
   void states(const GlaShape& s, bool reverse, const void* x, const void* y, const float* gc, const float* init,
-              float* hs, float* fin, bool after_boundary, Stream st) {
+              bf16* hs, float* fin, bool after_boundary, Stream st) {
     const Dims d = dims_of(s);
     const auto* xb = static_cast<const bf16*>(x);
     const auto* yb = static_cast<const bf16*>(y);
@@ -547,7 +559,7 @@ class CudaKernels final : public GlaKernels {
   }
 
   void states_arriving(const GlaShape& s, bool reverse, const void* x, const void* y, const float* gc,
-                       const ArrivingState& init, float* hs, float* fin, Stream st) {
+                       const ArrivingState& init, bf16* hs, float* fin, Stream st) {
     SPB_CHECK(init.state && init.ready && hs, "chunk_states_*_arriving: the state, its word and hs are required");
     SPB_CHECK(states_variant() == 0, "chunk_states_*_arriving: the sequential walk takes no late initial state");
     const Dims d = dims_of(s);

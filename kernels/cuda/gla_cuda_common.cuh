@@ -116,6 +116,29 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&v);
 }
+
+// One, two or four consecutive elements of a state as fp32, from and to fp32 or bf16 memory (the chunk states hs /
+// dhs are bf16: widened exactly on the load, rounded to nearest even on the store). Two and four: one access of their
+// size (8 or 16 bytes fp32, 4 or 8 bytes bf16), so the address must be aligned to it.
+__device__ __forceinline__ float ld_f1(const float* p) { return *p; }
+__device__ __forceinline__ float ld_f1(const bf16* p) { return __bfloat162float(*p); }
+__device__ __forceinline__ void st_f1(float* p, float v) { *p = v; }
+__device__ __forceinline__ void st_f1(bf16* p, float v) { *p = __float2bfloat16_rn(v); }
+__device__ __forceinline__ float4 ld_f4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ __forceinline__ float4 ld_f4(const bf16* p) {
+  const uint2 w = *reinterpret_cast<const uint2*>(p);
+  return make_float4(bf_lo(w.x), bf_hi(w.x), bf_lo(w.y), bf_hi(w.y));
+}
+__device__ __forceinline__ void st_f2(float* p, float v0, float v1) {
+  *reinterpret_cast<float2*>(p) = make_float2(v0, v1);
+}
+__device__ __forceinline__ void st_f2(bf16* p, float v0, float v1) {
+  *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(v0, v1);
+}
+__device__ __forceinline__ void st_f4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
+__device__ __forceinline__ void st_f4(bf16* p, float4 v) {
+  *reinterpret_cast<uint2*>(p) = make_uint2(pack_bf16(v.x, v.y), pack_bf16(v.z, v.w));
+}
 // x = hi + lo with hi, lo bf16 pairs: |x - hi - lo| <= 2^-16 |x|.
 __device__ __forceinline__ void split_bf16(float x0, float x1, uint32_t& hi, uint32_t& lo) {
   __nv_bfloat162 h = __floats2bfloat162_rn(x0, x1);

@@ -32,6 +32,10 @@ void launch_signal_after(uint32_t* ready, uint32_t epoch, double us, cudaStream_
 // bf16; for the tests, which compare it with tf32_model.h.
 void launch_tf32_bits(const float* in, uint32_t* out, int n, cudaStream_t stream);
 
+// The chunk states hs / dhs [B*H, NT, dk, dv] are bf16 in every launcher below (GlaKernels::chunk_state_type): the
+// kernels compute them in fp32, round to nearest even where they store them and widen them exactly where they load
+// them. Every other state (init, fin, scratch, the late state) is fp32.
+//
 // gla_states.cu: the sequential chunk recurrence.
 //   forward  (reverse == false): x = k, y = v, hs[n] = state at the start of chunk n, fin = ht, init = h0.
 //   backward (reverse == true):  x = q, y = do, hs[n] = dhs[n] (gradient at the end of chunk n), fin = dh0,
@@ -44,7 +48,7 @@ void set_states_bk(int bk);
 void set_states_variant(int v);
 int states_variant();
 void launch_states(const Dims& d, bool reverse, const __nv_bfloat16* x, const __nv_bfloat16* y, const float* gc,
-                   const float* init, float* hs, float* fin, cudaStream_t stream);
+                   const float* init, __nv_bfloat16* hs, float* fin, cudaStream_t stream);
 
 // gla_boundary.cu: the boundary state alone, without the chunk states: a reduction over spans of chunks.
 //   forward  (reverse == false): fin = the ht that launch_states(d, false, x = k, y = v, gc, init = nullptr, ...) gives
@@ -72,13 +76,15 @@ int boundary_variants();
 // reduction above (skipped where reuse: the partials of the launch_boundary / launch_boundary_gates call just made at
 // this d, with the same x, y and gates, are still in scratch), a fold that turns the partials into each span's initial
 // state from init (h0 / dht, nullable) and writes fin (nullable), then the recurrence of every span from its initial
-// state at once, storing hs (the STORE kernel). Same hs / fin as launch_states up to the order of fp32 sums. scratch:
-// boundary_scratch_elems(d) floats. reuse needs states_reuse_boundary(d): the reduction has several spans, the same
-// as the states'.
+// state at once, storing hs (the STORE kernel). Same fin as launch_states up to the order of fp32 sums, the same hs
+// up to that order and its bf16 rounding (a sum that differs in its last fp32 bits may round to the next bf16
+// value). scratch: boundary_scratch_elems(d) floats. reuse needs states_reuse_boundary(d): the reduction has several
+// spans, the same as the states'.
 // late (nullable) replaces init (then nullptr): the initial state may still be travelling (GlaKernels::ArrivingState);
 // each block of the STORE kernel starts from its zero-start state and adds late's share once it sees *ready reach
 // epoch, and records in pending[states_pending_count(d)] whether it never did; launch_states_settle, enqueued after
-// late's producer, completes those blocks' states (and fin) from the same scratch, gc and pending.
+// late's producer, completes those blocks' states (and fin) from the same scratch, gc and pending. A state stored
+// before late's share came is rounded twice: its zero-start value to bf16, then the sum with the share.
 struct LateInit {
   const float* state;
   const uint32_t* ready;
@@ -88,10 +94,10 @@ struct LateInit {
 bool states_reuse_boundary(const Dims& d);
 size_t states_pending_count(const Dims& d);
 void launch_states_spans(const Dims& d, bool reverse, const __nv_bfloat16* x, const __nv_bfloat16* y,
-                         const float* gc, const float* init, float* hs, float* fin, float* scratch, bool reuse,
+                         const float* gc, const float* init, __nv_bfloat16* hs, float* fin, float* scratch, bool reuse,
                          cudaStream_t stream, const LateInit* late = nullptr);
-void launch_states_settle(const Dims& d, bool reverse, const float* gc, const LateInit& late, float* hs, float* fin,
-                          float* scratch, cudaStream_t stream);
+void launch_states_settle(const Dims& d, bool reverse, const float* gc, const LateInit& late, __nv_bfloat16* hs,
+                          float* fin, float* scratch, cudaStream_t stream);
 
 // gla_intra.cu: per (chunk, dv tile) blocks that build the in-chunk score matrix A and add an inter-chunk product.
 //   o  = s (Q*exp b) hs[n] + tril(A) V                      (chunk_output)
@@ -107,17 +113,17 @@ void set_intra_variant(int v);
 void set_intra_tiles(int tiles);
 int intra_tiles_per_block(int ntile, long other_blocks, int resident);
 void launch_output(const Dims& d, const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
-                   const float* gc, const float* hs, __nv_bfloat16* o, cudaStream_t stream, int bv = 0);
+                   const float* gc, const __nv_bfloat16* hs, __nv_bfloat16* o, cudaStream_t stream, int bv = 0);
 void launch_dv(const Dims& d, const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* d_o,
-               const float* gc, const float* dhs, __nv_bfloat16* dv, cudaStream_t stream, int bv = 0);
+               const float* gc, const __nv_bfloat16* dhs, __nv_bfloat16* dv, cudaStream_t stream, int bv = 0);
 
 // gla_dqk.cu: per (chunk, dk tile) blocks: dq, dk and dg.
 // set_dqk_variant: tuning override, how many dv slices phase 1 loads ahead (0: the default, 3; 1, 2; any other value
 // is 3). For tests and the benchmark.
 void set_dqk_variant(int v);
 void launch_dqk(const Dims& d, const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
-                const __nv_bfloat16* d_o, const float* gc, const float* hs, const float* dhs, __nv_bfloat16* dq,
-                __nv_bfloat16* dk, __nv_bfloat16* dg, cudaStream_t stream);
+                const __nv_bfloat16* d_o, const float* gc, const __nv_bfloat16* hs, const __nv_bfloat16* dhs,
+                __nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dg, cudaStream_t stream);
 
 }  // namespace gla_cuda
 }  // namespace spb

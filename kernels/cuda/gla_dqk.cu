@@ -11,10 +11,10 @@
 //   is 64, or 32 where dk <= 32 (GLA-1B's 32 heads of dk 32): a 64-feature tile would carry dk's half in zeros
 //   through every feature product, exp and load; dA = dO V^T, over dv, is the same whole either way.
 // - Phase 1 streams dv in slices of DJS = 16 (cp.async through a ring of 4 slots, 3 slices ahead): dO, V, and the
-//   [64 x DJS] slices of H0 and dH; 74 KB of shared memory and <= 168 registers let 3 blocks (12 warps) share an SM.
-//   dA += dO V^T (bf16 mma: both exact), dq += dO H0^T, dk += V dH^T (tf32), rowsum(dH * H0) on the fly. The
-//   slices come from DRAM at the rate the bytes in flight allow: with one slice ahead (variant 1) phase 1 ran at
-//   ~2.3 TB/s at GLA-1B.
+//   [64 x DJS] slices of H0 and dH (bf16, as hs / dhs are: exact tf32 operands, no rounding); 74 KB of shared memory
+//   and <= 168 registers let 3 blocks (12 warps) share an SM. dA += dO V^T (bf16 mma: both exact), dq += dO H0^T,
+//   dk += V dH^T (tf32), rowsum(dH * H0) on the fly; one barrier per slice. The slices come from DRAM at the rate the
+//   bytes in flight allow: with one slice ahead (variant 1) phase 1 ran at ~2.3 TB/s at GLA-1B (fp32 states).
 // - Phase 2 (q, k, gc of the tile loaded into the ring behind the last slice): the intra terms as tf32 mma with the
 //   sub-chunk factorisation of gla_intra.cu: dq uses b_ref = first row of the warp's sub-chunk (keys scaled by
 //   exp(b_ref - b_j) <= 1 off the diagonal), dk uses b_ref = last row of the sub-chunk (queries scaled by
@@ -47,7 +47,9 @@ constexpr int DSS = DJS + 8;  // stride of the slice buffers (bf16 and fp32): pa
 // the output tiles in slots 0 and 1 once q, k and gc are read. 74 KB: 3 blocks per SM (<= 168 registers).
 struct DqkLayout {
   static constexpr int NS = 4;
-  static constexpr size_t slot = size_t(kC) * DSS * (2 + 2 + 4 + 4);  // dO, V, H0, dH of a slice
+  // A slice's dO, V, H0, dH (bf16 each) take half a slot: its size is what phase 2's q and k take.
+  static constexpr size_t slot = size_t(kC) * DSS * (2 + 2 + 4 + 4);
+  static_assert(size_t(kC) * DSS * 2 * 4 <= slot, "a slice's four bf16 tiles fit a slot");
   static constexpr size_t misc = NS * slot;
   static constexpr size_t total = misc + size_t(64) * 9 * 4;  // rowsum[64], colsum[4][64], totals[4][64]
   static_assert(size_t(2) * kC * drs<kMaxDit>() * 2 <= slot, "q and k share a slot");
@@ -60,8 +62,8 @@ struct DqkParams {
   const bf16* v;
   const bf16* d_o;
   const float* gc;
-  const float* hs;
-  const float* dhs;
+  const bf16* hs;
+  const bf16* dhs;
   bf16* dq;
   bf16* dk;
   bf16* dg;
@@ -135,25 +137,22 @@ __global__ void __launch_bounds__(kDqkThreads, 3) dqk_kernel(const DqkParams p) 
   bf16* const Qr = reinterpret_cast<bf16*>(slot(nsl));
   bf16* const Kr = Qr + kC * DRS;
   float* const Gr = reinterpret_cast<float*>(slot(nsl + 1));
-  auto slice_ptrs = [&](int s, bf16*& DO, bf16*& V, float*& H0, float*& DH) {
+  auto slice_ptrs = [&](int s, bf16*& DO, bf16*& V, bf16*& H0, bf16*& DH) {
     DO = reinterpret_cast<bf16*>(slot(s));
     V = DO + kC * DSS;
-    H0 = reinterpret_cast<float*>(V + kC * DSS);
+    H0 = V + kC * DSS;
     DH = H0 + kC * DSS;
   };
   // Load i of the block: dv slice i (i < nsl), then q and k, then gc; nothing past that.
   auto issue = [&](int i) {
     if (i < nsl) {
       const int js = i * DJS;
-      bf16 *DO, *V;
-      float *H0, *DH;
+      bf16 *DO, *V, *H0, *DH;
       slice_ptrs(i, DO, V, H0, DH);
       load_tile<bf16, kC, DJS, kDqkThreads>(DO, DSS, p.d_o + vbase + js, vrow, len, DV - js, p.vdo);
       load_tile<bf16, kC, DJS, kDqkThreads>(V, DSS, p.v + vbase + js, vrow, len, DV - js, p.vv);
-      load_tile<float, DIT, DJS, kDqkThreads>(H0, DSS, p.hs + sbase + long(i0) * DV + js, DV, DK - i0, DV - js,
-                                              p.vh);
-      load_tile<float, DIT, DJS, kDqkThreads>(DH, DSS, p.dhs + sbase + long(i0) * DV + js, DV, DK - i0, DV - js,
-                                              p.vh);
+      load_tile<bf16, DIT, DJS, kDqkThreads>(H0, DSS, p.hs + sbase + long(i0) * DV + js, DV, DK - i0, DV - js, p.vh);
+      load_tile<bf16, DIT, DJS, kDqkThreads>(DH, DSS, p.dhs + sbase + long(i0) * DV + js, DV, DK - i0, DV - js, p.vh);
     } else if (i < nsl + 2) {
       load_phase2_tile<DIT>(i - nsl, Qr, Gr, p.q + qbase + i0, p.k + qbase + i0, p.gc + qbase + i0, qrow, len, DK - i0,
                        p.vq, p.vk, p.vg);
@@ -178,7 +177,7 @@ __global__ void __launch_bounds__(kDqkThreads, 3) dqk_kernel(const DqkParams p) 
   for (int i = 0; i < FT; ++i)
 #pragma unroll
     for (int e = 0; e < 4; ++e) dq[i][e] = dk[i][e] = 0.f;
-  // rowsum(dH * H0) of feature rs_row over the columns rs_half*DJS/2 .. of every slice, from the raw fp32 values
+  // rowsum(dH * H0) of feature rs_row over the columns rs_half*DJS/2 .. of every slice, in fp32 from the bf16 values
   // (threads past the tile's DIT rows idle here).
   const int rs_row = tid >> 1, rs_half = tid & 1;
   const bool rs_on = rs_row < DIT;
@@ -190,22 +189,17 @@ __global__ void __launch_bounds__(kDqkThreads, 3) dqk_kernel(const DqkParams p) 
     __syncthreads();  // slice s visible; every warp is done with slice s - 1, whose slot load s + AHEAD may reuse
     issue(s + AHEAD);
     cp_async_commit();
-    bf16 *DO, *V;
-    float *H0, *DH;
+    bf16 *DO, *V, *H0, *DH;
     slice_ptrs(s, DO, V, H0, DH);
-    // Round the state slices to tf32 once, in place (instead of at every fragment load in every warp).
-    if (rs_on) {
-#pragma unroll
-      for (int q4 = 0; q4 < DJS / 8; ++q4) {
-        float4* hp = reinterpret_cast<float4*>(H0 + rs_row * DSS + rs_half * (DJS / 2) + 4 * q4);
-        float4* dp = reinterpret_cast<float4*>(DH + rs_row * DSS + rs_half * (DJS / 2) + 4 * q4);
-        const float4 hv = *hp, dv4 = *dp;
-        rs += hv.x * dv4.x + hv.y * dv4.y + hv.z * dv4.z + hv.w * dv4.w;
-        *hp = make_float4(tf32_round(hv.x), tf32_round(hv.y), tf32_round(hv.z), tf32_round(hv.w));
-        *dp = make_float4(tf32_round(dv4.x), tf32_round(dv4.y), tf32_round(dv4.z), tf32_round(dv4.w));
-      }
+    if (rs_on) {  // 8 columns of H0 and dH: one 16-byte read each
+      static_assert(DJS / 2 == 8, "rowsum: one 16-byte read per tile and thread");
+      const uint4 hw = *reinterpret_cast<const uint4*>(H0 + rs_row * DSS + rs_half * (DJS / 2));
+      const uint4 dw = *reinterpret_cast<const uint4*>(DH + rs_row * DSS + rs_half * (DJS / 2));
+      rs += bf_lo(hw.x) * bf_lo(dw.x) + bf_hi(hw.x) * bf_hi(dw.x) + bf_lo(hw.y) * bf_lo(dw.y) +
+            bf_hi(hw.y) * bf_hi(dw.y);
+      rs += bf_lo(hw.z) * bf_lo(dw.z) + bf_hi(hw.z) * bf_hi(dw.z) + bf_lo(hw.w) * bf_lo(dw.w) +
+            bf_hi(hw.w) * bf_hi(dw.w);
     }
-    __syncthreads();
     if (active) {
 #pragma unroll
       for (int k16 = 0; k16 < DJS / 16; ++k16) {
@@ -234,9 +228,10 @@ __global__ void __launch_bounds__(kDqkThreads, 3) dqk_kernel(const DqkParams p) 
           const uint32_t va1 = bits_lo(v[2 * half + 1]), va3 = bits_hi(v[2 * half + 1]);
 #pragma unroll
           for (int nt = 0; nt < FT; ++nt) {
-            const float2 h2 = ldf2(H0 + (nt * 8 + g) * DSS + ck), d2 = ldf2(DH + (nt * 8 + g) * DSS + ck);
-            mma_tf32(dq[nt], oa0, oa1, oa2, oa3, __float_as_uint(h2.x), __float_as_uint(h2.y));
-            mma_tf32(dk[nt], va0, va1, va2, va3, __float_as_uint(d2.x), __float_as_uint(d2.y));
+            // H0 and dH at columns ck, ck + 1 of row nt * 8 + g: one 32-bit read of two bf16, exact tf32 operands
+            const uint32_t h2 = ld32(H0 + (nt * 8 + g) * DSS + ck), d2 = ld32(DH + (nt * 8 + g) * DSS + ck);
+            mma_tf32(dq[nt], oa0, oa1, oa2, oa3, bits_lo(h2), bits_hi(h2));
+            mma_tf32(dk[nt], va0, va1, va2, va3, bits_lo(d2), bits_hi(d2));
           }
         }
       }
@@ -473,11 +468,11 @@ int g_dqk_variant = 0;  // tuning override (0: the default)
 void set_dqk_variant(int v) { g_dqk_variant = v; }
 
 void launch_dqk(const Dims& d, const bf16* q, const bf16* k, const bf16* v, const bf16* d_o, const float* gc,
-                const float* hs, const float* dhs, bf16* dq, bf16* dk, bf16* dg, cudaStream_t stream) {
+                const bf16* hs, const bf16* dhs, bf16* dq, bf16* dk, bf16* dg, cudaStream_t stream) {
   const DqkParams p{q, k, v, d_o, gc, hs, dhs, dq, dk, dg, d.B, d.T, d.H, d.dk, d.dv, d.NT, d.scale,
                     aligned16(q) && d.dk % 8 == 0, aligned16(k) && d.dk % 8 == 0, aligned16(v) && d.dv % 8 == 0,
                     aligned16(d_o) && d.dv % 8 == 0, aligned16(gc) && d.dk % 4 == 0,
-                    aligned16(hs) && aligned16(dhs) && d.dv % 4 == 0,
+                    aligned16(hs) && aligned16(dhs) && d.dv % 8 == 0,
                     aligned16(dq) && aligned16(dk) && aligned16(dg) && d.dk % 8 == 0 && d.grad_ld % 8 == 0,
                     d.bh0, d.grad_ld};
   const int var = g_dqk_variant ? g_dqk_variant : kDqkDefaultVariant;

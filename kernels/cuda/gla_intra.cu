@@ -7,7 +7,8 @@
 // - One block of 4 warps per (chunk, dv tile of BV columns, b*h); warp w owns the 16 rows of sub-chunk w.
 // - The feature dimension is streamed in slices of IKS = 16 (32 in variant 1; cp.async, double-buffered): 58 KB of
 //   shared memory and <= 168 registers let 3 blocks (12 warps) share an SM, and any dk works with the same
-//   shared memory: each slice adds to A and to the inter-chunk product (state slice [IKS x BV], fp32, tf32 mma).
+//   shared memory: each slice adds to A and to the inter-chunk product (state slice [IKS x BV] of the bf16 hs / dhs,
+//   tf32 mma: a bf16 value is an exact tf32 operand, so the slice needs no rounding).
 // - A without overflow, the FLA way: warp w scales its queries by exp(b_r - b_ref) and the keys by exp(b_ref - b_j)
 //   with b_ref = b at the first row of sub-chunk w. For keys of earlier sub-chunks both factors are <= 1. On the
 //   diagonal 16x16 block the key factor is >= 1 but bounded by the decay inside 16 tokens; when that decay exceeds
@@ -36,18 +37,20 @@ constexpr int kIntraThreads = 128;
 constexpr int kIntraDefaultVariant = 4;
 
 // IKS: features per slice (32, or 16: half the shared memory, so that 3 blocks fit an SM); MINB: blocks per SM the
-// register allocation is bounded for (2: up to 255 registers, 3: up to 168).
-template <int BV, int IKS, bool MULTI>
+// register allocation is bounded for (2: up to 255 registers, 3: up to 168). QUADS: the state slice as fp32 quads
+// (see quad_x) instead of bf16 rows.
+template <int BV, int IKS, bool MULTI, bool QUADS>
 struct IntraLayout {
   static constexpr int IQS = IKS + 8;  // bf16 stride of q, k slices: 32-bit reads at (row g, col 2t) conflict-free
   static constexpr int IGS = IKS + 8;  // fp32 stride of the gc slice: float2 reads at (row g, col 2t) conflict-free
-  static constexpr int HS = BV + 4;  // fp32 stride of the state slice: reads at rows 2t, 2t+1, col g -> banks 8t + g
+  static constexpr int HS = BV + 8;  // bf16 stride of the state slice in rows: reads at rows 2t, 2t+1, col g -> banks
+                                     // 8t + g/2 (two lanes per 32-bit word)
   static constexpr int WS = BV + 8;  // bf16 stride of V / dO: 16-byte ldmatrix rows, conflict-free
   static constexpr size_t q_off = 0;
   static constexpr size_t k_off = q_off + size_t(kC) * IQS * 2;
   static constexpr size_t g_off = k_off + size_t(kC) * IQS * 2;
   static constexpr size_t s_off = g_off + size_t(kC) * IGS * 4;
-  static constexpr size_t stage = s_off + size_t(IKS) * HS * 4;
+  static constexpr size_t stage = s_off + (QUADS ? size_t(IKS) * BV * 4 : size_t(IKS) * HS * 2);
   static constexpr size_t w_off = 2 * stage;
   static constexpr size_t af_off = w_off + size_t(kC) * WS * 2;
   static constexpr size_t total = af_off + (MULTI ? size_t(4) * 4 * 8 * 32 * 4 : 0);  // Af: [warp][kq][8][lane]
@@ -59,80 +62,66 @@ struct IntraLayout {
 // column n: with the k-permutation of the fragments (slot t <-> row 2t, t+4 <-> 2t+1) that is b0, b1 of k-step 0 and
 // b0, b1 of k-step 1 for lane (g, t) at column n = 8 nt + g, j = t: one 16-byte load per two mmas instead of four
 // 4-byte loads. Unit (j, n) sits at j * BV + (n ^ x_j), x = 0, 3, 5, 6: a quarter-warp's 8 lanes meet the 8 distinct
-// 16-byte bank groups both in the fragment loads (g = 0, 1; t = 0..3: x_t / 2 distinct) and in the copies of
-// load_state_quads / quads_finish (j = 0..3, c even and odd: x_j % 4 distinct). A plain n ^ 2j leaves the copies
-// 4-way conflicted, and measured the kernel 18 % slower than the row layout.
+// 16-byte bank groups both in the fragment loads (g = 0, 1; t = 0..3: x_t / 2 distinct) and in the stores of
+// quads_finish (j = 0..3, c even and odd: x_j % 4 distinct). A plain n ^ 2j leaves those stores 4-way conflicted,
+// and measured the kernel 18 % slower than the row layout (with fp32 states copied by cp.async).
 __device__ __forceinline__ int quad_x(int j) { return 2 * j + ((j ^ (j >> 1)) & 1); }
-// Thread idx -> (row group j = idx % 4, 4-column chunk c = idx / 4): it copies rows 2j, 2j+1, 2j+8, 2j+9 of columns
-// 4c .. 4c+3 of the slice (from `g`, row stride gstride; rows >= rmax and columns >= cmax as zeros) into its four
-// units (j, 4c + i), row i of the four in unit i, as they come; quads_finish, after the thread's own cp.async wait,
-// turns them into columns. A thread touches only its own four units, so no barrier is needed in between.
-// (4c + i) ^ x = (4c ^ (x & 4)) + (i ^ (x & 3)): one base per thread.
+// Thread idx < BV -> (row group j = idx % 4, 4-column chunk c = idx / 4): it loads rows 2j, 2j+1, 2j+8, 2j+9 of
+// columns 4c .. 4c+3 of the slice (bf16, from `g`, row stride gstride; rows >= rmax and columns >= cmax as zeros) into
+// registers, one 8-byte load per row (load_state_quads, issued a slice ahead like the cp.async of the other tiles), and
+// quads_finish, when the slice's turn comes (before the barrier that publishes it), writes them widened to fp32 into
+// its four units (j, 4c + i), column 4c + i in unit i. (4c + i) ^ x = (4c ^ (x & 4)) + (i ^ (x & 3)): one base per
+// thread.
 template <int BV>
 __device__ __forceinline__ int quad_base(int idx) {
   const int j = idx & 3, x = quad_x(j);
   return j * BV + ((4 * (idx >> 2)) ^ (x & 4));
 }
-template <int BV, int NTH>
-__device__ __noinline__ void load_state_quads_edge(float* s, const float* g, long gstride, int rmax, int cmax,
+// Row r of the thread's four: 2j, 2j+1, 2j+8, 2j+9.
+__device__ __forceinline__ int quad_row(int idx, int i) { return 2 * (idx & 3) + (i & 1) + (i >> 1) * 8; }
+__device__ __noinline__ uint2 load_state_quad_edge(const bf16* g, long gstride, int r, int c0, int rmax, int cmax,
                                                    bool vec) {
-  for (int idx = threadIdx.x; idx < BV; idx += NTH) {
-    const int j = idx & 3, c0 = 4 * (idx >> 2), base = quad_base<BV>(idx), xl = quad_x(j) & 3;
-    for (int i = 0; i < 4; ++i) {
-      const int r = 2 * j + (i & 1) + (i >> 1) * 8;
-      float* d = s + 4 * (base + (i ^ xl));
-      const float* src = g + r * gstride + c0;
-      if (vec && r < rmax && c0 + 4 <= cmax) {
-        cp_async16(d, src);
-      } else {
-        for (int e = 0; e < 4; ++e) d[e] = (r < rmax && c0 + e < cmax) ? src[e] : 0.f;
-      }
-    }
-  }
+  if (r >= rmax || c0 >= cmax) return make_uint2(0u, 0u);
+  const bf16* src = g + r * gstride + c0;
+  if (vec && c0 + 4 <= cmax) return *reinterpret_cast<const uint2*>(src);
+  uint32_t e[4];
+  for (int i = 0; i < 4; ++i) e[i] = c0 + i < cmax ? bf_bits_at(src + i) >> 16 : 0u;
+  return make_uint2(e[0] | e[1] << 16, e[2] | e[3] << 16);
 }
-// The common case (whole slice in range, 16-byte aligned) inline and straight-line, as load_tile.
+// The common case (whole slice in range, 16-byte aligned rows) inline and straight-line, as load_tile.
 template <int BV, int NTH>
-__device__ __forceinline__ void load_state_quads(float* s, const float* g, long gstride, int rmax, int cmax, bool vec) {
+__device__ __forceinline__ void load_state_quads(uint2 (&w)[4], const bf16* g, long gstride, int rmax, int cmax,
+                                                 bool vec) {
+  static_assert(BV <= NTH, "one thread per 4-column chunk and row group");
+  const int idx = threadIdx.x, c0 = 4 * (idx >> 2);
+  if (idx >= BV) return;
   if (vec && rmax >= 16 && cmax >= BV) {
 #pragma unroll
-    for (int k = 0; k < (BV + NTH - 1) / NTH; ++k) {
-      const int idx = threadIdx.x + k * NTH;
-      if (BV % NTH == 0 || idx < BV) {
-        const int j = idx & 3, c0 = 4 * (idx >> 2), base = quad_base<BV>(idx), xl = quad_x(j) & 3;
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-          cp_async16(s + 4 * (base + (i ^ xl)), g + (2 * j + (i & 1) + (i >> 1) * 8) * gstride + c0);
-      }
-    }
+    for (int i = 0; i < 4; ++i) w[i] = *reinterpret_cast<const uint2*>(g + quad_row(idx, i) * gstride + c0);
   } else {
-    load_state_quads_edge<BV, NTH>(s, g, gstride, rmax, cmax, vec);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = load_state_quad_edge(g, gstride, quad_row(idx, i), c0, rmax, cmax, vec);
   }
 }
-// The 4 x 4 transposition of each thread's units (load_state_quads), rounded to tf32 on the way.
-template <int BV, int NTH>
-__device__ __forceinline__ void quads_finish(float* s) {
+// The thread's rows (load_state_quads) into its units, transposed: unit (j, 4c + i) = rows 2j, 2j+1, 2j+8, 2j+9 of
+// column 4c + i, each widened exactly from bf16 (an exact tf32 operand).
+template <int BV>
+__device__ __forceinline__ void quads_finish(float* s, const uint2 (&w)[4]) {
+  const int idx = threadIdx.x;
+  if (idx >= BV) return;
   float4* s4 = reinterpret_cast<float4*>(s);
-#pragma unroll
-  for (int k = 0; k < (BV + NTH - 1) / NTH; ++k) {
-    const int idx = threadIdx.x + k * NTH;
-    if (BV % NTH == 0 || idx < BV) {
-      const int base = quad_base<BV>(idx), xl = quad_x(idx & 3) & 3;
-      float4 r[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) r[i] = s4[base + (i ^ xl)];
-      s4[base + (0 ^ xl)] = make_float4(tf32_round(r[0].x), tf32_round(r[1].x), tf32_round(r[2].x), tf32_round(r[3].x));
-      s4[base + (1 ^ xl)] = make_float4(tf32_round(r[0].y), tf32_round(r[1].y), tf32_round(r[2].y), tf32_round(r[3].y));
-      s4[base + (2 ^ xl)] = make_float4(tf32_round(r[0].z), tf32_round(r[1].z), tf32_round(r[2].z), tf32_round(r[3].z));
-      s4[base + (3 ^ xl)] = make_float4(tf32_round(r[0].w), tf32_round(r[1].w), tf32_round(r[2].w), tf32_round(r[3].w));
-    }
-  }
+  const int base = quad_base<BV>(idx), xl = quad_x(idx & 3) & 3;
+  s4[base + (0 ^ xl)] = make_float4(bf_lo(w[0].x), bf_lo(w[1].x), bf_lo(w[2].x), bf_lo(w[3].x));
+  s4[base + (1 ^ xl)] = make_float4(bf_hi(w[0].x), bf_hi(w[1].x), bf_hi(w[2].x), bf_hi(w[3].x));
+  s4[base + (2 ^ xl)] = make_float4(bf_lo(w[0].y), bf_lo(w[1].y), bf_lo(w[2].y), bf_lo(w[3].y));
+  s4[base + (3 ^ xl)] = make_float4(bf_hi(w[0].y), bf_hi(w[1].y), bf_hi(w[2].y), bf_hi(w[3].y));
 }
 
 struct IntraParams {
   const bf16* q;
   const bf16* k;
   const float* gc;
-  const float* state;  // MODE_OUT: hs; MODE_DV: dhs
+  const bf16* state;   // MODE_OUT: hs; MODE_DV: dhs
   const bf16* w;       // MODE_OUT: v;  MODE_DV: do
   bf16* out;           // MODE_OUT: o;  MODE_DV: dv
   int B, T, H, dk, dv, NT;
@@ -156,9 +145,9 @@ __device__ __noinline__ float exact_score(const bf16* q, const bf16* k, const fl
   return x;
 }
 
-// EARLY (variant 3): one barrier per slice instead of two. Each thread rounds the state-slice elements it copied
-// itself (the rounding loop and load_tile map thread to 16-byte chunk the same way), right after its own cp.async
-// wait and before the barrier, which then publishes the finished slice; and the V / dO tile gets a cp.async group of
+// EARLY (variant 3): one barrier per slice instead of two. A slice is complete once each thread's own copies have
+// landed (QUADS: and the thread has written its own units, quads_finish), so the barrier right after the wait
+// publishes it, and the next slice's loads are issued after that barrier; and the V / dO tile gets a cp.async group of
 // its own after slice 0, so the first wait is for slice 0 alone (W is needed only at the end).
 //
 // MULTI (with EARLY; launch_intra_v, where dv > BV): a block covers p.tiles column tiles of its chunk and builds A
@@ -170,16 +159,17 @@ __device__ __noinline__ float exact_score(const bf16* q, const bf16* k, const fl
 // is loaded during the last slice of a pass); MODE_DV's A^T goes through Af (swizzled fp32, asx) instead of the
 // stage buffers, which then hold that slice.
 //
-// QUADS (with EARLY): the state slice in quads (unit (j, n) at j * BV + (n ^ x_j), see quad_x): each lane's B
-// fragments of both k-steps of a slice in one 16-byte load. The products and their order are those of the row
-// layout, so the outputs are the same bits. Measured: 9-10 % faster than rows at one tile per block; with
-// MULTI 11 % slower (0.535 against 0.482 ms at GLA-1B, with fewer instructions executed; not understood), so
-// launch_intra_v pairs QUADS with one tile per block only.
+// QUADS (with EARLY): the state slice in fp32 quads (unit (j, n) at j * BV + (n ^ x_j), see quad_x), through
+// registers (load_state_quads, quads_finish): each lane's B fragments of both k-steps of a slice in one 16-byte load.
+// The products and their order are those of the row layout, so the outputs are the same bits. Measured (with fp32
+// states copied by cp.async): 9-10 % faster than rows at one tile per block; with MULTI 11 % slower (0.535 against
+// 0.482 ms at GLA-1B, with fewer instructions executed; not understood), so launch_intra_v pairs QUADS with one tile
+// per block only. Neither layout is measured with bf16 states yet.
 template <int MODE, int BV, int IKS, int MINB, bool EARLY, bool MULTI, bool QUADS>
 __global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraParams p) {
   static_assert(EARLY || !MULTI, "MULTI is written for the one-barrier pipeline");
-  static_assert(!QUADS || (EARLY && IKS == 16), "QUADS: 16-feature slices (two k-steps), rounded before the barrier");
-  using L = IntraLayout<BV, IKS, MULTI>;
+  static_assert(!QUADS || (EARLY && IKS == 16), "QUADS: 16-feature slices (two k-steps), written before the barrier");
+  using L = IntraLayout<BV, IKS, MULTI, QUADS>;
   constexpr int IQS = L::IQS, IGS = L::IGS;
   constexpr int NTV = BV / 8;  // n-tiles of the output tile
   extern __shared__ __align__(16) unsigned char smem[];
@@ -205,7 +195,8 @@ __global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraP
     const int j0 = (tile0 + jt) * BV;
     load_tile<bf16, kC, BV, kIntraThreads>(Ws, L::WS, p.w + vbase + j0, vrow, len, p.dv - j0, p.vw);
   };
-  // Slice s of a pass into stage st: what the pass needs of q, k, gc and the state.
+  uint2 sq[4];  // QUADS: the thread's rows of the state slice of the last load_slice, until its quads_finish
+  // Slice s of a pass into stage st: what the pass needs of q, k, gc and the state (QUADS: into sq).
   auto load_slice = [&](int pass, int s, int st) {
     const bool build = !MULTI || pass == 0, inter = !MULTI || pass > 0;
     const int f0 = s * IKS;
@@ -220,10 +211,10 @@ __global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraP
                                              len, p.dk - f0, p.vg);
     if (inter) {
       const int j0 = (tile0 + tile_of(pass)) * BV;
-      float* sdst = reinterpret_cast<float*>(base + L::s_off);
-      const float* ssrc = p.state + sbase + long(f0) * p.dv + j0;
-      if (QUADS) load_state_quads<BV, kIntraThreads>(sdst, ssrc, p.dv, p.dk - f0, p.dv - j0, p.vs);
-      else load_tile<float, IKS, BV, kIntraThreads>(sdst, L::HS, ssrc, p.dv, p.dk - f0, p.dv - j0, p.vs);
+      const bf16* ssrc = p.state + sbase + long(f0) * p.dv + j0;
+      if (QUADS) load_state_quads<BV, kIntraThreads>(sq, ssrc, p.dv, p.dk - f0, p.dv - j0, p.vs);
+      else load_tile<bf16, IKS, BV, kIntraThreads>(reinterpret_cast<bf16*>(base + L::s_off), L::HS, ssrc, p.dv,
+                                                   p.dk - f0, p.dv - j0, p.vs);
     }
   };
   // V (or dO) tile first, then feature slice 0: one cp.async group (EARLY: slice 0, then W, two groups; MULTI: W
@@ -265,19 +256,8 @@ __global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraP
         if (prefetch) load_slice(s + 1 < nsl ? pass : pass + 1, s + 1 < nsl ? s + 1 : 0, st ^ 1);
         cp_async_commit();
       }
-      if (INTER && QUADS) {
-        quads_finish<BV, kIntraThreads>(reinterpret_cast<float*>(smem + st * L::stage + L::s_off));
-      } else if (INTER) {  // round the state slice to tf32 once, in place (not at every fragment load of every warp)
-        float4* sp = reinterpret_cast<float4*>(smem + st * L::stage + L::s_off);
-#pragma unroll
-        for (int e = 0; e < IKS * BV / 4 / kIntraThreads; ++e) {
-          const int idx = tid + e * kIntraThreads, r = idx / (BV / 4), c4 = idx % (BV / 4);
-          float4 v = sp[r * (L::HS / 4) + c4];
-          v = make_float4(tf32_round(v.x), tf32_round(v.y), tf32_round(v.z), tf32_round(v.w));
-          sp[r * (L::HS / 4) + c4] = v;
-        }
-      }
-      __syncthreads();  // EARLY: slice s visible (rounded); every warp is done with the previous slice
+      if (INTER && QUADS) quads_finish<BV>(reinterpret_cast<float*>(smem + st * L::stage + L::s_off), sq);
+      __syncthreads();  // EARLY: slice s visible; every warp is done with the previous slice
       if (EARLY) {
         if (prefetch) load_slice(s + 1 < nsl ? pass : pass + 1, s + 1 < nsl ? s + 1 : 0, st ^ 1);
         cp_async_commit();
@@ -287,7 +267,8 @@ __global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraP
       const bf16* Q = reinterpret_cast<const bf16*>(base + L::q_off);
       const bf16* K = reinterpret_cast<const bf16*>(base + L::k_off);
       const float* G = reinterpret_cast<const float*>(base + L::g_off);
-      const float* S = reinterpret_cast<const float*>(base + L::s_off);
+      const float* S = reinterpret_cast<const float*>(base + L::s_off);  // QUADS: fp32 quads
+      const bf16* Sb = reinterpret_cast<const bf16*>(base + L::s_off);   // rows: bf16
       if (BUILD && lane < IKS && s * IKS + lane < p.dk)
         big |= G[16 * w * IGS + lane] - G[wlast * IGS + lane] > kMaxSubchunkDecay;
       uint32_t ea[IKS / 8][4];  // the inter-chunk operand of each k-step (QUADS: used after the last)
@@ -336,8 +317,8 @@ __global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraP
           }
 #pragma unroll
           for (int nt = 0; nt < (QUADS ? 0 : NTV); ++nt) {
-            const uint32_t b0 = __float_as_uint(S[(kk * 8 + 2 * t) * L::HS + nt * 8 + g]);
-            const uint32_t b1 = __float_as_uint(S[(kk * 8 + 2 * t + 1) * L::HS + nt * 8 + g]);
+            const uint32_t b0 = bf_bits_at(Sb + (kk * 8 + 2 * t) * L::HS + nt * 8 + g);
+            const uint32_t b1 = bf_bits_at(Sb + (kk * 8 + 2 * t + 1) * L::HS + nt * 8 + g);
             mma_tf32(acc[nt], ea0, ea1, ea2, ea3, b0, b1);
           }
         }
@@ -514,7 +495,7 @@ __global__ void __launch_bounds__(kIntraThreads, MINB) intra_kernel(const IntraP
 
 template <int MODE, int BV, int IKS, int MINB, bool EARLY, bool MULTI, bool QUADS>
 void launch_intra_t(const IntraParams& p, cudaStream_t stream) {
-  using L = IntraLayout<BV, IKS, MULTI>;
+  using L = IntraLayout<BV, IKS, MULTI, QUADS>;
   static const bool attr = [] {
     SPB_CUDA(cudaFuncSetAttribute(intra_kernel<MODE, BV, IKS, MINB, EARLY, MULTI, QUADS>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::total)));
@@ -549,12 +530,12 @@ void launch_intra_v(IntraParams p, cudaStream_t stream) {
 }
 
 template <int MODE>
-void launch_intra(const Dims& d, const bf16* q, const bf16* k, const float* gc, const float* state, const bf16* w,
+void launch_intra(const Dims& d, const bf16* q, const bf16* k, const float* gc, const bf16* state, const bf16* w,
                   bf16* out, cudaStream_t stream, int bv) {
   const IntraParams p{q,    k,    gc,   state, w,    out,     d.B,
                       d.T,  d.H,  d.dk, d.dv,  d.NT, d.scale, aligned16(q) && d.dk % 8 == 0,
                       aligned16(k) && d.dk % 8 == 0, aligned16(gc) && d.dk % 4 == 0,
-                      aligned16(state) && d.dv % 4 == 0, aligned16(w) && d.dv % 8 == 0, 1, d.bh0, d.pairs(),
+                      aligned16(state) && d.dv % 8 == 0, aligned16(w) && d.dv % 8 == 0, 1, d.bh0, d.pairs(),
                       MODE == MODE_DV ? d.grad_ld : 0};
   // 128 columns per block where dv allows, 64 for small dv.
   if (bv == 0) bv = d.dv > 64 ? 128 : 64;
@@ -582,12 +563,12 @@ int intra_tiles_per_block(int ntile, long other_blocks, int resident) {
 void set_intra_variant(int v) { g_intra_variant = v; }
 void set_intra_tiles(int tiles) { g_intra_tiles = tiles; }
 
-void launch_output(const Dims& d, const bf16* q, const bf16* k, const bf16* v, const float* gc, const float* hs,
+void launch_output(const Dims& d, const bf16* q, const bf16* k, const bf16* v, const float* gc, const bf16* hs,
                    bf16* o, cudaStream_t stream, int bv) {
   launch_intra<MODE_OUT>(d, q, k, gc, hs, v, o, stream, bv);
 }
 
-void launch_dv(const Dims& d, const bf16* q, const bf16* k, const bf16* d_o, const float* gc, const float* dhs,
+void launch_dv(const Dims& d, const bf16* q, const bf16* k, const bf16* d_o, const float* gc, const bf16* dhs,
                bf16* dv, cudaStream_t stream, int bv) {
   launch_intra<MODE_DV>(d, q, k, gc, dhs, d_o, dv, stream, bv);
 }

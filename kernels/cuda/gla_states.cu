@@ -15,7 +15,8 @@
 //   ldmatrix.trans (one instruction feeds four mmas); BK = 16 rows per block where the grid would otherwise leave
 //   SMs with one block, so that 16 warps per SM hide each other's latency.
 // - X~ is rounded to tf32 once when it is written; y is exact in tf32 (bf16 bits); accumulation in fp32 registers,
-//   odd k-steps into a second register set to halve the dependent mma chain.
+//   odd k-steps into a second register set to halve the dependent mma chain. hs / dhs get the accumulators rounded
+//   to bf16 (nearest even) when they are stored; the walk itself goes on in fp32, and fin is stored in fp32.
 #include "runtime/cuda_check.h"
 #include "kernels/cuda/gla_cuda_common.cuh"
 #include "kernels/cuda/gla_cuda_internal.h"
@@ -49,7 +50,7 @@ struct StatesParams {
   const bf16* y;
   const float* gc;
   const float* init;
-  float* hs;
+  bf16* hs;  // bf16: rounded to nearest even from the fp32 accumulators
   float* fin;
   int B, T, H, dk, dv, NT;
   float scale;
@@ -120,13 +121,13 @@ __global__ void __launch_bounds__(kStatesThreads) states_kernel(const StatesPara
       acc[nt][e] = (p.init && r < p.dk && cc < p.dv) ? p.init[sbase + long(r) * p.dv + cc] : 0.f;
     }
   }
-  auto store_state = [&](float* dst) {
+  auto store_state = [&](auto* dst) {  // hs (bf16) or fin (fp32)
 #pragma unroll
     for (int nt = 0; nt < L::NTW; ++nt) {
       const int c = cbase + nt * 8 + 2 * t;
-      if (full_tile && (reinterpret_cast<uintptr_t>(dst) & 7) == 0) {
-        *reinterpret_cast<float2*>(dst + long(ra) * p.dv + c) = make_float2(acc[nt][0], acc[nt][1]);
-        *reinterpret_cast<float2*>(dst + long(rb) * p.dv + c) = make_float2(acc[nt][2], acc[nt][3]);
+      if (full_tile && (reinterpret_cast<uintptr_t>(dst) & (2 * sizeof(*dst) - 1)) == 0) {
+        st_f2(dst + long(ra) * p.dv + c, acc[nt][0], acc[nt][1]);
+        st_f2(dst + long(rb) * p.dv + c, acc[nt][2], acc[nt][3]);
       } else {
         if (ra < p.dk) store2(dst + long(ra) * p.dv + c, c, p.dv, acc[nt][0], acc[nt][1]);
         if (rb < p.dk) store2(dst + long(rb) * p.dv + c, c, p.dv, acc[nt][2], acc[nt][3]);
@@ -219,7 +220,7 @@ void set_states_variant(int v) { g_states_variant = v; }
 int states_variant() { return g_states_variant; }
 
 void launch_states(const Dims& d, bool reverse, const bf16* x, const bf16* y, const float* gc, const float* init,
-                   float* hs, float* fin, cudaStream_t stream) {
+                   bf16* hs, float* fin, cudaStream_t stream) {
   StatesParams p{x, y, gc, init, hs, fin, d.B, d.T, d.H, d.dk, d.dv, d.NT, d.scale,
                  aligned16(x) && d.dk % 8 == 0, aligned16(y) && d.dv % 8 == 0, aligned16(gc) && d.dk % 4 == 0,
                  d.bh0, d.pairs()};

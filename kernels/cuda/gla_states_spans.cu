@@ -51,7 +51,7 @@ size_t states_pending_count(const Dims& d) {
 }
 
 void launch_states_spans(const Dims& d, bool reverse, const bf16* x, const bf16* y, const float* gc,
-                         const float* init, float* hs, float* fin, float* scratch, bool reuse, cudaStream_t stream,
+                         const float* init, bf16* hs, float* fin, float* scratch, bool reuse, cudaStream_t stream,
                          const LateInit* late) {
   SPB_CHECK(!reuse || states_reuse_boundary(d), "launch_states_spans: no boundary reduction to reuse at this shape");
   SPB_CHECK(!late || (!init && late->state && late->ready && late->pending),
@@ -85,7 +85,7 @@ void launch_states_spans(const Dims& d, bool reverse, const bf16* x, const bf16*
   else launch_store<false, true>(lp, pl, stream);
 }
 
-void launch_states_settle(const Dims& d, bool reverse, const float* gc, const LateInit& late, float* hs, float* fin,
+void launch_states_settle(const Dims& d, bool reverse, const float* gc, const LateInit& late, bf16* hs, float* fin,
                           float* scratch, cudaStream_t stream) {
   const Plan pl = states_plan_of(d);
   LateParams p;

@@ -47,7 +47,7 @@ TEST_P(ChunkedVsReference, EveryOutputAndGradient) {
 
   auto dev = make_cpu_device();
   auto kern = make_cpu_kernels();
-  GlaWorkspace ws(*dev, s);
+  GlaWorkspace ws(*dev, *kern, s);
   std::vector<float> o(s.v_elems()), ht(s.state_elems()), dq(s.qk_elems()), dk(s.qk_elems()), dv(s.v_elems()),
       dg(s.qk_elems()), dh0(s.state_elems());
   const float* h0 = x.h0.empty() ? nullptr : x.h0.data();
@@ -85,15 +85,28 @@ TEST(LateStateCorrections, EqualThePassFromThatState) {
   const HostTensors x = generate_inputs(s, 7, GateKind::strong, true, true);
   auto kern = make_cpu_kernels();
   auto dev = make_cpu_device();
-  GlaWorkspace direct(*dev, s), late(*dev, s);
+  GlaWorkspace direct(*dev, *kern, s), late(*dev, *kern, s);
   std::vector<float> o1(s.v_elems()), o2(s.v_elems()), ht1(s.state_elems()), ht2(s.state_elems());
   gla_forward(*kern, direct, x.q.data(), x.k.data(), x.v.data(), x.g.data(), x.h0.data(), o1.data(), ht1.data(), {});
   gla_forward(*kern, late, x.q.data(), x.k.data(), x.v.data(), x.g.data(), nullptr, o2.data(), ht2.data(), {});
   kern->output_add_initial(s, x.q.data(), late.gc.f32(), x.h0.data(), o2.data(), {});
-  kern->states_add_initial(s, late.gc.f32(), x.h0.data(), late.hs.f32(), ht2.data(), {});
+  kern->states_add_initial(s, late.gc.f32(), x.h0.data(), late.hs.get(), ht2.data(), {});
   EXPECT_LT(rel_rms_error(o1, o2, o1.size()), 1e-6);
   EXPECT_LT(rel_rms_error(ht1, ht2, ht1.size()), 1e-6);
   EXPECT_LT(rel_rms_error(direct.hs.f32(), late.hs.f32(), s.chunk_state_elems()), 1e-6);
+}
+
+// The CPU stages keep their chunk states in fp32, and the workspace sizes hs and dhs by the kernels' type.
+TEST(GlaWorkspace, ChunkStatesInTheKernelsType) {
+  GlaShape s;
+  s.B = 2, s.T = 130, s.H = 3, s.dk = 8, s.dv = 6;
+  auto kern = make_cpu_kernels();
+  auto dev = make_cpu_device();
+  ASSERT_EQ(kern->chunk_state_type(), DType::f32);
+  GlaWorkspace ws(*dev, *kern, s);
+  EXPECT_EQ(ws.hs.bytes(), s.chunk_state_elems() * 4);
+  EXPECT_EQ(ws.dhs.bytes(), s.chunk_state_elems() * 4);
+  EXPECT_EQ(ws.ht.bytes(), s.state_elems() * 4);
 }
 
 // The All-Scan combine and the Ulysses layout copy, on small integers where the arithmetic is exact.
@@ -127,7 +140,7 @@ TEST(SavedBackward, EqualsTheRecomputingBackward) {
   const HostTensors x = generate_inputs(s, 5, GateKind::model, true, true);
   auto kern = make_cpu_kernels();
   auto dev = make_cpu_device();
-  GlaWorkspace a(*dev, s), b(*dev, s);
+  GlaWorkspace a(*dev, *kern, s), b(*dev, *kern, s);
   std::vector<float> o(s.v_elems()), ht(s.state_elems());
   Grads g1(s), g2(s);
   std::vector<float> dh1(s.state_elems()), dh2(s.state_elems());
@@ -149,7 +162,7 @@ TEST(GradsAtARowStride, EqualTheDenseGradients) {
   const HostTensors x = generate_inputs(s, 6, GateKind::model, true, true);
   auto kern = make_cpu_kernels();
   auto dev = make_cpu_device();
-  GlaWorkspace ws(*dev, s);
+  GlaWorkspace ws(*dev, *kern, s);
   std::vector<float> o(s.v_elems()), ht(s.state_elems());
   Grads dense(s);
   gla_forward(*kern, ws, x.q.data(), x.k.data(), x.v.data(), x.g.data(), x.h0.data(), o.data(), ht.data(), {});

@@ -1,8 +1,9 @@
-// The CUDA GLA stages (bf16 activations, fp32 states) against the fp64 token loop (DESIGN §7): relative RMS error
-// < 4e-3 for o and < 5e-3 for ht, dq, dk, dv, dg, dh0, on fresh random inputs rounded to bf16 before the reference
-// sees them; lengths that are not multiples of 64, dk != dv, odd sizes, with and without h0 / dht. Every output and
-// workspace buffer is poisoned with NaN (0xFF bytes) first, so an unwritten element fails. The SP helper stages are
-// checked against the CPU stages on the same inputs. Skips itself where there is no CUDA device.
+// The CUDA GLA stages (bf16 activations and chunk states hs / dhs, the other states fp32) against the fp64 token loop
+// (DESIGN §7): relative RMS error < 4e-3 for o and < 5e-3 for ht, dq, dk, dv, dg, dh0, on fresh random inputs rounded
+// to bf16 before the reference sees them; lengths that are not multiples of 64, dk != dv, odd sizes, with and without
+// h0 / dht. Every output and workspace buffer is poisoned with NaN (0xFF bytes) first, so an unwritten element fails.
+// The SP helper stages are checked against the CPU stages on the same inputs. Skips itself where there is no CUDA
+// device.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -44,6 +45,12 @@ std::vector<float> fetch(Device& dev, const Buffer& b, DType t, size_t n) {
   dev.download_as(x.data(), b.get(), t, n);
   return x;
 }
+
+// The chunk states hs / dhs are bf16 on the GPU (chunk_state_type()). One rounding to nearest is off by at most 2^-8
+// of the value, so this is the bar (relative RMS) for a chunk state against the fp32 value it was rounded from, and
+// for two chunk states rounded from fp32 values that agree up to the order of their sums (they land on the same or on
+// neighbouring bf16 values). The fp32 states (ht, dh0, fin) keep their own bars.
+constexpr double kOneBf16Rounding = 1.0 / 256;
 
 bool all_finite(const std::vector<float>& x) {
   for (float v : x)
@@ -120,13 +127,16 @@ TEST_P(CudaVsReference, EveryOutputAndGradient) {
   auto dev = make_cuda_device(0);
   auto kern = make_cuda_kernels();
   ASSERT_EQ(kern->act_dtype(), DType::bf16);
+  ASSERT_EQ(kern->chunk_state_type(), DType::bf16);
   const size_t QK = s.qk_elems(), V = s.v_elems(), S = s.state_elems();
   DeviceInputs in(*dev, s, x);
   Buffer &q = in.q, &k = in.k, &v = in.v, &g = in.g, &d_o = in.d_o, &h0 = in.h0, &dht = in.dht;
   Buffer o(*dev, V * 2), dq(*dev, QK * 2), dk(*dev, QK * 2), dv(*dev, V * 2), dg(*dev, QK * 2);
   Buffer ht(*dev, S * 4), dh0(*dev, S * 4);
 
-  GlaWorkspace ws(*dev, s);
+  GlaWorkspace ws(*dev, *kern, s);
+  ASSERT_EQ(ws.hs.bytes(), s.chunk_state_elems() * 2);
+  ASSERT_EQ(ws.dhs.bytes(), s.chunk_state_elems() * 2);
   for (Buffer* b : {&o, &dq, &dk, &dv, &dg, &ht, &dh0, &ws.gc, &ws.lambda, &ws.hs, &ws.ht, &ws.dhs}) poison(*b);
   dev->synchronize();  // the memsets ran on the legacy stream; the compute stream does not wait for it
 
@@ -250,16 +260,17 @@ TEST(CudaHelpers, LateStateCorrectionsMatchCpu) {
     cpu->output_add_initial(s, q.data(), gc.data(), S_in.data(), o_cpu.data(), {});
     EXPECT_LT(rel_rms_error(o_cpu, fetch(*dev, od, DType::bf16, V), V), 4e-3) << "output_add_initial";
 
-    // states_add_initial, with and without ht
+    // states_add_initial, with and without ht: hs bf16 (read, added in fp32, rounded once), ht fp32
     for (bool edge : {true, false}) {
-      const std::vector<float> hs0 = randn_vec(CS, 7), e0 = randn_vec(S, 8);
-      Buffer hsd(*dev, CS * 4), ed(*dev, S * 4);
-      dev->upload(hsd.get(), hs0.data(), CS * 4);
+      const std::vector<float> hs0 = bf16_rounded(randn_vec(CS, 7)), e0 = randn_vec(S, 8);
+      Buffer hsd(*dev, CS * 2), ed(*dev, S * 4);
+      dev->upload_as(hsd.get(), DType::bf16, hs0.data(), CS);
       dev->upload(ed.get(), e0.data(), S * 4);
       std::vector<float> hs_cpu = hs0, e_cpu = e0;
-      gpu->states_add_initial(s, gcd.f32(), Sd.f32(), hsd.f32(), edge ? ed.f32() : nullptr, dev->compute_stream());
+      gpu->states_add_initial(s, gcd.f32(), Sd.f32(), hsd.get(), edge ? ed.f32() : nullptr, dev->compute_stream());
       cpu->states_add_initial(s, gc.data(), S_in.data(), hs_cpu.data(), edge ? e_cpu.data() : nullptr, {});
-      EXPECT_LT(rel_rms_error(hs_cpu, fetch(*dev, hsd, DType::f32, CS), CS), 1e-5) << "states_add_initial";
+      EXPECT_LT(rel_rms_error(hs_cpu, fetch(*dev, hsd, DType::bf16, CS), CS), kOneBf16Rounding)
+          << "states_add_initial";
       EXPECT_LT(rel_rms_error(e_cpu, fetch(*dev, ed, DType::f32, S), S), 1e-5) << "states_add_initial ht";
     }
   }
@@ -373,7 +384,7 @@ TEST(CudaBoundaryState, EqualsTheRecurrencesEnd) {
     Buffer &q = in.q, &k = in.k, &v = in.v, &g = in.g, &d_o = in.d_o;
     Buffer ht(*dev, S * 4), dh0(*dev, S * 4), ht_rec(*dev, S * 4), dh0_rec(*dev, S * 4);
     Buffer gc_b(*dev, QK * 4), lam_b(*dev, s.state_rows() * 4);
-    GlaWorkspace ws(*dev, s);
+    GlaWorkspace ws(*dev, *kern, s);
     for (Buffer* b : {&ht, &dh0, &ht_rec, &dh0_rec, &gc_b, &lam_b}) poison(*b);
     dev->synchronize();
     const Stream st = dev->compute_stream();
@@ -429,8 +440,8 @@ TEST(CudaStatesBySpans, EqualTheSequentialWalk) {
     // [0] sequential, [1] by spans, [2] after the boundary calls, [3] the stale case (forward only)
     std::vector<std::unique_ptr<Buffer>> hs, ht, dhs, dh0;
     for (int m = 0; m < 4; ++m) {
-      hs.push_back(std::make_unique<Buffer>(*dev, HS * 4)), ht.push_back(std::make_unique<Buffer>(*dev, S * 4));
-      dhs.push_back(std::make_unique<Buffer>(*dev, HS * 4)), dh0.push_back(std::make_unique<Buffer>(*dev, S * 4));
+      hs.push_back(std::make_unique<Buffer>(*dev, HS * 2)), ht.push_back(std::make_unique<Buffer>(*dev, S * 4));
+      dhs.push_back(std::make_unique<Buffer>(*dev, HS * 2)), dh0.push_back(std::make_unique<Buffer>(*dev, S * 4));
       for (Buffer* b : {hs[m].get(), ht[m].get(), dhs[m].get(), dh0[m].get()}) poison(*b);
     }
     dev->synchronize();
@@ -438,42 +449,42 @@ TEST(CudaStatesBySpans, EqualTheSequentialWalk) {
       gla_cuda::set_states_variant(m == 0 ? 1 : 0);
       if (m == 2) {
         kern->chunk_final_state(s, k.get(), v.get(), g.get(), gc2.f32(), fin.f32(), nullptr, st);
-        kern->chunk_states_fwd_after_boundary(s, k.get(), v.get(), gc.f32(), h0.f32(), hs[m]->f32(), ht[m]->f32(), st);
+        kern->chunk_states_fwd_after_boundary(s, k.get(), v.get(), gc.f32(), h0.f32(), hs[m]->get(), ht[m]->f32(), st);
         kern->chunk_initial_dstate(s, q.get(), d_o.get(), g.get(), gc.f32(), fin.f32(), st);
-        kern->chunk_states_bwd_after_boundary(s, q.get(), d_o.get(), gc.f32(), dht.f32(), dhs[m]->f32(),
+        kern->chunk_states_bwd_after_boundary(s, q.get(), d_o.get(), gc.f32(), dht.f32(), dhs[m]->get(),
                                               dh0[m]->f32(), st);
       } else {
-        kern->chunk_states_fwd(s, k.get(), v.get(), gc.f32(), h0.f32(), hs[m]->f32(), ht[m]->f32(), st);
-        kern->chunk_states_bwd(s, q.get(), d_o.get(), gc.f32(), dht.f32(), dhs[m]->f32(), dh0[m]->f32(), st);
+        kern->chunk_states_fwd(s, k.get(), v.get(), gc.f32(), h0.f32(), hs[m]->get(), ht[m]->f32(), st);
+        kern->chunk_states_bwd(s, q.get(), d_o.get(), gc.f32(), dht.f32(), dhs[m]->get(), dh0[m]->f32(), st);
       }
     }
     gla_cuda::set_states_variant(0);
     dev->fill_zero(kz.get(), QK * 2, st);
     kern->chunk_final_state(s, kz.get(), v.get(), g.get(), gc2.f32(), fin.f32(), nullptr, st);
     dev->copy(kz.get(), k.get(), QK * 2, st);
-    kern->chunk_states_fwd_after_boundary(s, kz.get(), v.get(), gc.f32(), h0.f32(), hs[3]->f32(), ht[3]->f32(), st);
+    kern->chunk_states_fwd_after_boundary(s, kz.get(), v.get(), gc.f32(), h0.f32(), hs[3]->get(), ht[3]->f32(), st);
     dev->synchronize();
-    const std::vector<float> HS0 = fetch(*dev, *hs[0], DType::f32, HS), HT0 = fetch(*dev, *ht[0], DType::f32, S);
-    const std::vector<float> DHS0 = fetch(*dev, *dhs[0], DType::f32, HS), DH00 = fetch(*dev, *dh0[0], DType::f32, S);
+    const std::vector<float> HS0 = fetch(*dev, *hs[0], DType::bf16, HS), HT0 = fetch(*dev, *ht[0], DType::f32, S);
+    const std::vector<float> DHS0 = fetch(*dev, *dhs[0], DType::bf16, HS), DH00 = fetch(*dev, *dh0[0], DType::f32, S);
     for (int m = 1; m < 3; ++m) {
-      const std::vector<float> HSm = fetch(*dev, *hs[m], DType::f32, HS), HTm = fetch(*dev, *ht[m], DType::f32, S);
-      const std::vector<float> DHSm = fetch(*dev, *dhs[m], DType::f32, HS);
+      const std::vector<float> HSm = fetch(*dev, *hs[m], DType::bf16, HS), HTm = fetch(*dev, *ht[m], DType::f32, S);
+      const std::vector<float> DHSm = fetch(*dev, *dhs[m], DType::bf16, HS);
       const std::vector<float> DH0m = fetch(*dev, *dh0[m], DType::f32, S);
       const char* w = m == 1 ? "by spans" : "after the boundary";
       for (auto* t : {&HSm, &HTm, &DHSm, &DH0m}) EXPECT_TRUE(all_finite(*t)) << w << ": NaN or unwritten element";
       const double e[4] = {rel_rms_error(HS0, HSm, HS), rel_rms_error(HT0, HTm, S), rel_rms_error(DHS0, DHSm, HS),
                            rel_rms_error(DH00, DH0m, S)};
-      EXPECT_LT(e[0], 1e-5) << w << ": hs";
+      EXPECT_LT(e[0], kOneBf16Rounding) << w << ": hs";  // bf16, rounded from sums in another order
       EXPECT_LT(e[1], 1e-5) << w << ": ht";
-      EXPECT_LT(e[2], 1e-5) << w << ": dhs";
+      EXPECT_LT(e[2], kOneBf16Rounding) << w << ": dhs";
       EXPECT_LT(e[3], 1e-5) << w << ": dh0";
       std::printf("[ errors ] CudaStatesBySpans B%d T%d H%d dk%d dv%d %s: hs %.2e ht %.2e dhs %.2e dh0 %.2e\n", s.B,
                   s.T, s.H, s.dk, s.dv, w, e[0], e[1], e[2], e[3]);
     }
     const gla_cuda::Dims d{s.B, s.T, s.H, s.dk, s.dv, s.chunks(), s.scale()};
-    const double e_stale = rel_rms_error(HS0, fetch(*dev, *hs[3], DType::f32, HS), HS);
+    const double e_stale = rel_rms_error(HS0, fetch(*dev, *hs[3], DType::bf16, HS), HS);
     if (gla_cuda::states_reuse_boundary(d)) EXPECT_GT(e_stale, 1e-3) << "the reduction was not reused";
-    else EXPECT_LT(e_stale, 1e-5) << "no reuse at this shape, yet hs changed";
+    else EXPECT_LT(e_stale, kOneBf16Rounding) << "no reuse at this shape, yet hs changed";
   }
 }
 
@@ -500,18 +511,18 @@ TEST(CudaStatesArriving, EqualTheStatesAfterTheBoundary) {
     const size_t QK = s.qk_elems(), S = s.state_elems(), HS = s.chunk_state_elems();
     DeviceInputs in(*dev, s, x);
     Buffer gc(*dev, QK * 4), gc2(*dev, QK * 4), fin(*dev, S * 4);
-    Buffer hs0(*dev, HS * 4), ht0(*dev, S * 4), dhs0(*dev, HS * 4), dh00(*dev, S * 4);
-    Buffer hs(*dev, HS * 4), ht(*dev, S * 4), dhs(*dev, HS * 4), dh0(*dev, S * 4);
+    Buffer hs0(*dev, HS * 2), ht0(*dev, S * 4), dhs0(*dev, HS * 2), dh00(*dev, S * 4);  // hs, dhs: bf16
+    Buffer hs(*dev, HS * 2), ht(*dev, S * 4), dhs(*dev, HS * 2), dh0(*dev, S * 4);
     const Stream st = dev->compute_stream(), other = dev->comm_stream();
     kern->chunk_cumsum(s, in.g.get(), gc.f32(), nullptr, st);
     kern->chunk_final_state(s, in.k.get(), in.v.get(), in.g.get(), gc2.f32(), fin.f32(), nullptr, st);
-    kern->chunk_states_fwd_after_boundary(s, in.k.get(), in.v.get(), gc.f32(), in.h0.f32(), hs0.f32(), ht0.f32(), st);
+    kern->chunk_states_fwd_after_boundary(s, in.k.get(), in.v.get(), gc.f32(), in.h0.f32(), hs0.get(), ht0.f32(), st);
     kern->chunk_initial_dstate(s, in.q.get(), in.d_o.get(), in.g.get(), gc.f32(), fin.f32(), st);
-    kern->chunk_states_bwd_after_boundary(s, in.q.get(), in.d_o.get(), gc.f32(), in.dht.f32(), dhs0.f32(), dh00.f32(),
+    kern->chunk_states_bwd_after_boundary(s, in.q.get(), in.d_o.get(), gc.f32(), in.dht.f32(), dhs0.get(), dh00.f32(),
                                           st);
     dev->synchronize();
-    const std::vector<float> HS0 = fetch(*dev, hs0, DType::f32, HS), HT0 = fetch(*dev, ht0, DType::f32, S);
-    const std::vector<float> DHS0 = fetch(*dev, dhs0, DType::f32, HS), DH00 = fetch(*dev, dh00, DType::f32, S);
+    const std::vector<float> HS0 = fetch(*dev, hs0, DType::bf16, HS), HT0 = fetch(*dev, ht0, DType::f32, S);
+    const std::vector<float> DHS0 = fetch(*dev, dhs0, DType::bf16, HS), DH00 = fetch(*dev, dh00, DType::f32, S);
     // when: -1 before, -2 never, else the delay in microseconds
     for (double when : {-1.0, -2.0, 20.0, 120.0, 250.0, 400.0, 900.0}) {
       const std::string w = when == -1 ? "before" : when == -2 ? "never" : "after " + std::to_string(int(when)) + " us";
@@ -528,23 +539,25 @@ TEST(CudaStatesArriving, EqualTheStatesAfterTheBoundary) {
       GlaKernels::ArrivingState fwd{in.h0.f32(), word, epoch}, bwd{in.dht.f32(), word + 1, epoch};
       if (when >= 0) gla_cuda::launch_signal_after(word, epoch, when, static_cast<cudaStream_t>(other.handle));
       kern->chunk_final_state(s, in.k.get(), in.v.get(), in.g.get(), gc2.f32(), fin.f32(), nullptr, st);
-      kern->chunk_states_fwd_arriving(s, in.k.get(), in.v.get(), gc.f32(), fwd, hs.f32(), ht.f32(), st);
+      kern->chunk_states_fwd_arriving(s, in.k.get(), in.v.get(), gc.f32(), fwd, hs.get(), ht.f32(), st);
       dev->synchronize();
-      kern->chunk_states_settle(s, false, gc.f32(), fwd, hs.f32(), ht.f32(), st);
+      kern->chunk_states_settle(s, false, gc.f32(), fwd, hs.get(), ht.f32(), st);
       if (when >= 0) gla_cuda::launch_signal_after(word + 1, epoch, when, static_cast<cudaStream_t>(other.handle));
       kern->chunk_initial_dstate(s, in.q.get(), in.d_o.get(), in.g.get(), gc.f32(), fin.f32(), st);
-      kern->chunk_states_bwd_arriving(s, in.q.get(), in.d_o.get(), gc.f32(), bwd, dhs.f32(), dh0.f32(), st);
+      kern->chunk_states_bwd_arriving(s, in.q.get(), in.d_o.get(), gc.f32(), bwd, dhs.get(), dh0.f32(), st);
       dev->synchronize();
-      kern->chunk_states_settle(s, true, gc.f32(), bwd, dhs.f32(), dh0.f32(), st);
+      kern->chunk_states_settle(s, true, gc.f32(), bwd, dhs.get(), dh0.f32(), st);
       dev->synchronize();
-      const std::vector<float> HSw = fetch(*dev, hs, DType::f32, HS), HTw = fetch(*dev, ht, DType::f32, S);
-      const std::vector<float> DHSw = fetch(*dev, dhs, DType::f32, HS), DH0w = fetch(*dev, dh0, DType::f32, S);
+      const std::vector<float> HSw = fetch(*dev, hs, DType::bf16, HS), HTw = fetch(*dev, ht, DType::f32, S);
+      const std::vector<float> DHSw = fetch(*dev, dhs, DType::bf16, HS), DH0w = fetch(*dev, dh0, DType::f32, S);
       for (auto* t : {&HSw, &HTw, &DHSw, &DH0w}) EXPECT_TRUE(all_finite(*t)) << w << ": NaN or unwritten element";
       const double e[4] = {rel_rms_error(HS0, HSw, HS), rel_rms_error(HT0, HTw, S), rel_rms_error(DHS0, DHSw, HS),
                            rel_rms_error(DH00, DH0w, S)};
-      EXPECT_LT(e[0], 1e-5) << w << ": hs";
+      // A state stored before the late share came is rounded twice (its zero-start value, then the sum): two bf16
+      // roundings against one.
+      EXPECT_LT(e[0], 2 * kOneBf16Rounding) << w << ": hs";
       EXPECT_LT(e[1], 1e-5) << w << ": ht";
-      EXPECT_LT(e[2], 1e-5) << w << ": dhs";
+      EXPECT_LT(e[2], 2 * kOneBf16Rounding) << w << ": dhs";
       EXPECT_LT(e[3], 1e-5) << w << ": dh0";
       std::printf("[ errors ] CudaStatesArriving B%d T%d H%d dk%d dv%d %s: hs %.2e ht %.2e dhs %.2e dh0 %.2e\n", s.B,
                   s.T, s.H, s.dk, s.dv, w.c_str(), e[0], e[1], e[2], e[3]);
@@ -578,14 +591,14 @@ TEST(CudaPairRanges, InterleavedGroupsEqualTheWholeShape) {
       Buffer gc, lambda, fin, hs, ht, o, dfin, dhs, dh0, dq, dk, dv, dg;
       Out(Device& d, const GlaShape& s)
           : gc(d, s.qk_elems() * 4), lambda(d, s.state_rows() * 4), fin(d, s.state_elems() * 4),
-            hs(d, s.chunk_state_elems() * 4), ht(d, s.state_elems() * 4), o(d, s.v_elems() * 2),
-            dfin(d, s.state_elems() * 4), dhs(d, s.chunk_state_elems() * 4), dh0(d, s.state_elems() * 4),
+            hs(d, s.chunk_state_elems() * 2), ht(d, s.state_elems() * 4), o(d, s.v_elems() * 2),
+            dfin(d, s.state_elems() * 4), dhs(d, s.chunk_state_elems() * 2), dh0(d, s.state_elems() * 4),
             dq(d, s.qk_elems() * 2), dk(d, s.qk_elems() * 2), dv(d, s.v_elems() * 2), dg(d, s.qk_elems() * 2) {
         for (Buffer* b : {&gc, &lambda, &fin, &hs, &ht, &o, &dfin, &dhs, &dh0, &dq, &dk, &dv, &dg}) poison(*b);
       }
     };
     Out whole(*dev, s), parts(*dev, s);
-    Buffer gc2(*dev, QK * 4), kz(*dev, QK * 2), hs_stale(*dev, HS * 4), ht_stale(*dev, S * 4);
+    Buffer gc2(*dev, QK * 4), kz(*dev, QK * 2), hs_stale(*dev, HS * 2), ht_stale(*dev, S * 4);
     dev->synchronize();
     for (Out* r : {&whole, &parts}) {
       const std::vector<GlaShape> run = r == &whole ? std::vector<GlaShape>{s} : groups;
@@ -593,16 +606,16 @@ TEST(CudaPairRanges, InterleavedGroupsEqualTheWholeShape) {
       for (const GlaShape& p : run)
         kern->chunk_final_state(p, k.get(), v.get(), g.get(), gc2.f32(), r->fin.f32(), r->lambda.f32(), st);
       for (const GlaShape& p : run) {
-        kern->chunk_states_fwd_after_boundary(p, k.get(), v.get(), r->gc.f32(), h0.f32(), r->hs.f32(), r->ht.f32(),
+        kern->chunk_states_fwd_after_boundary(p, k.get(), v.get(), r->gc.f32(), h0.f32(), r->hs.get(), r->ht.f32(),
                                               st);
-        kern->chunk_output(p, q.get(), k.get(), v.get(), r->gc.f32(), r->hs.f32(), r->o.get(), st);
+        kern->chunk_output(p, q.get(), k.get(), v.get(), r->gc.f32(), r->hs.get(), r->o.get(), st);
       }
       for (auto p = run.rbegin(); p != run.rend(); ++p)
         kern->chunk_initial_dstate(*p, q.get(), d_o.get(), g.get(), r->gc.f32(), r->dfin.f32(), st);
       for (auto p = run.rbegin(); p != run.rend(); ++p) {
-        kern->chunk_states_bwd_after_boundary(*p, q.get(), d_o.get(), r->gc.f32(), dht.f32(), r->dhs.f32(),
+        kern->chunk_states_bwd_after_boundary(*p, q.get(), d_o.get(), r->gc.f32(), dht.f32(), r->dhs.get(),
                                               r->dh0.f32(), st);
-        kern->chunk_grads(*p, q.get(), k.get(), v.get(), r->gc.f32(), r->hs.f32(), r->ht.f32(), r->dhs.f32(),
+        kern->chunk_grads(*p, q.get(), k.get(), v.get(), r->gc.f32(), r->hs.get(), r->ht.f32(), r->dhs.get(),
                           d_o.get(), r->dq.get(), r->dk.get(), r->dv.get(), r->dg.get(), st);
       }
     }
@@ -610,7 +623,7 @@ TEST(CudaPairRanges, InterleavedGroupsEqualTheWholeShape) {
     for (const GlaShape& p : groups)
       kern->chunk_final_state(p, kz.get(), v.get(), g.get(), gc2.f32(), ht_stale.f32(), nullptr, st);
     dev->copy(kz.get(), k.get(), QK * 2, st);
-    kern->chunk_states_fwd_after_boundary(groups[0], kz.get(), v.get(), whole.gc.f32(), h0.f32(), hs_stale.f32(),
+    kern->chunk_states_fwd_after_boundary(groups[0], kz.get(), v.get(), whole.gc.f32(), h0.f32(), hs_stale.get(),
                                           ht_stale.f32(), st);
     dev->synchronize();
     const struct {
@@ -620,9 +633,9 @@ TEST(CudaPairRanges, InterleavedGroupsEqualTheWholeShape) {
       size_t n;
       double bar;
     } outs[] = {{"gc", &Out::gc, DType::f32, QK, 0},          {"lambda", &Out::lambda, DType::f32, s.state_rows(), 1e-6},
-                {"fin", &Out::fin, DType::f32, S, 1e-5},       {"hs", &Out::hs, DType::f32, HS, 1e-5},
+                {"fin", &Out::fin, DType::f32, S, 1e-5},       {"hs", &Out::hs, DType::bf16, HS, kOneBf16Rounding},
                 {"ht", &Out::ht, DType::f32, S, 1e-5},         {"o", &Out::o, DType::bf16, V, 1e-4},
-                {"dfin", &Out::dfin, DType::f32, S, 1e-5},     {"dhs", &Out::dhs, DType::f32, HS, 1e-5},
+                {"dfin", &Out::dfin, DType::f32, S, 1e-5},     {"dhs", &Out::dhs, DType::bf16, HS, kOneBf16Rounding},
                 {"dh0", &Out::dh0, DType::f32, S, 1e-5},       {"dq", &Out::dq, DType::bf16, QK, 1e-4},
                 {"dk", &Out::dk, DType::bf16, QK, 1e-4},       {"dv", &Out::dv, DType::bf16, V, 1e-4},
                 {"dg", &Out::dg, DType::bf16, QK, 1e-4}};
@@ -634,11 +647,12 @@ TEST(CudaPairRanges, InterleavedGroupsEqualTheWholeShape) {
       else EXPECT_LT(e, t.bar) << t.name;
     }
     const size_t hs0 = size_t(n0) * s.chunks() * s.dk * s.dv;  // group 0's chunk states: the first pairs
-    const std::vector<float> HSW = fetch(*dev, whole.hs, DType::f32, hs0), HSS = fetch(*dev, hs_stale, DType::f32, hs0);
+    const std::vector<float> HSW = fetch(*dev, whole.hs, DType::bf16, hs0);
+    const std::vector<float> HSS = fetch(*dev, hs_stale, DType::bf16, hs0);
     const double e_stale = rel_rms_error(HSW, HSS, hs0);
     const gla_cuda::Dims d0{s.B, s.T, s.H, s.dk, s.dv, s.chunks(), s.scale(), 0, n0};
     if (gla_cuda::states_reuse_boundary(d0)) EXPECT_GT(e_stale, 1e-3) << "group 0's reduction was not reused";
-    else EXPECT_LT(e_stale, 1e-5) << "no reuse at this shape, yet hs changed";
+    else EXPECT_LT(e_stale, kOneBf16Rounding) << "no reuse at this shape, yet hs changed";
   }
 }
 
@@ -667,7 +681,7 @@ TEST(CudaGradsAtARowStride, EqualTheDenseGradientsBitForBit) {
     const HostTensors x = generate_inputs(s, 77 + s.T, GateKind::strong, true, true);
     const size_t QK = s.qk_elems(), V = s.v_elems(), rows = size_t(s.B) * s.T;
     DeviceInputs in(*dev, s, x);
-    GlaWorkspace ws(*dev, s);
+    GlaWorkspace ws(*dev, *kern, s);
     Buffer o(*dev, V * 2), ht(*dev, s.state_elems() * 4), dq(*dev, QK * 2), dk(*dev, QK * 2), dv(*dev, V * 2),
         dg(*dev, QK * 2), dg2(*dev, QK * 2), m(*dev, rows * ld * 2);
     const Stream st = dev->compute_stream();
@@ -713,12 +727,12 @@ TEST(CudaIntraTiles, EqualOneTilePerBlockBitForBit) {
     const size_t QK = s.qk_elems(), V = s.v_elems(), S = s.state_elems(), HS = s.chunk_state_elems();
     DeviceInputs in(*dev, s, x);
     Buffer &q = in.q, &k = in.k, &v = in.v, &g = in.g, &d_o = in.d_o, &h0 = in.h0, &dht = in.dht;
-    Buffer gc(*dev, QK * 4), fin(*dev, S * 4), hs(*dev, HS * 4), dhs(*dev, HS * 4);
+    Buffer gc(*dev, QK * 4), fin(*dev, S * 4), hs(*dev, HS * 2), dhs(*dev, HS * 2);  // hs, dhs: bf16
     Buffer o1(*dev, V * 2), dv1(*dev, V * 2), o2(*dev, V * 2), dv2(*dev, V * 2);
     const Stream st = dev->compute_stream();
     kern->chunk_cumsum(s, g.get(), gc.f32(), nullptr, st);
-    kern->chunk_states_fwd(s, k.get(), v.get(), gc.f32(), h0.f32(), hs.f32(), fin.f32(), st);
-    kern->chunk_states_bwd(s, q.get(), d_o.get(), gc.f32(), dht.f32(), dhs.f32(), fin.f32(), st);
+    kern->chunk_states_fwd(s, k.get(), v.get(), gc.f32(), h0.f32(), hs.get(), fin.f32(), st);
+    kern->chunk_states_bwd(s, q.get(), d_o.get(), gc.f32(), dht.f32(), dhs.get(), fin.f32(), st);
     dev->synchronize();
     const gla_cuda::Dims d{s.B, s.T, s.H, s.dk, s.dv, s.chunks(), s.scale()};
     using bf16 = __nv_bfloat16;
@@ -727,11 +741,11 @@ TEST(CudaIntraTiles, EqualOneTilePerBlockBitForBit) {
       gla_cuda::set_intra_variant(variant);
       gla_cuda::set_intra_tiles(tiles);
       gla_cuda::launch_output(d, static_cast<const bf16*>(q.get()), static_cast<const bf16*>(k.get()),
-                              static_cast<const bf16*>(v.get()), gc.f32(), hs.f32(), static_cast<bf16*>(o.get()),
-                              nullptr, bv);
+                              static_cast<const bf16*>(v.get()), gc.f32(), static_cast<const bf16*>(hs.get()),
+                              static_cast<bf16*>(o.get()), nullptr, bv);
       gla_cuda::launch_dv(d, static_cast<const bf16*>(q.get()), static_cast<const bf16*>(k.get()),
-                          static_cast<const bf16*>(d_o.get()), gc.f32(), dhs.f32(), static_cast<bf16*>(dv.get()),
-                          nullptr, bv);
+                          static_cast<const bf16*>(d_o.get()), gc.f32(), static_cast<const bf16*>(dhs.get()),
+                          static_cast<bf16*>(dv.get()), nullptr, bv);
       gla_cuda::set_intra_tiles(0);
       gla_cuda::set_intra_variant(0);
       SPB_CUDA(cudaDeviceSynchronize());
