@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "kernels/gla.h"
 #include "runtime/collective_errors.h"
 #include "runtime/csv.h"
 #include "runtime/error.h"
@@ -246,8 +247,8 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
   // Memory: the model's own tensors plus the SP methods' chunk states (hs and dhs per block, or one block's with
   // --recompute=all), against what the device has free; every rank agrees before any allocation.
   const GlaShape local = sp.local;
-  const size_t method_bytes = 2 * local.chunk_state_elems() * dtype_size(rt->kern->chunk_state_type()) *
-                              size_t(recompute == Recompute::all ? 1 : mc.layers);
+  const size_t method_bytes =
+      2 * chunk_state_bytes(*rt->kern, local) * size_t(recompute == Recompute::all ? 1 : mc.layers);
   const size_t model_bytes = GlaModel::device_bytes(mc, o.batch, L, act, recompute, o.shard_optimizer ? P : 1);
   const double need_gib = double(model_bytes + method_bytes) / double(1ull << 30);
   const double free_gib = boot.min(double(dev.free_memory_bytes()) / double(1ull << 30));

@@ -6,6 +6,11 @@
 
 namespace spb {
 
+// Bytes of one chunk-state tensor (hs or dhs) of shape s in kern.chunk_state_type().
+inline size_t chunk_state_bytes(const GlaKernels& kern, const GlaShape& s) {
+  return s.chunk_state_elems() * dtype_size(kern.chunk_state_type());
+}
+
 // The intermediates of one GLA call for the kernels `kern`: gc, lambda and ht fp32, the chunk states hs and dhs in
 // kern.chunk_state_type(); reused across calls of the same shape with the same kernels.
 struct GlaWorkspace {
@@ -15,9 +20,9 @@ struct GlaWorkspace {
       : shape(s),
         gc(dev, s.qk_elems() * 4),
         lambda(dev, s.state_rows() * 4),
-        hs(dev, s.chunk_state_elems() * dtype_size(kern.chunk_state_type())),
+        hs(dev, chunk_state_bytes(kern, s)),
         ht(dev, s.state_elems() * 4),
-        dhs(dev, s.chunk_state_elems() * dtype_size(kern.chunk_state_type())) {}
+        dhs(dev, chunk_state_bytes(kern, s)) {}
 };
 
 // o and ht (nullable) from q, k, v, g and h0 (nullable: zero). Leaves gc, lambda, hs and ht in the workspace.

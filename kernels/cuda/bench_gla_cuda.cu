@@ -78,10 +78,10 @@ double flops_of(const GlaShape& s, bool bwd) {
   return n * (bwd ? 3 * states + output + grads : states + output);
 }
 // Bytes: each stage reads each of its inputs once and writes each output once (bf16 activations, fp32 gc and
-// boundary states, the chunk states hs / dhs at hs_elem bytes an element: the kernels' chunk_state_type(), bf16).
-double bytes_of(const GlaShape& s, bool bwd, size_t hs_elem) {
+// boundary states, the chunk states hs / dhs of HS bytes each: chunk_state_bytes, in the kernels' chunk_state_type()).
+double bytes_of(const GlaShape& s, bool bwd, double HS) {
   const double TD = double(s.B) * s.T * s.H * s.dk, TE = double(s.B) * s.T * s.H * s.dv;
-  const double HS = double(s.chunk_state_elems()) * hs_elem, ST = double(s.state_elems()) * 4;
+  const double ST = double(s.state_elems()) * 4;
   const double cumsum = 2 * TD + 4 * TD;
   const double states_fwd = 2 * TD + 2 * TE + 4 * TD + HS + ST;
   const double output = 4 * TD + 2 * TE + 4 * TD + HS + 2 * TE;
@@ -257,7 +257,7 @@ void bm_gla(benchmark::State& state, Problem* p, bool bwd) {
   r.pass = bwd ? "fwd_bwd" : "fwd";
   r.t = summarize(ms);
   r.flops = flops_of(p->s, bwd);
-  r.bytes = bytes_of(p->s, bwd, dtype_size(g_kern->chunk_state_type()));
+  r.bytes = bytes_of(p->s, bwd, double(chunk_state_bytes(*g_kern, p->s)));
   r.target = bwd ? p->bs.target_fwd_bwd_ms : p->bs.target_fwd_ms;
   // The check: this run's outputs, head 0, against the fp64 reference.
   const GlaReferenceResult& ref = p->ref.get();
@@ -351,7 +351,7 @@ void print_breakdown(Problem& p) {
   auto q = static_cast<const bf16*>(p.q.get()), k = static_cast<const bf16*>(p.k.get());
   auto v = static_cast<const bf16*>(p.v.get()), d_o = static_cast<const bf16*>(p.d_o.get());
   const double TD = double(s.B) * s.T * s.H * s.dk, TE = double(s.B) * s.T * s.H * s.dv;
-  const double HS = double(s.chunk_state_elems()) * dtype_size(g_kern->chunk_state_type());
+  const double HS = double(chunk_state_bytes(*g_kern, s));
   const auto* hs_b = static_cast<const bf16*>(ws.hs.get());  // (chunk_state_type(): bf16)
   const auto* dhs_b = static_cast<const bf16*>(ws.dhs.get());
   size_t bscratch_elems = gla_cuda::boundary_scratch_elems(d);  // the largest plan of the boundary variants

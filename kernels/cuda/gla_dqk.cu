@@ -22,6 +22,8 @@
 //   operand of the dq product (k-permutation, see gla_cuda_common.cuh); dk needs dA^T, read from shared memory.
 //   The diagonal blocks fall back to exact element-wise sums when the in-sub-chunk decay exceeds kMaxSubchunkDecay.
 // - dg: the reverse cumsum runs on the accumulator fragments (warp shuffles, then the totals of later warps).
+#include <algorithm>
+
 #include "runtime/cuda_check.h"
 #include "kernels/cuda/gla_cuda_common.cuh"
 #include "kernels/cuda/gla_cuda_internal.h"
@@ -40,20 +42,19 @@ constexpr int kDqkThreads = 128;
 // The variant is the prefetch distance AHEAD: 1 (one slice in flight), 2, or 3 (the default).
 constexpr int kDqkDefaultVariant = 3;
 constexpr int DJS = 16;  // the dv slice of phase 1
-constexpr int DSS = DJS + 8;  // stride of the slice buffers (bf16 and fp32): pair / float2 reads conflict-free
+constexpr int DSS = DJS + 8;  // bf16 stride of the slice buffers: 32-bit pair reads at (row g, col 2t) conflict-free
 // Shared memory: a ring of NS slots, then misc. Phase 1 streams nsl dv slices through the slots, load i in slot
 // i % NS, and after them two more loads: q and k (one slot), gc (the next); so phase 1 has every slot for its slices,
 // and up to 3 of them in flight. Phase 2 puts dA and the exact-term slots in the slots of the last two slices, and
 // the output tiles in slots 0 and 1 once q, k and gc are read. 74 KB: 3 blocks per SM (<= 168 registers).
 struct DqkLayout {
   static constexpr int NS = 4;
-  // A slice's dO, V, H0, dH (bf16 each) take half a slot: its size is what phase 2's q and k take.
-  static constexpr size_t slot = size_t(kC) * DSS * (2 + 2 + 4 + 4);
-  static_assert(size_t(kC) * DSS * 2 * 4 <= slot, "a slice's four bf16 tiles fit a slot");
+  // What a slot holds in turn: a slice's dO, V, H0, dH (bf16 each); q and k; gc; dA.
+  static constexpr size_t slice = size_t(kC) * DSS * 2 * 4, qk = size_t(2) * kC * drs<kMaxDit>() * 2,
+                          gcb = size_t(kC) * dgr<kMaxDit>() * 4, dA = size_t(kC) * DAS * 4;
+  static constexpr size_t slot = std::max({slice, qk, gcb, dA});
   static constexpr size_t misc = NS * slot;
   static constexpr size_t total = misc + size_t(64) * 9 * 4;  // rowsum[64], colsum[4][64], totals[4][64]
-  static_assert(size_t(2) * kC * drs<kMaxDit>() * 2 <= slot, "q and k share a slot");
-  static_assert(size_t(kC) * dgr<kMaxDit>() * 4 <= slot && size_t(kC) * DAS * 4 <= slot, "gc, dA: a slot each");
 };
 
 struct DqkParams {
