@@ -201,13 +201,14 @@ TEST(ModelSp, DenseGradientsOnlyWhereTheMethodWritesThem) {
 // summed after the backward or beside it, and with --recompute (whose buffers the next block's backward makes
 // again). A buffer overwritten before the product that reads it is done gives that weight another block's gradient.
 // On a GPU, products running beside the chain can change the order of atomic sums (the norms' weight gradients),
-// and three AdamW steps (an update of about the gradient's sign) turn the last bits of a near-zero gradient into a
-// whole step: the weights get the other schedules' tolerance (an H200 gave 5.4e-5 with --recompute, the first
-// gradients and the losses within 1e-5).
+// and an AdamW step (an update of about the gradient's sign) turns the last bits of a near-zero gradient into a
+// whole step: the first step's gradients and loss are held to 1e-5, the later losses and the weights to the other
+// schedule tests' tolerance (with --recompute two H200s gave 5.4e-5 for the weights and, in one run of three, 3.2e-5
+// for the third step's loss; the first step within 1e-5 in every run).
 TEST(ModelSp, WgradBesideGivesTheSameStep) {
   if (!have_devices()) GTEST_SKIP() << "fewer GPUs than ranks";
   auto rt = make_runtime(*test::boot(), backend());
-  const double tol = gpu() ? 1e-5 : 1e-6, weights_tol = gpu() ? 1e-4 : 1e-6;
+  const double tol = gpu() ? 1e-5 : 1e-6, later_tol = gpu() ? 1e-4 : 1e-6;
   std::vector<GradSum> sums = {GradSum::after_backward};
   if (rt->world() > 1) sums.push_back(GradSum::beside_backward);
   for (const GradSum sum : sums)
@@ -222,8 +223,9 @@ TEST(ModelSp, WgradBesideGivesTheSameStep) {
         EXPECT_LT(e, tol) << what << " gradient of " << t.name;
       }
       for (size_t s = 0; s < inline_.losses.size(); ++s)
-        EXPECT_NEAR(beside.losses[s], inline_.losses[s], tol * inline_.losses[s]) << what << " step " << s + 1;
-      EXPECT_LT(rel_rms(inline_.weights.data(), beside.weights.data(), inline_.weights.size()), weights_tol) << what;
+        EXPECT_NEAR(beside.losses[s], inline_.losses[s], (s == 0 ? tol : later_tol) * inline_.losses[s])
+            << what << " step " << s + 1;
+      EXPECT_LT(rel_rms(inline_.weights.data(), beside.weights.data(), inline_.weights.size()), later_tol) << what;
     }
 }
 
