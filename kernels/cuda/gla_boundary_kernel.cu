@@ -188,7 +188,7 @@ __device__ __forceinline__ void load_raw(bf16* s, const bf16* g, long gstride, i
 // starts 16-byte aligned. The first `in_x` warps stage in the step's raw x tile, which nobody reads during the step
 // (X~ of the step was built from it during the step before; the tile is reloaded after the next step's barrier), the
 // others in `extra` bytes after the layout: 128 x 128 tiles fit beside their 3 stages only so (36 KiB of pieces
-// against 27.6 KiB to spare).
+// against 27.5 KiB to spare).
 template <int BK, int BN, int WM>
 struct StagedStore {
   static constexpr int rows = BK / WM;                 // a warp's rows (MT * 16)
