@@ -213,8 +213,8 @@ struct StagedStore {
 // LATE is a template parameter so that the kernel without it carries no late code: the late branches, dead at run
 // time, cost the plain kernel 3-8 % as a run-time test.
 // STAGED (STORE without LATE, whole tiles, hs 16-byte aligned: launch_store): the chunk's state tile goes to hs
-// through shared memory (StagedStore) and 1-D bulk copies instead of 4-byte stores from the fragments: a warp's
-// 32-row piece costs 16 shared stores per thread and one bulk copy per lane, and the copies run beside the chunk's
+// through shared memory (StagedStore) and 1-D bulk copies instead of 4-byte global stores from the fragments: as
+// many 4-byte shared stores (conflict-free) and one bulk copy per lane, and the copies run beside the chunk's
 // products (each issuing lane waits for their reads before the next step's barrier). LATE stays on the fragment
 // stores: add_late_share reads hs back in global memory.
 template <bool REV, int BK, int BN, int WM, int TS, bool IL, bool BULK, bool RAW = false, bool STORE = false,
