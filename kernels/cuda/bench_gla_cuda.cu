@@ -411,6 +411,17 @@ void print_breakdown(Problem& p) {
                           g_kern->chunk_states_bwd(s, q, d_o, ws.gc.f32(), nullptr, ws.dhs.get(), p.dh0.f32(), st);
                         })});
   }
+  // The states by spans with the STORE kernel's 4-byte stores from the accumulator fragments
+  // (set_states_staged_store(false)) instead of its default staged bulk stores.
+  auto register_stores = [](const std::function<void()>& f) {
+    return with_override([](int on) { gla_cuda::set_states_staged_store(on != 0); }, 0, f, 1);
+  };
+  stages.push_back({"states_fwd, register stores", 6 * TD + 2 * TE + HS, register_stores([&] {
+                      g_kern->chunk_states_fwd(s, k, v, ws.gc.f32(), nullptr, ws.hs.get(), ws.ht.f32(), st);
+                    })});
+  stages.push_back({"states_bwd, register stores", 6 * TD + 2 * TE + HS, register_stores([&] {
+                      g_kern->chunk_states_bwd(s, q, d_o, ws.gc.f32(), nullptr, ws.dhs.get(), p.dh0.f32(), st);
+                    })});
   // Each other variant of the A-matrix (default 4) and dq/dk/dg (default 3: slices 3 ahead) kernels, run alone.
   for (int variant : {1, 2, 3}) {
     const std::string tag = ", variant " + std::to_string(variant);

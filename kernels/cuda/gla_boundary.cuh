@@ -22,6 +22,7 @@ constexpr int kBThreads = 256;
 
 // Shared memory of one block: NS stages of (x tile, y tile, gc tile rewritten in place as X~, the B_n row).
 // RAW: NS stages of (x tile, y tile, bf16 g tile), then two X~ tiles and two B_n rows, alternating by step.
+// (+ the STORE kernel's staged pieces where they do not fit in the x tile: StagedStore, gla_boundary_kernel.cu)
 constexpr size_t layout_stage(int BK, int BN, int TS, bool RAW = false) {
   return RAW ? size_t(TS) * BK * 2 + size_t(TS) * (BN + 8) * 2 + size_t(TS) * BK * 2
              : size_t(TS) * BK * 2 + size_t(TS) * (BN + 8) * 2 + size_t(TS) * (BK + 4) * 4 + size_t(BK) * 4;

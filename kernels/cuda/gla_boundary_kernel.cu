@@ -19,6 +19,7 @@
 //   gla_states.cu's vx / vy / vg).
 #include <cstdlib>
 #ifdef SPB_GLA_EMU
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <tuple>
@@ -70,9 +71,19 @@ __device__ __forceinline__ void bulk_g2s(void* dst, const void* src, uint32_t by
                "l"(src), "r"(bytes), "r"(smem_u32(bar))
                : "memory");
 }
-// Orders this thread's generic-proxy writes to shared memory before later bulk copies (async proxy) into it.
+// Orders this thread's generic-proxy writes to shared memory before later bulk copies (async proxy) into or out of it.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 __device__ __forceinline__ void sync_warp() { __syncwarp(); }
+// 1-D bulk copies shared -> global (STAGED), tracked per issuing thread by bulk async-groups: wait_read returns once
+// every copy this thread committed has read its source, so the source may be rewritten (the global writes complete
+// by the end of the kernel).
+__device__ __forceinline__ void bulk_s2g(void* dst, const void* src, uint32_t bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(smem_u32(src)),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
 #else
 // Emulation: a bulk copy lands when a thread waits on its mbarrier (as cp.async lands at its wait_group), so a read
 // that runs ahead of its wait sees the old contents.
@@ -105,7 +116,33 @@ inline void bulk_g2s(void* dst, const void* src, uint32_t bytes, uint64_t* bar) 
   b.q.emplace_back(dst, std::vector<unsigned char>(s, s + bytes), bar);
 }
 inline void fence_proxy_async() {}
-inline void sync_warp() {}
+inline void sync_warp() { ::emu::ctx().warp->bar.wait(); }  // (a lane may read what another wrote before it)
+// Shared -> global: the source is read when the copy is issued and written to global memory at the issuing thread's
+// wait_read; a source changed in between (a rewrite before the wait) aborts, so a missing wait or barrier shows.
+struct BulkStore {
+  void* dst;
+  const void* src;
+  std::vector<unsigned char> data;
+};
+inline std::vector<BulkStore>& bulk_stores() {
+  thread_local std::vector<BulkStore> q;  // per issuing thread, as the bulk async-groups (each emulated thread is new)
+  return q;
+}
+inline void bulk_s2g(void* dst, const void* src, uint32_t bytes) {
+  const auto* s = static_cast<const unsigned char*>(src);
+  bulk_stores().push_back({dst, src, std::vector<unsigned char>(s, s + bytes)});
+}
+inline void bulk_commit() {}
+inline void bulk_wait_read() {
+  for (const BulkStore& c : bulk_stores()) {
+    if (std::memcmp(c.src, c.data.data(), c.data.size()) != 0) {
+      std::fprintf(stderr, "emu: the source of a bulk store changed before its wait_group.read\n");
+      std::abort();
+    }
+    std::memcpy(c.dst, c.data.data(), c.data.size());
+  }
+  bulk_stores().clear();
+}
 #endif
 
 // RAW: element (r, c) of a bf16 [rows][BK] tile whose 16-byte chunks are swizzled, chunk c / 8 of row r stored at
@@ -143,6 +180,27 @@ __device__ __forceinline__ void load_raw(bf16* s, const bf16* g, long gstride, i
   }
 }
 
+// STAGED: how the STORE kernel stages a chunk's state tile for its bulk stores. Each warp stages its own piece (its
+// MT*16 rows x BN/WN columns, bf16) and stores it with one bulk copy per row, issued by lane = row after a __syncwarp:
+// no block barrier beyond the step's. Slots: local row mt*16 + 2g + h (rows 2g, 2g + 1 are the features of fragment
+// row g) at slot mt*16 + 8h + g, so a store instruction's 8 rows (2g + h, g = 0..7) are 8 consecutive slots; the slot
+// stride is an odd multiple of 16 bytes, so they fall on 8 distinct 16-byte bank groups (conflict-free) and every row
+// starts 16-byte aligned. The first `in_x` warps stage in the step's raw x tile, which nobody reads during the step
+// (X~ of the step was built from it during the step before; the tile is reloaded after the next step's barrier), the
+// others in `extra` bytes after the layout: 128 x 128 tiles fit beside their 3 stages only so (36 KiB of pieces
+// against 27.5 KiB to spare).
+template <int BK, int BN, int WM>
+struct StagedStore {
+  static constexpr int rows = BK / WM;                 // a warp's rows (MT * 16)
+  static constexpr int cols = BN / (8 / WM);           // its columns
+  static constexpr int stride = cols + 8;              // bf16 per slot
+  static constexpr size_t piece = size_t(rows) * stride * 2;
+  static constexpr size_t x_bytes = size_t(64) * BK * 2;  // the raw x tile of a 64-token step (BoundaryLayout::x_bytes)
+  static constexpr int in_x = int(x_bytes / piece) < 8 ? int(x_bytes / piece) : 8;
+  static constexpr size_t extra = (8 - in_x) * piece;
+  static constexpr bool valid = (cols * 2) % 16 == 0 && (stride * 2 / 16) % 2 == 1 && rows <= 32;
+};
+
 // BK x BN: the state tile; WM: warps along dk; TS: tokens per pipeline step (32: half a chunk, 64: a chunk); IL: X~ of
 // step s+1 is built inside the products of step s (a part per 8-token k-step, stored after the products), with
 // exp_ftz; else (variants 1-4) before them with __expf. BULK (with IL): whole-tile steps are loaded by
@@ -154,11 +212,19 @@ __device__ __forceinline__ void load_raw(bf16* s, const bf16* g, long gstride, i
 // late initial state (LATE: p.late), from its zero-start one, adding late's share when it arrives (BoundaryParams).
 // LATE is a template parameter so that the kernel without it carries no late code: the late branches, dead at run
 // time, cost the plain kernel 3-8 % as a run-time test.
+// STAGED (STORE without LATE, whole tiles, hs 16-byte aligned: launch_store): the chunk's state tile goes to hs
+// through shared memory (StagedStore) and 1-D bulk copies instead of 4-byte global stores from the fragments: as
+// many 4-byte shared stores (conflict-free) and one bulk copy per lane, and the copies run beside the chunk's
+// products (each issuing lane waits for their reads before the next step's barrier). LATE stays on the fragment
+// stores: add_late_share reads hs back in global memory.
 template <bool REV, int BK, int BN, int WM, int TS, bool IL, bool BULK, bool RAW = false, bool STORE = false,
-          bool LATE = false>
+          bool LATE = false, bool STAGED = false>
 __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS))
     boundary_kernel(const KernelParams<LATE> p) {
   using L = BoundaryLayout<BK, BN, WM, TS, RAW>;
+  using SS = StagedStore<BK, BN, WM>;
+  static_assert(!STAGED || (STORE && !LATE), "STAGED: the STORE kernel without a late state");
+  static_assert(!STAGED || (SS::valid && SS::x_bytes == L::x_bytes), "STAGED: rows of 16-byte chunks, one per lane");
   static_assert(!RAW || (IL && !BULK && TS == 64 && BK == 128), "RAW: the 64-token IL kernel at 128 rows");
   static_assert(!STORE || (IL && !BULK && !RAW && TS == 64), "STORE: the 64-token IL kernel reading gc");
   static_assert(!LATE || STORE, "LATE: a late initial state of the STORE kernel");
@@ -406,6 +472,27 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS))
       }
     }
   };
+  // STAGED: the chunk's state at hs_n, this warp's piece staged at its slots (StagedStore) and stored row by row.
+  auto store_staged = [&](bf16* hs_n, int st) {
+    bf16* piece = warp < SS::in_x ? X_of(st) + warp * (SS::piece / 2)
+                                  : reinterpret_cast<bf16*>(smem + L::total) + (warp - SS::in_x) * (SS::piece / 2);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        bf16* slot = piece + (mt * 16 + 8 * h + g) * SS::stride + 2 * t;
+#pragma unroll
+        for (int nt = 0; nt < NT8; ++nt) st_f2(slot + nt * 8, acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1]);
+      }
+    fence_proxy_async();  // this thread's slots before the bulk copies (async proxy) read them
+    sync_warp();          // every lane's slots written
+    if (lane < SS::rows) {
+      const int at = (lane >> 4) * 16 + 8 * (lane & 1) + ((lane >> 1) & 7);  // the slot of local row `lane`
+      bulk_s2g(hs_n + long(i0 + wm * SS::rows + lane) * p.dv + j0 + wn * SS::cols, piece + at * SS::stride,
+               SS::cols * 2);
+      bulk_commit();
+    }
+  };
   // STORE with p.late: whether late was added (uniform in the block); *ready seen at the top of step s (thread 0
   // writes slot s & 1 before the step's barrier, everyone reads it after: the slot is rewritten two barriers later).
   bool applied = !LATE;
@@ -459,6 +546,7 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS))
       if (!applied && tid == 0) late_seen[s & 1] = epoch_seen(ld_acquire_gpu(p.ready), p.epoch);
     }
     cp_async_wait<NS - 3>();  // step s+1 has landed (steps s+2 .. s+NS-2 may still be in flight)
+    if constexpr (STAGED) bulk_wait_read();  // step s-1's pieces read: its x tile is reloaded, the extra rewritten
     if constexpr (BULK) {
       if (s + 1 < nsteps) mbar_wait(bar_of((s + 1) % NS), ((s + 1) / NS) & 1);
     }
@@ -496,7 +584,8 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS))
             applied = true;
           }
         }
-        store_acc(p.hs + (long(bh) * p.NT + chunk_of(s)) * p.dk * p.dv);
+        if constexpr (STAGED) store_staged(p.hs + (long(bh) * p.NT + chunk_of(s)) * p.dk * p.dv, st);
+        else store_acc(p.hs + (long(bh) * p.NT + chunk_of(s)) * p.dk * p.dv);
       }
       const float* Bv = RAW ? BR_of(s) : B_of(st);
 #pragma unroll
@@ -599,6 +688,7 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS))
     if constexpr (LATE) {
       if (tid == 0) p.pending[(long(bh) * p.S + sp) * gridDim.x + tile] = applied ? 0 : 1;
     }
+    if constexpr (STAGED) bulk_wait_read();  // the last pieces read before the block's shared memory goes
     return;
   }
   // The span's result: fin itself when there is one span, else the partial state and (dv tile 0) the log-decay.
@@ -609,19 +699,39 @@ __global__ void __launch_bounds__(kBThreads, layout_bps(BK, BN, WM, TS))
 }
 
 template <bool REV, int BK, int BN, int WM, int TS, bool IL, bool BULK, bool RAW = false, bool STORE = false,
-          bool LATE = false>
+          bool LATE = false, bool STAGED = false>
 void launch_t(const KernelParams<LATE>& p, cudaStream_t stream) {
-  // (+ the mbarriers; LATE: the late state's two words and its decay per row)
-  constexpr size_t smem = BoundaryLayout<BK, BN, WM, TS, RAW>::total + (BULK ? 64 : 0) + (LATE ? 16 + BK * 4 : 0);
+  // (+ the mbarriers; LATE: the late state's two words and its decay per row; STAGED: the pieces beyond the x tile)
+  constexpr size_t smem = BoundaryLayout<BK, BN, WM, TS, RAW>::total + (BULK ? 64 : 0) + (LATE ? 16 + BK * 4 : 0) +
+                          (STAGED ? StagedStore<BK, BN, WM>::extra : 0);
+  // sm_90: 227 KiB for one block; two blocks of an SM share 228 KiB, less 1 KiB each
+  static_assert(!STAGED || smem <= (layout_bps(BK, BN, WM, TS) == 1 ? 227 * 1024 : 113 * 1024),
+                "STAGED: the pieces do not fit beside the stages");
   static const bool attr = [] {
-    SPB_CUDA(cudaFuncSetAttribute(boundary_kernel<REV, BK, BN, WM, TS, IL, BULK, RAW, STORE, LATE>,
+    SPB_CUDA(cudaFuncSetAttribute(boundary_kernel<REV, BK, BN, WM, TS, IL, BULK, RAW, STORE, LATE, STAGED>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     return true;
   }();
   (void)attr;
   const dim3 grid(((p.dk + BK - 1) / BK) * ((p.dv + BN - 1) / BN), p.S, p.nbh);
-  boundary_kernel<REV, BK, BN, WM, TS, IL, BULK, RAW, STORE, LATE><<<grid, kBThreads, smem, stream>>>(p);
+  boundary_kernel<REV, BK, BN, WM, TS, IL, BULK, RAW, STORE, LATE, STAGED><<<grid, kBThreads, smem, stream>>>(p);
   SPB_CUDA_LAUNCH();
+}
+
+bool g_states_staged_store = true;
+
+// A STORE configuration: staged (STAGED) where launch_states_spans has not turned it off, there is no late state,
+// every tile of the grid is whole (dk, dv multiples of the tile: each row BN * 2 bytes, a multiple of 16) and hs is
+// 16-byte aligned (each row then starts 16-byte aligned); the fragment stores otherwise.
+template <bool REV, int BK, int BN, int WM, bool LATE>
+void launch_store_t(const KernelParams<LATE>& p, cudaStream_t s) {
+  if constexpr (!LATE) {
+    if (g_states_staged_store && p.dk % BK == 0 && p.dv % BN == 0 && aligned16(p.hs)) {
+      launch_t<REV, BK, BN, WM, 64, true, false, false, true, false, true>(p, s);
+      return;
+    }
+  }
+  launch_t<REV, BK, BN, WM, 64, true, false, false, true, LATE>(p, s);
 }
 
 }  // namespace
@@ -631,11 +741,11 @@ namespace boundary_detail {
 // The STORE configurations states_plan_of makes.
 template <bool REV, bool LATE>
 void launch_store(const KernelParams<LATE>& p, const Plan& c, cudaStream_t s) {
-  if (c.bk == 128 && c.bn == 128) launch_t<REV, 128, 128, 4, 64, true, false, false, true, LATE>(p, s);
-  else if (c.bk == 128) launch_t<REV, 128, 64, 4, 64, true, false, false, true, LATE>(p, s);
-  else if (c.bn == 128) launch_t<REV, 64, 128, 2, 64, true, false, false, true, LATE>(p, s);
-  else if (c.bk == 64) launch_t<REV, 64, 64, 2, 64, true, false, false, true, LATE>(p, s);
-  else launch_t<REV, 32, 64, 2, 64, true, false, false, true, LATE>(p, s);
+  if (c.bk == 128 && c.bn == 128) launch_store_t<REV, 128, 128, 4, LATE>(p, s);
+  else if (c.bk == 128) launch_store_t<REV, 128, 64, 4, LATE>(p, s);
+  else if (c.bn == 128) launch_store_t<REV, 64, 128, 2, LATE>(p, s);
+  else if (c.bk == 64) launch_store_t<REV, 64, 64, 2, LATE>(p, s);
+  else launch_store_t<REV, 32, 64, 2, LATE>(p, s);
 }
 template void launch_store<false, false>(const BoundaryParams&, const Plan&, cudaStream_t);
 template void launch_store<true, false>(const BoundaryParams&, const Plan&, cudaStream_t);
@@ -685,5 +795,9 @@ template void launch_r<false>(const BoundaryParams&, const Plan&, cudaStream_t);
 template void launch_r<true>(const BoundaryParams&, const Plan&, cudaStream_t);
 
 }  // namespace boundary_detail
+
+void set_states_staged_store(bool on) { g_states_staged_store = on; }
+bool states_staged_store() { return g_states_staged_store; }
+
 }  // namespace gla_cuda
 }  // namespace spb

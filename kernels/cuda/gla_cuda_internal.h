@@ -98,6 +98,11 @@ void launch_states_spans(const Dims& d, bool reverse, const __nv_bfloat16* x, co
                          cudaStream_t stream, const LateInit* late = nullptr);
 void launch_states_settle(const Dims& d, bool reverse, const float* gc, const LateInit& late, __nv_bfloat16* hs,
                           float* fin, float* scratch, cudaStream_t stream);
+// How the STORE kernel writes hs (gla_boundary_kernel.cu): true (default) staged through shared memory and stored by
+// 1-D bulk copies wherever the tiles are whole, hs is 16-byte aligned and there is no late state; false: 4-byte
+// stores from the accumulator fragments everywhere. The same bits either way. For tests and the benchmark.
+void set_states_staged_store(bool on);
+bool states_staged_store();
 
 // gla_intra.cu: per (chunk, dv tile) blocks that build the in-chunk score matrix A and add an inter-chunk product.
 //   o  = s (Q*exp b) hs[n] + tril(A) V                      (chunk_output)

@@ -488,6 +488,47 @@ TEST(CudaStatesBySpans, EqualTheSequentialWalk) {
   }
 }
 
+// The STORE kernel's staged bulk stores (set_states_staged_store's default) against its fragment stores: the same
+// bits in hs / dhs (the same rounding of the same fp32 accumulators) and in ht / dh0, every output poisoned first.
+// Whole tiles of every STORE configuration (128 x 128 with one and two dk tiles, 128 x 64, 64 x 128, 64 x 64, 32 x 64)
+// and a shape of masked tiles, which keeps the fragment stores either way.
+TEST(CudaStatesBySpans, StagedStoreGivesTheFragmentStoresBits) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const StateShape shapes[] = {{1, 16384, 4, 128, 128}, {2, 1000, 3, 128, 128}, {1, 3000, 2, 128, 64},
+                               {1, 4160, 1, 256, 512},  {2, 777, 2, 64, 256},   {1, 4000, 4, 32, 64},
+                               {1, 1000, 2, 64, 64},    {1, 333, 2, 100, 60}};
+  auto dev = make_cuda_device(0);
+  auto kern = make_cuda_kernels();
+  for (const StateShape& sh : shapes) {
+    const GlaShape s = gla_shape(sh);
+    SCOPED_TRACE(shape_label(s));
+    HostTensors x = generate_inputs(s, 4977 + s.T, GateKind::model, true, true);
+    const size_t QK = s.qk_elems(), S = s.state_elems(), HS = s.chunk_state_elems();
+    DeviceInputs in(*dev, s, x);
+    Buffer gc(*dev, QK * 4);
+    const Stream st = dev->compute_stream();
+    kern->chunk_cumsum(s, in.g.get(), gc.f32(), nullptr, st);
+    std::vector<float> out[2][4];  // [staged][hs, ht, dhs, dh0]
+    for (int m = 0; m < 2; ++m) {
+      Buffer hs(*dev, HS * 2), ht(*dev, S * 4), dhs(*dev, HS * 2), dh0(*dev, S * 4);  // hs, dhs: bf16
+      for (Buffer* b : {&hs, &ht, &dhs, &dh0}) poison(*b);
+      gla_cuda::set_states_staged_store(m == 1);
+      kern->chunk_states_fwd(s, in.k.get(), in.v.get(), gc.f32(), in.h0.f32(), hs.get(), ht.f32(), st);
+      kern->chunk_states_bwd(s, in.q.get(), in.d_o.get(), gc.f32(), in.dht.f32(), dhs.get(), dh0.f32(), st);
+      dev->synchronize();
+      out[m][0] = fetch(*dev, hs, DType::bf16, HS), out[m][1] = fetch(*dev, ht, DType::f32, S);
+      out[m][2] = fetch(*dev, dhs, DType::bf16, HS), out[m][3] = fetch(*dev, dh0, DType::f32, S);
+    }
+    gla_cuda::set_states_staged_store(true);
+    const char* names[4] = {"hs", "ht", "dhs", "dh0"};
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_TRUE(all_finite(out[1][i])) << names[i] << ": NaN or unwritten element";
+      EXPECT_EQ(std::memcmp(out[0][i].data(), out[1][i].data(), out[0][i].size() * 4), 0)
+          << names[i] << ": the staged store's bits differ from the fragment stores'";
+    }
+  }
+}
+
 // The chunk states beside the scan (chunk_states_*_arriving, then chunk_states_settle) against the states after the
 // boundary call with the same initial state and final gradient given at once (the same device inputs and reduction;
 // another order of fp32 sums), every output poisoned first. The word that says the state is complete is set before

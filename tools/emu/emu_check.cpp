@@ -266,13 +266,15 @@ void states_spans(int B, int T, int H, int dk, int dv, int span, GateKind gates 
   std::vector<float> gc(s.qk_elems()), gc2(s.qk_elems()), lam(s.state_rows());
   kern->chunk_cumsum(s, g.data(), gc.data(), lam.data(), {});
   const size_t HS = s.chunk_state_elems(), S = s.state_elems();
-  // [0] sequential, [1] by spans, [2] after the boundary call; hs, dhs bf16
-  std::vector<__nv_bfloat16> hs[3], dhs[3];
-  std::vector<float> ht[3], dh0[3], fin(S), dfin(S);
-  for (int m = 0; m < 3; ++m) {
+  // [0] sequential, [1] by spans, [2] after the boundary call, [3] by spans with the fragment stores
+  // (set_states_staged_store(false)); hs, dhs bf16
+  std::vector<__nv_bfloat16> hs[4], dhs[4];
+  std::vector<float> ht[4], dh0[4], fin(S), dfin(S);
+  for (int m = 0; m < 4; ++m) {
     hs[m].resize(HS), ht[m].resize(S), dhs[m].resize(HS), dh0[m].resize(S);
     poison(hs[m]), poison(ht[m]), poison(dhs[m]), poison(dh0[m]);
     gla_cuda::set_states_variant(m == 0 ? 1 : 0);
+    gla_cuda::set_states_staged_store(m != 3);
     if (m == 2) {
       kern->chunk_final_state(s, k.data(), v.data(), g.data(), gc2.data(), fin.data(), nullptr, {});
       kern->chunk_states_fwd_after_boundary(s, k.data(), v.data(), gc.data(), x.h0.data(), hs[m].data(),
@@ -285,6 +287,7 @@ void states_spans(int B, int T, int H, int dk, int dv, int span, GateKind gates 
       kern->chunk_states_bwd(s, q.data(), d_o.data(), gc.data(), x.dht.data(), dhs[m].data(), dh0[m].data(), {});
     }
   }
+  gla_cuda::set_states_staged_store(true);
   // That the reduction is reused where states_reuse_boundary: a boundary call on zero keys, the keys then changed
   // under the same pointer (what the contract forbids) must leave hs wrong from the second span on.
   const gla_cuda::Dims d{B, T, H, dk, dv, s.chunks(), 1.0f / std::sqrt(float(dk))};
@@ -311,6 +314,13 @@ void states_spans(int B, int T, int H, int dk, int dv, int span, GateKind gates 
     expect_lt(e[0], kOneBf16Rounding, w + "hs"), expect_lt(e[1], 1e-5, w + "ht");  // hs, dhs: bf16 (see the bar)
     expect_lt(e[2], kOneBf16Rounding, w + "dhs"), expect_lt(e[3], 1e-5, w + "dh0");
   }
+  // The staged store against the fragment stores: the same bits (hs, dhs and the fp32 fin alike).
+  const bool same = std::memcmp(hs[1].data(), hs[3].data(), HS * 2) == 0 &&
+                    std::memcmp(dhs[1].data(), dhs[3].data(), HS * 2) == 0 &&
+                    std::memcmp(ht[1].data(), ht[3].data(), S * 4) == 0 &&
+                    std::memcmp(dh0[1].data(), dh0[3].data(), S * 4) == 0;
+  std::printf(" staged vs fragment stores: %s", same ? "identical" : "DIFFER");
+  expect_lt(same ? 0.0 : 1.0, 0.5, "staged store: hs / dhs / ht / dh0 differ from the fragment stores'");
   std::printf("\n");
 }
 
