@@ -203,8 +203,8 @@ TEST(ModelSp, DenseGradientsOnlyWhereTheMethodWritesThem) {
 // On a GPU, products running beside the chain can change the order of atomic sums (the norms' weight gradients),
 // and an AdamW step (an update of about the gradient's sign) turns the last bits of a near-zero gradient into a
 // whole step: the first step's gradients and loss are held to 1e-5, the later losses and the weights to the other
-// schedule tests' tolerance (with --recompute two H200s gave 5.4e-5 for the weights and, in one run of three, 3.2e-5
-// for the third step's loss; the first step within 1e-5 in every run).
+// schedule tests' tolerance (with --recompute two H200s gave 5.4e-5 for the weights and, in two runs of four, losses
+// over 1e-5: 3.2e-5 for the third step's in the one shown; the first step's gradients within 1e-5 in every run).
 TEST(ModelSp, WgradBesideGivesTheSameStep) {
   if (!have_devices()) GTEST_SKIP() << "fewer GPUs than ranks";
   auto rt = make_runtime(*test::boot(), backend());
