@@ -46,12 +46,6 @@ std::vector<float> fetch(Device& dev, const Buffer& b, DType t, size_t n) {
   return x;
 }
 
-// The chunk states hs / dhs are bf16 on the GPU (chunk_state_type()). One rounding to nearest is off by at most 2^-8
-// of the value, so this is the bar (relative RMS) for a chunk state against the fp32 value it was rounded from, and
-// for two chunk states rounded from fp32 values that agree up to the order of their sums (they land on the same or on
-// neighbouring bf16 values). The fp32 states (ht, dh0, fin) keep their own bars.
-constexpr double kOneBf16Rounding = 1.0 / 256;
-
 bool all_finite(const std::vector<float>& x) {
   for (float v : x)
     if (!std::isfinite(v)) return false;

@@ -27,12 +27,6 @@ namespace {
 
 int failures = 0;
 
-// The chunk states hs / dhs are bf16 in the CUDA kernels (chunk_state_type()). One rounding to nearest is off by at
-// most 2^-8 of the value, so this is the bar (relative RMS) for a chunk state against the fp32 value it was rounded
-// from (or computed in fp32 elsewhere), and for two chunk states rounded from fp32 values that agree up to the order
-// of their sums. The fp32 states (ht, dh0) keep their own bars.
-constexpr double kOneBf16Rounding = 1.0 / 256;
-
 void expect_lt(double e, double tol, const std::string& what) {
   if (!(e < tol)) {
     ++failures;
