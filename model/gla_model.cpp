@@ -355,6 +355,7 @@ void GlaModel::forward_layer(int l) {
   float* x = acts_->x[size_t(l)].f32();
   float* delta = acts_->delta.f32();
   const auto [h1, h2, yo, m] = elementwise_of(l);
+  TimelineSpan span(rt_, "layer", Lane::compute);
 
   stage("norms");
   if (l == 0)
@@ -406,6 +407,7 @@ void GlaModel::backward_layer(int l) {
   float* x = acts_->x[size_t(l)].f32();
   // With recompute, h1, h2, y and m are made again (into one buffer each) just before the products that read them.
   const auto [h1, h2, yo, m] = elementwise_of(l);
+  TimelineSpan span(rt_, "layer_backward", Lane::compute);
   if (remakes_elementwise()) {
     stage("recompute");
     wait_wgrad(kWgradProj);  // the block above's last weight gradient: its products read the buffers made again here
