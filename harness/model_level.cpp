@@ -71,9 +71,11 @@ void add_model_command(CLI::App& app, ModelOptions& o) {
                "one attention object for every block, its forward run again there; --recompute=elementwise keeps "
                "each block's attention (its chunk states)")
       ->check(CLI::IsMember({"none", "elementwise", "all"}));
-  app.add_flag("--grad-overlap", o.grad_overlap,
+  app.add_flag("--grad-overlap,!--no-grad-overlap", o.grad_overlap,
                "at P > 1, sum each block's gradients over the ranks as soon as its backward is done, on the "
-               "communication stream beside the blocks still to go (default: one all-reduce after the backward)");
+               "communication stream beside the blocks still to go (the default on GPUs, unless --shard-optimizer or "
+               "--overlap 2); --no-grad-overlap: one all-reduce after the backward")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_flag("--shard-optimizer", o.shard_optimizer,
                "at P > 1, ZeRO stage 1: reduce-scatter the gradients, AdamW on each rank's 1/P of the weights, "
                "all-gather the updated bf16 weights (default: all-reduce, AdamW on every weight on every rank)");
@@ -228,10 +230,10 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
   SPB_USAGE(o.dump.empty() || methods.size() == 1, "--dump: give a single --method");
   // With --overlap 2 the chunk states kernel holds nearly every SM while it waits for the scan, and the scan would
   // queue behind a gradient bucket whose all-reduce needs SMs too: the two may wait on each other.
-  SPB_USAGE(!o.grad_overlap || o.overlap != 2,
+  SPB_USAGE(o.grad_overlap <= 0 || o.overlap != 2,
             "--grad-overlap with --overlap 2: the states kernel waits for the scan on the communication stream, where "
             "a gradient all-reduce may stand before it; use one of the two");
-  SPB_USAGE(!o.grad_overlap || !o.shard_optimizer,
+  SPB_USAGE(o.grad_overlap <= 0 || !o.shard_optimizer,
             "--grad-overlap with --shard-optimizer: the overlap all-reduces each block's gradients, the sharded "
             "optimizer reduce-scatters them all after the backward; use one of the two");
   SPB_USAGE(o.dump.empty() || !o.shard_optimizer,
@@ -243,6 +245,9 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
   auto rt = make_runtime(boot, o.backend, o.ranks_per_node, o.nodes_over_network);
   Device& dev = *rt->dev;
   const bool gpu = dev.is_gpu();
+  const bool grad_overlap =
+      P > 1 && (o.grad_overlap > 0 ||
+                (o.grad_overlap == 0 && grad_overlap_by_default(gpu, P, o.shard_optimizer, o.overlap)));
   const DType act = rt->kern->act_dtype();
   const double tol = o.tolerance > 0 ? o.tolerance : gpu ? 5e-3 : 1e-5;
   std::string scan_backend;
@@ -268,7 +273,7 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
 
   const double ceiling = gemm_ceiling_tflops(dev);
   GlaModel model(*rt, mc, o.batch, L, methods.front(), sp, recompute, o.seed);
-  model.set_grad_overlap(o.grad_overlap);
+  model.set_grad_overlap(grad_overlap);
   model.set_shard_optimizer(o.shard_optimizer);
   model.set_wgrad_beside(o.wgrad_beside);
   const double flops_tok = model.flops_per_token();
@@ -288,7 +293,7 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
     r.set("block_elems", method == "zeco" ? (long long)(local.state_rows() / o.blocks * local.dv) : 0LL);
     r.set("overlap", method == "zeco" || method == "lasp2" ? o.overlap : 0);
     r.set("head_groups", ran ? ran->head_groups() : 1);
-    r.set("grad_overlap", o.grad_overlap ? 1 : 0).set("shard_optimizer", o.shard_optimizer && P > 1 ? 1 : 0);
+    r.set("grad_overlap", grad_overlap ? 1 : 0).set("shard_optimizer", o.shard_optimizer && P > 1 ? 1 : 0);
     r.set("wgrad_beside", o.wgrad_beside ? 1 : 0);
     r.set("pass", std::string("step")).set("comm", rt->comm->name()).set("warmup", o.warmup).set("iters", o.steps);
     r.set("layers", mc.layers).set("hidden", mc.hidden).set("vocab", mc.vocab).set("expand_k", mc.expand_k);
@@ -327,7 +332,7 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
                 P == 1 ? "over one rank: no communication"
                 : o.shard_optimizer
                     ? "by a reduce-scatter after the backward (AdamW on each rank's 1/P, the weights all-gathered)"
-                : o.grad_overlap ? "by an all-reduce per block, beside the backward"
+                : grad_overlap ? "by an all-reduce per block, beside the backward"
                                  : "by one all-reduce after the backward",
                 o.wgrad_beside ? " (the weight gradients' products beside the backward)" : "",
                 o.data.empty() ? "random tokens" : o.data.c_str(), o.warmup, o.steps, (unsigned long long)o.seed,

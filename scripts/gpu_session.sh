@@ -84,7 +84,7 @@ for stage in "${@:-all}"; do
     done ;;&
   model-schedules|all)
     stamp "model level at P > 1: dp and zeco with each gradient schedule (16384 tokens, 32 heads)"
-    for args in --grad-overlap --shard-optimizer; do
+    for args in --no-grad-overlap --shard-optimizer; do
       SPB_WORLDS="2 4 8" SPB_MODEL_LENGTHS=16384 SPB_MODEL_HEADS=32 SPB_MODEL_METHODS=dp,zeco SPB_MODEL_ARGS=$args \
         sweep model sweep_model_gpu.sh
     done ;;&

@@ -6,7 +6,7 @@
 # elements, as the paper's. A configuration that does not fit retries with --recompute=elementwise, then with
 # --recompute, and is skipped if it still does not. Environment: SPB_MODEL_LENGTHS, SPB_MODEL_HEADS, SPB_MODEL_STEPS,
 # SPB_MODEL_WARMUP override the defaults; SPB_MODEL_METHODS replaces `all` at P > 1; SPB_MODEL_ARGS is added to every
-# run (e.g. "--grad-overlap", or "--overlap 2").
+# run (e.g. "--no-grad-overlap", or "--overlap 2").
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 spb_gpu_sweep model
 configs=()

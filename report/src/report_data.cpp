@@ -12,6 +12,7 @@
 #include <tuple>
 #include <utility>
 
+#include "harness/model_level.h"
 #include "runtime/csv.h"
 #include "runtime/error.h"
 #include "zeco/all_scan.h"
@@ -294,7 +295,12 @@ std::string schedule_of(const Row& r) {
   auto flag = [&](bool on, const std::string& f) { if (on) s += (s.empty() ? "" : " ") + f; };
   flag(lnum(r, "overlap") != 0, "--overlap " + col(r, "overlap"));
   flag(lnum(r, "head_groups") > 1, "--head-groups " + col(r, "head_groups"));
-  flag(lnum(r, "grad_overlap") != 0, "--grad-overlap");
+  if (col(r, "level") == "model") {  // the gradient sum's default depends on the machine and the other flags
+    const bool by_default = grad_overlap_by_default(!is_cpu_row(r), int(lnum(r, "world_size")),
+                                                    lnum(r, "shard_optimizer") != 0, int(lnum(r, "overlap")));
+    const bool on = lnum(r, "grad_overlap") != 0;
+    flag(on != by_default, on ? "--grad-overlap" : "--no-grad-overlap");
+  }
   flag(lnum(r, "shard_optimizer") != 0, "--shard-optimizer");
   flag(lnum(r, "wgrad_beside") != 0, "--wgrad-beside");
   return s.empty() ? "default" : s;

@@ -333,6 +333,17 @@ ${SPB_MPIRUN_STR} 2 ${SPB_MPI_FLAGS_STR} $<TARGET_FILE:spbench> model --backend 
 awk -F, 'NR > 1 && $12 == 1 && $13 == 1 { n[$14 \" \" $15]++ } END { print \"spans:\", n[\"compute step\"], \
 n[\"compute attention\"], n[\"comm grad_all_reduce\"] }' model_timeline.csv")
 set_tests_properties(cli.model.timeline PROPERTIES TIMEOUT 150 PASS_REGULAR_EXPRESSION "spans: 1 4 4")
+# The gradient sum's schedule: on CPU ranks one all-reduce after the backward unless --grad-overlap (on GPUs the sum
+# beside the backward is the default: harness/model_level.h, grad_overlap_by_default); of --grad-overlap and
+# --no-grad-overlap the last given wins; the header names the schedule and the row's grad_overlap column records it.
+add_test(NAME cli.model.grad_sum_schedule
+         COMMAND sh -c "rm -f model_grad_sum.csv && for flags in '' --grad-overlap '--grad-overlap --no-grad-overlap' \
+'--no-grad-overlap --grad-overlap'; do ${SPB_MPIRUN_STR} 2 ${SPB_MPI_FLAGS_STR} $<TARGET_FILE:spbench> model \
+--backend cpu -m dp -w 0 -n 1 --vocab 256 --hidden 64 --layers 1 --heads 2 -T 128 --no-resume --csv model_grad_sum.csv \
+$flags || exit 1; done | grep -oE 'gradients summed by [a-z -]+' && awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) \
+c[$i] = i } NR > 1 { print \"row grad_overlap\", $c[\"grad_overlap\"] }' model_grad_sum.csv")
+set_tests_properties(cli.model.grad_sum_schedule PROPERTIES TIMEOUT 150 PASS_REGULAR_EXPRESSION
+                     "after the backward.*per block.*after the backward.*per block.*row grad_overlap 0.*row grad_overlap 1.*row grad_overlap 0.*row grad_overlap 1")
 # --shard-optimizer: the header names the schedule, the run checks against the reference method, and the row
 # records it (the CSV's shard_optimizer column is 1), apart from the default's row of the same configuration.
 add_test(NAME cli.model.shard_optimizer
