@@ -253,8 +253,9 @@ std::string section_model_rows(Context& c) {
     s << "None yet: results/ holds no GPU rows of level `model`.\n\n";
     return s.str();
   }
-  s << "The tables above show one row per method and world size: the paper's configuration and the default schedule. "
-       "Here is the newest row of every configuration and schedule measured on GPUs (`--grad-overlap`, "
+  s << "The tables above show one row per method and world size: the paper's configuration and the default schedule "
+       "(on GPUs at P > 1 the gradients summed beside the backward). "
+       "Here is the newest row of every configuration and schedule measured on GPUs (`--no-grad-overlap`, "
        "`--shard-optimizer`, `--wgrad-beside`, zeco's `--overlap 2`: model/NOTES.md says what each does and what it "
        "measured), each beside dp's row of the same machine, world size, configuration and gradient schedule.\n\n";
   // By machine, world size, tokens, heads (the paper's 32 first), recompute, the default schedule first, and the
