@@ -333,7 +333,7 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
                 : o.shard_optimizer
                     ? "by a reduce-scatter after the backward (AdamW on each rank's 1/P, the weights all-gathered)"
                 : grad_overlap ? "by an all-reduce per block, beside the backward"
-                                 : "by one all-reduce after the backward",
+                               : "by one all-reduce after the backward",
                 o.wgrad_beside ? " (the weight gradients' products beside the backward)" : "",
                 o.data.empty() ? "random tokens" : o.data.c_str(), o.warmup, o.steps, (unsigned long long)o.seed,
                 double(o.lr), tol, need_gib);

@@ -516,11 +516,12 @@ HoldOut hold_out_by_world(const std::vector<Row>& rows, const std::string& gpu, 
     h.points.push_back(p);
   }
 
-  // Model: each held-out training-step configuration, on dp's model rows of the same configuration that were fitted
-  // (the one at the same tokens per rank first, then the fewest ranks, then the newest).
+  // Model: each held-out training-step configuration of the default schedule (as the model tables show it), on dp's
+  // model rows of the same configuration and schedule that were fitted (the one at the same tokens per rank first,
+  // then the fewest ranks, then the newest).
   auto model_step = [](const Row& r) {
     return col(r, "level") == "model" && (col(r, "pass").empty() || col(r, "pass") == "step") &&
-           num(r, "time_ms_mean") > 0;
+           num(r, "time_ms_mean") > 0 && default_order(r);
   };
   auto model_key = [](const Row& r) {
     return col(r, "method") + "|" + col(r, "backend") + "|" + col(r, "world_size") + "|" + col(r, "tokens_per_rank") +

@@ -196,8 +196,8 @@ const std::vector<std::string>& model_patterns();
 //   collective  each configuration (pattern, backend, state, block) with the link fitted for its pattern and backend
 //   operator    each forward+backward configuration (method, tokens per rank, shape; the default schedule, zeco with
 //               one head group) with operator_time, zeco over the All-Scan link the report's model uses
-//   model       each training-step configuration (method, tokens per rank, the model's configuration) with
-//               model_step_time through fit_model_level, on dp's model rows of the same configuration
+//   model       each training-step configuration (method, tokens per rank, the model's configuration; the default
+//               schedule) with model_step_time through fit_model_level, on dp's model rows of the same configuration
 // Rows over several nodes are left out on both sides (the network's constants are not what this validates). A point's
 // error is (predicted - measured) / measured of the time (a call, a forward+backward, a training step); a method's
 // hold-out error is the largest |error| of its points, and where it exceeds kHoldOutWarn the report says so beside
