@@ -16,6 +16,7 @@
 #include "sp/inputs.h"
 #include "sp/method.h"
 #include "runtime/npy.h"
+#include "runtime/gpu_peak.h"
 #include "runtime/provenance.h"
 #include "harness/resume.h"
 #include "harness/timeline_csv.h"
@@ -105,8 +106,10 @@ std::string reference_method(const std::string& method, int P) {
   return method == "lasp1" ? "lasp2" : "lasp1";
 }
 
-// The bf16 GEMM ceiling of this GPU in TFLOP/s: the best of a few 8192-cubed products of the model kernels' gemm, the
-// denominator of MFU. NaN on CPU ranks, whose plain loops have no ceiling worth the name (MFU is left empty there).
+// The bf16 GEMM ceiling of this GPU in TFLOP/s: the best of a few 8192-cubed products of the model kernels' gemm,
+// measured in the same run. It is the denominator of `gemm_ceiling_frac`, not of MFU (which divides by the datasheet
+// peak, runtime/gpu_peak.h): under the power cap it drifts from run to run. NaN on CPU ranks, whose plain loops have
+// no ceiling worth the name.
 // The operands are two different matrices of uniform random values with every mantissa bit in play, like the step's
 // activations and weights: under the GPU's power cap a product of few distinct values (zeros, or a handful of short
 // fractions) draws less power, holds a higher clock and runs about 10% faster than any product in the step can.
@@ -272,6 +275,7 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
                      : "try --recompute=elementwise or --recompute, fewer tokens per rank (-L) or more ranks"));
 
   const double ceiling = gemm_ceiling_tflops(dev);
+  const double peak = gpu ? datasheet_bf16_tflops(dev.name()) : NAN;  // NaN: MFU left empty
   GlaModel model(*rt, mc, o.batch, L, methods.front(), sp, recompute, o.seed);
   model.set_grad_overlap(grad_overlap);
   model.set_shard_optimizer(o.shard_optimizer);
@@ -300,7 +304,8 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
     r.set("expand_v", mc.expand_v).set("mlp", mc.mlp_size()).set("steps", o.steps).set("seed", (long long)o.seed);
     r.set("recompute", std::string(recompute_name(recompute)));
     r.set("params", (long long)model.param_count()).set("flops_per_token", flops_tok);
-    r.set("gemm_tflops", ceiling).set("nodes", rt->topo.nodes).set("ranks_per_node", rt->topo.ranks_per_node);
+    r.set("gemm_tflops", ceiling).set("peak_tflops", peak);
+    r.set("nodes", rt->topo.nodes).set("ranks_per_node", rt->topo.ranks_per_node);
     add_provenance(r, dev);
     return r;
   };
@@ -310,8 +315,8 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
     todo = methods_to_measure(
         boot, o.csv,
         {"layers", "hidden", "vocab", "expand_k", "expand_v", "mlp", "steps", "seed", "loss", "peak_mem_gib", "mfu",
-         "recompute", "tokens_per_s", "gemm_tflops", "params", "flops_per_token", "nodes", "ranks_per_node",
-         "head_groups", "grad_overlap", "shard_optimizer", "wgrad_beside"},
+         "recompute", "tokens_per_s", "gemm_tflops", "peak_tflops", "gemm_ceiling_frac", "params", "flops_per_token",
+         "nodes", "ranks_per_node", "head_groups", "grad_overlap", "shard_optimizer", "wgrad_beside"},
         o.resume, methods, [&](const CsvAppender& c, const std::string& m) { return c.contains(row_for(m, nullptr)); },
         "P=" + std::to_string(P) + " L=" + std::to_string(L), csv);
     if (todo.empty()) return 0;
@@ -324,8 +329,13 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
                 "  (%.4g M without the embedding)\n",
                 mc.vocab, mc.hidden, mc.layers, mc.heads, mc.dk(), mc.dv(), mc.mlp_size(), mc.gate_rank,
                 model.param_count() / 1e6, (model.param_count() - model.embedding_params()) / 1e6);
-    std::printf("# model FLOPs per token %.4g (6 x non-embedding params + attention)  bf16 GEMM ceiling %.1f TFLOP/s\n",
-                flops_tok, ceiling);
+    char peak_note[96];
+    if (!gpu) std::snprintf(peak_note, sizeof peak_note, "none on CPU ranks");
+    else if (std::isnan(peak)) std::snprintf(peak_note, sizeof peak_note, "unknown for this GPU: mfu left empty");
+    else std::snprintf(peak_note, sizeof peak_note, "%.1f TFLOP/s", peak);
+    std::printf("# model FLOPs per token %.4g (6 x non-embedding params + attention)  bf16 GEMM ceiling %.1f TFLOP/s"
+                "  datasheet dense bf16 peak (MFU's denominator) %s\n",
+                flops_tok, ceiling, peak_note);
     std::printf("# B %d  T %d (%d per rank)  K %d  recompute %s  gradients summed %s%s  data %s  warm-up %d  "
                 "steps %d  seed %llu  lr %g  tolerance %.0e  memory about %.1f GiB per rank\n",
                 o.batch, T, L, o.blocks, recompute_name(recompute),
@@ -427,7 +437,8 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
     wrong += !ok;
     const Summary sm = summarize(step_max);
     const double tps = o.batch * L / (sm.mean / 1e3);
-    const double mfu = flops_tok * tps / (ceiling * 1e12);
+    const double mfu = flops_tok * tps / (peak * 1e12);            // the field's MFU (datasheet peak)
+    const double ceiling_frac = flops_tok * tps / (ceiling * 1e12);  // of the GEMM ceiling measured in this run
     if (p == 0) {
       char e[16] = "-";
       if (!std::isnan(err)) std::snprintf(e, sizeof e, "%.2e", err);
@@ -441,7 +452,7 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
       r.set("time_ms_mean", sm.mean).set("time_ms_median", sm.median).set("time_ms_min", sm.min);
       r.set("time_ms_max", sm.max).set("time_ms_cv", sm.cv).set("time_ms_mean_over_ranks", summarize(step_mean).mean);
       r.set("err_rel_rms", err).set("tokens_per_s_per_gpu", tps).set("tokens_per_s", tps * P);
-      r.set("loss", loss).set("peak_mem_gib", peak_gib).set("mfu", mfu);
+      r.set("loss", loss).set("peak_mem_gib", peak_gib).set("mfu", mfu).set("gemm_ceiling_frac", ceiling_frac);
       csv->append(r);
     }
   }
