@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# check_against_fla.sh SPBENCH OUTDIR: trains GLA models with `spbench model --backend gpu` on one GPU, on real text
+# (bytes of the repository's own sources), dumps each, and checks each dump against fla's own GLAForCausalLM
+# (tests/model/fla_reference.py; tests/model/README.md says what is compared and why the bars are what they are).
+# Two shapes, both with hidden 2048 and 4 blocks: 32 heads (dk 32, dv 64, the paper's) and 4 heads (dk 256, dv 512,
+# GLA's public 1B); T = 1000 tokens, a length that is not a multiple of the 64-token chunk.
+# FLA_REF_PRECISION=autocast runs fla's side under bf16 autocast (default fp32; fla_reference.py says how the bars
+# differ).
+# Needs a GPU, python3 with torch, and fla's source on PYTHONPATH (FLA_SRC, default .fla/ at the repository root).
+# FLA_CHECK_HEADS picks the shapes (default "32 4").
+# Exit 0: every check passed; 77: skipped (no GPU, no torch or no fla); other: a run or a check failed.
+set -euo pipefail
+if [ $# -ne 2 ]; then echo "usage: $0 SPBENCH OUTDIR" >&2; exit 2; fi
+spbench=$1; outdir=$2
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+export PYTHONPATH=${FLA_SRC:-$root/.fla}${PYTHONPATH:+:$PYTHONPATH}
+
+if ! python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  echo "skipped: no python3 torch with a GPU"; exit 77
+fi
+if ! python3 -c 'import fla' 2>/dev/null; then echo "skipped: fla is not importable (PYTHONPATH=$PYTHONPATH)"; exit 77; fi
+
+mkdir -p "$outdir"
+text=$outdir/text.bin
+find "$root" -path "$root/.*" -prune -o -path "$root/build*" -prune -o -path "$root/results" -prune -o \
+  -type f \( -name '*.cpp' -o -name '*.h' -o -name '*.md' -o -name '*.cu' \) -print | LC_ALL=C sort | xargs cat > "$text"
+mpirun=(mpirun -np 1)
+if [ "$(id -u)" -eq 0 ]; then mpirun+=(--allow-run-as-root); fi
+
+status=0
+for heads in ${FLA_CHECK_HEADS:-32 4}; do
+  dump=$outdir/dump_fla_H$heads
+  rm -rf "$dump"
+  echo "== spbench model --backend gpu, $heads heads -> $dump"
+  if ! "${mpirun[@]}" "$spbench" model --backend gpu -m dp --vocab 512 --hidden 2048 --layers 4 --heads "$heads" \
+         --expand-k 0.5 --expand-v 1 --mlp 5632 -T 1000 -B 1 --steps 20 -w 0 --lr 1e-3 --seed 11 \
+         --data "$text" --log-every 0 --dump "$dump"; then
+    echo "FAIL: spbench model, $heads heads"; status=1; continue
+  fi
+  echo "== fla's GLAForCausalLM vs $dump"
+  rc=0
+  python3 "$here/fla_reference.py" "$dump" --precision "${FLA_REF_PRECISION:-fp32}" || rc=$?
+  if [ "$rc" -ne 0 ]; then echo "FAIL: $heads heads (fla_reference exit $rc)"; status=1; fi
+done
+if [ "$status" -eq 0 ]; then echo "fla check: both shapes passed"; fi
+exit "$status"
