@@ -210,13 +210,15 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
                       name.c_str(), backend.c_str(), P, bytes, blocked ? (block ? block : (long long)elems) : 0LL,
                       s.mean, s.median, s.min, s.max, s.cv, algbw, busbw, err, !o.check ? "-" : ok ? "OK" : "WRONG");
           std::fflush(stdout);
-          if (csv && ok) {
-            r.set("time_ms_mean", s.mean / 1e3).set("time_ms_median", s.median / 1e3).set("time_ms_min", s.min / 1e3);
-            r.set("time_ms_max", s.max / 1e3).set("time_ms_cv", s.cv).set("algbw_GBps", algbw).set("busbw_GBps", busbw);
-            if (o.check) r.set("err_rel_rms", err);
-            csv->append(r);
-          }
         }
+        // Every rank, after every size: a row rank 0 cannot write stops them all here.
+        if (!o.csv.empty() && ok) agree_on_usage_errors(boot, [&] {
+          if (!csv) return;
+          r.set("time_ms_mean", s.mean / 1e3).set("time_ms_median", s.median / 1e3).set("time_ms_min", s.min / 1e3);
+          r.set("time_ms_max", s.max / 1e3).set("time_ms_cv", s.cv).set("algbw_GBps", algbw).set("busbw_GBps", busbw);
+          if (o.check) r.set("err_rel_rms", err);
+          csv->append(r);
+        });
       }
     }
   }

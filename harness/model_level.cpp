@@ -242,6 +242,7 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
   SPB_USAGE(o.dump.empty() || !o.shard_optimizer,
             "--dump with --shard-optimizer: the dump is written by rank 0 alone, and a sharded optimizer's weights and "
             "gradients must be gathered by every rank; dump without it");
+  check_outputs(boot, {{"--csv", o.csv}, {"--timeline", o.timeline}, {"--dump", o.dump, true}});
   std::unique_ptr<TokenData> data;
   agree_on_usage_errors(boot, [&] { data = std::make_unique<TokenData>(o.data, mc.vocab, o.batch, T, o.seed); });
 
@@ -381,15 +382,18 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
     const bool ok = std::isnan(err) || err <= tol;
 
     Dump dump{o.dump, {}, {}};
-    if (!o.dump.empty() && p == 0) {
-      std::error_code ec;
-      std::filesystem::create_directories(o.dump, ec);
-      SPB_USAGE(!ec, "--dump " + o.dump + ": cannot create the directory (" + ec.message() + ")");
-      dump.config(mc, o, T, adam);
-      dump.manifest(model.params_info());
-      const std::vector<float> params = model.download_params();
-      write_npy(o.dump + "/params.npy", {params.size()}, params.data());
-    }
+    // Rank 0 writes the dump; every rank agrees on whether it could (here and at each write below).
+    if (!o.dump.empty())
+      agree_on_usage_errors(boot, [&] {
+        if (p != 0) return;
+        std::error_code ec;
+        std::filesystem::create_directories(o.dump, ec);
+        SPB_USAGE(!ec, "--dump " + o.dump + ": cannot create the directory (" + ec.message() + ")");
+        dump.config(mc, o, T, adam);
+        dump.manifest(model.params_info());
+        const std::vector<float> params = model.download_params();
+        write_npy(o.dump + "/params.npy", {params.size()}, params.data());
+      });
 
     std::vector<double> step_max, step_mean;
     double loss = 0, peak_gib = 0;
@@ -402,10 +406,12 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
       boot.barrier();
       dev.record(e0.get(), st);
       loss = model.forward_backward(toks);
-      if (s == 0 && !o.dump.empty() && p == 0) {
-        const std::vector<float> g = model.download_grads();
-        write_npy(o.dump + "/grads_step1.npy", {g.size()}, g.data());
-      }
+      if (s == 0 && !o.dump.empty())
+        agree_on_usage_errors(boot, [&] {
+          if (p != 0) return;
+          const std::vector<float> g = model.download_grads();
+          write_npy(o.dump + "/grads_step1.npy", {g.size()}, g.data());
+        });
       model.optimizer_step(adam);
       dev.record(e1.get(), st);
       dev.synchronize();
@@ -429,10 +435,12 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
     if (o.profile) profile_steps(model, o.profile, total + (o.timeline.empty() ? 0 : o.timeline_steps + 1), tokens_of,
                                  adam, ceiling, p == 0);
     model.method(0).finish();
-    if (!o.dump.empty() && p == 0) {
-      write_npy(o.dump + "/tokens.npy", {size_t(total), size_t(o.batch), size_t(T) + 1}, dump.tokens.data());
-      write_npy(o.dump + "/losses.npy", {size_t(total)}, dump.losses.data());
-    }
+    if (!o.dump.empty())
+      agree_on_usage_errors(boot, [&] {
+        if (p != 0) return;
+        write_npy(o.dump + "/tokens.npy", {size_t(total), size_t(o.batch), size_t(T) + 1}, dump.tokens.data());
+        write_npy(o.dump + "/losses.npy", {size_t(total)}, dump.losses.data());
+      });
 
     wrong += !ok;
     const Summary sm = summarize(step_max);
@@ -447,14 +455,16 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
                   std::isnan(err) ? "-" : ok ? "OK" : "WRONG");
       std::fflush(stdout);
     }
-    if (csv && ok) {
+    // Every rank, after every method: a row rank 0 cannot write stops them all here.
+    if (!o.csv.empty() && ok) agree_on_usage_errors(boot, [&] {
+      if (!csv) return;
       ResultRow r = row_for(name, &model.method(0));
       r.set("time_ms_mean", sm.mean).set("time_ms_median", sm.median).set("time_ms_min", sm.min);
       r.set("time_ms_max", sm.max).set("time_ms_cv", sm.cv).set("time_ms_mean_over_ranks", summarize(step_mean).mean);
       r.set("err_rel_rms", err).set("tokens_per_s_per_gpu", tps).set("tokens_per_s", tps * P);
       r.set("loss", loss).set("peak_mem_gib", peak_gib).set("mfu", mfu).set("gemm_ceiling_frac", ceiling_frac);
       csv->append(r);
-    }
+    });
   }
   if (p == 0) {
     std::printf("# wrong results: %d%s\n", wrong, wrong ? "  (a wrong result is not written to the CSV)" : "");

@@ -121,12 +121,22 @@ void write_timeline(Runtime& rt, SpMethod& m, const SpForwardArgs& fa, const SpB
   });
 }
 
-// Gathers each rank's tokens into the whole sequence on rank 0 and writes the .npy files there.
+// Gathers each rank's tokens into the whole sequence on rank 0 and writes the .npy files there. Collective: a file
+// rank 0 cannot write is the same UsageError on every rank, after every gather.
 void write_outputs(const Bootstrap& boot, const std::string& dir, const GlaShape& whole, const GlaShape& local,
                    const HostResult& r, const HostTensors& in) {
+  std::string failed;  // rank 0's first write error; the gathers go on so that no rank waits in one
+  auto write_npy = [&](const std::string& path, const std::vector<size_t>& shape, const float* data) {
+    if (!failed.empty()) return;
+    try {
+      spb::write_npy(path, shape, data);
+    } catch (const UsageError& e) {
+      failed = std::string("--outputs ") + e.what();
+    }
+  };
   auto tokens = [&](const std::vector<float>& x, int D, const char* name) {
     std::vector<char> all = boot.gather(x.data(), x.size() * 4);
-    if (boot.rank() != 0) return;
+    if (boot.rank() != 0 || !failed.empty()) return;
     const float* parts = reinterpret_cast<const float*>(all.data());
     const size_t row = size_t(whole.H) * D, per_b = size_t(local.T) * row;
     std::vector<float> out(x.size() * boot.size());
@@ -148,6 +158,7 @@ void write_outputs(const Bootstrap& boot, const std::string& dir, const GlaShape
     write_npy(dir + "/ht.npy", st, reinterpret_cast<const float*>(hts.data()) + (boot.size() - 1) * r.ht.size());
     write_npy(dir + "/dh0.npy", st, r.dh0.data());
   }
+  agree_on_usage_errors(boot, [&] { SPB_USAGE(failed.empty(), failed); });
 }
 
 }  // namespace
@@ -171,6 +182,7 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
   std::vector<std::string> left_out;  // by `all`: the methods that cannot run this configuration
   const std::vector<std::string> methods = methods_to_run(o.method, cfg, P, &left_out);
   SPB_USAGE(o.outputs.empty() || methods.size() == 1, "--outputs: give a single --method");
+  check_outputs(boot, {{"--csv", o.csv}, {"--timeline", o.timeline}, {"--outputs", o.outputs, true}});
 
   auto rt = make_runtime(boot, o.backend, o.ranks_per_node, o.nodes_over_network);
   const bool gpu = rt->dev->is_gpu();
@@ -299,6 +311,7 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
     if (!o.outputs.empty()) write_outputs(boot, o.outputs, whole, local, download_result(dev, act, local, d), in);
 
     const char* passes[2] = {"fwd", "fwd_bwd"};
+    std::vector<ResultRow> rows;
     std::vector<double>* times[2] = {&fwd_max, &all_max};
     for (int i = 0; i < 2; ++i) {
       const Summary s = summarize(*times[i]);
@@ -312,9 +325,14 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
         r.set("time_ms_max", s.max).set("time_ms_cv", s.cv);
         if (i == 1) r.set("time_ms_mean_over_ranks", summarize(all_mean).mean);
         if (o.check) r.set("err_rel_rms", e);
-        csv->append(r);
+        rows.push_back(r);
       }
     }
+    // Every rank, after every method: a row rank 0 cannot write stops them all here.
+    if (!o.csv.empty())
+      agree_on_usage_errors(boot, [&] {
+        for (const ResultRow& r : rows) csv->append(r);
+      });
     if (p == 0) {
       if (o.check)
         std::printf("# %s errors vs the single-device run (relative RMS, max over ranks): o %.2e  ht %.2e  dq %.2e  "

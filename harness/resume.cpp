@@ -6,6 +6,16 @@
 
 namespace spb {
 
+void check_outputs(const Bootstrap& boot, const std::vector<OutputPath>& outputs) {
+  agree_on_usage_errors(boot, [&] {
+    if (boot.rank() != 0) return;
+    for (const OutputPath& o : outputs) {
+      if (o.dir) check_output_dir(o.flag, o.path);
+      else check_output_file(o.flag, o.path);
+    }
+  });
+}
+
 std::vector<std::string> methods_to_measure(const Bootstrap& boot, const std::string& path,
                                             const std::vector<std::string>& extra, bool resume,
                                             const std::vector<std::string>& methods,

@@ -42,7 +42,23 @@ class CsvAppender {
   std::vector<std::string> existing_keys_;
 };
 
-// Rows of a results CSV as column -> value maps (read with libfccp).
-std::vector<std::map<std::string, std::string>> read_csv(const std::string& path);
+// Rows of a results CSV as column -> value maps (read with libfccp). A last line without its newline (a row cut short
+// by a full disk or a killed writer) is a UsageError naming the file and line, unless `ignore_unterminated`: then it
+// is left out and reported on stderr.
+std::vector<std::map<std::string, std::string>> read_csv(const std::string& path, bool ignore_unterminated = false);
+
+// Checks, before anything is measured, that the file `path` given by `flag` can be written: its directory exists,
+// it is a regular file or absent, it can be opened for appending, and its file system has room for a row. A
+// UsageError naming the flag and the file otherwise. Creates nothing.
+void check_output_file(const std::string& flag, const std::string& path);
+// The same for a directory of output files (created, with its parents, where absent).
+void check_output_dir(const std::string& flag, const std::string& dir);
+// Appends `text` to `path` with one write(2), then fsync: all of it or, on a short write or any error, none of it
+// (the file is cut back to its previous length) and a UsageError naming `flag`, the file and the reason.
+void append_whole(const std::string& flag, const std::string& path, const std::string& text);
+
+// `spbench csv repair FILE`: drops a last line without its newline, keeping the file as FILE.bak first; prints what
+// it removed (or that there was nothing to remove) and returns 0.
+int repair_csv(const std::string& path);
 
 }  // namespace spb
