@@ -216,15 +216,15 @@ void append_whole(const std::string& flag, const std::string& path, const std::s
   SPB_USAGE(why.empty(), flag + " " + path + ": a write failed (" + why + "); the file keeps what it held before, whole");
 }
 
-int repair_csv(const std::string& path) {
+namespace {
+// Cuts a last line without its newline off `path` (the file as it was kept in FILE.bak) and says what went, or ""
+// where every line ends in a newline.
+std::string cut_unterminated(const std::string& path, const std::string& flag) {
   struct stat st;
-  SPB_USAGE(stat(path.c_str(), &st) == 0, "csv repair " + path + ": cannot open (" + std::strerror(errno) + ")");
-  SPB_USAGE(S_ISREG(st.st_mode), "csv repair " + path + ": not a regular file");
+  SPB_USAGE(stat(path.c_str(), &st) == 0, flag + " " + path + ": cannot open (" + std::strerror(errno) + ")");
+  SPB_USAGE(S_ISREG(st.st_mode), flag + " " + path + ": not a regular file");
   const std::string text = slurp(path);
-  if (text.empty() || text.back() == '\n') {
-    std::printf("%s: nothing to repair (every line ends in a newline)\n", path.c_str());
-    return 0;
-  }
+  if (text.empty() || text.back() == '\n') return "";
   const size_t cut = text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1;
   const std::string half = text.substr(cut);
   const std::string bak = path + ".bak";
@@ -232,14 +232,22 @@ int repair_csv(const std::string& path) {
     std::ofstream out(bak, std::ios::binary | std::ios::trunc);
     out << text;
     out.flush();
-    SPB_USAGE(bool(out), "csv repair " + path + ": cannot write the copy " + bak);
+    SPB_USAGE(bool(out), flag + " " + path + ": cannot write the copy " + bak);
   }
   SPB_USAGE(::truncate(path.c_str(), off_t(cut)) == 0,
-            "csv repair " + path + ": cannot cut the file (" + std::strerror(errno) + ")");
-  std::printf("%s: removed line %zu, a row cut short (%zu bytes, %zu fields, no newline): %.60s%s\n"
-              "%s: the file as it was is in %s\n",
-              path.c_str(), size_t(std::count(text.begin(), text.end(), '\n')) + 1, half.size(),
-              split(half).size(), half.c_str(), half.size() > 60 ? "..." : "", path.c_str(), bak.c_str());
+            flag + " " + path + ": cannot cut the file (" + std::strerror(errno) + ")");
+  char buf[256];
+  std::snprintf(buf, sizeof buf, ":%zu: removed a row cut short (%zu bytes, %zu fields, no newline: %.40s%s); the file "
+                "as it was is in ", size_t(std::count(text.begin(), text.end(), '\n')) + 1, half.size(),
+                split(half).size(), half.c_str(), half.size() > 40 ? "..." : "");
+  return path + buf + bak;
+}
+}  // namespace
+
+int repair_csv(const std::string& path) {
+  const std::string what = cut_unterminated(path, "csv repair");
+  if (what.empty()) std::printf("%s: nothing to repair (every line ends in a newline)\n", path.c_str());
+  else std::printf("%s\n", what.c_str());
   return 0;
 }
 
@@ -256,12 +264,8 @@ CsvAppender::CsvAppender(std::string path, std::vector<std::string> extra) : pat
                                             ": the file exists with other columns; write to a new file (the header "
                                             "must be: " + join(columns_) + ")");
     // A row cut short would run into the next one appended: it goes (the file as it was kept in FILE.bak).
-    if (unterminated_line(path_)) {
-      std::fprintf(stderr, "spbench: note: --csv %s: its last line has no newline (a row cut short): ", path_.c_str());
-      std::fflush(stderr);
-      repair_csv(path_);
-      std::fflush(stdout);
-    }
+    const std::string cut = cut_unterminated(path_, "--csv");
+    if (!cut.empty()) std::fprintf(stderr, "spbench: note: --csv %s\n", cut.c_str());
     for (auto& r : read_csv(path_)) {
       ResultRow row;
       for (auto& [k, v] : r) row.set(k, v);

@@ -1,0 +1,110 @@
+# Fault injection (ctest -L fault): every file that rank 0 alone writes, missing, read-only, a device or on a full
+# file system; a row cut short; a killed rank; bad input. Each case, at 2 and 4 CPU ranks, must end within 30 s with
+# its exit status and one `spbench: error:` line, and leave every CSV it touched whole (tests/harness/fault_case.sh).
+set(SPB_FAULT_CASE ${CMAKE_CURRENT_SOURCE_DIR}/harness/fault_case.sh)
+set(SPB_FAULT_DIR ${CMAKE_CURRENT_BINARY_DIR}/fault)
+file(MAKE_DIRECTORY ${SPB_FAULT_DIR})
+set(SPB_OP operator --backend cpu -w 0 -n 1 -H 2 --dk 16 --dv 16 -L 64)
+set(SPB_MODEL model --backend cpu -w 0 -n 1 --vocab 256 --hidden 64 --layers 1 --heads 2 -L 64)
+set(SPB_COLL collective --backend cpu -w 0 -n 1 -b 512 -e 4K)
+# A tmpfs of 16 pages mounted at $1 with `pages` of them taken (root only: the case is skipped elsewhere).
+set(SPB_TMPFS_MOUNT "mkdir -p DIR && (mountpoint -q DIR || mount -t tmpfs -o size=64k tmpfs DIR 2>/dev/null || exit 77) \
+&& rm -rf DIR/* && dd if=/dev/zero of=DIR/fill bs=4096 count=PAGES 2>/dev/null || true")
+
+# spb_fault(NAME NP OPTIONS -- ARGS...): fault_case.sh OPTIONS -- mpirun -np NP spbench ARGS, labelled `fault`.
+function(spb_fault name np)
+  list(FIND ARGN "--" sep)
+  list(SUBLIST ARGN 0 ${sep} opts)
+  math(EXPR from "${sep} + 1")
+  list(SUBLIST ARGN ${from} -1 args)
+  add_test(NAME fault.${name}.np${np}
+           COMMAND ${SPB_FAULT_CASE} ${opts} -- ${SPB_MPIEXEC} ${np} ${SPB_MPI_FLAGS} $<TARGET_FILE:spbench> ${args})
+  set_tests_properties(fault.${name}.np${np} PROPERTIES TIMEOUT 30 LABELS fault SKIP_RETURN_CODE 77)
+endfunction()
+
+foreach(np 2 4)
+  set(d ${SPB_FAULT_DIR}/np${np})
+  file(MAKE_DIRECTORY ${d})
+  # --- every output flag, missing, read-only, a directory where a file is wanted, a device ---
+  spb_fault(op_csv_missing ${np} --error "--csv /nonexistent/op.csv: its directory /nonexistent does not exist"
+            -- ${SPB_OP} -m all --csv /nonexistent/op.csv)
+  spb_fault(op_csv_readonly ${np} --error "--csv /proc/version: " -- ${SPB_OP} -m all --csv /proc/version)
+  spb_fault(op_csv_directory ${np} --error "--csv ${d}: is a directory" -- ${SPB_OP} -m all --csv ${d})
+  spb_fault(op_csv_device ${np} --error "--csv /dev/full: not a regular file" -- ${SPB_OP} -m all --csv /dev/full)
+  spb_fault(op_timeline_missing ${np} --error "--timeline /nonexistent/tl.csv: its directory /nonexistent"
+            -- ${SPB_OP} -m all --timeline /nonexistent/tl.csv)
+  spb_fault(op_timeline_readonly ${np} --error "--timeline /proc/version: " -- ${SPB_OP} -m all
+            --timeline /proc/version)
+  spb_fault(op_timeline_device ${np} --error "--timeline /dev/full: not a regular file" -- ${SPB_OP} -m zeco,dp
+            --timeline /dev/full)
+  spb_fault(op_outputs_missing ${np} --error "--outputs /proc/spb_outputs: cannot create the directory"
+            -- ${SPB_OP} -m zeco --outputs /proc/spb_outputs)
+  spb_fault(op_outputs_file ${np} --error "--outputs /proc/version: not a directory"
+            -- ${SPB_OP} -m zeco --outputs /proc/version)
+  spb_fault(model_csv_missing ${np} --error "--csv /nonexistent/m.csv: its directory /nonexistent does not exist"
+            -- ${SPB_MODEL} -m all --csv /nonexistent/m.csv)
+  spb_fault(model_csv_readonly ${np} --error "--csv /proc/version: " -- ${SPB_MODEL} -m all --csv /proc/version)
+  spb_fault(model_csv_device ${np} --error "--csv /dev/full: not a regular file" -- ${SPB_MODEL} -m all --csv /dev/full)
+  spb_fault(model_timeline_missing ${np} --error "--timeline /nonexistent/tl.csv: its directory"
+            -- ${SPB_MODEL} -m zeco,dp --timeline /nonexistent/tl.csv)
+  spb_fault(model_dump_uncreatable ${np} --error "--dump /proc/spb_dump: cannot create the directory"
+            -- ${SPB_MODEL} -m zeco --dump /proc/spb_dump)
+  spb_fault(coll_csv_missing ${np} --error "--csv /nonexistent/c.csv: its directory" -- ${SPB_COLL}
+            --csv /nonexistent/c.csv)
+  spb_fault(coll_csv_readonly ${np} --error "--csv /proc/version: " -- ${SPB_COLL} --csv /proc/version)
+  spb_fault(coll_csv_device ${np} --error "--csv /dev/full: not a regular file" -- ${SPB_COLL} --csv /dev/full)
+  # --- a read-only file system (a tmpfs mounted read-only: root only) ---
+  foreach(case op_csv model_dump)
+    set(ro_${case} "mkdir -p ${d}/ro_${case} && (mountpoint -q ${d}/ro_${case} || mount -t tmpfs -o ro,size=64k tmpfs \
+${d}/ro_${case} 2>/dev/null || exit 77)")
+  endforeach()
+  spb_fault(op_csv_readonly_fs ${np} --error "--csv ${d}/ro_op_csv/op.csv: cannot create a file there"
+            --setup "${ro_op_csv}" --cleanup "umount ${d}/ro_op_csv 2>/dev/null || true"
+            -- ${SPB_OP} -m all --csv ${d}/ro_op_csv/op.csv)
+  spb_fault(model_dump_readonly_fs ${np} --error "--dump ${d}/ro_model_dump/dump: cannot create the directory"
+            --setup "${ro_model_dump}" --cleanup "umount ${d}/ro_model_dump 2>/dev/null || true"
+            -- ${SPB_MODEL} -m zeco --dump ${d}/ro_model_dump/dump)
+  # --- a full file system: refused up front, or a row that no longer fits mid-run (written whole or not at all) ---
+  foreach(case full_upfront full_midrun full_timeline)
+    set(fs ${d}/${case})
+    string(REPLACE "DIR" "${fs}" mount_${case} "${SPB_TMPFS_MOUNT}")
+  endforeach()
+  string(REPLACE "PAGES" "16" mount_full_upfront "${mount_full_upfront}")
+  string(REPLACE "PAGES" "15" mount_full_midrun "${mount_full_midrun}")
+  string(REPLACE "PAGES" "15" mount_full_timeline "${mount_full_timeline}")
+  spb_fault(op_csv_full_fs ${np} --error "--csv ${d}/full_upfront/op.csv: its file system is full"
+            --setup "${mount_full_upfront}" --cleanup "umount ${d}/full_upfront 2>/dev/null || true"
+            -- ${SPB_OP} -m all --csv ${d}/full_upfront/op.csv)
+  spb_fault(coll_csv_full_midrun ${np} --error "--csv ${d}/full_midrun/c.csv: a write failed"
+            --csv ${d}/full_midrun/c.csv --setup "${mount_full_midrun}"
+            --cleanup "umount ${d}/full_midrun 2>/dev/null || true"
+            -- collective --backend cpu -w 0 -n 1 -b 512 -e 64K --block-elems 0 128 256 512 1024 2048 4096
+               --csv ${d}/full_midrun/c.csv)
+  spb_fault(op_timeline_full_midrun ${np} --error "--timeline ${d}/full_timeline/tl.csv: a write failed"
+            --csv ${d}/full_timeline/tl.csv --setup "${mount_full_timeline}"
+            --cleanup "umount ${d}/full_timeline 2>/dev/null || true"
+            -- ${SPB_OP} -m all --timeline ${d}/full_timeline/tl.csv)
+  # --- a row cut short (a killed writer, a full disk before this check): named, repaired, left out on resume ---
+  foreach(case resume compare repair)
+    set(half_${case} ${d}/half_${case}.csv)
+    set(make_half_${case} "rm -f ${d}/half_${case}.csv* && ${SPB_MPIRUN_STR} 1 ${SPB_MPI_FLAGS_STR} \
+$<TARGET_FILE:spbench> operator --backend cpu -w 0 -n 1 -H 2 --dk 16 --dv 16 -L 64 -m dp --csv ${d}/half_${case}.csv \
+>/dev/null && printf 'operator,lasp1,cpu' >> ${d}/half_${case}.csv")
+  endforeach()
+  spb_fault(half_row_resume ${np} --rc 0 --csv ${half_resume} --setup "${make_half_resume}"
+            --output "spbench: note: --csv .*half_resume.csv:4: removed a row cut short.*half_resume.csv.bak"
+            -- ${SPB_OP} -m dp,lasp1 --csv ${half_resume})
+  spb_fault(half_row_compare ${np} --rc 2 --error "half_compare.csv:4: the last line has no newline.*csv repair"
+            --setup "${make_half_compare}" -- compare ${half_compare} ${half_compare})
+  spb_fault(half_row_repair ${np} --rc 0 --csv ${half_repair} --setup "${make_half_repair}"
+            --output "half_repair.csv:4: removed a row cut short \\(18 bytes, 3 fields" -- csv repair ${half_repair})
+endforeach()
+
+# A rank killed in the middle of a run: the others stop (rank_dies.sh; the seed tells the two launches apart).
+foreach(np 2 4)
+  add_test(NAME fault.rank_dies.np${np}
+           COMMAND env SPB_DIES_SEED=51515${np} ${CMAKE_CURRENT_SOURCE_DIR}/harness/rank_dies.sh ${SPB_MPIEXEC} ${np}
+                   ${SPB_MPI_FLAGS} $<TARGET_FILE:spbench> operator --backend cpu -m lasp1 -H 2 --dk 16 --dv 16 -L 256
+                   -w 0 -n 100000000 -c 0 --seed 51515${np})
+  set_tests_properties(fault.rank_dies.np${np} PROPERTIES TIMEOUT 30 LABELS fault)
+endforeach()
