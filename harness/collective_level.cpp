@@ -31,11 +31,11 @@ void add_collective_command(CLI::App& app, CollectiveOptions& o) {
   app.add_option("-e,--maxbytes", o.max_bytes, "largest per-rank state (bytes; K/M/G suffixes)")
       ->transform(CLI::AsSizeValue(false));
   app.add_option("-f,--stepfactor", o.factor, "multiply the size by this between steps")->check(CLI::Range(2, 1024));
-  app.add_option("--dv", o.dv, "elements of a state row (All-Scan blocks are whole rows)")->check(CLI::PositiveNumber);
+  app.add_option("--dv", o.dv, "elements of a state row (All-Scan blocks are whole rows)")->check(at_least(1));
   app.add_option("--block-elems", o.block_elems, "All-Scan block size(s) in elements (0: the whole state)")
       ->delimiter(',');
-  app.add_option("--warmup,-w", o.warmup, "untimed calls")->check(CLI::NonNegativeNumber);
-  app.add_option("--iters,-n", o.iters, "timed calls")->check(CLI::PositiveNumber);
+  app.add_option("--warmup,-w", o.warmup, "untimed calls")->check(at_least(0));
+  app.add_option("--iters,-n", o.iters, "timed calls")->check(at_least(1));
   app.add_option("--check,-c", o.check, "check what every rank received (1) or not (0)")->check(CLI::Range(0, 1));
   app.add_option("--csv", o.csv, "append result rows to this CSV");
   app.add_flag("!--no-resume", o.resume, "rerun configurations already in the CSV");
@@ -44,7 +44,7 @@ void add_collective_command(CLI::App& app, CollectiveOptions& o) {
   app.add_option("--calls-per-event", o.calls_per_event,
                  "back-to-back: record an event after every G calls and time each call as the group's time / G "
                  "(nccl-tests times a whole loop; 1: an event after every call)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   app.add_flag("--probe", o.probe, "also measure the one-hop flag latency and the NVLink pair bandwidth (GPU)");
 }
 

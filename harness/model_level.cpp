@@ -4,6 +4,9 @@
 // print an nccl-tests-style table and append one row per method to the CSV.
 #include "harness/model_level.h"
 
+#include <sys/stat.h>
+
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -31,37 +34,36 @@
 namespace spb {
 
 void add_model_command(CLI::App& app, ModelOptions& o) {
-  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // a later flag overrides an earlier
   app.add_option("--method,-m", o.method, "SP method, a comma-separated list, or all (spbench methods lists them)");
   add_runtime_options(app, o.backend, o.allscan, o.ranks_per_node, o.nodes_over_network);
   app.add_option("--batch,-B", o.batch, "sequences per step B");
   auto* t = app.add_option("--seq,-T", o.seq, "tokens of each whole sequence (split evenly over the ranks)");
   auto* l = app.add_option("--tokens-per-rank,-L", o.tokens_per_rank, "tokens per rank (instead of -T; default 16384)");
   t->excludes(l);
-  app.add_option("--vocab", o.vocab, "vocabulary size (default 32000)");
-  app.add_option("--hidden", o.hidden, "hidden size (default 2048)");
-  app.add_option("--layers", o.layers, "blocks (default 20)");
-  app.add_option("--heads,-H", o.heads, "attention heads (default 32, the paper's; GLA's public 1B has 4)");
-  app.add_option("--expand-k", o.expand_k, "key dimension / hidden (default 0.5)");
-  app.add_option("--expand-v", o.expand_v, "value dimension / hidden (default 1)");
-  app.add_option("--mlp", o.mlp, "MLP intermediate size (0: GLA's, 2/3 x 4 x hidden rounded up to 256)");
-  app.add_option("--gate-rank", o.gate_rank, "the forget gate's low rank (default 16)");
+  app.add_option("--vocab", o.vocab, "vocabulary size (default 32000)")->check(at_least(2));
+  app.add_option("--hidden", o.hidden, "hidden size (default 2048)")->check(at_least(1));
+  app.add_option("--layers", o.layers, "blocks (default 20)")->check(at_least(1));
+  app.add_option("--heads,-H", o.heads, "attention heads (default 32, the paper's; GLA's public 1B has 4)")->check(at_least(1));
+  app.add_option("--expand-k", o.expand_k, "key dimension / hidden (default 0.5)")->check(finite_positive());
+  app.add_option("--expand-v", o.expand_v, "value dimension / hidden (default 1)")->check(finite_positive());
+  app.add_option("--mlp", o.mlp, "MLP intermediate size (0: GLA's, 2/3 x 4 x hidden rounded up to 256)")->check(at_least(0));
+  app.add_option("--gate-rank", o.gate_rank, "the forget gate's low rank (default 16)")->check(at_least(1));
   app.add_option("--blocks,-K", o.blocks, "All-Scan blocks K (zeco); must divide B*H*dk");
   app.add_option("--overlap", o.overlap, "zeco, lasp2: as for spbench operator")->check(CLI::Range(0, 2));
-  app.add_option("--head-groups", o.head_groups, "zeco: as for spbench operator")->check(CLI::NonNegativeNumber);
-  app.add_option("--warmup,-w", o.warmup, "untimed training steps first (default 5)")->check(CLI::NonNegativeNumber);
-  app.add_option("--steps,-n", o.steps, "timed training steps (default 100)")->check(CLI::PositiveNumber);
+  app.add_option("--head-groups", o.head_groups, "zeco: as for spbench operator")->check(at_least(0));
+  app.add_option("--warmup,-w", o.warmup, "untimed training steps first (default 5)")->check(at_least(0));
+  app.add_option("--steps,-n", o.steps, "timed training steps (default 100)")->check(at_least(1));
   app.add_option("--profile", o.profile,
                  "after the timed steps, N more with every stage timed: a table of where a step's time goes")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   app.add_option("--timeline", o.timeline,
                  "after the timed steps, append the compute/comm spans of every rank in --timeline-steps more steps "
                  "to this CSV (a span per block's attention and SP stages, the gradient all-reduce, the whole step)");
   app.add_option("--timeline-steps", o.timeline_steps, "steps --timeline records (default 3)")->check(CLI::Range(1, 100));
-  app.add_option("--log-every", o.log_every, "a progress line every N steps (0: none)")->check(CLI::NonNegativeNumber);
-  app.add_option("--seed", o.seed, "seed of the weights and of the random tokens");
-  app.add_option("--lr", o.lr, "AdamW learning rate (default 3e-4, constant)");
-  app.add_option("--weight-decay", o.weight_decay, "AdamW weight decay (default 0.1)");
+  app.add_option("--log-every", o.log_every, "a progress line every N steps (0: none)")->check(at_least(0));
+  app.add_option("--seed", o.seed, "seed of the weights and of the random tokens")->check(at_least(0));
+  app.add_option("--lr", o.lr, "AdamW learning rate (default 3e-4, constant)")->check(finite_positive());
+  app.add_option("--weight-decay", o.weight_decay, "AdamW weight decay (default 0.1)")->check(finite_positive(true));
   app.add_option("--data", o.data, "train on this file's bytes as tokens (default: random tokens)");
   app.add_option("--dump", o.dump,
                  "write config, manifest, initial params, tokens, the first step's gradients and every loss here "
@@ -85,7 +87,8 @@ void add_model_command(CLI::App& app, ModelOptions& o) {
                "(default: in line, on the compute stream)");
   app.add_option("--check,-c", o.check, "check the first step against a reference method (1) or not (0)")
       ->check(CLI::Range(0, 1));
-  app.add_option("--tolerance", o.tolerance, "largest relative error that passes (default 1e-5 cpu, 5e-3 gpu)");
+  app.add_option("--tolerance", o.tolerance, "largest relative error that passes (default 1e-5 cpu, 5e-3 gpu)")
+      ->check(finite_positive());
   app.add_flag("!--no-resume", o.resume, "rerun configurations already in the CSV");
 }
 
@@ -217,8 +220,16 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
   const GlaModelConfig mc = model_config(o);
   mc.validate();
   SPB_USAGE(o.batch >= 1, "--batch/-B must be >= 1");
-  const int T = o.tokens_per_rank != -1 ? o.tokens_per_rank * P : o.seq != -1 ? o.seq : 16384 * P;
+  const long long T_asked =
+      o.tokens_per_rank != -1 ? (long long)o.tokens_per_rank * P : o.seq != -1 ? o.seq : 16384LL * P;
+  SPB_USAGE(T_asked <= INT_MAX, "--tokens-per-rank/-L: " + std::to_string(o.tokens_per_rank) + " tokens on each of " +
+                                    std::to_string(P) + " ranks make " + std::to_string(T_asked) +
+                                    " tokens, more than the 2147483647 a sequence may have");
+  const int T = int(T_asked);
   SPB_USAGE(T >= 1 && (o.tokens_per_rank == -1 || o.tokens_per_rank >= 1), "-T/-L must be >= 1");
+  SPB_USAGE((long long)o.batch * (T / P) <= INT_MAX,
+            "--batch/-B x tokens per rank: " + std::to_string(o.batch) + " x " + std::to_string(T / P) +
+                " tokens on a rank, more than 2147483647");
   SPB_USAGE(T % P == 0, "--seq/-T: " + std::to_string(T) + " tokens is not divisible by the world size " +
                             std::to_string(P) + " (every rank holds T/P tokens)");
   const int L = T / P;
@@ -227,6 +238,7 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
   const SpConfig sp{GlaShape{o.batch, L, mc.heads, mc.dk(), mc.dv()}, o.blocks, o.allscan, SpOverlap(o.overlap),
                     o.head_groups};
   std::vector<std::string> left_out;  // by `all`: the methods that cannot run this configuration
+  require_distinct_methods(o.method);
   const std::vector<std::string> methods = methods_to_run(o.method, sp, P, &left_out);
   for (const std::string& m : methods)
     if (m == "zeco") (void)SpLocalGla::head_groups_for(sp);
@@ -243,6 +255,14 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
             "--dump with --shard-optimizer: the dump is written by rank 0 alone, and a sharded optimizer's weights and "
             "gradients must be gathered by every rank; dump without it");
   check_outputs(boot, {{"--csv", o.csv}, {"--timeline", o.timeline}, {"--dump", o.dump, true}});
+  // --data is read whole: a directory, a device (/dev/zero never ends) or a pipe is refused before it is opened.
+  if (!o.data.empty())
+    agree_on_usage_errors(boot, [&] {
+      struct stat st;
+      SPB_USAGE(stat(o.data.c_str(), &st) != 0 || S_ISREG(st.st_mode),
+                "--data " + o.data + (S_ISDIR(st.st_mode) ? ": is a directory" : ": not a regular file (a device or pipe)") +
+                    "; give a file of bytes");
+    });
   std::unique_ptr<TokenData> data;
   agree_on_usage_errors(boot, [&] { data = std::make_unique<TokenData>(o.data, mc.vocab, o.batch, T, o.seed); });
 
@@ -266,10 +286,14 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
   const size_t model_bytes = GlaModel::device_bytes(mc, o.batch, L, act, recompute, o.shard_optimizer ? P : 1);
   const double need_gib = double(model_bytes + method_bytes) / double(1ull << 30);
   const double free_gib = boot.min(double(dev.free_memory_bytes()) / double(1ull << 30));
-  SPB_USAGE(need_gib < 0.95 * free_gib,
+  // A GPU's memory is its own; CPU ranks share their node's, each needing all of it.
+  const int sharing = gpu ? 1 : int(boot.max(double(boot.local_size())));
+  SPB_USAGE(need_gib * sharing < 0.95 * free_gib,
             "the model needs about " + std::to_string(int(std::ceil(need_gib))) + " GiB per rank (" +
-                std::to_string(mc.layers) + " layers, " + std::to_string(o.batch * L) + " tokens per rank) and a " +
-                (gpu ? "GPU" : "rank") + " has " + std::to_string(int(free_gib)) + " GiB free: " +
+                std::to_string(mc.layers) + " layers, " + std::to_string((long long)o.batch * L) +
+                " tokens per rank) and " +
+                (gpu ? "a GPU has " : sharing > 1 ? "the " + std::to_string(sharing) + " ranks of a node have " : "a rank has ") +
+                std::to_string(int(free_gib)) + " GiB free: " +
                 (recompute == Recompute::all ? "use fewer tokens per rank (-L) or more ranks"
                  : recompute == Recompute::elementwise
                      ? "try --recompute (the attention's too), fewer tokens per rank (-L) or more ranks"

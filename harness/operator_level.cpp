@@ -4,6 +4,7 @@
 // the same sequence, print an nccl-tests-style table and append the rows to the CSV.
 #include "harness/operator_level.h"
 
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -48,10 +49,10 @@ void add_operator_command(CLI::App& app, OperatorOptions& o) {
   app.add_option("--head-groups", o.head_groups,
                  "zeco, in order: split the heads into this many groups, each scanned while another group computes "
                  "(0 = the default: 1, one scan of the whole state)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--warmup,-w", o.warmup, "untimed iterations")->check(CLI::NonNegativeNumber);
-  app.add_option("--iters,-n", o.iters, "timed iterations")->check(CLI::PositiveNumber);
-  app.add_option("--seed", o.seed, "seed of the random inputs");
+      ->check(at_least(0));
+  app.add_option("--warmup,-w", o.warmup, "untimed iterations")->check(at_least(0));
+  app.add_option("--iters,-n", o.iters, "timed iterations")->check(at_least(1));
+  app.add_option("--seed", o.seed, "seed of the random inputs")->check(at_least(0));
   app.add_option("--gates", o.gates, "model: logsigmoid(randn)/16; strong: logsigmoid(randn)")
       ->check(CLI::IsMember({"model", "strong"}));
   app.add_flag("--h0", o.h0, "a random initial state");
@@ -62,7 +63,8 @@ void add_operator_command(CLI::App& app, OperatorOptions& o) {
   app.add_option("--csv", o.csv, "append result rows to this CSV");
   app.add_option("--check,-c", o.check, "check against the single-device run (1) or not (0)")
       ->check(CLI::Range(0, 1));
-  app.add_option("--tolerance", o.tolerance, "largest relative RMS error that passes (default 1e-5 cpu, 5e-3 gpu)");
+  app.add_option("--tolerance", o.tolerance, "largest relative RMS error that passes (default 1e-5 cpu, 5e-3 gpu)")
+      ->check(finite_positive());
   app.add_flag("!--no-resume", o.resume, "rerun configurations already in the CSV");
   app.add_option("--timeline", o.timeline,
                  "append the compute/comm spans of every rank in --timeline-iters more iterations to this CSV");
@@ -83,7 +85,11 @@ int head_groups_of(const std::string& method, const OperatorOptions& o, const Gl
 GlaShape whole_shape(const OperatorOptions& o, int P) {
   GlaShape s;
   s.B = o.batch, s.H = o.heads, s.dk = o.dk, s.dv = o.dv;
-  s.T = o.tokens_per_rank != -1 ? o.tokens_per_rank * P : o.seq != -1 ? o.seq : 128 * P;
+  const long long T = o.tokens_per_rank != -1 ? (long long)o.tokens_per_rank * P : o.seq != -1 ? o.seq : 128LL * P;
+  SPB_USAGE(T <= INT_MAX, "--tokens-per-rank/-L: " + std::to_string(o.tokens_per_rank) + " tokens on each of " +
+                              std::to_string(P) + " ranks make " + std::to_string(T) +
+                              " tokens, more than the 2147483647 a sequence may have");
+  s.T = int(T);
   return s;
 }
 
@@ -102,10 +108,30 @@ void validate(const GlaShape& s, const OperatorOptions& o, int P) {
   SPB_USAGE(s.T % P == 0, "--seq/-T: " + std::to_string(s.T) + " tokens is not divisible by the world size " +
                               std::to_string(P) + " (every rank holds T/P tokens)");
   positive(o.blocks, "--blocks/-K");
+  SPB_USAGE((long long)s.B * s.H <= INT_MAX, "--batch/-B x --heads/-H: " + std::to_string(s.B) + " x " +
+                                                 std::to_string(s.H) + " (batch, head) pairs, more than 2147483647");
   require_method(o.method);
   GlaShape local = s;
   local.T = s.T / P;
   (void)head_groups_of(o.method, o, local);  // a bad --head-groups is a usage error on every rank
+}
+
+// The host memory the inputs of the whole sequence, the single-device reference and its result take on every rank,
+// against what this node has available for all of its ranks: refused before any of it is allocated.
+void check_host_memory(const Bootstrap& boot, const GlaShape& s, const OperatorOptions& o) {
+  const double elems = double(s.B) * s.T * s.H * (3.0 * s.dk + 2.0 * s.dv);  // q, k, g, v, do (and their gradients)
+  const double need = elems * 4 * (o.check ? 3 : 1) / double(1ull << 30);
+  agree_on_usage_errors(boot, [&] {
+    const double avail = node_available_bytes() / double(1ull << 30);
+    const int ranks = boot.local_size();
+    char msg[512];
+    std::snprintf(msg, sizeof msg,
+                  "-B %d -T %d -H %d --dk %d --dv %d: the inputs of the whole sequence and their reference need about "
+                  "%.1f GiB on each rank, %.1f GiB for the %d ranks of this node, which has %.1f GiB available; use a "
+                  "smaller shape",
+                  s.B, s.T, s.H, s.dk, s.dv, need, need * ranks, ranks, avail);
+    SPB_USAGE(avail <= 0 || need * ranks < 0.9 * avail, msg);
+  });
 }
 
 // `iters` more iterations with every span recorded (record_timeline); rank 0 appends every rank's spans to `path`.
@@ -171,6 +197,7 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
   GlaShape whole;
   if (!o.inputs.empty()) agree_on_usage_errors(boot, [&] { whole = npy_problem_shape(o.inputs); });
   else whole = whole_shape(o, P);
+  require_distinct_methods(o.method);
   for (const std::string& m : split_method_list(o.method)) {
     OperatorOptions one = o;
     one.method = m;
@@ -183,6 +210,7 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
   const std::vector<std::string> methods = methods_to_run(o.method, cfg, P, &left_out);
   SPB_USAGE(o.outputs.empty() || methods.size() == 1, "--outputs: give a single --method");
   check_outputs(boot, {{"--csv", o.csv}, {"--timeline", o.timeline}, {"--outputs", o.outputs, true}});
+  check_host_memory(boot, whole, o);
 
   auto rt = make_runtime(boot, o.backend, o.ranks_per_node, o.nodes_over_network);
   const bool gpu = rt->dev->is_gpu();

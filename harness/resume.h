@@ -19,6 +19,11 @@ struct OutputPath {
 };
 // Rank 0 checks every non-empty path (check_output_file / check_output_dir) and every rank agrees on the verdict:
 // called before anything is measured, so that a file that cannot be written stops every rank at once.
+// MemAvailable of this node (/proc/meminfo), in bytes; 0 where it cannot be read.
+double node_available_bytes();
+// UsageError when a comma-separated --method list names a method twice (its rows would be written twice).
+void require_distinct_methods(const std::string& list);
+
 void check_outputs(const Bootstrap& boot, const std::vector<OutputPath>& outputs);
 
 // Opens `path` on rank 0 (the schema plus `extra` columns; UsageError on every rank when it cannot) into `csv`, and

@@ -108,3 +108,43 @@ foreach(np 2 4)
                    -w 0 -n 100000000 -c 0 --seed 51515${np})
   set_tests_properties(fault.rank_dies.np${np} PROPERTIES TIMEOUT 30 LABELS fault)
 endforeach()
+
+# --- bad input: one line naming the flag or file, exit 2, before anything is allocated or measured ---
+# spb_fault_input(NAME NP REGEX ARGS...): `spbench ARGS` at NP ranks must fail with REGEX.
+function(spb_fault_input name np regex)
+  spb_fault(input_${name} ${np} --error "${regex}" -- ${ARGN})
+  set_tests_properties(fault.input_${name}.np${np} PROPERTIES FIXTURES_REQUIRED npy)
+endfunction()
+foreach(np 2 4)
+  spb_fault_input(huge_shape ${np} "-T 100000000 -H 16 --dk 128 --dv 128: .* GiB for the ${np} ranks of this node"
+                  operator --backend cpu -w 0 -n 1 -T 100000000 -H 16 --dk 128 --dv 128)
+  spb_fault_input(tokens_overflow ${np} "--tokens-per-rank/-L: 1073741824 tokens on each of ${np} ranks"
+                  operator --backend cpu -w 0 -n 1 -L 1073741824)
+  spb_fault_input(batch_heads_overflow ${np} "--batch/-B x --heads/-H: 2000000000 x 2 \\(batch, head\\) pairs"
+                  ${SPB_OP} -B 2000000000)
+  spb_fault_input(tolerance_negative ${np} "--tolerance: must be a finite number > 0 \\(got -1\\)" ${SPB_OP} --tolerance -1)
+  spb_fault_input(tolerance_nan ${np} "--tolerance: must be a finite number > 0 \\(got nan\\)" ${SPB_OP} --tolerance nan)
+  spb_fault_input(seed_negative ${np} "--seed: must be an integer >= 0 \\(got -1\\)" ${SPB_OP} --seed -1)
+  spb_fault_input(iters_zero ${np} "--iters: must be an integer >= 1 \\(got 0\\)" ${SPB_OP} -n 0)
+  spb_fault_input(warmup_negative ${np} "--warmup: must be an integer >= 0 \\(got -1\\)" ${SPB_OP} -w -1)
+  spb_fault_input(method_twice ${np} "--method zeco,zeco: zeco is given twice" ${SPB_OP} -m zeco,zeco)
+  if(np EQUAL 2)  # the fixtures' 90 tokens split over 2 ranks, not 4
+    spb_fault_input(npy_nonfinite ${np} "nonfinite/v.npy: element 5 is nan, not a finite number"
+                    operator --backend cpu -w 0 -n 1 --inputs ${SPB_FIXTURES}/nonfinite)
+  endif()
+  spb_fault_input(model_data_directory ${np} "--data ${CMAKE_CURRENT_SOURCE_DIR}: is a directory"
+                  ${SPB_MODEL} --data ${CMAKE_CURRENT_SOURCE_DIR})
+  spb_fault_input(model_data_device ${np} "--data /dev/zero: not a regular file" ${SPB_MODEL} --data /dev/zero)
+  spb_fault_input(model_vocab_one ${np} "--vocab: must be an integer >= 2 \\(got 1\\)" ${SPB_MODEL} --vocab 1)
+  spb_fault_input(model_lr_nan ${np} "--lr: must be a finite number > 0 \\(got nan\\)" ${SPB_MODEL} --lr nan)
+  spb_fault_input(model_weight_decay_nan ${np} "--weight-decay: must be a finite number >= 0 \\(got nan\\)"
+                  ${SPB_MODEL} --weight-decay nan)
+  spb_fault_input(model_hidden_zero ${np} "--hidden: must be an integer >= 1 \\(got 0\\)" ${SPB_MODEL} --hidden 0)
+  spb_fault_input(model_repeated_flag ${np} "--steps: " ${SPB_MODEL} -n 2 -n 3)
+  spb_fault_input(model_tokens_overflow ${np} "--tokens-per-rank/-L: 1073741824 tokens on each of ${np} ranks"
+                  model --backend cpu --vocab 256 --hidden 64 --layers 1 --heads 2 -L 1073741824)
+  spb_fault_input(model_memory_per_node ${np} "the model needs about [0-9]+ GiB per rank .* the ${np} ranks of a node"
+                  model --backend cpu --vocab 256 --hidden 4096 --layers 4 --heads 2 -L 1048576)
+  spb_fault_input(model_method_twice ${np} "--method dp,zeco,dp: dp is given twice" ${SPB_MODEL} -m dp,zeco,dp)
+  spb_fault_input(coll_iters_zero ${np} "--iters: must be an integer >= 1 \\(got 0\\)" ${SPB_COLL} -n 0)
+endforeach()
