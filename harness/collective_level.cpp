@@ -190,11 +190,18 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
         r.set("timing", o.barrier_each          ? std::string("barrier_each")
                         : o.calls_per_event == 1 ? std::string("back_to_back")
                                                  : "back_to_back_per" + std::to_string(o.calls_per_event));
+        r.set("config_key", config_key({{"warmup", std::to_string(o.warmup)},
+                                        {"iters", std::to_string(o.iters)},
+                                        {"check", std::to_string(o.check)},
+                                        {"allscan", o.allscan}}));
         add_provenance(r, dev);
         int skip = 0;
         if (p == 0 && csv && o.resume) skip = csv->contains(r);
         boot.broadcast(&skip, sizeof skip, 0);
-        if (skip) continue;
+        if (skip) {
+          if (p == 0) std::printf("# %s %zu bytes: already in %s, skipped\n", name.c_str(), bytes, o.csv.c_str());
+          continue;
+        }
 
         for (int i = 0; i < o.warmup; ++i) pat->run(cs);
         dev.synchronize();

@@ -307,6 +307,24 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
   model.set_wgrad_beside(o.wgrad_beside);
   const double flops_tok = model.flops_per_token();
 
+  // What else sets what is computed or how it is timed (the rows' config_key).
+  auto real = [](double x) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.9g", x);
+    return std::string(b);
+  };
+  const std::string key = config_key({{"seed", std::to_string(o.seed)},
+                                      {"lr", real(o.lr)},
+                                      {"weight_decay", real(o.weight_decay)},
+                                      {"data", o.data},
+                                      {"gate_rank", std::to_string(mc.gate_rank)},
+                                      {"wgrad_beside", std::to_string(o.wgrad_beside)},
+                                      {"check", std::to_string(o.check)},
+                                      {"tolerance", real(tol)},
+                                      {"warmup", std::to_string(o.warmup)},
+                                      {"steps", std::to_string(o.steps)},
+                                      {"allscan", o.allscan}});
+
   // `backend` as at the operator level: what carried the attention's communication.
   auto row_for = [&](const std::string& method, const SpMethod* ran) {
     const std::string plain = !gpu ? "cpu" : rt->comm->name();
@@ -331,6 +349,7 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
     r.set("params", (long long)model.param_count()).set("flops_per_token", flops_tok);
     r.set("gemm_tflops", ceiling).set("peak_tflops", peak);
     r.set("nodes", rt->topo.nodes).set("ranks_per_node", rt->topo.ranks_per_node);
+    r.set("config_key", key);
     add_provenance(r, dev);
     return r;
   };

@@ -219,6 +219,20 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
   std::string scan_backend;  // what zeco's options ask for
   agree_on_usage_errors(boot, [&] { scan_backend = resolve_allscan(o.allscan, gpu, rt->topo); });
 
+  // What else sets what is computed or how it is timed (the rows' config_key).
+  char tol_str[32];
+  std::snprintf(tol_str, sizeof tol_str, "%.9g", tol);
+  const std::string key = config_key({{"seed", std::to_string(o.seed)},
+                                      {"gates", o.gates},
+                                      {"h0", std::to_string(o.h0)},
+                                      {"dht", std::to_string(o.dht)},
+                                      {"inputs", o.inputs},
+                                      {"check", std::to_string(o.check)},
+                                      {"tolerance", tol_str},
+                                      {"warmup", std::to_string(o.warmup)},
+                                      {"iters", std::to_string(o.iters)},
+                                      {"allscan", o.allscan}});
+
   // `backend`: cpu, or what carried the communication on GPUs: the communicator (nccl) or zeco's device All-Scan; on
   // either, zeco's node-aware All-Scan (host-hier, host-logdepth) when it ran. Before
   // a method exists (the rerun check) it is what the options ask for; a row written after the run says what ran.
@@ -239,6 +253,7 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
     r.set("block_elems", uses_scan ? (long long)(local.state_rows() / o.blocks * local.dv) : 0LL);
     r.set("pass", std::string(pass)).set("comm", rt->comm->name()).set("warmup", o.warmup).set("iters", o.iters);
     r.set("nodes", rt->topo.nodes).set("ranks_per_node", rt->topo.ranks_per_node);
+    r.set("config_key", key);
     add_provenance(r, *rt->dev);
     return r;
   };

@@ -71,7 +71,16 @@ const std::string& ResultRow::get(const std::string& col) const {
 std::string ResultRow::key() const {
   std::string k;
   for (auto& c : config_columns()) k += get(c) + ",";
-  return k;
+  return k + get("config_key");
+}
+
+std::string config_key(const std::vector<std::pair<std::string, std::string>>& flags) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const auto& [flag, value] : flags)
+    for (char c : flag + "=" + value + "\n") h = (h ^ (unsigned char)c) * 0x100000001b3ull;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)h);
+  return buf;
 }
 
 namespace {
@@ -254,15 +263,25 @@ int repair_csv(const std::string& path) {
 CsvAppender::CsvAppender(std::string path, std::vector<std::string> extra) : path_(std::move(path)) {
   columns_ = schema_columns();
   columns_.insert(columns_.end(), extra.begin(), extra.end());
+  const std::string without_key = join(columns_);
+  columns_.push_back("config_key");
   check_output_file("--csv", path_);
   struct stat st;
   if (stat(path_.c_str(), &st) == 0 && st.st_size > 0) {
     std::ifstream in(path_);
     std::string header;
     std::getline(in, header);
-    SPB_USAGE(header == join(columns_), "--csv " + path_ +
-                                            ": the file exists with other columns; write to a new file (the header "
-                                            "must be: " + join(columns_) + ")");
+    SPB_USAGE(header == join(columns_) || header == without_key,
+              "--csv " + path_ + ": the file exists with other columns; write to a new file (the header must be: " +
+                  join(columns_) + ")");
+    if (header == without_key) {
+      columns_.pop_back();
+      without_config_key_ = true;
+      std::fprintf(stderr,
+                   "spbench: note: --csv %s has no config_key column: its rows are matched on their other columns "
+                   "(--seed, -n, -w, --tolerance and the like not among them); a new file keys on them all\n",
+                   path_.c_str());
+    }
     // A row cut short would run into the next one appended: it goes (the file as it was kept in FILE.bak).
     const std::string cut = cut_unterminated(path_, "--csv");
     if (!cut.empty()) std::fprintf(stderr, "spbench: note: --csv %s\n", cut.c_str());
@@ -277,7 +296,9 @@ CsvAppender::CsvAppender(std::string path, std::vector<std::string> extra) : pat
 }
 
 bool CsvAppender::contains(const ResultRow& row) const {
-  const std::string k = row.key();
+  ResultRow r = row;
+  if (without_config_key_) r.set("config_key", std::string());
+  const std::string k = r.key();
   for (auto& e : existing_keys_)
     if (e == k) return true;
   return false;
@@ -287,7 +308,9 @@ void CsvAppender::append(const ResultRow& row) {
   std::vector<std::string> cells;
   for (auto& c : columns_) cells.push_back(row.get(c));
   append_whole("--csv", path_, join(cells) + "\n");
-  existing_keys_.push_back(row.key());
+  ResultRow r = row;
+  if (without_config_key_) r.set("config_key", std::string());
+  existing_keys_.push_back(r.key());
 }
 
 }  // namespace spb

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,11 @@ const std::vector<std::string>& schema_columns();
 // The columns that say what was run (not what was measured): a rerun skips a row whose key is already in the file.
 const std::vector<std::string>& config_columns();
 
+// The `config_key` column: FNV-1a 64 (16 hex digits) of `flag=value` lines, one for every flag that changes what is
+// computed or how it is timed and has no column of its own (--seed, -n, -w, --tolerance, ...). It is part of key(),
+// so a rerun that changes any of them measures again.
+std::string config_key(const std::vector<std::pair<std::string, std::string>>& flags);
+
 class ResultRow {
  public:
   ResultRow& set(const std::string& col, const std::string& value);
@@ -20,7 +26,7 @@ class ResultRow {
   ResultRow& set(const std::string& col, long long value);
   ResultRow& set(const std::string& col, int value) { return set(col, (long long)value); }
   const std::string& get(const std::string& col) const;  // "" when unset
-  std::string key() const;                               // the config columns, joined
+  std::string key() const;                               // the config columns and config_key, joined
   const std::map<std::string, std::string>& fields() const { return fields_; }
 
  private:
@@ -29,8 +35,9 @@ class ResultRow {
 
 class CsvAppender {
  public:
-  // Opens (creating with a header if new) `path`, whose columns are the schema followed by `extra` columns.
-  // An existing file must have exactly that header.
+  // Opens (creating with a header if new) `path`, whose columns are the schema followed by `extra` columns and
+  // config_key. An existing file must have exactly that header, or that header without config_key (a file written
+  // before the column: its rows are matched without it, and a note on stderr says so).
   CsvAppender(std::string path, std::vector<std::string> extra = {});
   bool contains(const ResultRow& row) const;  // a row with the same key() is already in the file
   void append(const ResultRow& row);           // written and flushed at once
@@ -40,6 +47,7 @@ class CsvAppender {
   std::string path_;
   std::vector<std::string> columns_;
   std::vector<std::string> existing_keys_;
+  bool without_config_key_ = false;  // an existing file from before the config_key column
 };
 
 // Rows of a results CSV as column -> value maps (read with libfccp). A last line without its newline (a row cut short

@@ -148,3 +148,25 @@ foreach(np 2 4)
   spb_fault_input(model_method_twice ${np} "--method dp,zeco,dp: dp is given twice" ${SPB_MODEL} -m dp,zeco,dp)
   spb_fault_input(coll_iters_zero ${np} "--iters: must be an integer >= 1 \\(got 0\\)" ${SPB_COLL} -n 0)
 endforeach()
+
+# --- the resume key is the configuration: changing any flag that sets what is computed or timed measures again ---
+add_test(NAME fault.resume_key.operator
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/harness/resume_key.sh ${SPB_FAULT_DIR}/resume_key_operator.csv
+                 ${SPB_OP} -m zeco -- "--seed 7" "--gates strong" "--h0" "--dht" "-c 0" "--tolerance 1e-4" "-n 2"
+                 "-w 1" -- ${SPB_MPIEXEC} 2 ${SPB_MPI_FLAGS} $<TARGET_FILE:spbench>)
+add_test(NAME fault.resume_key.inputs
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/harness/resume_key.sh ${SPB_FAULT_DIR}/resume_key_inputs.csv
+                 operator --backend cpu -w 0 -n 1 -m zeco -- "--inputs ${SPB_FIXTURES}/good"
+                 -- ${SPB_MPIEXEC} 2 ${SPB_MPI_FLAGS} $<TARGET_FILE:spbench>)
+add_test(NAME fault.resume_key.model
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/harness/resume_key.sh ${SPB_FAULT_DIR}/resume_key_model.csv
+                 ${SPB_MODEL} -m zeco -- "--seed 7" "--lr 1e-3" "--weight-decay 0.01" "--gate-rank 8" "--wgrad-beside"
+                 "--data ${CMAKE_CURRENT_SOURCE_DIR}/harness/fault_case.sh" "-n 2" "-w 1" "-c 0"
+                 -- ${SPB_MPIEXEC} 2 ${SPB_MPI_FLAGS} $<TARGET_FILE:spbench>)
+add_test(NAME fault.resume_key.collective
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/harness/resume_key.sh ${SPB_FAULT_DIR}/resume_key_collective.csv
+                 ${SPB_COLL} -p allscan -- "-n 2" "-w 1" "-c 0"
+                 -- ${SPB_MPIEXEC} 2 ${SPB_MPI_FLAGS} $<TARGET_FILE:spbench>)
+set_tests_properties(fault.resume_key.operator fault.resume_key.inputs fault.resume_key.model
+                     fault.resume_key.collective PROPERTIES TIMEOUT 120 LABELS fault FIXTURES_REQUIRED npy
+                     PASS_REGULAR_EXPRESSION "RESUME_KEY_OK")
