@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "runtime/bootstrap.h"
+#include "runtime/csv.h"
 #include "sp/collective.h"
 #include "harness/collective_level.h"
 #include "report/src/compare.h"
@@ -37,6 +38,12 @@ int main(int argc, char** argv) {
   spb::CompareOptions cmp;
   CLI::App* compare_cmd = app.add_subcommand("compare", "BASE.csv NEW.csv: faster, same or slower per row");
   spb::add_compare_command(*compare_cmd, cmp);
+  CLI::App* csv_cmd = app.add_subcommand("csv", "results CSV upkeep");
+  csv_cmd->require_subcommand(1);
+  std::string repair_file;
+  CLI::App* repair_cmd = csv_cmd->add_subcommand(
+      "repair", "FILE: drop a last row cut short (no newline; by a full disk or a killed run), keeping FILE.bak");
+  repair_cmd->add_option("file", repair_file, "the CSV")->required();
   CLI::App* methods_cmd = app.add_subcommand("methods", "list the registered SP methods");
   CLI::App* patterns_cmd = app.add_subcommand("patterns", "list the registered collective patterns");
 
@@ -70,6 +77,7 @@ int main(int argc, char** argv) {
     if (*co_cmd) return spb::run_collective(boot, co);
     if (*report_cmd) return root ? spb::run_report(ro) : 0;
     if (*compare_cmd) return root ? spb::run_compare(cmp) : 0;
+    if (*repair_cmd) return root ? spb::repair_csv(repair_file) : 0;
   } catch (const spb::UsageError& e) {
     // Raised the same way on every rank (or agreed on through the bootstrap): stop together, one line.
     if (root) std::fprintf(stderr, "spbench: error: %s\n", e.what());

@@ -31,11 +31,11 @@ void add_collective_command(CLI::App& app, CollectiveOptions& o) {
   app.add_option("-e,--maxbytes", o.max_bytes, "largest per-rank state (bytes; K/M/G suffixes)")
       ->transform(CLI::AsSizeValue(false));
   app.add_option("-f,--stepfactor", o.factor, "multiply the size by this between steps")->check(CLI::Range(2, 1024));
-  app.add_option("--dv", o.dv, "elements of a state row (All-Scan blocks are whole rows)")->check(CLI::PositiveNumber);
+  app.add_option("--dv", o.dv, "elements of a state row (All-Scan blocks are whole rows)")->check(at_least(1));
   app.add_option("--block-elems", o.block_elems, "All-Scan block size(s) in elements (0: the whole state)")
       ->delimiter(',');
-  app.add_option("--warmup,-w", o.warmup, "untimed calls")->check(CLI::NonNegativeNumber);
-  app.add_option("--iters,-n", o.iters, "timed calls")->check(CLI::PositiveNumber);
+  app.add_option("--warmup,-w", o.warmup, "untimed calls")->check(at_least(0));
+  app.add_option("--iters,-n", o.iters, "timed calls")->check(at_least(1));
   app.add_option("--check,-c", o.check, "check what every rank received (1) or not (0)")->check(CLI::Range(0, 1));
   app.add_option("--csv", o.csv, "append result rows to this CSV");
   app.add_flag("!--no-resume", o.resume, "rerun configurations already in the CSV");
@@ -44,7 +44,7 @@ void add_collective_command(CLI::App& app, CollectiveOptions& o) {
   app.add_option("--calls-per-event", o.calls_per_event,
                  "back-to-back: record an event after every G calls and time each call as the group's time / G "
                  "(nccl-tests times a whole loop; 1: an event after every call)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   app.add_flag("--probe", o.probe, "also measure the one-hop flag latency and the NVLink pair bandwidth (GPU)");
 }
 
@@ -190,11 +190,18 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
         r.set("timing", o.barrier_each          ? std::string("barrier_each")
                         : o.calls_per_event == 1 ? std::string("back_to_back")
                                                  : "back_to_back_per" + std::to_string(o.calls_per_event));
+        r.set("config_key", config_key({{"warmup", std::to_string(o.warmup)},
+                                        {"iters", std::to_string(o.iters)},
+                                        {"check", std::to_string(o.check)},
+                                        {"allscan", o.allscan}}));
         add_provenance(r, dev);
         int skip = 0;
         if (p == 0 && csv && o.resume) skip = csv->contains(r);
         boot.broadcast(&skip, sizeof skip, 0);
-        if (skip) continue;
+        if (skip) {
+          if (p == 0) std::printf("# %s %zu bytes: already in %s, skipped\n", name.c_str(), bytes, o.csv.c_str());
+          continue;
+        }
 
         for (int i = 0; i < o.warmup; ++i) pat->run(cs);
         dev.synchronize();
@@ -210,13 +217,15 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
                       name.c_str(), backend.c_str(), P, bytes, blocked ? (block ? block : (long long)elems) : 0LL,
                       s.mean, s.median, s.min, s.max, s.cv, algbw, busbw, err, !o.check ? "-" : ok ? "OK" : "WRONG");
           std::fflush(stdout);
-          if (csv && ok) {
-            r.set("time_ms_mean", s.mean / 1e3).set("time_ms_median", s.median / 1e3).set("time_ms_min", s.min / 1e3);
-            r.set("time_ms_max", s.max / 1e3).set("time_ms_cv", s.cv).set("algbw_GBps", algbw).set("busbw_GBps", busbw);
-            if (o.check) r.set("err_rel_rms", err);
-            csv->append(r);
-          }
         }
+        // Every rank, after every size: a row rank 0 cannot write stops them all here.
+        if (!o.csv.empty() && ok) agree_on_usage_errors(boot, [&] {
+          if (!csv) return;
+          r.set("time_ms_mean", s.mean / 1e3).set("time_ms_median", s.median / 1e3).set("time_ms_min", s.min / 1e3);
+          r.set("time_ms_max", s.max / 1e3).set("time_ms_cv", s.cv).set("algbw_GBps", algbw).set("busbw_GBps", busbw);
+          if (o.check) r.set("err_rel_rms", err);
+          csv->append(r);
+        });
       }
     }
   }

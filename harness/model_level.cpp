@@ -4,9 +4,13 @@
 // print an nccl-tests-style table and append one row per method to the CSV.
 #include "harness/model_level.h"
 
+#include <sys/stat.h>
+
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <memory>
 
 #include "kernels/gla.h"
@@ -31,37 +35,36 @@
 namespace spb {
 
 void add_model_command(CLI::App& app, ModelOptions& o) {
-  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // a later flag overrides an earlier
   app.add_option("--method,-m", o.method, "SP method, a comma-separated list, or all (spbench methods lists them)");
   add_runtime_options(app, o.backend, o.allscan, o.ranks_per_node, o.nodes_over_network);
   app.add_option("--batch,-B", o.batch, "sequences per step B");
   auto* t = app.add_option("--seq,-T", o.seq, "tokens of each whole sequence (split evenly over the ranks)");
   auto* l = app.add_option("--tokens-per-rank,-L", o.tokens_per_rank, "tokens per rank (instead of -T; default 16384)");
   t->excludes(l);
-  app.add_option("--vocab", o.vocab, "vocabulary size (default 32000)");
-  app.add_option("--hidden", o.hidden, "hidden size (default 2048)");
-  app.add_option("--layers", o.layers, "blocks (default 20)");
-  app.add_option("--heads,-H", o.heads, "attention heads (default 32, the paper's; GLA's public 1B has 4)");
-  app.add_option("--expand-k", o.expand_k, "key dimension / hidden (default 0.5)");
-  app.add_option("--expand-v", o.expand_v, "value dimension / hidden (default 1)");
-  app.add_option("--mlp", o.mlp, "MLP intermediate size (0: GLA's, 2/3 x 4 x hidden rounded up to 256)");
-  app.add_option("--gate-rank", o.gate_rank, "the forget gate's low rank (default 16)");
+  app.add_option("--vocab", o.vocab, "vocabulary size (default 32000)")->check(at_least(2));
+  app.add_option("--hidden", o.hidden, "hidden size (default 2048)")->check(at_least(1));
+  app.add_option("--layers", o.layers, "blocks (default 20)")->check(at_least(1));
+  app.add_option("--heads,-H", o.heads, "attention heads (default 32, the paper's; GLA's public 1B has 4)")->check(at_least(1));
+  app.add_option("--expand-k", o.expand_k, "key dimension / hidden (default 0.5)")->check(finite_positive());
+  app.add_option("--expand-v", o.expand_v, "value dimension / hidden (default 1)")->check(finite_positive());
+  app.add_option("--mlp", o.mlp, "MLP intermediate size (0: GLA's, 2/3 x 4 x hidden rounded up to 256)")->check(at_least(0));
+  app.add_option("--gate-rank", o.gate_rank, "the forget gate's low rank (default 16)")->check(at_least(1));
   app.add_option("--blocks,-K", o.blocks, "All-Scan blocks K (zeco); must divide B*H*dk");
   app.add_option("--overlap", o.overlap, "zeco, lasp2: as for spbench operator")->check(CLI::Range(0, 2));
-  app.add_option("--head-groups", o.head_groups, "zeco: as for spbench operator")->check(CLI::NonNegativeNumber);
-  app.add_option("--warmup,-w", o.warmup, "untimed training steps first (default 5)")->check(CLI::NonNegativeNumber);
-  app.add_option("--steps,-n", o.steps, "timed training steps (default 100)")->check(CLI::PositiveNumber);
+  app.add_option("--head-groups", o.head_groups, "zeco: as for spbench operator")->check(at_least(0));
+  app.add_option("--warmup,-w", o.warmup, "untimed training steps first (default 5)")->check(at_least(0));
+  app.add_option("--steps,-n", o.steps, "timed training steps (default 100)")->check(at_least(1));
   app.add_option("--profile", o.profile,
                  "after the timed steps, N more with every stage timed: a table of where a step's time goes")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   app.add_option("--timeline", o.timeline,
                  "after the timed steps, append the compute/comm spans of every rank in --timeline-steps more steps "
                  "to this CSV (a span per block's attention and SP stages, the gradient all-reduce, the whole step)");
   app.add_option("--timeline-steps", o.timeline_steps, "steps --timeline records (default 3)")->check(CLI::Range(1, 100));
-  app.add_option("--log-every", o.log_every, "a progress line every N steps (0: none)")->check(CLI::NonNegativeNumber);
-  app.add_option("--seed", o.seed, "seed of the weights and of the random tokens");
-  app.add_option("--lr", o.lr, "AdamW learning rate (default 3e-4, constant)");
-  app.add_option("--weight-decay", o.weight_decay, "AdamW weight decay (default 0.1)");
+  app.add_option("--log-every", o.log_every, "a progress line every N steps (0: none)")->check(at_least(0));
+  app.add_option("--seed", o.seed, "seed of the weights and of the random tokens")->check(at_least(0));
+  app.add_option("--lr", o.lr, "AdamW learning rate (default 3e-4, constant)")->check(finite_positive());
+  app.add_option("--weight-decay", o.weight_decay, "AdamW weight decay (default 0.1)")->check(finite_positive(true));
   app.add_option("--data", o.data, "train on this file's bytes as tokens (default: random tokens)");
   app.add_option("--dump", o.dump,
                  "write config, manifest, initial params, tokens, the first step's gradients and every loss here "
@@ -85,7 +88,8 @@ void add_model_command(CLI::App& app, ModelOptions& o) {
                "(default: in line, on the compute stream)");
   app.add_option("--check,-c", o.check, "check the first step against a reference method (1) or not (0)")
       ->check(CLI::Range(0, 1));
-  app.add_option("--tolerance", o.tolerance, "largest relative error that passes (default 1e-5 cpu, 5e-3 gpu)");
+  app.add_option("--tolerance", o.tolerance, "largest relative error that passes (default 1e-5 cpu, 5e-3 gpu)")
+      ->check(finite_positive());
   app.add_flag("!--no-resume", o.resume, "rerun configurations already in the CSV");
 }
 
@@ -210,27 +214,52 @@ void profile_steps(GlaModel& model, int steps, int first_step, const Tokens& tok
 
 }  // namespace
 
-int run_model(Bootstrap& boot, const ModelOptions& opt) {
-  const int P = boot.size(), p = boot.rank();
-  ModelOptions o = opt;
+namespace {
+
+// What run_model measures: the options (backend resolved) and what follows from them.
+struct ModelPlan {
+  ModelOptions o;
+  GlaModelConfig mc;
+  int T = 0, L = 0;  // tokens of a whole sequence, of a rank
+  Recompute recompute = Recompute::none;
+  SpConfig sp;
+  std::vector<std::string> methods, left_out;  // left_out: by `all`, the methods that cannot run this configuration
+};
+
+// The options, validated the same way on every rank (or agreed on), and what follows from them; every file rank 0
+// will write checked. Nothing is allocated yet.
+ModelPlan validated_plan(const Bootstrap& boot, const ModelOptions& opt) {
+  const int P = boot.size();
+  ModelPlan plan;
+  ModelOptions& o = plan.o;
+  o = opt;
   o.backend = resolve_backend(o.backend);
-  const GlaModelConfig mc = model_config(o);
+  plan.mc = model_config(o);
+  const GlaModelConfig& mc = plan.mc;
   mc.validate();
   SPB_USAGE(o.batch >= 1, "--batch/-B must be >= 1");
-  const int T = o.tokens_per_rank != -1 ? o.tokens_per_rank * P : o.seq != -1 ? o.seq : 16384 * P;
+  const long long T_asked =
+      o.tokens_per_rank != -1 ? (long long)o.tokens_per_rank * P : o.seq != -1 ? o.seq : 16384LL * P;
+  SPB_USAGE(T_asked <= INT_MAX, "--tokens-per-rank/-L: " + std::to_string(o.tokens_per_rank) + " tokens on each of " +
+                                    std::to_string(P) + " ranks make " + std::to_string(T_asked) +
+                                    " tokens, more than the 2147483647 a sequence may have");
+  const int T = plan.T = int(T_asked);
   SPB_USAGE(T >= 1 && (o.tokens_per_rank == -1 || o.tokens_per_rank >= 1), "-T/-L must be >= 1");
+  SPB_USAGE((long long)o.batch * (T / P) <= INT_MAX,
+            "--batch/-B x tokens per rank: " + std::to_string(o.batch) + " x " + std::to_string(T / P) +
+                " tokens on a rank, more than 2147483647");
   SPB_USAGE(T % P == 0, "--seq/-T: " + std::to_string(T) + " tokens is not divisible by the world size " +
                             std::to_string(P) + " (every rank holds T/P tokens)");
-  const int L = T / P;
-  const Recompute recompute = recompute_from_name(o.recompute);
+  plan.L = T / P;
+  plan.recompute = recompute_from_name(o.recompute);
   SPB_USAGE(o.blocks >= 1, "--blocks/-K must be >= 1");
-  const SpConfig sp{GlaShape{o.batch, L, mc.heads, mc.dk(), mc.dv()}, o.blocks, o.allscan, SpOverlap(o.overlap),
-                    o.head_groups};
-  std::vector<std::string> left_out;  // by `all`: the methods that cannot run this configuration
-  const std::vector<std::string> methods = methods_to_run(o.method, sp, P, &left_out);
-  for (const std::string& m : methods)
-    if (m == "zeco") (void)SpLocalGla::head_groups_for(sp);
-  SPB_USAGE(o.dump.empty() || methods.size() == 1, "--dump: give a single --method");
+  plan.sp = SpConfig{GlaShape{o.batch, plan.L, mc.heads, mc.dk(), mc.dv()}, o.blocks, o.allscan, SpOverlap(o.overlap),
+                     o.head_groups};
+  require_distinct_methods(o.method);
+  plan.methods = methods_to_run(o.method, plan.sp, P, &plan.left_out);
+  for (const std::string& m : plan.methods)
+    if (m == "zeco") (void)SpLocalGla::head_groups_for(plan.sp);
+  SPB_USAGE(o.dump.empty() || plan.methods.size() == 1, "--dump: give a single --method");
   // With --overlap 2 the chunk states kernel holds nearly every SM while it waits for the scan, and the scan would
   // queue behind a gradient bucket whose all-reduce needs SMs too: the two may wait on each other.
   SPB_USAGE(o.grad_overlap <= 0 || o.overlap != 2,
@@ -242,6 +271,135 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
   SPB_USAGE(o.dump.empty() || !o.shard_optimizer,
             "--dump with --shard-optimizer: the dump is written by rank 0 alone, and a sharded optimizer's weights and "
             "gradients must be gathered by every rank; dump without it");
+  check_outputs(boot, {{"--csv", o.csv}, {"--timeline", o.timeline}, {"--dump", o.dump, true}});
+  // --data is read whole: a directory, a device (/dev/zero never ends) or a pipe is refused before it is opened.
+  if (!o.data.empty())
+    agree_on_usage_errors(boot, [&] {
+      struct stat st;
+      SPB_USAGE(stat(o.data.c_str(), &st) != 0 || S_ISREG(st.st_mode),
+                "--data " + o.data + (S_ISDIR(st.st_mode) ? ": is a directory" : ": not a regular file (a device or pipe)") +
+                    "; give a file of bytes");
+    });
+  return plan;
+}
+
+// Memory: the model's own tensors plus the SP methods' chunk states (hs and dhs per block, or one block's with
+// --recompute=all), against what the device has free; every rank agrees before any allocation. Returns GiB per rank.
+double check_memory(const Bootstrap& boot, Runtime& rt, const ModelPlan& plan) {
+  const ModelOptions& o = plan.o;
+  const GlaModelConfig& mc = plan.mc;
+  const int P = boot.size(), L = plan.L;
+  const Recompute recompute = plan.recompute;
+  Device& dev = *rt.dev;
+  const bool gpu = dev.is_gpu();
+  const DType act = rt.kern->act_dtype();
+  const GlaShape local = plan.sp.local;
+  const size_t method_bytes =
+      2 * chunk_state_bytes(*rt.kern, local) * size_t(recompute == Recompute::all ? 1 : mc.layers);
+  const size_t model_bytes = GlaModel::device_bytes(mc, o.batch, L, act, recompute, o.shard_optimizer ? P : 1);
+  const double need_gib = double(model_bytes + method_bytes) / double(1ull << 30);
+  const double free_gib = boot.min(double(dev.free_memory_bytes()) / double(1ull << 30));
+  // A GPU's memory is its own; CPU ranks share their node's, each needing all of it.
+  const int sharing = gpu ? 1 : int(boot.max(double(boot.local_size())));
+  SPB_USAGE(need_gib * sharing < 0.95 * free_gib,
+            "the model needs about " + std::to_string(int(std::ceil(need_gib))) + " GiB per rank (" +
+                std::to_string(mc.layers) + " layers, " + std::to_string((long long)o.batch * L) +
+                " tokens per rank) and " +
+                (gpu ? "a GPU has " : sharing > 1 ? "the " + std::to_string(sharing) + " ranks of a node have " : "a rank has ") +
+                std::to_string(int(free_gib)) + " GiB free: " +
+                (recompute == Recompute::all ? "use fewer tokens per rank (-L) or more ranks"
+                 : recompute == Recompute::elementwise
+                     ? "try --recompute (the attention's too), fewer tokens per rank (-L) or more ranks"
+                     : "try --recompute=elementwise or --recompute, fewer tokens per rank (-L) or more ranks"));
+
+  return need_gib;
+}
+
+// The reference step: from the same weights and tokens, the first step of `name` against that of `ref` (none when
+// empty): the larger relative difference of the loss and the gradient norm, NaN without a reference. Leaves the
+// model reset, running `name`.
+double reference_step(const Bootstrap& boot, GlaModel& model, const std::string& name, const std::string& ref,
+                      const std::vector<int32_t>& tokens, uint64_t seed) {
+  // Each method starts from the same weights, the same AdamW state and the same tokens; the reference method's
+  // first step (no update) runs before the method's own objects are made.
+  model.reset(seed);
+  double ref_loss = 0, ref_norm = 0;
+  if (!ref.empty()) {
+    model.set_method(ref);
+    ref_loss = model.forward_backward(tokens), ref_norm = model.grad_norm();
+  }
+  agree_on_usage_errors(boot, [&] { model.set_method(name); });
+  if (boot.rank() == 0 && !model.method(0).notice().empty()) std::printf("# %s\n", model.method(0).notice().c_str());
+  if (ref.empty()) return NAN;
+  const double loss = model.forward_backward(tokens), norm = model.grad_norm();
+  if (boot.rank() == 0)
+    std::printf("# %s first step against %s: loss %.7g vs %.7g, gradient norm %.7g vs %.7g\n", name.c_str(),
+                ref.c_str(), loss, ref_loss, norm, ref_norm);
+  return std::max(std::abs(loss - ref_loss) / std::abs(ref_loss), std::abs(norm - ref_norm) / ref_norm);
+}
+
+// Timed steps after one another, each timed as the max over ranks of the compute stream's events around forward,
+// backward, gradient sum and AdamW (-w warm-up steps first, not kept); rank 0 adds each step's tokens and loss to the
+// dump, and the first step's gradients.
+struct StepTimes {
+  std::vector<double> max, mean;  // per timed step: over ranks
+  double loss = 0, peak_gib = 0;  // the last step's loss; the most memory a rank used
+};
+StepTimes timed_steps(const Bootstrap& boot, GlaModel& model, const ModelPlan& plan, const std::string& name,
+                      const AdamWConfig& adam, const std::function<std::vector<int32_t>(int)>& tokens_of,
+                      const TokenData& data, Dump& dump, EventHandle& e0, EventHandle& e1) {
+  const ModelOptions& o = plan.o;
+  const int P = boot.size(), p = boot.rank(), T = plan.T, L = plan.L;
+  Device& dev = *model.runtime().dev;
+  const Stream st = dev.compute_stream();
+  StepTimes t;
+  const int total = o.warmup + o.steps;
+  for (int s = 0; s < total; ++s) {
+    const std::vector<int32_t> toks = tokens_of(s);
+    if (!o.dump.empty() && p == 0)
+      for (int32_t x : data.window(s, 0, T)) dump.tokens.push_back(float(x));
+    dev.synchronize();
+    boot.barrier();
+    dev.record(e0.get(), st);
+    t.loss = model.forward_backward(toks);
+    if (s == 0 && !o.dump.empty())
+      agree_on_usage_errors(boot, [&] {
+        if (p != 0) return;
+        const std::vector<float> g = model.download_grads();
+        write_npy(o.dump + "/grads_step1.npy", {g.size()}, g.data());
+      });
+    model.optimizer_step(adam);
+    dev.record(e1.get(), st);
+    dev.synchronize();
+    const double ms = dev.elapsed_ms(e0.get(), e1.get());
+    if (s == 0) t.peak_gib = boot.max(double(dev.used_memory_bytes()) / double(1ull << 30));
+    dump.losses.push_back(float(t.loss));
+    SPB_USAGE(std::isfinite(t.loss), "the loss of step " + std::to_string(s + 1) + " is not finite (--lr " +
+                                       std::to_string(o.lr) + " too large?)");
+    const double mx = boot.max(ms), mean = boot.sum(ms) / P;
+    if (s >= o.warmup) t.max.push_back(mx), t.mean.push_back(mean);
+    if (p == 0 && o.log_every && ((s + 1) % o.log_every == 0 || s + 1 == total)) {
+      std::printf("# %s step %d/%d%s  loss %.4f  step %.2f ms  %.0f tokens/s/GPU\n", name.c_str(), s + 1, total,
+                  s < o.warmup ? " (warm-up)" : "", t.loss, mx, o.batch * L / (mx / 1e3));
+      std::fflush(stdout);
+    }
+  }
+  t.peak_gib = std::max(t.peak_gib, boot.max(double(dev.used_memory_bytes()) / double(1ull << 30)));
+  return t;
+}
+
+}  // namespace
+
+int run_model(Bootstrap& boot, const ModelOptions& opt) {
+  const int P = boot.size(), p = boot.rank();
+  const ModelPlan plan = validated_plan(boot, opt);
+  const ModelOptions& o = plan.o;
+  const GlaModelConfig& mc = plan.mc;
+  const int T = plan.T, L = plan.L;
+  const Recompute recompute = plan.recompute;
+  const SpConfig& sp = plan.sp;
+  const std::vector<std::string>& methods = plan.methods;
+  const std::vector<std::string>& left_out = plan.left_out;  // by `all`: the methods that cannot run this configuration
   std::unique_ptr<TokenData> data;
   agree_on_usage_errors(boot, [&] { data = std::make_unique<TokenData>(o.data, mc.vocab, o.batch, T, o.seed); });
 
@@ -257,22 +415,8 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
   agree_on_usage_errors(boot, [&] { scan_backend = resolve_allscan(o.allscan, gpu, rt->topo); });
   const AdamWConfig adam{o.lr, 0.9f, 0.95f, 1e-8f, o.weight_decay};
 
-  // Memory: the model's own tensors plus the SP methods' chunk states (hs and dhs per block, or one block's with
-  // --recompute=all), against what the device has free; every rank agrees before any allocation.
-  const GlaShape local = sp.local;
-  const size_t method_bytes =
-      2 * chunk_state_bytes(*rt->kern, local) * size_t(recompute == Recompute::all ? 1 : mc.layers);
-  const size_t model_bytes = GlaModel::device_bytes(mc, o.batch, L, act, recompute, o.shard_optimizer ? P : 1);
-  const double need_gib = double(model_bytes + method_bytes) / double(1ull << 30);
-  const double free_gib = boot.min(double(dev.free_memory_bytes()) / double(1ull << 30));
-  SPB_USAGE(need_gib < 0.95 * free_gib,
-            "the model needs about " + std::to_string(int(std::ceil(need_gib))) + " GiB per rank (" +
-                std::to_string(mc.layers) + " layers, " + std::to_string(o.batch * L) + " tokens per rank) and a " +
-                (gpu ? "GPU" : "rank") + " has " + std::to_string(int(free_gib)) + " GiB free: " +
-                (recompute == Recompute::all ? "use fewer tokens per rank (-L) or more ranks"
-                 : recompute == Recompute::elementwise
-                     ? "try --recompute (the attention's too), fewer tokens per rank (-L) or more ranks"
-                     : "try --recompute=elementwise or --recompute, fewer tokens per rank (-L) or more ranks"));
+  const double need_gib = check_memory(boot, *rt, plan);
+  const GlaShape& local = sp.local;
 
   const double ceiling = gemm_ceiling_tflops(dev);
   const double peak = gpu ? datasheet_bf16_tflops(dev.name()) : NAN;  // NaN: MFU left empty
@@ -281,6 +425,24 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
   model.set_shard_optimizer(o.shard_optimizer);
   model.set_wgrad_beside(o.wgrad_beside);
   const double flops_tok = model.flops_per_token();
+
+  // What else sets what is computed or how it is timed (the rows' config_key).
+  auto real = [](double x) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.9g", x);
+    return std::string(b);
+  };
+  const std::string key = config_key({{"seed", std::to_string(o.seed)},
+                                      {"lr", real(o.lr)},
+                                      {"weight_decay", real(o.weight_decay)},
+                                      {"data", o.data},
+                                      {"gate_rank", std::to_string(mc.gate_rank)},
+                                      {"wgrad_beside", std::to_string(o.wgrad_beside)},
+                                      {"check", std::to_string(o.check)},
+                                      {"tolerance", real(tol)},
+                                      {"warmup", std::to_string(o.warmup)},
+                                      {"steps", std::to_string(o.steps)},
+                                      {"allscan", o.allscan}});
 
   // `backend` as at the operator level: what carried the attention's communication.
   auto row_for = [&](const std::string& method, const SpMethod* ran) {
@@ -306,6 +468,7 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
     r.set("params", (long long)model.param_count()).set("flops_per_token", flops_tok);
     r.set("gemm_tflops", ceiling).set("peak_tflops", peak);
     r.set("nodes", rt->topo.nodes).set("ranks_per_node", rt->topo.ranks_per_node);
+    r.set("config_key", key);
     add_provenance(r, dev);
     return r;
   };
@@ -355,84 +518,42 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
 
   int wrong = 0;
   EventHandle e0(dev), e1(dev);
-  const Stream st = dev.compute_stream();
   auto tokens_of = [&](int step) { return data->window(step, p * L, (p + 1) * L); };
   for (const std::string& name : todo) {
-    // Each method starts from the same weights, the same AdamW state and the same tokens; the reference method's
-    // first step (no update) runs before the method's own objects are made.
-    model.reset(o.seed);
-    const std::string ref = o.check ? reference_method(name, P) : "";
-    double ref_loss = 0, ref_norm = 0;
-    if (!ref.empty()) {
-      model.set_method(ref);
-      ref_loss = model.forward_backward(tokens_of(0)), ref_norm = model.grad_norm();
-    }
-    agree_on_usage_errors(boot, [&] { model.set_method(name); });
-    if (p == 0 && !model.method(0).notice().empty()) std::printf("# %s\n", model.method(0).notice().c_str());
-
-    double err = NAN;
-    if (!ref.empty()) {
-      const double loss = model.forward_backward(tokens_of(0)), norm = model.grad_norm();
-      err = std::max(std::abs(loss - ref_loss) / std::abs(ref_loss), std::abs(norm - ref_norm) / ref_norm);
-      if (p == 0)
-        std::printf("# %s first step against %s: loss %.7g vs %.7g, gradient norm %.7g vs %.7g\n", name.c_str(),
-                    ref.c_str(), loss, ref_loss, norm, ref_norm);
-    }
+    const double err =
+        reference_step(boot, model, name, o.check ? reference_method(name, P) : "", tokens_of(0), o.seed);
     const bool ok = std::isnan(err) || err <= tol;
 
     Dump dump{o.dump, {}, {}};
-    if (!o.dump.empty() && p == 0) {
-      std::error_code ec;
-      std::filesystem::create_directories(o.dump, ec);
-      SPB_USAGE(!ec, "--dump " + o.dump + ": cannot create the directory (" + ec.message() + ")");
-      dump.config(mc, o, T, adam);
-      dump.manifest(model.params_info());
-      const std::vector<float> params = model.download_params();
-      write_npy(o.dump + "/params.npy", {params.size()}, params.data());
-    }
+    // Rank 0 writes the dump; every rank agrees on whether it could (here and at each write below).
+    if (!o.dump.empty())
+      agree_on_usage_errors(boot, [&] {
+        if (p != 0) return;
+        std::error_code ec;
+        std::filesystem::create_directories(o.dump, ec);
+        SPB_USAGE(!ec, "--dump " + o.dump + ": cannot create the directory (" + ec.message() + ")");
+        dump.config(mc, o, T, adam);
+        dump.manifest(model.params_info());
+        const std::vector<float> params = model.download_params();
+        write_npy(o.dump + "/params.npy", {params.size()}, params.data());
+      });
 
-    std::vector<double> step_max, step_mean;
-    double loss = 0, peak_gib = 0;
     const int total = o.warmup + o.steps;
-    for (int s = 0; s < total; ++s) {
-      const std::vector<int32_t> toks = tokens_of(s);
-      if (!o.dump.empty() && p == 0)
-        for (int32_t x : data->window(s, 0, T)) dump.tokens.push_back(float(x));
-      dev.synchronize();
-      boot.barrier();
-      dev.record(e0.get(), st);
-      loss = model.forward_backward(toks);
-      if (s == 0 && !o.dump.empty() && p == 0) {
-        const std::vector<float> g = model.download_grads();
-        write_npy(o.dump + "/grads_step1.npy", {g.size()}, g.data());
-      }
-      model.optimizer_step(adam);
-      dev.record(e1.get(), st);
-      dev.synchronize();
-      const double ms = dev.elapsed_ms(e0.get(), e1.get());
-      if (s == 0) peak_gib = boot.max(double(dev.used_memory_bytes()) / double(1ull << 30));
-      dump.losses.push_back(float(loss));
-      SPB_USAGE(std::isfinite(loss), "the loss of step " + std::to_string(s + 1) + " is not finite (--lr " +
-                                         std::to_string(o.lr) + " too large?)");
-      const double mx = boot.max(ms), mean = boot.sum(ms) / P;
-      if (s >= o.warmup) step_max.push_back(mx), step_mean.push_back(mean);
-      if (p == 0 && o.log_every && ((s + 1) % o.log_every == 0 || s + 1 == total)) {
-        std::printf("# %s step %d/%d%s  loss %.4f  step %.2f ms  %.0f tokens/s/GPU\n", name.c_str(), s + 1, total,
-                    s < o.warmup ? " (warm-up)" : "", loss, mx, o.batch * L / (mx / 1e3));
-        std::fflush(stdout);
-      }
-    }
-    peak_gib = std::max(peak_gib, boot.max(double(dev.used_memory_bytes()) / double(1ull << 30)));
+    const StepTimes timed = timed_steps(boot, model, plan, name, adam, tokens_of, *data, dump, e0, e1);
+    const std::vector<double>&step_max = timed.max, &step_mean = timed.mean;
+    const double loss = timed.loss, peak_gib = timed.peak_gib;
     if (!o.timeline.empty() && ok)
       timeline_steps(model, o.timeline_steps, total, tokens_of, adam, timeline_prefix(row_for(name, &model.method(0))),
                      o.timeline);
     if (o.profile) profile_steps(model, o.profile, total + (o.timeline.empty() ? 0 : o.timeline_steps + 1), tokens_of,
                                  adam, ceiling, p == 0);
     model.method(0).finish();
-    if (!o.dump.empty() && p == 0) {
-      write_npy(o.dump + "/tokens.npy", {size_t(total), size_t(o.batch), size_t(T) + 1}, dump.tokens.data());
-      write_npy(o.dump + "/losses.npy", {size_t(total)}, dump.losses.data());
-    }
+    if (!o.dump.empty())
+      agree_on_usage_errors(boot, [&] {
+        if (p != 0) return;
+        write_npy(o.dump + "/tokens.npy", {size_t(total), size_t(o.batch), size_t(T) + 1}, dump.tokens.data());
+        write_npy(o.dump + "/losses.npy", {size_t(total)}, dump.losses.data());
+      });
 
     wrong += !ok;
     const Summary sm = summarize(step_max);
@@ -447,14 +568,16 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
                   std::isnan(err) ? "-" : ok ? "OK" : "WRONG");
       std::fflush(stdout);
     }
-    if (csv && ok) {
+    // Every rank, after every method: a row rank 0 cannot write stops them all here.
+    if (!o.csv.empty() && ok) agree_on_usage_errors(boot, [&] {
+      if (!csv) return;
       ResultRow r = row_for(name, &model.method(0));
       r.set("time_ms_mean", sm.mean).set("time_ms_median", sm.median).set("time_ms_min", sm.min);
       r.set("time_ms_max", sm.max).set("time_ms_cv", sm.cv).set("time_ms_mean_over_ranks", summarize(step_mean).mean);
       r.set("err_rel_rms", err).set("tokens_per_s_per_gpu", tps).set("tokens_per_s", tps * P);
       r.set("loss", loss).set("peak_mem_gib", peak_gib).set("mfu", mfu).set("gemm_ceiling_frac", ceiling_frac);
       csv->append(r);
-    }
+    });
   }
   if (p == 0) {
     std::printf("# wrong results: %d%s\n", wrong, wrong ? "  (a wrong result is not written to the CSV)" : "");

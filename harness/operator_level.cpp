@@ -4,6 +4,7 @@
 // the same sequence, print an nccl-tests-style table and append the rows to the CSV.
 #include "harness/operator_level.h"
 
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -48,10 +49,10 @@ void add_operator_command(CLI::App& app, OperatorOptions& o) {
   app.add_option("--head-groups", o.head_groups,
                  "zeco, in order: split the heads into this many groups, each scanned while another group computes "
                  "(0 = the default: 1, one scan of the whole state)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--warmup,-w", o.warmup, "untimed iterations")->check(CLI::NonNegativeNumber);
-  app.add_option("--iters,-n", o.iters, "timed iterations")->check(CLI::PositiveNumber);
-  app.add_option("--seed", o.seed, "seed of the random inputs");
+      ->check(at_least(0));
+  app.add_option("--warmup,-w", o.warmup, "untimed iterations")->check(at_least(0));
+  app.add_option("--iters,-n", o.iters, "timed iterations")->check(at_least(1));
+  app.add_option("--seed", o.seed, "seed of the random inputs")->check(at_least(0));
   app.add_option("--gates", o.gates, "model: logsigmoid(randn)/16; strong: logsigmoid(randn)")
       ->check(CLI::IsMember({"model", "strong"}));
   app.add_flag("--h0", o.h0, "a random initial state");
@@ -62,7 +63,8 @@ void add_operator_command(CLI::App& app, OperatorOptions& o) {
   app.add_option("--csv", o.csv, "append result rows to this CSV");
   app.add_option("--check,-c", o.check, "check against the single-device run (1) or not (0)")
       ->check(CLI::Range(0, 1));
-  app.add_option("--tolerance", o.tolerance, "largest relative RMS error that passes (default 1e-5 cpu, 5e-3 gpu)");
+  app.add_option("--tolerance", o.tolerance, "largest relative RMS error that passes (default 1e-5 cpu, 5e-3 gpu)")
+      ->check(finite_positive());
   app.add_flag("!--no-resume", o.resume, "rerun configurations already in the CSV");
   app.add_option("--timeline", o.timeline,
                  "append the compute/comm spans of every rank in --timeline-iters more iterations to this CSV");
@@ -83,7 +85,11 @@ int head_groups_of(const std::string& method, const OperatorOptions& o, const Gl
 GlaShape whole_shape(const OperatorOptions& o, int P) {
   GlaShape s;
   s.B = o.batch, s.H = o.heads, s.dk = o.dk, s.dv = o.dv;
-  s.T = o.tokens_per_rank != -1 ? o.tokens_per_rank * P : o.seq != -1 ? o.seq : 128 * P;
+  const long long T = o.tokens_per_rank != -1 ? (long long)o.tokens_per_rank * P : o.seq != -1 ? o.seq : 128LL * P;
+  SPB_USAGE(T <= INT_MAX, "--tokens-per-rank/-L: " + std::to_string(o.tokens_per_rank) + " tokens on each of " +
+                              std::to_string(P) + " ranks make " + std::to_string(T) +
+                              " tokens, more than the 2147483647 a sequence may have");
+  s.T = int(T);
   return s;
 }
 
@@ -102,10 +108,30 @@ void validate(const GlaShape& s, const OperatorOptions& o, int P) {
   SPB_USAGE(s.T % P == 0, "--seq/-T: " + std::to_string(s.T) + " tokens is not divisible by the world size " +
                               std::to_string(P) + " (every rank holds T/P tokens)");
   positive(o.blocks, "--blocks/-K");
+  SPB_USAGE((long long)s.B * s.H <= INT_MAX, "--batch/-B x --heads/-H: " + std::to_string(s.B) + " x " +
+                                                 std::to_string(s.H) + " (batch, head) pairs, more than 2147483647");
   require_method(o.method);
   GlaShape local = s;
   local.T = s.T / P;
   (void)head_groups_of(o.method, o, local);  // a bad --head-groups is a usage error on every rank
+}
+
+// The host memory the inputs of the whole sequence, the single-device reference and its result take on every rank,
+// against what this node has available for all of its ranks: refused before any of it is allocated.
+void check_host_memory(const Bootstrap& boot, const GlaShape& s, const OperatorOptions& o) {
+  const double elems = double(s.B) * s.T * s.H * (3.0 * s.dk + 2.0 * s.dv);  // q, k, g, v, do (and their gradients)
+  const double need = elems * 4 * (o.check ? 3 : 1) / double(1ull << 30);
+  agree_on_usage_errors(boot, [&] {
+    const double avail = node_available_bytes() / double(1ull << 30);
+    const int ranks = boot.local_size();
+    char msg[512];
+    std::snprintf(msg, sizeof msg,
+                  "-B %d -T %d -H %d --dk %d --dv %d: the inputs of the whole sequence and their reference need about "
+                  "%.1f GiB on each rank, %.1f GiB for the %d ranks of this node, which has %.1f GiB available; use a "
+                  "smaller shape",
+                  s.B, s.T, s.H, s.dk, s.dv, need, need * ranks, ranks, avail);
+    SPB_USAGE(avail <= 0 || need * ranks < 0.9 * avail, msg);
+  });
 }
 
 // `iters` more iterations with every span recorded (record_timeline); rank 0 appends every rank's spans to `path`.
@@ -121,12 +147,22 @@ void write_timeline(Runtime& rt, SpMethod& m, const SpForwardArgs& fa, const SpB
   });
 }
 
-// Gathers each rank's tokens into the whole sequence on rank 0 and writes the .npy files there.
+// Gathers each rank's tokens into the whole sequence on rank 0 and writes the .npy files there. Collective: a file
+// rank 0 cannot write is the same UsageError on every rank, after every gather.
 void write_outputs(const Bootstrap& boot, const std::string& dir, const GlaShape& whole, const GlaShape& local,
                    const HostResult& r, const HostTensors& in) {
+  std::string failed;  // rank 0's first write error; the gathers go on so that no rank waits in one
+  auto write_npy = [&](const std::string& path, const std::vector<size_t>& shape, const float* data) {
+    if (!failed.empty()) return;
+    try {
+      spb::write_npy(path, shape, data);
+    } catch (const UsageError& e) {
+      failed = std::string("--outputs ") + e.what();
+    }
+  };
   auto tokens = [&](const std::vector<float>& x, int D, const char* name) {
     std::vector<char> all = boot.gather(x.data(), x.size() * 4);
-    if (boot.rank() != 0) return;
+    if (boot.rank() != 0 || !failed.empty()) return;
     const float* parts = reinterpret_cast<const float*>(all.data());
     const size_t row = size_t(whole.H) * D, per_b = size_t(local.T) * row;
     std::vector<float> out(x.size() * boot.size());
@@ -148,6 +184,7 @@ void write_outputs(const Bootstrap& boot, const std::string& dir, const GlaShape
     write_npy(dir + "/ht.npy", st, reinterpret_cast<const float*>(hts.data()) + (boot.size() - 1) * r.ht.size());
     write_npy(dir + "/dh0.npy", st, r.dh0.data());
   }
+  agree_on_usage_errors(boot, [&] { SPB_USAGE(failed.empty(), failed); });
 }
 
 }  // namespace
@@ -160,6 +197,7 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
   GlaShape whole;
   if (!o.inputs.empty()) agree_on_usage_errors(boot, [&] { whole = npy_problem_shape(o.inputs); });
   else whole = whole_shape(o, P);
+  require_distinct_methods(o.method);
   for (const std::string& m : split_method_list(o.method)) {
     OperatorOptions one = o;
     one.method = m;
@@ -171,6 +209,8 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
   std::vector<std::string> left_out;  // by `all`: the methods that cannot run this configuration
   const std::vector<std::string> methods = methods_to_run(o.method, cfg, P, &left_out);
   SPB_USAGE(o.outputs.empty() || methods.size() == 1, "--outputs: give a single --method");
+  check_outputs(boot, {{"--csv", o.csv}, {"--timeline", o.timeline}, {"--outputs", o.outputs, true}});
+  check_host_memory(boot, whole, o);
 
   auto rt = make_runtime(boot, o.backend, o.ranks_per_node, o.nodes_over_network);
   const bool gpu = rt->dev->is_gpu();
@@ -178,6 +218,20 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
   const double tol = o.tolerance > 0 ? o.tolerance : gpu ? 5e-3 : 1e-5;
   std::string scan_backend;  // what zeco's options ask for
   agree_on_usage_errors(boot, [&] { scan_backend = resolve_allscan(o.allscan, gpu, rt->topo); });
+
+  // What else sets what is computed or how it is timed (the rows' config_key).
+  char tol_str[32];
+  std::snprintf(tol_str, sizeof tol_str, "%.9g", tol);
+  const std::string key = config_key({{"seed", std::to_string(o.seed)},
+                                      {"gates", o.gates},
+                                      {"h0", std::to_string(o.h0)},
+                                      {"dht", std::to_string(o.dht)},
+                                      {"inputs", o.inputs},
+                                      {"check", std::to_string(o.check)},
+                                      {"tolerance", tol_str},
+                                      {"warmup", std::to_string(o.warmup)},
+                                      {"iters", std::to_string(o.iters)},
+                                      {"allscan", o.allscan}});
 
   // `backend`: cpu, or what carried the communication on GPUs: the communicator (nccl) or zeco's device All-Scan; on
   // either, zeco's node-aware All-Scan (host-hier, host-logdepth) when it ran. Before
@@ -199,6 +253,7 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
     r.set("block_elems", uses_scan ? (long long)(local.state_rows() / o.blocks * local.dv) : 0LL);
     r.set("pass", std::string(pass)).set("comm", rt->comm->name()).set("warmup", o.warmup).set("iters", o.iters);
     r.set("nodes", rt->topo.nodes).set("ranks_per_node", rt->topo.ranks_per_node);
+    r.set("config_key", key);
     add_provenance(r, *rt->dev);
     return r;
   };
@@ -299,6 +354,7 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
     if (!o.outputs.empty()) write_outputs(boot, o.outputs, whole, local, download_result(dev, act, local, d), in);
 
     const char* passes[2] = {"fwd", "fwd_bwd"};
+    std::vector<ResultRow> rows;
     std::vector<double>* times[2] = {&fwd_max, &all_max};
     for (int i = 0; i < 2; ++i) {
       const Summary s = summarize(*times[i]);
@@ -312,9 +368,14 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
         r.set("time_ms_max", s.max).set("time_ms_cv", s.cv);
         if (i == 1) r.set("time_ms_mean_over_ranks", summarize(all_mean).mean);
         if (o.check) r.set("err_rel_rms", e);
-        csv->append(r);
+        rows.push_back(r);
       }
     }
+    // Every rank, after every method: a row rank 0 cannot write stops them all here.
+    if (!o.csv.empty())
+      agree_on_usage_errors(boot, [&] {
+        for (const ResultRow& r : rows) csv->append(r);
+      });
     if (p == 0) {
       if (o.check)
         std::printf("# %s errors vs the single-device run (relative RMS, max over ranks): o %.2e  ht %.2e  dq %.2e  "

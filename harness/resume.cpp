@@ -6,6 +6,42 @@
 
 namespace spb {
 
+double node_available_bytes() {
+  FILE* f = std::fopen("/proc/meminfo", "r");
+  if (!f) return 0;
+  char line[256];
+  double kib = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "MemAvailable: %lf kB", &kib) == 1) break;
+  std::fclose(f);
+  return kib * 1024;
+}
+
+void require_distinct_methods(const std::string& list) {
+  std::vector<std::string> seen;
+  std::string name;
+  for (size_t i = 0; i <= list.size(); ++i) {
+    if (i < list.size() && list[i] != ',') {
+      name += list[i];
+      continue;
+    }
+    for (const std::string& s : seen)
+      SPB_USAGE(s != name, "--method " + list + ": " + name + " is given twice (its rows would be written twice)");
+    seen.push_back(name);
+    name.clear();
+  }
+}
+
+void check_outputs(const Bootstrap& boot, const std::vector<OutputPath>& outputs) {
+  agree_on_usage_errors(boot, [&] {
+    if (boot.rank() != 0) return;
+    for (const OutputPath& o : outputs) {
+      if (o.dir) check_output_dir(o.flag, o.path);
+      else check_output_file(o.flag, o.path);
+    }
+  });
+}
+
 std::vector<std::string> methods_to_measure(const Bootstrap& boot, const std::string& path,
                                             const std::vector<std::string>& extra, bool resume,
                                             const std::vector<std::string>& methods,

@@ -1,8 +1,37 @@
 #include "harness/runtime_options.h"
 
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
 #include "zeco/all_scan.h"
 
 namespace spb {
+
+CLI::Validator at_least(long long lo) {
+  return CLI::Validator(
+      [lo](std::string& s) -> std::string {
+        const std::string want = "must be an integer >= " + std::to_string(lo) + " (got " + s + ")";
+        errno = 0;
+        char* end = nullptr;
+        const long long v = std::strtoll(s.c_str(), &end, 10);
+        if (s.empty() || *end || errno == ERANGE || v < lo) return want;
+        return "";
+      },
+      "INT>=" + std::to_string(lo));
+}
+
+CLI::Validator finite_positive(bool zero_ok) {
+  return CLI::Validator(
+      [zero_ok](std::string& s) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(s.c_str(), &end);
+        if (s.empty() || *end || !std::isfinite(v) || v < 0 || (v == 0 && !zero_ok))
+          return std::string("must be a finite number ") + (zero_ok ? ">= 0" : "> 0") + " (got " + s + ")";
+        return "";
+      },
+      zero_ok ? "REAL>=0" : "REAL>0");
+}
 
 void add_runtime_options(CLI::App& app, std::string& backend, std::string& allscan, int& ranks_per_node,
                          bool& nodes_over_network) {
@@ -14,7 +43,7 @@ void add_runtime_options(CLI::App& app, std::string& backend, std::string& allsc
   app.add_option("--ranks-per-node", ranks_per_node,
                  "treat every N consecutive ranks as one node (one host standing in for several; default: "
                  "SPB_RANKS_PER_NODE, else the launch's nodes)")
-      ->check(CLI::Range(1, 1 << 20));
+      ->check(CLI::Range(1, 1 << 20));  // integer bounds: printed as integers
   app.add_flag("--nodes-over-network", nodes_over_network,
                "with --ranks-per-node on one host: each simulated node its own host to NCCL (NCCL_HOSTID), so that "
                "NCCL carries the traffic between nodes over its network transport (NCCL_NET, Socket unless set), "

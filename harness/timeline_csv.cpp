@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "runtime/collective_errors.h"
 #include "runtime/error.h"
 
 namespace spb {
@@ -37,23 +38,21 @@ void append_timeline_csv(Runtime& rt, std::string lines, const std::string& path
   const size_t len = size_t(rt.boot.max(double(lines.size())));
   lines.resize(len, '\0');
   const std::vector<char> all = rt.boot.gather(lines.data(), len);
-  if (rt.rank() != 0) return;
-  FILE* f = std::fopen(path.c_str(), "a+");
-  SPB_USAGE(f, "--timeline " + path + ": cannot open");
-  std::fseek(f, 0, SEEK_END);
-  if (std::ftell(f) == 0) {
-    std::fprintf(f, "%s\n", kTimelineHeader);
-  } else {  // rows of another layout would not parse: say so instead of appending to them
-    std::rewind(f);
+  // Collective from here on: a file rank 0 cannot write stops every rank with the same error.
+  agree_on_usage_errors(rt.boot, [&] {
+    if (rt.rank() != 0) return;
+    std::string text;
+    FILE* f = std::fopen(path.c_str(), "r");
     char head[512] = "";
-    const bool same = std::fgets(head, sizeof head, f) && std::string(head) == std::string(kTimelineHeader) + "\n";
-    if (!same) std::fclose(f);
-    SPB_USAGE(same, "--timeline " + path + ": its header is not this spbench's (" + kTimelineHeader +
-                        "); give a new file");
-    std::fseek(f, 0, SEEK_END);
-  }
-  for (size_t r = 0; r < all.size(); r += len) std::fputs(std::string(all.data() + r, strnlen(all.data() + r, len)).c_str(), f);
-  std::fclose(f);
+    const bool empty = !f || !std::fgets(head, sizeof head, f);
+    if (f) std::fclose(f);
+    // rows of another layout would not parse: say so instead of appending to them
+    SPB_USAGE(empty || std::string(head) == std::string(kTimelineHeader) + "\n",
+              "--timeline " + path + ": its header is not this spbench's (" + kTimelineHeader + "); give a new file");
+    if (empty) text = std::string(kTimelineHeader) + "\n";
+    for (size_t r = 0; r < all.size(); r += len) text.append(all.data() + r, strnlen(all.data() + r, len));
+    append_whole("--timeline", path, text);
+  });
 }
 
 }  // namespace spb

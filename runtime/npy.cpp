@@ -1,3 +1,4 @@
+#include <cmath>
 #include "runtime/npy.h"
 
 #include <cstdint>
@@ -74,6 +75,15 @@ NpyHeader read_npy_header(const std::string& path) {
   return h;
 }
 
+namespace {
+// Inputs are measured and checked against a reference: a NaN or Inf would only make every method "wrong".
+void require_finite(const std::string& path, const std::vector<float>& data) {
+  for (size_t i = 0; i < data.size(); ++i)
+    SPB_USAGE(std::isfinite(data[i]), path + ": element " + std::to_string(i) + " is " + std::to_string(data[i]) +
+                                          ", not a finite number; spbench takes finite inputs only");
+}
+}  // namespace
+
 std::vector<float> read_npy(const std::string& path, const std::vector<size_t>& expected_shape) {
   NpyHeader h = read_npy_header(path);
   check_shape(path, h, expected_shape);
@@ -82,6 +92,7 @@ std::vector<float> read_npy(const std::string& path, const std::vector<size_t>& 
   in.seekg(h.data_offset);
   in.read(reinterpret_cast<char*>(data.data()), data.size() * 4);
   SPB_USAGE(bool(in), path + ": read failed");
+  require_finite(path, data);
   return data;
 }
 
@@ -98,6 +109,7 @@ std::vector<float> read_npy_axis1_slice(const std::string& path, const std::vect
     in.read(reinterpret_cast<char*>(data.data() + b * rows * row), rows * row * 4);
   }
   SPB_USAGE(bool(in), path + ": read failed");
+  require_finite(path, data);
   return data;
 }
 

@@ -295,10 +295,19 @@ set_tests_properties(cli.rank_dies PROPERTIES TIMEOUT 120)
 
 # --- spbench model: bad input stops every rank with one line naming the flag, no CSV row lost ---
 # spb_model_error(NAME NP REGEX ARGS...): `spbench model --backend cpu` on a tiny model with ARGS must fail with REGEX.
+# A flag in ARGS replaces the tiny model's own (the model level, like the others, refuses a flag given twice).
 function(spb_model_error name np regex)
+  set(base)
+  foreach(pair "--vocab;256" "--hidden;64" "--layers;1" "--heads;2" "-T;128")
+    list(GET pair 0 flag)
+    list(FIND ARGN ${flag} given)
+    if(given EQUAL -1)
+      list(APPEND base ${pair})
+    endif()
+  endforeach()
   add_test(NAME cli.error.model_${name}
            COMMAND ${SPB_EXPECT_ERROR} "${regex}" ${SPB_MPIEXEC} ${np} ${SPB_MPI_FLAGS} $<TARGET_FILE:spbench>
-                   model --backend cpu -w 0 -n 1 --vocab 256 --hidden 64 --layers 1 --heads 2 -T 128 ${ARGN})
+                   model --backend cpu -w 0 -n 1 ${base} ${ARGN})
   set_tests_properties(cli.error.model_${name} PROPERTIES TIMEOUT 150)
 endfunction()
 spb_model_error(heads_not_dividing 2 "--heads 3 does not divide the key dimension 32" --heads 3)

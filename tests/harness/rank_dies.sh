@@ -7,7 +7,7 @@ cmd=("$@")
 job=$!
 victim=""
 for _ in $(seq 1 100); do  # wait until the ranks are up (and busy)
-  victim=$(pgrep -f "^[^ ]*/spbench operator .*--seed 424242" | sed -n 2p)
+  victim=$(pgrep -f "^[^ ]*/spbench operator .*--seed ${SPB_DIES_SEED:-424242}" | sed -n 2p)
   [ -n "$victim" ] && grep -q "spbench operator" /tmp/spb_rank_dies.$$ && break
   sleep 0.2
 done
@@ -26,4 +26,4 @@ for _ in $(seq 1 300); do
   sleep 0.2
 done
 echo "FAIL: the job still runs 60 s after a rank died"; cat /tmp/spb_rank_dies.$$
-pkill -9 -f "^[^ ]*/spbench operator .*--seed 424242"; kill -9 $job; exit 1
+pkill -9 -f "^[^ ]*/spbench operator .*--seed ${SPB_DIES_SEED:-424242}"; kill -9 $job; exit 1

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <limits>
 
 #include "runtime/error.h"
 #include "runtime/npy.h"
@@ -47,6 +48,21 @@ TEST(Npy, RoundTripAndSlice) {
   for (size_t b = 0; b < 2; ++b)
     for (size_t t = 0; t < 2; ++t)
       for (size_t e = 0; e < 12; ++e) EXPECT_EQ(s[(b * 2 + t) * 12 + e], x[(b * 5 + t + 1) * 12 + e]);
+}
+
+TEST(Npy, NonFiniteInputsAreRefusedNamingTheFile) {
+  const std::string p = tmp("nan.npy");
+  std::vector<float> x(2 * 3 * 1 * 2, 1.0f);
+  x[4] = std::numeric_limits<float>::infinity();
+  write_npy(p, {2, 3, 1, 2}, x.data());
+  try {
+    read_npy(p, {2, 3, 1, 2});
+    ADD_FAILURE() << "an Inf was read";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find(p + ": element 4 is inf, not a finite number"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(read_npy_axis1_slice(p, {2, 3, 1, 2}, 0, 3), UsageError);
+  EXPECT_NO_THROW(read_npy_axis1_slice(p, {2, 3, 1, 2}, 0, 1));  // the Inf is in token 2 of sequence 0, not read
 }
 
 TEST(Npy, BadFilesSayWhatIsWrong) {
