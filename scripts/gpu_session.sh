@@ -4,11 +4,16 @@
 # on the command line; logs and CSVs go to $OUT.
 #   stages: test (GPU ctest), bench (kernel benchmark), collective, operator, timeline, model, model-profile,
 #   model-schedules, nodes, all
-set -uo pipefail
+# Every command of a stage (and every sweep script) is one configuration of scripts/common.sh's spb_config: the last
+# line counts them, the exit status is non-zero where one failed, and SIGINT or SIGTERM stops the session and the
+# running command's ranks at once (exit 130 or 143).
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/common.sh
+set +e  # a failed step costs only itself: spb_config counts it
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 LOG=$OUT/session.log  # one log: a call brings back at most 8 files
+SPB_SWEEP_LOG=$LOG    # every command's whole output goes there too
 # No NVLink multicast, OpenMPI as root, NCCL from its Python wheel (NCCL_ROOT), the commit sha from .deps/git_sha.
 source scripts/gpu_env.sh
 B=build-gpu
@@ -25,45 +30,50 @@ fi
 cmake --build $B -j "$(nproc)" >> "$LOG" 2>&1 || { grep -E "error" -A3 "$LOG" | head -60; exit 1; }
 stamp "built"
 gpus=$(nvidia-smi -L | wc -l)
-source scripts/machine.sh
 machine=$(spb_gpu_machine)
-MPI="mpirun --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH -x SPB_GIT_SHA"
+MPI=(mpirun --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH -x SPB_GIT_SHA)
+shown="^ |wrong|error"
+spb_sweep_begin
 # sweep LEVEL SCRIPT: scripts/SCRIPT over this build, its rows in $OUT/<machine>_<LEVEL>.csv
 sweep() {
-  SPB_BUILD=$PWD/$B SPB_CSV="$OUT/${machine}_$1.csv" bash "scripts/$2" 2>&1 | tee -a "$LOG" | grep -E "^\[|^ |wrong|error"
+  spb_config "scripts/$2" "" "^\[|^ |^sweep:|wrong|error" \
+    env SPB_BUILD="$PWD/$B" SPB_CSV="$OUT/${machine}_$1.csv" bash "scripts/$2"
 }
+gpu_ctest() { (cd $B && ctest "$@"); }
 
 for stage in "${@:-all}"; do
   case $stage in
   test|all)
     stamp "ctest (GPU tests)"
-    (cd $B && ctest -R "gla_cuda|device_cuda|gpu|nccl" --output-on-failure --timeout 300) 2>&1 | tee -a "$LOG" \
-      | grep -E "tests passed|Failed|\*\*\*" | tail -15 ;;&
+    spb_config "ctest: the GPU tests" "" "tests passed|tests skipped|Failed|Not Run|\*\*\*" \
+      gpu_ctest -R "gla_cuda|device_cuda|gpu|nccl" --output-on-failure --timeout 300 ;;&
   bench|all)
     if [ -x $B/kernels/cuda/bench_gla_cuda ]; then
       stamp "kernel benchmark"
-      SPB_CSV="$OUT/${machine}_kernel.csv" timeout 200 $B/kernels/cuda/bench_gla_cuda \
-        2>&1 | tee -a "$LOG" | tail -14
+      spb_config "bench_gla_cuda" "$OUT/${machine}_kernel.csv" "^[A-Za-z]|^-" \
+        env SPB_CSV="$OUT/${machine}_kernel.csv" timeout 200 $B/kernels/cuda/bench_gla_cuda
     fi ;;&
   collective|all)
     stamp "collective sweep"
     for P in 2 4; do
       [ "$P" -le "$gpus" ] || continue
       probe=""; [ "$P" -eq 2 ] && probe=--probe
-      $MPI -np $P $B/spbench collective --backend gpu -b 64K -e 32M -f 2 --block-elems 16384 $probe \
-        --csv "$OUT/${machine}_collective.csv" 2>&1 | tee -a "$LOG" | grep -E "^ |wrong|error"
-      $MPI -np $P $B/spbench collective --backend gpu -p allscan -b 1M -e 2M --block-elems 1024,4096,16384,65536,262144 \
-        --allscan host --csv "$OUT/${machine}_collective.csv" 2>&1 | tee -a "$LOG" | grep -E "^ |wrong|error"
-      $MPI -np $P $B/spbench collective --backend gpu -p allscan -b 1M -e 2M --block-elems 1024,4096,16384,65536,262144 \
-        --allscan device-flag --csv "$OUT/${machine}_collective.csv" 2>&1 | tee -a "$LOG" | grep -E "^ |wrong|error"
+      coll=$OUT/${machine}_collective.csv
+      spb_config "collective, every pattern, $P GPUs" "$coll" "$shown" "${MPI[@]}" -np $P $B/spbench collective \
+        --backend gpu -b 64K -e 32M -f 2 --block-elems 16384 $probe --csv "$coll"
+      for proto in host device-flag; do
+        spb_config "collective allscan $proto over block sizes, $P GPUs" "$coll" "$shown" "${MPI[@]}" -np $P \
+          $B/spbench collective --backend gpu -p allscan -b 1M -e 2M --block-elems 1024,4096,16384,65536,262144 \
+          --allscan $proto --csv "$coll"
+      done
       # The default protocol and LASP-2's all-gather with an event after every 10 calls (nccl-tests' loop timing):
       # what the per-call event itself costs.
-      $MPI -np $P $B/spbench collective --backend gpu -p allscan,allgather -b 256K -e 8M -f 2 --calls-per-event 10 \
-        --csv "$OUT/${machine}_collective.csv" 2>&1 | tee -a "$LOG" | grep -E "^ |wrong|error"
+      spb_config "collective, an event every 10 calls, $P GPUs" "$coll" "$shown" "${MPI[@]}" -np $P $B/spbench \
+        collective --backend gpu -p allscan,allgather -b 256K -e 8M -f 2 --calls-per-event 10 --csv "$coll"
       # The other device protocols over the state sizes (the packet ones ignore the block size).
       for proto in device-flag device-ll; do
-        $MPI -np $P $B/spbench collective --backend gpu -p allscan -b 64K -e 32M -f 2 --block-elems 16384 \
-          --allscan $proto --csv "$OUT/${machine}_collective.csv" 2>&1 | tee -a "$LOG" | grep -E "^ |wrong|error"
+        spb_config "collective allscan $proto, $P GPUs" "$coll" "$shown" "${MPI[@]}" -np $P $B/spbench collective \
+          --backend gpu -p allscan -b 64K -e 32M -f 2 --block-elems 16384 --allscan $proto --csv "$coll"
       done
     done ;;&
   operator|all)
@@ -71,16 +81,16 @@ for stage in "${@:-all}"; do
     sweep operator sweep_gpu.sh ;;&
   model|all)
     stamp "model level: GPU tests, the PyTorch reference, GLA-1B sweep"
-    (cd $B && ctest -R "^model" --output-on-failure --timeout 300) 2>&1 | tee -a "$LOG" \
-      | grep -E "tests passed|Failed|\*\*\*|loss:" | tail -15
-    bash tests/model/check_against_torch.sh $B/spbench "$OUT/torch" 2>&1 | tee -a "$LOG" \
-      | grep -E "passed|failed|FAIL|skipped|error" | tail -8
+    spb_config "ctest: the model level" "" "tests passed|tests skipped|Failed|Not Run|\*\*\*|loss:" \
+      gpu_ctest -R "^model" --output-on-failure --timeout 300
+    spb_config "the PyTorch reference" "" "passed|failed|FAIL|skipped|error" \
+      bash tests/model/check_against_torch.sh $B/spbench "$OUT/torch"
     sweep model sweep_model_gpu.sh ;;&
   model-profile|all)
     stamp "model level: where a GLA-1B step's time goes (16384 tokens, 32 and 4 heads)"
     for H in 32 4; do
-      $MPI -np 1 $B/spbench model --backend gpu -m dp -H $H -L 16384 -w 3 -n 5 --profile 5 --log-every 0 -c 0 2>&1 \
-        | tee -a "$LOG" | grep -vE "^# [a-z0-9]+ step"
+      spb_config "model profile, $H heads" "" "^" \
+        "${MPI[@]}" -np 1 $B/spbench model --backend gpu -m dp -H $H -L 16384 -w 3 -n 5 --profile 5 --log-every 0 -c 0
     done ;;&
   model-schedules|all)
     stamp "model level at P > 1: dp and zeco with each gradient schedule (16384 tokens, 32 heads)"
@@ -94,9 +104,11 @@ for stage in "${@:-all}"; do
   timeline|all)
     stamp "timelines"
     for overlap in 0 1 2; do
-      $MPI -np "$gpus" $B/spbench operator --backend gpu -m zeco,lasp2,ring,dp -B 1 -H 16 --dk 128 --dv 128 -L 16384 \
-        -K 16 --overlap $overlap -w 5 -n 10 --timeline-iters 10 --timeline "$OUT/${machine}_timeline.csv" 2>&1 | grep -E "^ |wrong|error"
+      spb_config "timeline, --overlap $overlap" "" "$shown" "${MPI[@]}" -np "$gpus" $B/spbench operator --backend gpu \
+        -m zeco,lasp2,ring,dp -B 1 -H 16 --dk 128 --dv 128 -L 16384 -K 16 --overlap $overlap -w 5 -n 10 \
+        --timeline-iters 10 --timeline "$OUT/${machine}_timeline.csv"
     done ;;
   esac
 done
 stamp "done"
+spb_sweep_end

@@ -2,8 +2,11 @@
 # The README's main job: install what is missing, build, and run the default sweep on whatever this machine has.
 #   no GPU:  every method on 1, 2 and 4 CPU ranks at small sizes (scripts/sweep_cpu.sh)
 #   GPUs:    the paper's operator settings on 1, 2, 4, ... GPUs (scripts/sweep_gpu.sh)
-# Rows are appended to results/<machine>_<level>.csv (scripts/common.sh: spb_results_csv); a rerun of the same commit
-# skips the rows already there, a run of a new commit moves the older rows to results/archive/.
+# Rows are appended to results/local/<machine>_<level>.csv, which git ignores, so that the main job changes no
+# committed file (SPB_RESULTS_DIR=results writes rows to commit; scripts/common.sh: spb_results_csv). A rerun of the
+# same commit measures nothing that is already there; a run of a new commit starts fresh files and keeps the older
+# ones as results/local/<machine>_<level>.<their sha>.csv. The sweep's last line counts its configurations
+# ("sweep: N configurations, N ok, N failed, N skipped"); its exit status is non-zero where one failed.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 spb_install_deps
 spb_mpi_env

@@ -6,16 +6,19 @@
 # rank (host), hierarchical (host-hier: each node's chain, a chain between the nodes) and log-depth (host-logdepth:
 # recursive doubling between the nodes), and the chain pattern (one state a hop: at one rank per node, a hop over the
 # network, whose alpha and beta the report's cost model fits). States of 64 KiB..8 MiB, All-Scan blocks of 16384
-# elements (the paper's) and the whole state. Rows go to the machine's collective CSV, beside the NVLink rows.
+# elements (the paper's) and the whole state. Rows go to the machine's collective CSV, beside the NVLink rows. Each
+# spbench run is one configuration of the count on the last line (exit 1 where one failed; SIGINT or SIGTERM stops the
+# sweep and its ranks at once, exit 130 or 143).
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 spb_gpu_sweep collective
 run() {  # run P N ARGS...: spbench collective on P GPUs in nodes of N ranks, NCCL between them over the network
   local P=$1 N=$2
   shift 2
-  mpirun -np "$P" --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH -x SPB_GIT_SHA "$SPB" collective \
-    --backend gpu --ranks-per-node "$N" --nodes-over-network -b 64K -e 8M -f 2 -w 5 -n 50 --csv "$csv" "$@" 2>&1 \
-    | grep -E '^ |^# spbench|wrong results: [1-9]|error' || true  # a failed configuration costs only itself
+  spb_config "$P GPUs in nodes of $N: $*" "$csv" '^ |^# spbench|wrong results: [1-9]|error' \
+    mpirun -np "$P" --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH -x SPB_GIT_SHA "$SPB" collective \
+    --backend gpu --ranks-per-node "$N" --nodes-over-network -b 64K -e 8M -f 2 -w 5 -n 50 --csv "$csv" "$@"
 }
+spb_sweep_begin
 for P in "${worlds[@]}"; do
   [ "$P" -gt 1 ] || continue
   for N in 1 2 4; do
@@ -26,3 +29,4 @@ for P in "${worlds[@]}"; do
   done
 done
 spb_log "rows in $csv"
+spb_sweep_end

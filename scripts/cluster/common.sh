@@ -1,6 +1,9 @@
 # The paper's sweeps across nodes (Tables 2-6), shared by mpirun_hostfile.sh and slurm_sbatch.sh. Sourced: each
 # launcher defines spb_launch P ARGS... (run `spbench ARGS` as P ranks, GPUS_PER_NODE consecutive ranks per node, one
-# per GPU) and calls spb_cluster_sweep. Every configuration is one launch, so a failed one costs only itself.
+# per GPU) and calls spb_cluster_sweep. Every configuration is one launch, so a failed one costs only itself; the
+# last line counts them ("sweep: N configurations, N ok, N failed, N skipped", scripts/common.sh: spb_config), the
+# exit status is non-zero where one failed, and SIGINT or SIGTERM (scancel sends it) stops the sweep and the running
+# launch's ranks at once (exit 130 or 143), keeping the rows written so far.
 #
 # Environment (all optional):
 #   SPB              the spbench binary (default build/spbench; the same path on every node)
@@ -15,7 +18,7 @@
 # (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, ... where the cluster needs them) and spbench's own (SPB_ALLSCAN_*,
 # SPB_SPIN_TIMEOUT_S, SPB_GIT_SHA, SPB_RANKS_PER_NODE).
 set -euo pipefail
-SPB_ROOT=${SPB_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+source "$(dirname "${BASH_SOURCE[0]}")/../common.sh"  # SPB_ROOT, and the sweep's spb_config
 SPB=${SPB:-$SPB_ROOT/build/spbench}
 GPUS_PER_NODE=${GPUS_PER_NODE:-8}
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
@@ -36,6 +39,15 @@ spb_run() {
   if [ -n "${SPB_DRY_RUN:-}" ]; then printf '%q ' "$@"; printf '\n'; else "$@"; fi
 }
 
+# spb_cluster_config LABEL CSV P ARGS...: spb_launch P ARGS... as one counted configuration (a dry run writes no rows
+# and counts as ok).
+spb_cluster_config() {
+  local label=$1 csv=$2
+  shift 2
+  [ -z "${SPB_DRY_RUN:-}" ] || csv=""
+  spb_config "$label" "$csv" '^' spb_launch "$@"  # every line of the launch on the console
+}
+
 # spb_cluster_sweep: needs NODES and spb_launch.
 spb_cluster_sweep() {
   : "${NODES:?NODES: the number of nodes}"
@@ -49,6 +61,7 @@ spb_cluster_sweep() {
   [ ${#worlds[@]} -gt 0 ] || { spb_log "no world size fits on $NODES x $GPUS_PER_NODE GPUs"; return 1; }
   spb_log "$NODES nodes x $GPUS_PER_NODE GPUs, worlds ${worlds[*]}, levels${levels% }: rows in $dir/${machine}_*.csv"
   local shape=(--backend gpu -B 1 -H 16 --dk 128 --dv 128 -K 16)
+  spb_sweep_begin
   for P in "${worlds[@]}"; do
     if [[ $levels == *" collective "* ]]; then
       # Table 2 (a 2 MiB state per rank, blocks of 16384) inside a sweep of 64 KiB..32 MiB, three block sizes for the
@@ -57,21 +70,21 @@ spb_cluster_sweep() {
       local scans=(host auto)
       [ "$P" -gt "$GPUS_PER_NODE" ] && scans=(host host-hier host-logdepth)
       for scan in "${scans[@]}"; do
-        spb_launch "$P" collective --backend gpu -p allscan --allscan "$scan" -b 64K -e 32M --block-elems 1024,16384,0 \
-          --csv "$coll" || spb_log "failed: collective allscan $scan on $P GPUs"
+        spb_cluster_config "collective allscan $scan on $P GPUs" "$coll" "$P" collective --backend gpu -p allscan \
+          --allscan "$scan" -b 64K -e 32M --block-elems 1024,16384,0 --csv "$coll"
       done
-      spb_launch "$P" collective --backend gpu -p chain,allgather -b 64K -e 32M --csv "$coll" ||
-        spb_log "failed: collective chain,allgather on $P GPUs"
+      spb_cluster_config "collective chain,allgather on $P GPUs" "$coll" "$P" collective --backend gpu \
+        -p chain,allgather -b 64K -e 32M --csv "$coll"
     fi
     if [[ $levels == *" operator "* ]]; then
       # Tables 3 and 4: every method at 16384 and 32768 tokens per GPU (zeco's All-Scan: auto, host-hier across
       # nodes), then zeco with the log-depth scan between the nodes.
       for L in 16384 32768; do
-        spb_launch "$P" operator -m all "${shape[@]}" -L "$L" --csv "$op" ||
-          spb_log "failed: operator -m all on $P GPUs, $L tokens per GPU"
+        spb_cluster_config "operator -m all on $P GPUs, $L tokens per GPU" "$op" "$P" operator -m all "${shape[@]}" \
+          -L "$L" --csv "$op"
         if [ "$P" -gt "$GPUS_PER_NODE" ]; then
-          spb_launch "$P" operator -m zeco --allscan host-logdepth "${shape[@]}" -L "$L" --csv "$op" ||
-            spb_log "failed: operator zeco host-logdepth on $P GPUs, $L tokens per GPU"
+          spb_cluster_config "operator zeco host-logdepth on $P GPUs, $L tokens per GPU" "$op" "$P" operator \
+            -m zeco --allscan host-logdepth "${shape[@]}" -L "$L" --csv "$op"
         fi
       done
     fi
@@ -79,21 +92,26 @@ spb_cluster_sweep() {
       # Tables 5 and 6: GLA-1B with the paper's 32 heads, every method (`all` leaves out ulysses where P does not
       # divide the heads), 16384 and 32768 tokens per GPU, 5 warm-up steps and the mean of 100. A configuration that
       # does not fit a GPU's memory (32768 tokens on 80 GB) runs again with --recompute=elementwise, then with
-      # --recompute.
+      # --recompute, and counts as skipped if it still does not fit.
       for L in 16384 32768; do
         local run=(model --backend gpu -m all -H 32 -L "$L" -K 4 -w 5 -n 100 --log-every 25 --csv "$model")
-        local said recompute
-        said=$(mktemp)
+        local recompute rc before
+        spb_log "model on $P GPUs, $L tokens per GPU"
+        before=$(spb_rows "$model")
         for recompute in "" --recompute=elementwise --recompute; do
-          spb_launch "$P" "${run[@]}" $recompute 2>&1 | tee "$said" || true
-          grep -q "try --recompute" "$said" || break
+          rc=0
+          spb_attempt '^' spb_launch "$P" "${run[@]}" $recompute || rc=$?
+          grep -q "try --recompute" "$SPB_CONFIG_LOG" || break
         done
-        if grep -qE "^spbench: error|MPI_ABORT|try --recompute" "$said"; then
-          spb_log "failed: model on $P GPUs, $L tokens per GPU"
+        if grep -q "try --recompute" "$SPB_CONFIG_LOG"; then
+          SPB_N_SKIPPED=$((SPB_N_SKIPPED + 1))
+          spb_log "skipped: model on $P GPUs, $L tokens per GPU does not fit even with --recompute"
+        else
+          spb_tally "$rc" "$([ -n "${SPB_DRY_RUN:-}" ] || echo "$model")" "$before"
         fi
-        rm -f "$said"
       done
     fi
   done
   spb_log "done: rows in $dir/${machine}_*.csv (copy them into results/ and run spbench report)"
+  spb_sweep_end
 }
