@@ -74,6 +74,11 @@ int run_report(const ReportOptions& o) {
   clean(c.plots_dir, {".png", ".svg", ".gp", ".dat"});
   clean(c.tables_dir, {".csv"});
 
+  {
+    CodeStates states(o.results);
+    c.res.mark_code(states);
+    c.code_states = states.all();
+  }
   c.ref_gpu = reference_gpu(c.res.rows);
   resolve_network(c);
   // Every prediction comes from a fit on P <= kHoldOutFitMaxWorld, the fit whose hold-out the report prints.
@@ -123,7 +128,7 @@ int run_report(const ReportOptions& o) {
      << "\" where the summary did not give the number.\n\n"
      << "Ratios are between methods on the same machine and world size (method ÷ the table's reference), so they "
         "can be compared across machines where the times cannot.\n\n";
-  md << section_data(c);
+  md << section_data(c) << section_code_changed(c);
 
   const TableDef t2 = collective_table(c);
   md << gpu_table(c, t2, "Table 2: collective communication, All-Gather vs All-Scan",
@@ -171,6 +176,8 @@ int run_report(const ReportOptions& o) {
   }
   while (text.size() > 1 && text[text.size() - 1] == '\n' && text[text.size() - 2] == '\n') text.pop_back();
   std::ofstream(o.out + "/README.md") << text;
+  // The index of results/ that results/README.md carries between its markers (scripts/check_report.sh compares them).
+  std::ofstream(o.out + "/results_index.md") << results_index_md(c);
   if (o.plots && !c.plots.empty()) render_plots(c.plots_dir, c.plots);
   if (fs::is_empty(c.plots_dir, ec)) fs::remove(c.plots_dir, ec);  // git keeps no empty directory: neither do we
   std::printf("spbench report: %s/README.md, %zu plots, %zu tables (%zu result rows, %zu timeline spans)\n",

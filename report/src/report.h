@@ -2,6 +2,8 @@
 //
 // Output (deterministic: the same inputs give byte-identical text files; no dates or hosts but the rows' own):
 //   OUT/README.md             the report: one table per paper table, the cost model, the plots, the CPU-rank section
+//   OUT/results_index.md      per results file its machine, level, commits, rows and code state: the generated part of
+//                             results/README.md (scripts/check_report.sh checks that they agree)
 //   OUT/tables/*.csv          the tables' numbers, machine-readable
 //   OUT/plots/NAME.{dat,gp}   each plot's data and gnuplot script; NAME.{png,svg} drawn from them by gnuplot
 #pragma once

@@ -67,6 +67,8 @@ struct Context {
   std::string net_brief;           // the same in brief, for a table cell: "assumed", "measured (results/F.csv)", ...
   std::optional<Link> user_intra;  // --constants' link inside a node
   std::optional<HoldOut> gpu_holdout, cpu_holdout;  // each fit's hold-out by world size (cost_model.h)
+  // Each (git_sha, level) of the rows against HEAD (report_data.h CodeStates), for the section on older code.
+  std::map<std::pair<std::string, std::string>, CodeState> code_states;
 };
 
 struct Figure {
@@ -149,6 +151,12 @@ TableDef collective_table(const Context& c);
 TableDef operator_table(const Context& c, long long L);
 std::string section_floors(const Context& c);
 std::string section_data(const Context& c);
+// The rows whose code changed since (or is unknown): per commit and level, the changed paths, the files and rows; and
+// the table of measured paths per level (report_data.h measured_paths).
+std::string section_code_changed(const Context& c);
+// The index of results/: per file its kind, level(s), commit(s), rows and whether its code changed since. The same
+// Markdown is the generated part of results/README.md, which scripts/check_report.sh compares.
+std::string results_index_md(const Context& c);
 std::string gpu_table(Context& c, const TableDef& t, const std::string& heading, const std::string& setting,
                       const std::string& value);
 

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "runtime/error.h"
@@ -105,6 +107,35 @@ std::string with_where(const std::string& title, const std::string& where) {
 }
 
 }  // namespace
+
+void restyle_for_gpu(PlotSeries& s, const std::string& gpu) {
+  if (gpu.find("H100") == std::string::npos || s.kind != SeriesKind::measured) return;
+  // The H100 dash of each dash type a backend has (backend_dash), and the open point of each filled one.
+  static const std::map<std::string, std::string> dash = {
+      {"dt 1", "dt (12,5)"},          {"dt 2", "dt (6,3,2,3)"},         {"dt 4", "dt (3,3)"},
+      {"dt 5", "dt (14,3,3,3,3,3)"}, {"dt (16,6)", "dt (16,3,2,3)"},   {"dt (24,6,4,6)", "dt (24,3,2,3,2,3)"},
+      {"dt (8,4,8,12)", "dt (8,2,2,2)"}, {"dt (2,4,12,4)", "dt (2,2,8,2)"}};
+  static const std::map<int, int> open = {{5, 4}, {7, 6}, {9, 8}, {11, 10}, {13, 12}, {15, 14}};
+  std::string& st = s.style;
+  for (const auto& [from, to] : dash)
+    if (auto at = st.find(" " + from + " pt "); at != std::string::npos) {
+      st.replace(at + 1, from.size(), to);
+      break;
+    }
+  for (const auto& [from, to] : open)
+    if (auto at = st.find(" pt " + std::to_string(from) + " "); at != std::string::npos) {
+      st.replace(at, 5 + std::to_string(from).size(), " pt " + std::to_string(to) + " ");
+      break;
+    }
+  if (auto at = st.find("lc rgb \"#"); at != std::string::npos) {  // the colour at 60% of its brightness
+    const std::string hex = st.substr(at + 8, 6);
+    char buf[8];
+    const long v = std::strtol(hex.c_str(), nullptr, 16);
+    std::snprintf(buf, sizeof buf, "%02lx%02lx%02lx", (v >> 16 & 255) * 6 / 10, (v >> 8 & 255) * 6 / 10,
+                  (v & 255) * 6 / 10);
+    st.replace(at + 8, 6, buf);
+  }
+}
 
 std::string backend_dash(const std::string& backend) {
   if (const auto* b = known_backend(backend)) return b->dash;
