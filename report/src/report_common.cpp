@@ -278,7 +278,13 @@ std::string trend_paragraph(const std::vector<Line>& lines, const TableDef& t, c
         ((p.quotient() > 1) != higher_better ? worse : better) = true;
       }
       s << "Ours ÷ paper: " << join(pv, ", ") << ": ";
-      if (off.empty())
+      const bool modelled = std::any_of(points.begin(), points.end(), [](const PaperPoint& p) { return !p.measured; });
+      const std::string gate = modelled && t.gate ? t.gate(m) : "";
+      if (!gate.empty()) {
+        s << "**" << gate << "** (a modelled ratio is compared with the paper only where every link of its "
+          << "prediction passed its hold-out, within 30% at the largest measured P). ";
+        off.clear();  // no reasons for a disagreement that is not claimed
+      } else if (off.empty())
         s << "**agrees** (every point within " << band_str() << "). ";
       else
         s << "**disagrees** at " << join(off, ", ") << " GPUs (outside " << band_str() << "; spbench's " << m

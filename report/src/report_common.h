@@ -41,6 +41,10 @@ struct TableDef {
   std::function<std::pair<double, std::string>(const std::string&, int)> model;  // ms or NaN with a reason
   bool cpu = false;     // CPU-rank rows, at the measured world sizes only
   bool fitted = false;  // the model was fitted (then every GPU count gets a line per method)
+  // Whether a model point of `method` may carry a verdict against the paper: "" where every link its prediction (and
+  // the reference's) uses passed its hold-out, else "no verdict: the model's ... missed by N% at P = 4". Unset: no
+  // gate (every point may).
+  std::function<std::string(const std::string&)> gate;
 };
 
 struct Line {
@@ -200,6 +204,14 @@ std::string section_beyond_one_node(const Context& c);
 // The network between nodes as the report states it beside every number that uses it: its constants and where they
 // come from ("5 us, 50 GB/s (400 Gb/s), assumed (...)").
 std::string network_str(const Context& c);
+// The verdict gate of a table at `level` (collective, operator, model) fitted on `cpu` ranks or the reference GPU: a
+// prediction of `method` ÷ `ref` may be compared with the paper only where each link it uses passed its hold-out
+// (<= 30% at the largest measured P): at the collective level the method's and the reference's patterns; at the
+// operator level each method's pattern and its operator prediction; at the model level those and the all-reduce's
+// link (the all-gather's) and each method's model-level prediction. "" where all held, else "no verdict: the model's
+// <link> missed by N% at P = <P>" (or had no hold-out), every failing link named.
+std::string verdict_gate(const Context& c, const std::string& level, const std::string& method, const std::string& ref,
+                         bool cpu = false);
 // What to print beside a prediction of `method` at `level` on P GPUs (CPU ranks for `cpu`): "" where P is one the
 // model was fitted on; beyond, the method's hold-out error in brief (flagged past 30%) and, past one node, the
 // network's constants and their source (assumed, fitted or given).

@@ -237,6 +237,42 @@ std::string prediction_note(const Context& c, const std::string& level, const st
   return s;
 }
 
+std::string verdict_gate(const Context& c, const std::string& level, const std::string& method, const std::string& ref,
+                         bool cpu) {
+  const HoldOut* h = holdout_of(c, cpu ? "cpu" : c.ref_gpu);
+  static const std::map<std::string, std::string> pattern = {
+      {"zeco", "allscan"}, {"lasp2", "allgather"}, {"lasp1", "chain"}, {"ring", "ring"}, {"ulysses", "alltoall"}};
+  struct Use {
+    std::string level, method, name;
+  };
+  std::vector<Use> uses;
+  auto add = [&](const std::string& l, const std::string& m, const std::string& name) {
+    for (const Use& u : uses)
+      if (u.level == l && u.method == m) return;
+    uses.push_back({l, m, name});
+  };
+  for (const std::string& m : {method, ref}) {
+    if (level == "collective") {
+      add("collective", m, m + " link");
+      continue;
+    }
+    if (auto it = pattern.find(m); it != pattern.end()) add("collective", it->second, it->second + " link");
+    if (level == "model" && m != "dp") add("collective", "allgather", "all-reduce's link (the allgather's)");
+    add(level, m, m + " " + level + "-level prediction");
+  }
+  std::vector<std::string> failed;
+  for (const Use& u : uses) {
+    const auto a = h ? h->at_largest(u.level, u.method) : std::nullopt;
+    if (!a)
+      failed.push_back(u.name + " has no hold-out (nothing of it measured above P = " +
+                       std::to_string(h ? h->fit_max_world : kHoldOutFitMaxWorld) + ")");
+    else if (!a->held())
+      failed.push_back(u.name + " missed by " + signed_pct(a->error) + " at P = " + std::to_string(a->world));
+  }
+  if (failed.empty()) return "";
+  return "no verdict: the model's " + join(failed, "; the model's ");
+}
+
 std::string model_holdout_table(const HoldOut& h, long long L, const std::string& config) {
   std::vector<std::vector<std::string>> rows;
   for (const HeldOutPoint& p : h.points) {

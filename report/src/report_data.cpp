@@ -502,6 +502,7 @@ std::string three_digits(double v) {
 ModelLevelFit fit_model_level(const MachineFit& m, const std::vector<const Row*>& dp_rows, long long L,
                               double block_bytes) {
   ModelLevelFit f;
+  f.gpu = m.gpu != "cpu";
   if (dp_rows.empty()) {
     f.why = "no fit (no dp row of this configuration on P <= " + std::to_string(m.fit_max_world) + ")";
     return f;
@@ -563,8 +564,15 @@ ModelLevelFit fit_model_level(const MachineFit& m, const std::vector<const Row*>
       f.why = "no fit (no all-gather or ring rows for the all-reduce's link)";
       return f;
     }
-    const double compute = num(*r, "time_ms_mean") * 1e-3 - *ar;
-    if (!f.dp && lnum(*r, "tokens_per_rank") == L) f.dp = r, f.allreduce_dp_s = *ar, f.compute_s = compute;
+    // The row's own schedule: beside the backward, only the tail of its all-reduce is in its step. T_compute then
+    // solves step = T + exposed(ar, T), taking the tail's case (ar / layers) first and the uncovered case after.
+    const double step = num(*r, "time_ms_mean") * 1e-3;
+    const bool beside = lnum(*r, "grad_overlap") != 0;
+    double compute = step - CostModel::exposed_allreduce(*ar, f.layers, step, beside);
+    if (beside && CostModel::exposed_allreduce(*ar, f.layers, compute, true) > *ar / std::max(f.layers, 1))
+      compute = (step - *ar) / (1 - 2.0 / 3.0);  // ar - 2/3 T exposed: step = T/3 + ar
+    const double exposed = step - compute;
+    if (!f.dp && lnum(*r, "tokens_per_rank") == L) f.dp = r, f.allreduce_dp_s = exposed, f.compute_s = compute;
     line.push_back({num(*r, "tokens_per_rank"), compute});
   }
   if (!f.dp) {  // no dp row at L: a line through the others
@@ -576,7 +584,8 @@ ModelLevelFit fit_model_level(const MachineFit& m, const std::vector<const Row*>
   return f;
 }
 
-std::pair<double, std::string> ModelLevelFit::step_s(const std::string& method, int P) const {
+std::pair<double, std::string> ModelLevelFit::step_s(const std::string& method, int P,
+                                                     std::optional<bool> grad_overlap) const {
   if (!why.empty()) return {NAN, why};
   if (std::find(model_methods().begin(), model_methods().end(), method) == model_methods().end())
     return {NAN, "no formula"};
@@ -584,7 +593,8 @@ std::pair<double, std::string> ModelLevelFit::step_s(const std::string& method, 
   s.world = P;
   if (method == "ulysses" && s.heads % P != 0)
     return {NAN, "n/a (H=" + std::to_string(s.heads) + " not divisible by P)"};
-  const auto t = cm.model_step_time(method, s, layers, grad_bytes, compute_s);
+  const bool beside = grad_overlap.value_or(grad_overlap_by_default(gpu, P, false, 0));
+  const auto t = cm.model_step_time(method, s, layers, grad_bytes, compute_s, beside);
   if (!t) return {NAN, "no fit (a pattern it needs was not measured)"};
   return {*t, ""};
 }

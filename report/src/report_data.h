@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -199,9 +200,12 @@ struct ModelLevelFit {
   int layers = 0;
   double grad_bytes = 0, allreduce_dp_s = 0, compute_s = 0, tokens_per_step = 0;
   std::string kernel_basis;  // where the per-layer dp kernel time comes from
-  // The step time in seconds, or NaN with the reason.
-  std::pair<double, std::string> step_s(const std::string& method, int P) const;
-  // Tokens/s per GPU, or NaN with the reason.
+  bool gpu = true;  // the machine's default schedule sums the gradients beside the backward at P > 1
+  // The step time in seconds, or NaN with the reason; `grad_overlap`: the gradients summed beside the backward
+  // (nullopt: the default schedule at P, grad_overlap_by_default).
+  std::pair<double, std::string> step_s(const std::string& method, int P,
+                                        std::optional<bool> grad_overlap = std::nullopt) const;
+  // Tokens/s per GPU (the default schedule at P), or NaN with the reason.
   std::pair<double, std::string> predict(const std::string& method, int P) const;
 };
 // The fit of one model configuration at L tokens per GPU on `fit`. `dp_rows`: dp's model rows of that configuration

@@ -237,6 +237,7 @@ TableDef collective_table(const Context& c) {
   };
   t2.model = collective_model(c);
   t2.fitted = c.gpu_fit.has_value();
+  t2.gate = [&c, ref = t2.ref](const std::string& m) { return verdict_gate(c, "collective", m, ref); };
   return t2;
 }
 
@@ -253,6 +254,7 @@ TableDef operator_table(const Context& c, long long L) {
            (num(r, "block_elems") == 0 || is(r, "block_elems", kPaperBlockElems));
   };
   t.model = operator_model(c, L);
+  t.gate = [&c](const std::string& m) { return verdict_gate(c, "operator", m, "dp"); };
   t.fitted = c.gpu_fit.has_value();
   return t;
 }

@@ -670,8 +670,8 @@ TEST(CostModel, HoldOutSummaryAndItsWords) {
   EXPECT_EQ(h.beside("operator", "zeco", 32768), "hold-out error up to 10% at P = 4 (2 points; +10% at this length)");
   EXPECT_EQ(h.beside("operator", "zeco", 8192), "hold-out error up to 10% at P = 4 (2 points)");
   EXPECT_EQ(h.beside("operator", "ring"), "no hold-out (nothing of ring measured above P = 2)");
-  EXPECT_EQ(h.brief("collective", "chain"), "hold-out <= 45% at P = 4: exceeds 30%, not reliable");
-  EXPECT_EQ(h.brief("operator", "zeco"), "hold-out <= 10% at P = 4");
+  EXPECT_EQ(h.brief("collective", "chain"), "hold-out at P = 4 (largest measured): +45%: exceeds 30%, not reliable");
+  EXPECT_EQ(h.brief("operator", "zeco"), "hold-out at P = 4 (largest measured): +10%");
   EXPECT_EQ(h.brief("operator", "ring"), "no hold-out");
   // The bar applies to the error as printed (whole percents), so the words never contradict themselves: 30.4% is
   // "30%" and not beyond it, 30.6% is "31%" and beyond.
