@@ -22,6 +22,9 @@ void add_report_command(CLI::App& app, ReportOptions& o) {
   app.add_option("--paper", o.paper, "the paper's numbers (paper_tables.csv)");
   app.add_option("--out", o.out, "output directory (README.md, tables/, plots/)");
   app.add_flag("!--no-plots", o.plots, "write the gnuplot scripts and data but do not run gnuplot");
+  app.add_option("--repo", o.repo,
+                 "the git repository whose history each row's commit is checked against (default: the one holding "
+                 "--results)");
   app.add_option("--gpus-per-node", o.gpus_per_node, "cost model: GPUs per node (NVLink inside)")
       ->check(CLI::PositiveNumber);
   app.add_option("--net-gbps", o.net_gbps, "cost model: network bandwidth between nodes (Gb/s)")
@@ -75,7 +78,7 @@ int run_report(const ReportOptions& o) {
   clean(c.tables_dir, {".csv"});
 
   {
-    CodeStates states(o.results);
+    CodeStates states(o.repo.empty() ? o.results : o.repo);
     c.res.mark_code(states);
     c.code_states = states.all();
   }
@@ -147,7 +150,8 @@ int run_report(const ReportOptions& o) {
                         "operator`); time in ms. dp is the ideal (no communication).",
                     "(ms)");
   }
-  md << section_model_level(c, 16384, "5") << section_model_level(c, 32768, "6") << section_model_rows(c);
+  md << section_model_level(c, 16384, "5") << section_model_level(c, 32768, "6") << section_model_rows(c)
+     << section_fla(c);
   md << section_cost_model(c);
   md << section_simulated_nodes(c);
   md << section_beyond_one_node(c);

@@ -20,6 +20,9 @@ struct ReportOptions {
   std::string paper = "report/paper/paper_tables.csv";  // the paper's published numbers (see its README)
   std::string out = "report";                           // where the report goes
   bool plots = true;                                    // run gnuplot (the .gp and .dat files are written anyway)
+  // The git repository whose history each row's commit is checked against (report_data.h CodeStates); "" for the one
+  // that holds `results`.
+  std::string repo;
   // The cost model's parameters that are not fitted (report/src/cost_model.h).
   int gpus_per_node = 8;
   double net_gbps = 400, net_latency_us = 5;  // the link between nodes

@@ -187,6 +187,9 @@ std::vector<Line> model_lines(const Context& c, long long L, bool cpu, const Mod
                               const std::string& config = "");
 Figure plot_model_throughput(Context& c, long long L, const ModelLevelFit& fit, const std::vector<Line>& lines);
 std::string section_model_level(Context& c, long long L, const std::string& table);
+// spbench's dp at P = 1 against PyTorch + fla (ResultFiles::baseline_rows): throughput and peak memory, per machine
+// kind, heads and tokens (tables/spbench_vs_fla.csv).
+std::string section_fla(Context& c);
 
 // --- the paper's two headline figures (report_paper_figures.cpp) --------------------------------------------------
 // Tokens/s per GPU against GPUs (the paper's Figure 1: the operator level, and the model level where rows exist) and
