@@ -361,7 +361,7 @@ std::string section_simulated_nodes(const Context& c) {
   const double S = kTable2Bytes;
   std::ostringstream csv;
   csv << "gpu,gpus,nodes,ranks_per_node,comm,pattern,allscan,block_elems,measured_ms,model_ms,model_over_measured,"
-         "in_fit,net_alpha_us,net_GBps\n";
+         "in_fit,net_alpha_us,net_GBps,git_sha,code_state\n";
   for (const std::string& gpu : gpus) {
     const std::vector<CollectivePoint> pts = network_points(c.res.node_rows, gpu);
     const LinkFit f = fit_network_link(pts);
@@ -432,7 +432,7 @@ std::string section_simulated_nodes(const Context& c) {
       csv << join({csv_field(gpu), std::to_string(P), std::to_string(P / R), std::to_string(R), col(*r, "comm"),
                    pattern, variant, fmt("%.0f", block), fmt("%.6g", m), t ? fmt("%.6g", *t * 1e3) : "",
                    t ? fmt("%.4g", *t * 1e3 / m) : "", in_fit ? "1" : "0", fmt("%.6g", f.link.alpha_s * 1e6),
-                   fmt("%.6g", f.link.beta_Bps / 1e9)},
+                   fmt("%.6g", f.link.beta_Bps / 1e9), col(*r, "git_sha"), col(*r, kCodeStateCol)},
                   ",")
           << "\n";
     }

@@ -103,8 +103,9 @@ std::string section_data(const Context& c) {
   if (c.res.files.empty() && c.res.timeline_files.empty())
     s << "No result CSVs in `results/` yet: every table below shows the paper's numbers only, and no plot is drawn. "
          "Run a sweep (see the repository's README) and regenerate.\n\n";
-  for (auto& [name, n] : c.res.files) s << "- `results/" << name << "`: " << n << " rows\n";
-  for (auto& [name, n] : c.res.timeline_files) s << "- `results/" << name << "`: " << n << " timeline spans\n";
+  if (!c.res.file_rows.empty())
+    s << "The files of `results/` (the same index is in `results/README.md`; a timeline file's rows are spans):\n\n"
+      << results_index_md(c) << "\n";
   for (auto& [name, why] : c.res.skipped) s << "- `results/" << name << "`: skipped, " << why << "\n";
   std::map<std::tuple<std::string, std::string, std::string>, int> counts;  // (level, gpu, backend)
   for (auto& r : c.res.rows) counts[{col(r, "level"), col(r, "gpu"), col(r, "backend")}]++;
@@ -182,8 +183,12 @@ std::string section_code_changed(const Context& c) {
 std::string results_index_md(const Context& c) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& [name, file_rows] : c.res.file_rows) {
-    std::set<std::string> levels, shas, kinds, states;
+    std::set<std::string> levels, shas, kinds, states, hosts, drivers;
     for (const Row& r : file_rows) {
+      if (!col(r, "host").empty()) hosts.insert(col(r, "host"));
+      // Rows written before the driver's version was read carry the CUDA driver API's version as "cuda-X".
+      const std::string& d = col(r, "driver");
+      if (!d.empty()) drivers.insert(d.rfind("cuda-", 0) == 0 ? "CUDA driver API " + d.substr(5) + " (driver version not recorded)" : d);
       const std::string level = level_of(r).empty() && name.find("timeline") != std::string::npos ? "timeline"
                                                                                                    : level_of(r);
       levels.insert(level);
@@ -201,11 +206,14 @@ std::string results_index_md(const Context& c) {
     std::vector<std::string> q;
     for (const auto& x : shas) q.push_back(x.empty() ? "—" : "`" + x + "`");
     rows.push_back({"`" + name + "`", join({kinds.begin(), kinds.end()}, ", "), join({levels.begin(), levels.end()}, ", "),
-                    join(q, ", "), std::to_string(file_rows.size()), join({states.begin(), states.end()}, "; ")});
+                    join(q, ", "), std::to_string(file_rows.size()), join({states.begin(), states.end()}, "; "),
+                    hosts.empty() ? "—" : join({hosts.begin(), hosts.end()}, ", "),
+                    drivers.empty() ? "—" : join({drivers.begin(), drivers.end()}, ", ")});
   }
   if (rows.empty()) return "No results files.\n";
-  return md_table({"file", "machine (gpu column)", "level", "commit(s)", "rows", "code (against HEAD)"}, rows,
-                  "llllrl");
+  return md_table({"file", "machine (gpu column)", "level", "commit(s)", "rows", "code (against HEAD)", "host",
+                   "driver"},
+                  rows, "llllrlll");
 }
 
 std::string gpu_table(Context& c, const TableDef& t, const std::string& heading, const std::string& setting,

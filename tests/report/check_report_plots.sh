@@ -97,14 +97,15 @@ check() {
     grep -q ') measured' "$gp" || { echo "figure $f: no measured series"; fail=1; }
     grep -q ') modelled' "$gp" || { echo "figure $f: no modelled series"; fail=1; }
     [ -f "$csv" ] || { echo "figure $f: no tables/$f.csv"; fail=1; continue; }
-    [ "$(head -1 "$csv")" = "gpus,tokens_in_all,method,backend,label,value,unit,source" ] || {
+    [ "$(head -1 "$csv")" = "gpus,tokens_in_all,method,backend,label,value,unit,source,git_sha,code_state" ] || {
       echo "figure $f: tables/$f.csv has another header"; fail=1; }
-    local gpus tokens m be label value unit source
-    while IFS=, read -r gpus tokens m be label value unit source; do
+    local gpus tokens m be label value unit source sha state
+    while IFS=, read -r gpus tokens m be label value unit source sha state; do
       case $label in
         measured)
           [[ $source =~ ^results/(.+\.csv)$ ]] && [ -f "$results/${BASH_REMATCH[1]}" ] || {
-            echo "figure $f: a measured point ($m at $gpus) whose source is not a results file: '$source'"; fail=1; } ;;
+            echo "figure $f: a measured point ($m at $gpus) whose source is not a results file: '$source'"; fail=1; }
+          [ -n "$state" ] || { echo "figure $f: a measured point ($m at $gpus) without its code state"; fail=1; } ;;
         modelled)
           [[ $source == "cost model ("* ]] || {
             echo "figure $f: a modelled point ($m at $gpus) not from the cost model: '$source'"; fail=1; } ;;
