@@ -168,8 +168,11 @@ int run_compare(const CompareOptions& o) {
   const int slower = c.count(Verdict::slower);
   std::printf("# faster %d, same %d, slower %d, only in base %zu, only in new %zu\n", c.count(Verdict::faster),
               c.count(Verdict::same), slower, c.only_base.size(), c.only_new.size());
-  std::printf("# %s\n", slower ? "REGRESSION: a row is slower" : c.rows.empty() ? "no rows in common" : "no row is slower");
-  return slower ? 1 : 0;
+  // Nothing compared is no evidence of no regression (two files of other configurations, or a run that wrote no row):
+  // it fails too, and says so.
+  std::printf("# %s\n", slower ? "REGRESSION: a row is slower"
+                               : c.rows.empty() ? "FAILED: no row in common, nothing compared" : "no row is slower");
+  return slower || c.rows.empty() ? 1 : 0;
 }
 
 }  // namespace spb

@@ -20,7 +20,7 @@ struct CompareOptions {
 };
 
 void add_compare_command(CLI::App& app, CompareOptions& o);
-int run_compare(const CompareOptions& o);  // 0: nothing slower; 1: a row is slower
+int run_compare(const CompareOptions& o);  // 0: nothing slower; 1: a row is slower, or no row in common
 
 // The comparison itself, for tests and tools.
 enum class Verdict { faster, same, slower };

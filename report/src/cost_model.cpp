@@ -340,11 +340,16 @@ std::optional<double> CostModel::allreduce(int world, double bytes) const {
 }
 
 std::optional<double> CostModel::model_step_time(const std::string& method, const OperatorShape& layer, int layers,
-                                                 double grad_bytes, double compute_s) const {
+                                                 double grad_bytes, double compute_s, bool grad_overlap) const {
   const auto t = operator_time(method, layer), t_dp = operator_time("dp", layer);
   const auto ar = allreduce(layer.world, grad_bytes);
   if (!t || !t_dp || !ar) return std::nullopt;
-  return compute_s + layers * (*t - *t_dp) + *ar;
+  return compute_s + layers * (*t - *t_dp) + exposed_allreduce(*ar, layers, compute_s, grad_overlap);
+}
+
+double CostModel::exposed_allreduce(double ar_s, int layers, double compute_s, bool grad_overlap) {
+  if (!grad_overlap || ar_s <= 0) return ar_s;
+  return std::max(ar_s / std::max(layers, 1), ar_s - 2.0 / 3.0 * compute_s);
 }
 
 // --- the hold-out by world size ----------------------------------------------------------------------------------------
@@ -440,11 +445,29 @@ std::string HoldOut::beside(const std::string& level, const std::string& method,
   return s;
 }
 
-std::string HoldOut::brief(const std::string& level, const std::string& method, const std::string& backend) const {
+std::optional<HoldOut::AtLargest> HoldOut::at_largest(const std::string& level, const std::string& method,
+                                                       const std::string& backend) const {
   const HoldOutError* e = error_of(level, method, backend);
-  if (!e || e->points == 0) return "no hold-out";
-  std::string s = "hold-out <= " + pct(e->max_abs) + " at P = " + worlds_str(e->worlds);
-  if (e->exceeds()) s += ": exceeds " + pct(kHoldOutWarn) + ", not reliable";
+  if (!e || e->points == 0) return std::nullopt;
+  AtLargest a;
+  for (const HeldOutPoint& p : points)
+    if (p.level == level && p.method == method && p.predicted() && (level != "collective" || p.backend == e->backend))
+      a.world = std::max(a.world, p.world);
+  for (const HeldOutPoint& p : points) {
+    if (p.level != level || p.method != method || !p.predicted() || p.world != a.world) continue;
+    if (level == "collective" && p.backend != e->backend) continue;
+    ++a.points;
+    if (!(std::fabs(p.rel_error()) <= std::fabs(a.error))) a.error = p.rel_error();
+  }
+  return a;
+}
+
+std::string HoldOut::brief(const std::string& level, const std::string& method, const std::string& backend) const {
+  const auto a = at_largest(level, method, backend);
+  if (!a) return "no hold-out";
+  std::string s = "hold-out at P = " + std::to_string(a->world) + " (largest measured): " +
+                  (a->error < 0 ? "-" : "+") + pct(std::fabs(a->error));
+  if (!a->held()) s += ": exceeds " + pct(kHoldOutWarn) + ", not reliable";
   return s;
 }
 
@@ -553,7 +576,7 @@ HoldOut hold_out_by_world(const std::vector<Row>& rows, const std::string& gpu, 
       return order(a) < order(b) || (order(a) == order(b) && col(*a, "date") > col(*b, "date"));
     });
     const ModelLevelFit mf = fit_model_level(f, dp, p.tokens_per_rank, p.block_bytes);
-    const auto [t, why_not] = mf.step_s(p.method, p.world);
+    const auto [t, why_not] = mf.step_s(p.method, p.world, lnum(*r, "grad_overlap") != 0);
     if (std::isfinite(t)) p.predicted_s = t;
     else p.why = why_not;
     h.points.push_back(p);

@@ -179,8 +179,14 @@ struct CostModel {
   std::optional<double> allreduce(int world, double bytes) const;
   // The model level's step time (the formula above) at world size layer.world; `compute_s` is T_compute and
   // `grad_bytes` the gradients all-reduced per step. nullopt where operator_time or allreduce has no answer.
+  // `grad_overlap`: the gradients summed beside the backward (--grad-overlap, the default on GPUs at P > 1): the
+  // all-reduce hides under the backward but for a tail, so it adds exposed_allreduce instead of the whole.
   std::optional<double> model_step_time(const std::string& method, const OperatorShape& layer, int layers,
-                                        double grad_bytes, double compute_s) const;
+                                        double grad_bytes, double compute_s, bool grad_overlap = false) const;
+  // The part of an all-reduce of `ar_s` that a step waits for: all of it after the backward; beside the backward the
+  // larger of the last block's share (ar / layers: its gradients are summed after the backward ends) and what the
+  // backward (taken as 2/3 of T_compute, twice the forward's work) cannot cover.
+  static double exposed_allreduce(double ar_s, int layers, double compute_s, bool grad_overlap);
 };
 
 // Methods and patterns the model has formulas for.
@@ -260,8 +266,20 @@ struct HoldOut {
   // "no hold-out (...)" where nothing of the method was measured above fit_max_world.
   std::string beside(const std::string& level, const std::string& method, double size = 0, double block_bytes = 0,
                      const std::string& backend = "") const;
-  // The same in brief, for a table cell beside a number: "hold-out <= 1.4% at P = 4", "hold-out <= 89% at P = 4:
-  // exceeds 30%, not reliable", "no hold-out".
+  // The error of `method` at `level` at the largest held-out world size: that P and, of its points there, the signed
+  // error of the largest |error|; nullopt where nothing was held out (backend as for error_of).
+  struct AtLargest {
+    int world = 0;
+    double error = NAN;  // signed: (predicted - measured) / measured
+    int points = 0;
+    // Within kHoldOutWarn as printed (whole percents), as HoldOutError::exceeds.
+    bool held() const { return std::round(100 * std::fabs(error)) <= std::round(100 * kHoldOutWarn); }
+  };
+  std::optional<AtLargest> at_largest(const std::string& level, const std::string& method,
+                                      const std::string& backend = "") const;
+  // The same in brief, for a table cell beside a number: the largest measured P and the error there, signed:
+  // "hold-out at P = 4 (largest measured): +1.4%", "hold-out at P = 4 (largest measured): +89%: exceeds 30%, not
+  // reliable", "no hold-out".
   std::string brief(const std::string& level, const std::string& method, const std::string& backend = "") const;
 };
 // The hold-out of machine `gpu` (see above). No rows above fit_max_world: no points.

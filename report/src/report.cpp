@@ -22,6 +22,9 @@ void add_report_command(CLI::App& app, ReportOptions& o) {
   app.add_option("--paper", o.paper, "the paper's numbers (paper_tables.csv)");
   app.add_option("--out", o.out, "output directory (README.md, tables/, plots/)");
   app.add_flag("!--no-plots", o.plots, "write the gnuplot scripts and data but do not run gnuplot");
+  app.add_option("--repo", o.repo,
+                 "the git repository whose history each row's commit is checked against (default: the one holding "
+                 "--results)");
   app.add_option("--gpus-per-node", o.gpus_per_node, "cost model: GPUs per node (NVLink inside)")
       ->check(CLI::PositiveNumber);
   app.add_option("--net-gbps", o.net_gbps, "cost model: network bandwidth between nodes (Gb/s)")
@@ -74,6 +77,11 @@ int run_report(const ReportOptions& o) {
   clean(c.plots_dir, {".png", ".svg", ".gp", ".dat"});
   clean(c.tables_dir, {".csv"});
 
+  {
+    CodeStates states(o.repo.empty() ? o.results : o.repo);
+    c.res.mark_code(states);
+    c.code_states = states.all();
+  }
   c.ref_gpu = reference_gpu(c.res.rows);
   resolve_network(c);
   // Every prediction comes from a fit on P <= kHoldOutFitMaxWorld, the fit whose hold-out the report prints.
@@ -123,7 +131,7 @@ int run_report(const ReportOptions& o) {
      << "\" where the summary did not give the number.\n\n"
      << "Ratios are between methods on the same machine and world size (method ÷ the table's reference), so they "
         "can be compared across machines where the times cannot.\n\n";
-  md << section_data(c);
+  md << section_data(c) << section_code_changed(c);
 
   const TableDef t2 = collective_table(c);
   md << gpu_table(c, t2, "Table 2: collective communication, All-Gather vs All-Scan",
@@ -142,7 +150,8 @@ int run_report(const ReportOptions& o) {
                         "operator`); time in ms. dp is the ideal (no communication).",
                     "(ms)");
   }
-  md << section_model_level(c, 16384, "5") << section_model_level(c, 32768, "6") << section_model_rows(c);
+  md << section_model_level(c, 16384, "5") << section_model_level(c, 32768, "6") << section_model_rows(c)
+     << section_fla(c);
   md << section_cost_model(c);
   md << section_simulated_nodes(c);
   md << section_beyond_one_node(c);
@@ -171,6 +180,8 @@ int run_report(const ReportOptions& o) {
   }
   while (text.size() > 1 && text[text.size() - 1] == '\n' && text[text.size() - 2] == '\n') text.pop_back();
   std::ofstream(o.out + "/README.md") << text;
+  // The index of results/ that results/README.md carries between its markers (scripts/check_report.sh compares them).
+  std::ofstream(o.out + "/results_index.md") << results_index_md(c);
   if (o.plots && !c.plots.empty()) render_plots(c.plots_dir, c.plots);
   if (fs::is_empty(c.plots_dir, ec)) fs::remove(c.plots_dir, ec);  // git keeps no empty directory: neither do we
   std::printf("spbench report: %s/README.md, %zu plots, %zu tables (%zu result rows, %zu timeline spans)\n",

@@ -66,7 +66,8 @@ std::string machine_of(const Row& r) {
   const std::string& be = col(r, "backend");
   const std::string& sha = col(r, "git_sha");  // runs of one day differ by their code
   return col(r, "gpu") + ", " + int_str(P) + (P == 1 ? " rank, " : " ranks, ") + (be == col(r, "gpu") ? "" : be + ", ") +
-         col(r, "date").substr(0, 10) + (sha.empty() || sha == "unknown" ? "" : ", " + sha.substr(0, 7));
+         col(r, "date").substr(0, 10) + (sha.empty() || sha == "unknown" ? "" : ", " + sha.substr(0, 7)) +
+         (code_changed(r) ? ", † code changed since" : code_unknown(r) ? ", ? commit unknown" : "");
 }
 PlotSeries measured_of(const std::string& method, const Row& r, const std::string& extra, int colour) {
   const std::string& gpu = col(r, "gpu");
@@ -74,7 +75,11 @@ PlotSeries measured_of(const std::string& method, const Row& r, const std::strin
   std::vector<std::string> where;
   if (!extra.empty()) where.push_back(extra);
   if (gpu != be) where.push_back(gpu);
-  return measured_series(method, be, join(where, ", "), colour);
+  if (code_changed(r)) where.push_back("stale");
+  if (code_unknown(r)) where.push_back("commit unknown");
+  PlotSeries s = measured_series(method, be, join(where, ", "), colour);
+  if (gpu != be) restyle_for_gpu(s, gpu);
+  return s;
 }
 
 std::string model_backend(const MachineFit& fit, const std::string& method) {
@@ -273,7 +278,13 @@ std::string trend_paragraph(const std::vector<Line>& lines, const TableDef& t, c
         ((p.quotient() > 1) != higher_better ? worse : better) = true;
       }
       s << "Ours ÷ paper: " << join(pv, ", ") << ": ";
-      if (off.empty())
+      const bool modelled = std::any_of(points.begin(), points.end(), [](const PaperPoint& p) { return !p.measured; });
+      const std::string gate = modelled && t.gate ? t.gate(m) : "";
+      if (!gate.empty()) {
+        s << "**" << gate << "** (a modelled ratio is compared with the paper only where every link of its "
+          << "prediction passed its hold-out, within 30% at the largest measured P). ";
+        off.clear();  // no reasons for a disagreement that is not claimed
+      } else if (off.empty())
         s << "**agrees** (every point within " << band_str() << "). ";
       else
         s << "**disagrees** at " << join(off, ", ") << " GPUs (outside " << band_str() << "; spbench's " << m
@@ -316,7 +327,8 @@ std::string render_lines(const std::vector<Line>& lines, const std::string& ref,
                          bool with_paper) {
   std::vector<std::vector<std::string>> rows;
   for (const Line& l : lines) {
-    std::vector<std::string> r = {std::to_string(l.gpus), l.method, l.row ? num_cell(l.measured) : kNotMeasured,
+    std::vector<std::string> r = {std::to_string(l.gpus), l.method,
+                                  l.row ? num_cell(l.measured) + stale_mark(*l.row) : kNotMeasured,
                                   l.row ? machine_of(*l.row) : "—",
                                   std::isfinite(l.model)
                                       ? num_cell(l.model) + (l.model_note.empty() ? "" : " (" + l.model_note + ")")
@@ -342,13 +354,15 @@ void write_table_csv(const Context& c, const std::string& id, const std::vector<
   const std::string unit = model_level ? "tokens_per_s_per_gpu" : "ms";
   std::ofstream f(c.tables_dir + "/" + id + ".csv");
   f << "gpus,method,measured_" << unit << ",measured_gpu,measured_world_size,measured_backend,measured_date,"
+    << "measured_git_sha,measured_code_state,"
     << (model_level ? "measured_config," : "") << "model_" << unit << ",paper_" << unit
     << ",ratio_measured,ratio_model,ratio_paper\n";
   auto n = [](double v) { return std::isfinite(v) ? fmt("%.6g", v) : std::string(); };
   for (const Line& l : lines) {
     f << l.gpus << "," << l.method << "," << n(l.measured) << "," << (l.row ? csv_field(col(*l.row, "gpu")) : "") << ","
       << (l.row ? col(*l.row, "world_size") : "") << "," << (l.row ? col(*l.row, "backend") : "") << ","
-      << (l.row ? col(*l.row, "date") : "") << ",";
+      << (l.row ? col(*l.row, "date") : "") << "," << (l.row ? col(*l.row, "git_sha") : "") << ","
+      << (l.row ? col(*l.row, kCodeStateCol) : "") << ",";
     if (model_level) f << (l.row ? csv_field(model_config_str(*l.row)) : "") << ",";
     f << n(l.model) << "," << n(l.paper) << "," << n(l.r_measured) << "," << n(l.r_model) << "," << n(l.r_paper)
       << "\n";

@@ -41,6 +41,10 @@ struct TableDef {
   std::function<std::pair<double, std::string>(const std::string&, int)> model;  // ms or NaN with a reason
   bool cpu = false;     // CPU-rank rows, at the measured world sizes only
   bool fitted = false;  // the model was fitted (then every GPU count gets a line per method)
+  // Whether a model point of `method` may carry a verdict against the paper: "" where every link its prediction (and
+  // the reference's) uses passed its hold-out, else "no verdict: the model's ... missed by N% at P = 4". Unset: no
+  // gate (every point may).
+  std::function<std::string(const std::string&)> gate;
 };
 
 struct Line {
@@ -67,6 +71,8 @@ struct Context {
   std::string net_brief;           // the same in brief, for a table cell: "assumed", "measured (results/F.csv)", ...
   std::optional<Link> user_intra;  // --constants' link inside a node
   std::optional<HoldOut> gpu_holdout, cpu_holdout;  // each fit's hold-out by world size (cost_model.h)
+  // Each (git_sha, level) of the rows against HEAD (report_data.h CodeStates), for the section on older code.
+  std::map<std::pair<std::string, std::string>, CodeState> code_states;
 };
 
 struct Figure {
@@ -149,6 +155,12 @@ TableDef collective_table(const Context& c);
 TableDef operator_table(const Context& c, long long L);
 std::string section_floors(const Context& c);
 std::string section_data(const Context& c);
+// The rows whose code changed since (or is unknown): per commit and level, the changed paths, the files and rows; and
+// the table of measured paths per level (report_data.h measured_paths).
+std::string section_code_changed(const Context& c);
+// The index of results/: per file its kind, level(s), commit(s), rows and whether its code changed since. The same
+// Markdown is the generated part of results/README.md, which scripts/check_report.sh compares.
+std::string results_index_md(const Context& c);
 std::string gpu_table(Context& c, const TableDef& t, const std::string& heading, const std::string& setting,
                       const std::string& value);
 
@@ -175,6 +187,9 @@ std::vector<Line> model_lines(const Context& c, long long L, bool cpu, const Mod
                               const std::string& config = "");
 Figure plot_model_throughput(Context& c, long long L, const ModelLevelFit& fit, const std::vector<Line>& lines);
 std::string section_model_level(Context& c, long long L, const std::string& table);
+// spbench's dp at P = 1 against PyTorch + fla (ResultFiles::baseline_rows): throughput and peak memory, per machine
+// kind, heads and tokens (tables/spbench_vs_fla.csv).
+std::string section_fla(Context& c);
 
 // --- the paper's two headline figures (report_paper_figures.cpp) --------------------------------------------------
 // Tokens/s per GPU against GPUs (the paper's Figure 1: the operator level, and the model level where rows exist) and
@@ -192,6 +207,14 @@ std::string section_beyond_one_node(const Context& c);
 // The network between nodes as the report states it beside every number that uses it: its constants and where they
 // come from ("5 us, 50 GB/s (400 Gb/s), assumed (...)").
 std::string network_str(const Context& c);
+// The verdict gate of a table at `level` (collective, operator, model) fitted on `cpu` ranks or the reference GPU: a
+// prediction of `method` ÷ `ref` may be compared with the paper only where each link it uses passed its hold-out
+// (<= 30% at the largest measured P): at the collective level the method's and the reference's patterns; at the
+// operator level each method's pattern and its operator prediction; at the model level those and the all-reduce's
+// link (the all-gather's) and each method's model-level prediction. "" where all held, else "no verdict: the model's
+// <link> missed by N% at P = <P>" (or had no hold-out), every failing link named.
+std::string verdict_gate(const Context& c, const std::string& level, const std::string& method, const std::string& ref,
+                         bool cpu = false);
 // What to print beside a prediction of `method` at `level` on P GPUs (CPU ranks for `cpu`): "" where P is one the
 // model was fitted on; beyond, the method's hold-out error in brief (flagged past 30%) and, past one node, the
 // network's constants and their source (assumed, fitted or given).

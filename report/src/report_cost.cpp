@@ -237,6 +237,42 @@ std::string prediction_note(const Context& c, const std::string& level, const st
   return s;
 }
 
+std::string verdict_gate(const Context& c, const std::string& level, const std::string& method, const std::string& ref,
+                         bool cpu) {
+  const HoldOut* h = holdout_of(c, cpu ? "cpu" : c.ref_gpu);
+  static const std::map<std::string, std::string> pattern = {
+      {"zeco", "allscan"}, {"lasp2", "allgather"}, {"lasp1", "chain"}, {"ring", "ring"}, {"ulysses", "alltoall"}};
+  struct Use {
+    std::string level, method, name;
+  };
+  std::vector<Use> uses;
+  auto add = [&](const std::string& l, const std::string& m, const std::string& name) {
+    for (const Use& u : uses)
+      if (u.level == l && u.method == m) return;
+    uses.push_back({l, m, name});
+  };
+  for (const std::string& m : {method, ref}) {
+    if (level == "collective") {
+      add("collective", m, m + " link");
+      continue;
+    }
+    if (auto it = pattern.find(m); it != pattern.end()) add("collective", it->second, it->second + " link");
+    if (level == "model" && m != "dp") add("collective", "allgather", "all-reduce's link (the allgather's)");
+    add(level, m, m + " " + level + "-level prediction");
+  }
+  std::vector<std::string> failed;
+  for (const Use& u : uses) {
+    const auto a = h ? h->at_largest(u.level, u.method) : std::nullopt;
+    if (!a)
+      failed.push_back(u.name + " has no hold-out (nothing of it measured above P = " +
+                       std::to_string(h ? h->fit_max_world : kHoldOutFitMaxWorld) + ")");
+    else if (!a->held())
+      failed.push_back(u.name + " missed by " + signed_pct(a->error) + " at P = " + std::to_string(a->world));
+  }
+  if (failed.empty()) return "";
+  return "no verdict: the model's " + join(failed, "; the model's ");
+}
+
 std::string model_holdout_table(const HoldOut& h, long long L, const std::string& config) {
   std::vector<std::vector<std::string>> rows;
   for (const HeldOutPoint& p : h.points) {
@@ -325,7 +361,7 @@ std::string section_simulated_nodes(const Context& c) {
   const double S = kTable2Bytes;
   std::ostringstream csv;
   csv << "gpu,gpus,nodes,ranks_per_node,comm,pattern,allscan,block_elems,measured_ms,model_ms,model_over_measured,"
-         "in_fit,net_alpha_us,net_GBps\n";
+         "in_fit,net_alpha_us,net_GBps,git_sha,code_state\n";
   for (const std::string& gpu : gpus) {
     const std::vector<CollectivePoint> pts = network_points(c.res.node_rows, gpu);
     const LinkFit f = fit_network_link(pts);
@@ -396,7 +432,7 @@ std::string section_simulated_nodes(const Context& c) {
       csv << join({csv_field(gpu), std::to_string(P), std::to_string(P / R), std::to_string(R), col(*r, "comm"),
                    pattern, variant, fmt("%.0f", block), fmt("%.6g", m), t ? fmt("%.6g", *t * 1e3) : "",
                    t ? fmt("%.4g", *t * 1e3 / m) : "", in_fit ? "1" : "0", fmt("%.6g", f.link.alpha_s * 1e6),
-                   fmt("%.6g", f.link.beta_Bps / 1e9)},
+                   fmt("%.6g", f.link.beta_Bps / 1e9), col(*r, "git_sha"), col(*r, kCodeStateCol)},
                   ",")
           << "\n";
     }

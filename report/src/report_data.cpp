@@ -1,8 +1,11 @@
 #include "report/src/report_data.h"
 
+#include <fnmatch.h>
+
 #include <libfccp/csv.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -45,9 +48,132 @@ bool is_cpu_row(const Row& r) { return col(r, "backend") == "cpu"; }
 const std::string& ResultFiles::file_of(const Row& r) const {
   static const std::string none;
   const std::less<const Row*> before;
-  for (auto [v, f] : {std::pair{&rows, &row_file}, {&node_rows, &node_row_file}})
+  for (auto [v, f] : {std::pair{&rows, &row_file}, {&node_rows, &node_row_file}, {&baseline_rows, &baseline_row_file}})
     if (!v->empty() && !before(&r, v->data()) && before(&r, v->data() + v->size())) return (*f)[size_t(&r - v->data())];
   return none;
+}
+
+// --- whether a row is of the current code -----------------------------------------------------------------------------
+
+const std::vector<MeasuredPaths>& measured_paths() {
+  static const std::vector<std::string> comm = {"zeco/", "baselines/pattern_*", "runtime/communicator*",
+                                                "runtime/device*"};
+  static const std::vector<std::string> op = {"kernels/", "sp/", "zeco/", "baselines/", "runtime/communicator*",
+                                              "runtime/device*"};
+  static const std::vector<MeasuredPaths> table = [] {
+    std::vector<std::string> model = op;
+    model.push_back("model/");
+    return std::vector<MeasuredPaths>{
+        {"kernel", {"kernels/"}}, {"collective", comm}, {"operator", op}, {"timeline", op}, {"model", model}};
+  }();
+  return table;
+}
+
+const std::vector<std::string>& measured_paths_of(const std::string& level) {
+  static const std::vector<std::string> none;
+  for (const auto& m : measured_paths())
+    if (m.level == level) return m.paths;
+  return none;
+}
+
+std::string level_of(const Row& r) {
+  const std::string& l = col(r, "level");
+  return l.empty() && r.count("stream") && r.count("span") ? "timeline" : l;
+}
+
+namespace {
+
+std::string shell_quoted(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// Runs `cmd` (stderr discarded); its stdout lines, and whether it exited 0.
+std::pair<bool, std::vector<std::string>> run_lines(const std::string& cmd) {
+  std::vector<std::string> lines;
+  FILE* p = popen((cmd + " 2>/dev/null").c_str(), "r");
+  if (!p) return {false, lines};
+  std::string cur;
+  for (int ch; (ch = std::fgetc(p)) != EOF;) {
+    if (ch == '\n') lines.push_back(cur), cur.clear();
+    else cur += char(ch);
+  }
+  if (!cur.empty()) lines.push_back(cur);
+  const int rc = pclose(p);
+  return {rc == 0, lines};
+}
+
+bool hex_sha(const std::string& s) {
+  if (s.size() < 7 || s.size() > 40) return false;
+  for (char c : s)
+    if (!std::isxdigit((unsigned char)c)) return false;
+  return true;
+}
+
+// A changed file's pathspec: a directory ("kernels/") by prefix, a glob ("runtime/device*") by fnmatch.
+bool matches(const std::string& spec, const std::string& file) {
+  if (!spec.empty() && spec.back() == '/') return file.rfind(spec, 0) == 0;
+  return fnmatch(spec.c_str(), file.c_str(), 0) == 0;
+}
+
+}  // namespace
+
+const CodeState& CodeStates::of(const Row& r) { return of(col(r, "git_sha"), level_of(r)); }
+
+const CodeState& CodeStates::of(const std::string& git_sha, const std::string& level) {
+  auto [it, fresh] = cache_.try_emplace({git_sha, level});
+  CodeState& st = it->second;
+  if (!fresh) return st;
+  st.level = level;
+  st.sha = git_sha;
+  const std::string dirty = "-dirty";
+  if (st.sha.size() > dirty.size() && st.sha.compare(st.sha.size() - dirty.size(), dirty.size(), dirty) == 0) {
+    st.sha.resize(st.sha.size() - dirty.size());
+    st.dirty = true;
+  }
+  const auto& paths = measured_paths_of(level);
+  if (paths.empty()) {
+    st.why = "no source paths listed for level '" + level + "'";
+    return st;
+  }
+  if (!hex_sha(st.sha)) {
+    st.why = st.sha.empty() ? "no git_sha" : "git_sha '" + st.sha + "' is not a commit id";
+    return st;
+  }
+  const std::string git = "git -C " + shell_quoted(dir_);
+  if (!run_lines(git + " cat-file -e " + st.sha + "^{commit}").first) {
+    st.why = "commit " + st.short_sha() + " is not in this repository (or no git)";
+    return st;
+  }
+  std::string cmd = git + " diff --name-only " + st.sha + " HEAD --";
+  for (const auto& p : paths) cmd += " " + shell_quoted(":(top,glob)" + (p.back() == '/' ? p + "**" : p));
+  auto [ok, files] = run_lines(cmd);
+  if (!ok) {
+    st.why = "git diff " + st.short_sha() + " HEAD failed";
+    return st;
+  }
+  st.kind = files.empty() ? CodeState::current : CodeState::changed;
+  for (const auto& p : paths) {
+    const auto n = std::count_if(files.begin(), files.end(), [&](const std::string& f) { return matches(p, f); });
+    if (n) st.changed_paths.push_back(p + " (" + std::to_string(n) + (n == 1 ? " file)" : " files)"));
+  }
+  return st;
+}
+
+bool code_changed(const Row& r) { return col(r, kCodeStateCol) == "changed"; }
+bool code_unknown(const Row& r) { return col(r, kCodeStateCol) == "unknown"; }
+std::string stale_mark(const Row& r) { return code_changed(r) ? " †" : code_unknown(r) ? " ?" : ""; }
+
+void ResultFiles::mark_code(CodeStates& states) {
+  for (auto* v : {&rows, &node_rows, &baseline_rows, &timeline})
+    for (Row& r : *v) {
+      const CodeState& st = states.of(r);
+      r[kCodeStateCol] = st.kind == CodeState::current ? "current" : st.kind == CodeState::changed ? "changed" : "unknown";
+      std::string paths;
+      for (const auto& p : st.changed_paths) paths += (paths.empty() ? "" : "; ") + p;
+      r["code_changed"] = paths;
+    }
 }
 
 ResultFiles load_results(const std::string& dir) {
@@ -69,6 +195,7 @@ ResultFiles load_results(const std::string& dir) {
         continue;
       }
       out.timeline_files.push_back({name, rows.size()});
+      out.file_rows.push_back({name, rows});
       for (auto& r : rows)
         if (lnum(r, "rank") >= 0 && lnum(r, "rank") < 4096 && std::isfinite(num(r, "start_us")) &&
             std::isfinite(num(r, "end_us")))
@@ -80,6 +207,7 @@ ResultFiles load_results(const std::string& dir) {
       continue;
     }
     out.files.push_back({name, rows.size()});
+    out.file_rows.push_back({name, rows});
     size_t bad = 0, grouped = 0;
     for (auto& r : rows) {
       // A row the tables cannot place: no level or method, or no world size.
@@ -91,6 +219,11 @@ ResultFiles load_results(const std::string& dir) {
       // event; the tables compare calls timed one event each, so they stay in the CSV but out of the tables.
       if (col(r, "timing").rfind("back_to_back_per", 0) == 0) {
         ++grouped;
+        continue;
+      }
+      if (col(r, "backend") == "pytorch") {  // another framework's baseline: no SP method (ResultFiles)
+        out.baseline_rows.push_back(std::move(r));
+        out.baseline_row_file.push_back(name);
         continue;
       }
       const bool several_nodes = num(r, "nodes") > 1;
@@ -369,6 +502,7 @@ std::string three_digits(double v) {
 ModelLevelFit fit_model_level(const MachineFit& m, const std::vector<const Row*>& dp_rows, long long L,
                               double block_bytes) {
   ModelLevelFit f;
+  f.gpu = m.gpu != "cpu";
   if (dp_rows.empty()) {
     f.why = "no fit (no dp row of this configuration on P <= " + std::to_string(m.fit_max_world) + ")";
     return f;
@@ -430,8 +564,15 @@ ModelLevelFit fit_model_level(const MachineFit& m, const std::vector<const Row*>
       f.why = "no fit (no all-gather or ring rows for the all-reduce's link)";
       return f;
     }
-    const double compute = num(*r, "time_ms_mean") * 1e-3 - *ar;
-    if (!f.dp && lnum(*r, "tokens_per_rank") == L) f.dp = r, f.allreduce_dp_s = *ar, f.compute_s = compute;
+    // The row's own schedule: beside the backward, only the tail of its all-reduce is in its step. T_compute then
+    // solves step = T + exposed(ar, T), taking the tail's case (ar / layers) first and the uncovered case after.
+    const double step = num(*r, "time_ms_mean") * 1e-3;
+    const bool beside = lnum(*r, "grad_overlap") != 0;
+    double compute = step - CostModel::exposed_allreduce(*ar, f.layers, step, beside);
+    if (beside && CostModel::exposed_allreduce(*ar, f.layers, compute, true) > *ar / std::max(f.layers, 1))
+      compute = (step - *ar) / (1 - 2.0 / 3.0);  // ar - 2/3 T exposed: step = T/3 + ar
+    const double exposed = step - compute;
+    if (!f.dp && lnum(*r, "tokens_per_rank") == L) f.dp = r, f.allreduce_dp_s = exposed, f.compute_s = compute;
     line.push_back({num(*r, "tokens_per_rank"), compute});
   }
   if (!f.dp) {  // no dp row at L: a line through the others
@@ -443,7 +584,8 @@ ModelLevelFit fit_model_level(const MachineFit& m, const std::vector<const Row*>
   return f;
 }
 
-std::pair<double, std::string> ModelLevelFit::step_s(const std::string& method, int P) const {
+std::pair<double, std::string> ModelLevelFit::step_s(const std::string& method, int P,
+                                                     std::optional<bool> grad_overlap) const {
   if (!why.empty()) return {NAN, why};
   if (std::find(model_methods().begin(), model_methods().end(), method) == model_methods().end())
     return {NAN, "no formula"};
@@ -451,7 +593,8 @@ std::pair<double, std::string> ModelLevelFit::step_s(const std::string& method, 
   s.world = P;
   if (method == "ulysses" && s.heads % P != 0)
     return {NAN, "n/a (H=" + std::to_string(s.heads) + " not divisible by P)"};
-  const auto t = cm.model_step_time(method, s, layers, grad_bytes, compute_s);
+  const bool beside = grad_overlap.value_or(grad_overlap_by_default(gpu, P, false, 0));
+  const auto t = cm.model_step_time(method, s, layers, grad_bytes, compute_s, beside);
   if (!t) return {NAN, "no fit (a pattern it needs was not measured)"};
   return {*t, ""};
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,58 @@ inline int inum(const Row& r, const std::string& c) { return int(lnum(r, c)); }
 // CPU ranks: not comparable with the paper's GPUs.
 bool is_cpu_row(const Row& r);
 
+// --- whether a row is of the current code -----------------------------------------------------------------------------
+// The source paths each level's numbers depend on (git pathspecs, relative to the repository's root): a row is of the
+// current code when none of them changed between its commit (`git_sha`) and HEAD. Left out on purpose: the harness's
+// option parsing and CSV writing (harness/, runtime/csv*, runtime/error*, cli/, report/), which change often and time
+// nothing, so that a fix there does not mark every row; a change there that moves a timing (where the timer starts,
+// what a warm-up does) needs its path listed here.
+//   kernel      kernels/
+//   collective  zeco/, baselines/pattern_*, runtime/communicator*, runtime/device*
+//   operator    kernels/, sp/, zeco/, baselines/, runtime/communicator*, runtime/device*   (timeline: the same)
+//   model       the operator's, and model/
+struct MeasuredPaths {
+  std::string level;
+  std::vector<std::string> paths;
+};
+const std::vector<MeasuredPaths>& measured_paths();
+const std::vector<std::string>& measured_paths_of(const std::string& level);  // empty for an unknown level
+
+// A row's code against HEAD. `current`: none of its level's paths changed since its commit; `changed`: some did
+// (`changed_paths` lists them, grouped by pathspec: "kernels/ (12 files)"); `unknown`: no commit, a commit not in the
+// repository, or no git.
+struct CodeState {
+  enum Kind { current, changed, unknown } kind = unknown;
+  std::string sha;    // the row's git_sha without its -dirty suffix
+  bool dirty = false;  // the row's tree had uncommitted changes (-dirty)
+  std::string level;
+  std::vector<std::string> changed_paths;
+  std::string why;  // unknown: why
+  std::string short_sha() const { return sha.substr(0, 7); }
+};
+// Answers per (sha, level), asking git once each (`git diff --name-only SHA HEAD -- PATHS` in the repository that
+// holds `dir`).
+class CodeStates {
+ public:
+  explicit CodeStates(std::string dir) : dir_(std::move(dir)) {}
+  const CodeState& of(const std::string& git_sha, const std::string& level);
+  const CodeState& of(const Row& r);
+  const std::map<std::pair<std::string, std::string>, CodeState>& all() const { return cache_; }
+
+ private:
+  std::string dir_;
+  std::map<std::pair<std::string, std::string>, CodeState> cache_;
+};
+// The level a row's code state is judged by: its `level`, "timeline" for a timeline row.
+std::string level_of(const Row& r);
+// The columns every row gets from the report (never from a results file): code_state (current, changed, unknown)
+// and code_changed (the changed paths, "; "-separated).
+constexpr const char* kCodeStateCol = "code_state";
+bool code_changed(const Row& r);   // code_state is "changed"
+bool code_unknown(const Row& r);   // code_state is "unknown"
+// " †" for a row of changed code, " ?" for one of unknown code, "" otherwise: the mark beside a measured number.
+std::string stale_mark(const Row& r);
+
 struct ResultFiles {
   std::vector<Row> rows;                         // every result row, files in name order, rows in file order
   std::vector<Row> timeline;                     // rows of results/*timeline*.csv
@@ -32,6 +85,14 @@ struct ResultFiles {
   // section on simulated nodes read them.
   std::vector<Row> node_rows;
   std::vector<std::string> node_row_file;
+  // Rows of other frameworks' baselines (backend `pytorch`: PyTorch + fla), apart from `rows`: they are not an SP
+  // method and no method table shows them; the model level compares spbench's dp with them.
+  std::vector<Row> baseline_rows;
+  std::vector<std::string> baseline_row_file;
+  // Every results file as read: its name and rows (timeline files included), for the index of results/.
+  std::vector<std::pair<std::string, std::vector<Row>>> file_rows;
+  // Sets code_state/code_changed on every row (rows, node_rows, baseline_rows, timeline) through `states`.
+  void mark_code(CodeStates& states);
   // The basename of the file a row of `rows` or `node_rows` came from ("" for a row of neither).
   const std::string& file_of(const Row& r) const;
 };
@@ -139,9 +200,12 @@ struct ModelLevelFit {
   int layers = 0;
   double grad_bytes = 0, allreduce_dp_s = 0, compute_s = 0, tokens_per_step = 0;
   std::string kernel_basis;  // where the per-layer dp kernel time comes from
-  // The step time in seconds, or NaN with the reason.
-  std::pair<double, std::string> step_s(const std::string& method, int P) const;
-  // Tokens/s per GPU, or NaN with the reason.
+  bool gpu = true;  // the machine's default schedule sums the gradients beside the backward at P > 1
+  // The step time in seconds, or NaN with the reason; `grad_overlap`: the gradients summed beside the backward
+  // (nullopt: the default schedule at P, grad_overlap_by_default).
+  std::pair<double, std::string> step_s(const std::string& method, int P,
+                                        std::optional<bool> grad_overlap = std::nullopt) const;
+  // Tokens/s per GPU (the default schedule at P), or NaN with the reason.
   std::pair<double, std::string> predict(const std::string& method, int P) const;
 };
 // The fit of one model configuration at L tokens per GPU on `fit`. `dp_rows`: dp's model rows of that configuration

@@ -3,6 +3,7 @@
 #include "report/src/report_common.h"
 
 #include <algorithm>
+#include <regex>
 #include <cctype>
 #include <cmath>
 #include <map>
@@ -28,13 +29,54 @@ std::vector<int> model_gpus(bool cpu, int max_measured) {
   return v;
 }
 
-Figure draw(Context& c, const PlotSpec& p, const std::string& caption, const std::string& missing) {
+Figure draw(Context& c, const PlotSpec& spec, const std::string& caption, const std::string& missing) {
+  PlotSpec p = spec;
+  // Against GPUs: a modelled line's part beyond one node rests on the network's constants, not on anything measured;
+  // it is drawn thinner, with small points, as its own series that names those constants (the node's last point
+  // repeated, so the line stays joined).
+  const bool vs_gpus = p.xlabel.find("GPUs") != std::string::npos;
+  const int node = c.params.gpus_per_node;
+  if (vs_gpus) {
+    std::vector<PlotSeries> out;
+    for (const PlotSeries& s : p.series) {
+      if (s.kind != SeriesKind::modelled) {
+        out.push_back(s);
+        continue;
+      }
+      PlotSeries inside = s, beyond = s;
+      inside.rows.clear(), beyond.rows.clear();
+      for (const auto& r : s.rows) {
+        if (r.empty()) continue;
+        if (r[0] <= node) inside.rows.push_back(r);
+        if (r[0] >= node) beyond.rows.push_back(r);
+      }
+      const bool crosses = std::any_of(s.rows.begin(), s.rows.end(), [&](const auto& r) { return !r.empty() && r[0] > node; });
+      if (!crosses) {
+        out.push_back(s);
+        continue;
+      }
+      if (!inside.rows.empty()) out.push_back(inside);
+      beyond.title = s.title.substr(0, s.title.find(" modelled") + 9) + ", beyond " + std::to_string(node) +
+                     " GPUs: network assumed " + link_str(c.params.network);
+      if (c.net_brief != "assumed") beyond.title.replace(beyond.title.find("network assumed"), 15, "network " + c.net_brief.substr(0, c.net_brief.find(' ')));
+      beyond.style = std::regex_replace(beyond.style, std::regex("lw [0-9.]+ dt 3 pt 12 ps [0-9.]+"), "lw 1 dt 3 pt 12 ps 0.5");
+      out.push_back(beyond);
+    }
+    p.series = out;
+  }
   const bool has_ours = std::any_of(p.series.begin(), p.series.end(), [](const PlotSeries& s) {
     return !s.rows.empty() && s.kind != SeriesKind::paper;
   });
+  // A caption promises the paper's numbers only where some are drawn.
+  const bool has_paper = std::any_of(p.series.begin(), p.series.end(), [](const PlotSeries& s) {
+    return !s.rows.empty() && s.kind == SeriesKind::paper;
+  });
+  const std::string said = has_paper || caption.find("paper") == std::string::npos
+                               ? caption
+                               : caption + " (No number of the paper is drawn: it published none at this setting.)";
   if (has_ours && write_plot(c.plots_dir, p)) {
     c.plots.push_back(p.name);
-    return {p.name, caption, ""};
+    return {p.name, said, ""};
   }
   return {p.name, caption, missing};
 }

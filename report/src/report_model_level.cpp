@@ -8,6 +8,8 @@
 #include <sstream>
 #include <tuple>
 
+#include "runtime/gpu_peak.h"
+
 namespace spb {
 namespace report_detail {
 
@@ -96,21 +98,23 @@ std::vector<Line> model_lines(const Context& c, long long L, bool cpu, const Mod
 }
 
 Figure plot_model_throughput(Context& c, long long L, const ModelLevelFit& fit, const std::vector<Line>& lines) {
+  // Each method's throughput as a share of dp's at the same world size, on a linear axis: the differences that matter
+  // at the model level are of 1-3%, which a logarithmic axis of tokens/s hides.
   std::map<std::string, PlotSeries> series;
   const auto methods = operator_methods(c);
   for (const Line& l : lines) {
-    if (!l.row) continue;
+    if (!l.row || !std::isfinite(l.r_measured)) continue;
     PlotSeries& s = add_series(series, methods, measured_of(l.method, *l.row));
-    s.rows.push_back({double(l.gpus), l.measured});
+    s.rows.push_back({double(l.gpus), l.r_measured});
   }
   PlotSpec p;
   p.name = "model_throughput_L" + std::to_string(L);
-  p.title = "Model-level training throughput vs GPUs (GLA LM, " + std::to_string(L) + " tokens per GPU)";
+  p.title = "Model-level training throughput as a share of dp's vs GPUs (GLA LM, " + std::to_string(L) +
+            " tokens per GPU)";
   p.xlabel = "number of GPUs";
-  p.ylabel = "throughput per GPU (tokens/s)";
+  p.ylabel = "throughput ÷ dp's at the same GPUs";
   p.xscale = Scale::log;
-  p.y_from_zero = true;
-  p.extra = "set format y \"%.1s%c\"\n";
+  p.yscale = Scale::linear;
   for (auto& [k, s] : series) p.series.push_back(s);
   if (fit.why.empty() && c.gpu_fit)
     for (const std::string& m : methods) {
@@ -118,23 +122,26 @@ Figure plot_model_throughput(Context& c, long long L, const ModelLevelFit& fit, 
       std::vector<int> ps = {1};
       for (int P : model_gpus(false, 0)) ps.push_back(P);
       for (int P : ps) {
-        const double v = fit.predict(m, P).first;
+        const double v = fit.predict(m, P).first / fit.predict("dp", P).first;
         if (std::isfinite(v)) s.rows.push_back({double(P), v});
       }
       if (s.rows.size() >= 2) p.series.push_back(s);  // a line needs two points
     }
+  bool paper = false;
   for (const std::string& m : methods) {
     PlotSeries s = paper_series(m, "H100, model table");
     for (int P : kPredictGpus) {
-      const double v = paper_value(c.paper, "model", P, L, m);
+      const double v = paper_value(c.paper, "model", P, L, m) / paper_value(c.paper, "model", P, L, "dp");
       if (std::isfinite(v)) s.rows.push_back({double(P), v});
     }
-    if (!s.rows.empty()) p.series.push_back(s);
+    if (!s.rows.empty()) p.series.push_back(s), paper = true;
   }
   return draw(c, p,
-              "Training throughput per GPU against GPUs, " + std::to_string(L) +
-                  " tokens per GPU: measured, modelled (the cost model carried to the model level, a prediction), the "
-                  "paper's model table.",
+              "Training throughput per GPU as a share of dp's at the same GPU count, " + std::to_string(L) +
+                  " tokens per GPU (linear axis): measured (each row ÷ dp's row of its machine, configuration and "
+                  "schedule), modelled (the cost model carried to the model level, a prediction; thinner beyond one "
+                  "node, where it rests on the network's assumed constants)" +
+                  (paper ? ", the paper's model table." : "."),
               "no GPU model rows at " + std::to_string(L) + " tokens per GPU yet");
 }
 
@@ -169,6 +176,7 @@ std::string section_model_level(Context& c, long long L, const std::string& tabl
       << "\n";
     TableDef t;
     t.ref = "dp";
+    t.gate = [&c](const std::string& m) { return verdict_gate(c, "model", m, "dp"); };
     for (const Line& l : lines)
       if (std::find(t.methods.begin(), t.methods.end(), l.method) == t.methods.end()) t.methods.push_back(l.method);
     s << "Against the paper:\n\n" << trend_paragraph(lines, t, c.params, "throughput") << "\n";
@@ -178,7 +186,9 @@ std::string section_model_level(Context& c, long long L, const std::string& tabl
        "+ layers x (the operator-level cost model's time of the method's attention forward + backward at P at the "
        "model's per-layer shape, less dp's: its exposed communication and extra local work) + the gradient all-reduce "
        "at P (a ring all-reduce of 4 x params bytes of fp32 gradients: 2 (P-1)/P x bytes / bandwidth + 2 (P-1) x "
-       "latency, over NVLink inside a node of "
+       "latency), following each row's schedule: summed beside the backward (`grad_overlap` = 1, the default on GPUs "
+       "at P > 1) only its tail is added, the larger of its last block's share (1/layers) and what 2/3 of T_compute "
+       "(the backward) cannot cover; after the backward all of it; over NVLink inside a node of "
     << c.params.gpus_per_node << " and the network beyond); throughput = B x tokens per GPU / step time. ";
   if (!fit.why.empty()) {
     s << "Not predicted here: " << fit.why << ".\n\n";
@@ -236,6 +246,21 @@ std::string grad_schedule_of(const Row& r) { return col(r, "grad_overlap") + "|"
 
 }  // namespace
 
+// MFU in the field's sense: model FLOPs/s over the GPU's datasheet dense bf16 peak. Rows with `gemm_ceiling_frac`
+// carry it in `mfu`; older rows' `mfu` is the fraction of the GEMM ceiling measured in the run (`gemm_tflops`), so
+// theirs is derived: mfu x gemm_tflops / the datasheet peak. NaN where neither can be had. `derived` says which.
+double mfu_of(const Row& r, bool* derived) {
+  if (derived) *derived = false;
+  if (r.count("gemm_ceiling_frac")) return num(r, "mfu");
+  double peak = num(r, "peak_tflops");
+  if (!(peak > 0)) peak = datasheet_bf16_tflops(col(r, "gpu"));
+  const double v = num(r, "mfu") * num(r, "gemm_tflops") / peak;
+  if (derived) *derived = std::isfinite(v);
+  return v;
+}
+// The fraction of the GEMM ceiling measured in the run: `gemm_ceiling_frac`, or an older row's `mfu`.
+double ceiling_frac_of(const Row& r) { return r.count("gemm_ceiling_frac") ? num(r, "gemm_ceiling_frac") : num(r, "mfu"); }
+
 std::string section_model_rows(Context& c) {
   std::ostringstream s;
   s << "## Every GPU model-level configuration measured\n\n";
@@ -271,28 +296,113 @@ std::string section_model_rows(Context& c) {
   std::sort(order.begin(), order.end(), [&](const Row* a, const Row* b) { return rank_of(*a) < rank_of(*b); });
   std::vector<std::vector<std::string>> rows;
   std::ostringstream csv;
-  csv << "gpu,gpus,tokens_per_gpu,heads,dk,dv,recompute,schedule,method,tokens_per_s_per_gpu,step_ms,over_dp,git_sha\n";
+  csv << "gpu,gpus,tokens_per_gpu,heads,dk,dv,recompute,schedule,method,tokens_per_s_per_gpu,step_ms,over_dp,mfu,"
+         "mfu_derived,gemm_ceiling_frac,peak_mem_gib,git_sha,code_state\n";
+  bool any_derived = false;
   for (const Row* r : order) {
     const auto d = dps.find(where(*r) + "|" + grad_schedule_of(*r));
     const double over_dp = d == dps.end() ? NAN : tokens_per_s(*r) / tokens_per_s(*d->second);
     const std::string rc = col(*r, "recompute").empty() ? "none" : col(*r, "recompute");
     const std::string recomputed = rc == "none" ? "" : rc == "elementwise" ? ", recompute elementwise" : ", recompute";
+    bool derived = false;
+    const double mfu = mfu_of(*r, &derived), frac = ceiling_frac_of(*r);
+    any_derived |= derived;
     rows.push_back({col(*r, "gpu"), col(*r, "world_size"), col(*r, "tokens_per_rank"),
                     "H=" + col(*r, "heads") + recomputed, schedule_of(*r), col(*r, "method"),
-                    num_cell(tokens_per_s(*r)), std::isfinite(over_dp) ? fmt("%.3fx", over_dp) : "—", num_cell(ms(*r)),
-                    col(*r, "git_sha").substr(0, 7)});
+                    num_cell(tokens_per_s(*r)) + stale_mark(*r), std::isfinite(over_dp) ? fmt("%.3fx", over_dp) : "—",
+                    num_cell(ms(*r)), std::isfinite(mfu) ? fmt("%.3f", mfu) + (derived ? " (derived)" : "") : "—",
+                    std::isfinite(frac) ? fmt("%.3f", frac) : "—",
+                    col(*r, "git_sha").substr(0, 7) + (code_changed(*r) ? " †" : code_unknown(*r) ? " ?" : "")});
+    auto opt = [](double v, const char* f) { return std::isfinite(v) ? fmt(f, v) : std::string(); };
     csv << join({csv_field(col(*r, "gpu")), col(*r, "world_size"), col(*r, "tokens_per_rank"), col(*r, "heads"),
                  col(*r, "dk"), col(*r, "dv"), rc, csv_field(schedule_of(*r)), col(*r, "method"),
-                 fmt("%.6g", tokens_per_s(*r)), fmt("%.6g", ms(*r)), std::isfinite(over_dp) ? fmt("%.4g", over_dp) : "",
-                 col(*r, "git_sha")},
+                 fmt("%.6g", tokens_per_s(*r)), fmt("%.6g", ms(*r)), opt(over_dp, "%.4g"), opt(mfu, "%.4g"),
+                 std::isfinite(mfu) ? (derived ? "1" : "0") : "", opt(frac, "%.4g"), opt(num(*r, "peak_mem_gib"), "%.4g"),
+                 col(*r, "git_sha"), col(*r, kCodeStateCol)},
                 ",")
         << "\n";
   }
   std::ofstream(c.tables_dir + "/model_rows.csv") << csv.str();
   s << md_table({"gpu", "GPUs", "tokens per GPU", "configuration", "schedule", "method", "tokens/s/GPU", "÷ dp",
-                 "step (ms)", "code"},
-                rows, "lrrlllrrrl")
-    << "\n(`tables/model_rows.csv` has the same rows.)\n\n";
+                 "step (ms)", "MFU", "of the GEMM ceiling", "code"},
+                rows, "lrrlllrrrrrl")
+    << "\nMFU is model FLOPs per second over the GPU's datasheet dense bf16 peak (`peak_tflops`: 989.4 TFLOP/s for the "
+       "H100 SXM and the H200); \"of the GEMM ceiling\" is the same FLOPs over the GEMM throughput measured in the run "
+       "(`gemm_tflops`)."
+    << (any_derived ? " Rows written before the two were told apart carry the ceiling's fraction in `mfu`: their MFU "
+                      "is derived (mfu x gemm_tflops / the datasheet peak) and says so."
+                    : "")
+    << " (`tables/model_rows.csv` has the same rows.)\n\n";
+  return s.str();
+}
+
+std::string section_fla(Context& c) {
+  std::ostringstream s;
+  s << "## spbench vs PyTorch + fla\n\n";
+  std::vector<const Row*> fla;
+  for (const Row& r : c.res.baseline_rows)
+    if (col(r, "level") == "model" && tokens_per_s(r) > 0) fla.push_back(&r);
+  if (fla.empty()) {
+    s << "No PyTorch + fla rows in results/ yet (`results/<kind>_model_fla.csv`, method `pytorch-fla`, backend "
+         "`pytorch`).\n\n";
+    return s.str();
+  }
+  s << "The same GLA model trained on one GPU by PyTorch with fla's kernels (`method` = `pytorch-fla`; not an SP method, "
+       "so no method table shows it): per machine kind, heads and tokens, fla's fastest configuration (its precision: "
+       "`bf16` pure bf16 parameters, `fp32-autocast-bf16` fp32 parameters under bf16 autocast; and whether "
+       "`torch.compile` ran) against spbench's dp row at world size 1 on the same kind (the newest of the default "
+       "schedule); peak memory against fla's run of matched precision (spbench keeps fp32 master weights and computes "
+       "in bf16, as `fp32-autocast-bf16` does), the lower of compile on and off.\n\n";
+  using Key = std::tuple<std::string, long long, long long>;  // gpu, heads, tokens per rank
+  std::map<Key, std::vector<const Row*>> by;
+  for (const Row* r : fla) by[{col(*r, "gpu"), lnum(*r, "heads"), lnum(*r, "tokens_per_rank")}].push_back(r);
+  std::vector<std::vector<std::string>> rows;
+  std::ostringstream csv;
+  csv << "gpu,heads,tokens_per_gpu,fla_tokens_per_s,fla_precision,fla_compile,fla_git_sha,spbench_tokens_per_s,"
+         "spbench_git_sha,spbench_code_state,ratio,fla_matched_peak_mem_gib,spbench_peak_mem_gib,mem_ratio\n";
+  for (const auto& [key, rs] : by) {
+    const auto& [gpu, heads, L] = key;
+    const Row* best = nullptr;
+    const Row* mem = nullptr;
+    for (const Row* r : rs) {
+      if (!best || tokens_per_s(*r) > tokens_per_s(*best)) best = r;
+      if (col(*r, "precision") == "fp32-autocast-bf16" && num(*r, "peak_mem_gib") > 0 &&
+          (!mem || num(*r, "peak_mem_gib") < num(*mem, "peak_mem_gib")))
+        mem = r;
+    }
+    const Row* ours = nullptr;
+    for (const Row& r : c.res.rows)
+      if (col(r, "level") == "model" && col(r, "method") == "dp" && lnum(r, "world_size") == 1 && col(r, "gpu") == gpu &&
+          lnum(r, "heads") == heads && lnum(r, "tokens_per_rank") == L && default_order(r) && tokens_per_s(r) > 0 &&
+          (!ours || col(*ours, "date") <= col(r, "date")))
+        ours = &r;
+    const double ratio = ours ? tokens_per_s(*ours) / tokens_per_s(*best) : NAN;
+    const double our_mem = ours ? num(*ours, "peak_mem_gib") : NAN;
+    const double fla_mem = mem ? num(*mem, "peak_mem_gib") : NAN;
+    const std::string compiled = lnum(*best, "compile") ? "compiled" : "eager";
+    rows.push_back({gpu, std::to_string(heads), std::to_string(L),
+                    num_cell(tokens_per_s(*best)) + " (" + col(*best, "precision") + ", " + compiled + ")",
+                    ours ? num_cell(tokens_per_s(*ours)) + stale_mark(*ours) + " (" + col(*ours, "git_sha").substr(0, 7) + ")"
+                         : kNotMeasured,
+                    std::isfinite(ratio) ? fmt("%.2fx", ratio) : "—",
+                    std::isfinite(fla_mem) ? num_cell(fla_mem) + " (" + (lnum(*mem, "compile") ? "compiled" : "eager") + ")"
+                                           : "—",
+                    std::isfinite(our_mem) ? num_cell(our_mem) : "—",
+                    std::isfinite(our_mem / fla_mem) ? fmt("%.2fx", our_mem / fla_mem) : "—"});
+    auto opt = [](double v) { return std::isfinite(v) ? fmt("%.6g", v) : std::string(); };
+    csv << join({csv_field(gpu), std::to_string(heads), std::to_string(L), opt(tokens_per_s(*best)),
+                 col(*best, "precision"), col(*best, "compile"), col(*best, "git_sha"),
+                 ours ? opt(tokens_per_s(*ours)) : "", ours ? col(*ours, "git_sha") : "",
+                 ours ? col(*ours, kCodeStateCol) : "", opt(ratio), opt(fla_mem), opt(our_mem), opt(our_mem / fla_mem)},
+                ",")
+        << "\n";
+  }
+  std::ofstream(c.tables_dir + "/spbench_vs_fla.csv") << csv.str();
+  s << md_table({"gpu", "heads", "tokens per GPU", "fla's fastest (tokens/s/GPU)", "spbench dp, P = 1 (tokens/s/GPU)",
+                 "spbench ÷ fla", "fla peak memory, fp32-autocast-bf16 (GiB)", "spbench peak memory (GiB)",
+                 "spbench ÷ fla (memory)"},
+                rows, "lrrrrrrrr")
+    << "\n(`tables/spbench_vs_fla.csv` has the same rows, with each side's `git_sha`.)\n\n";
   return s.str();
 }
 

@@ -220,10 +220,11 @@ std::string figure_sources(const FigData& f) {
 
 void write_figure_csv(const Context& c, const FigData& f) {
   std::ofstream out(c.tables_dir + "/" + f.name + ".csv");
-  out << "gpus,tokens_in_all,method,backend,label,value,unit,source\n";
+  out << "gpus,tokens_in_all,method,backend,label,value,unit,source,git_sha,code_state\n";
   for (const FigPoint& p : f.points)
     out << p.gpus << "," << (long long)(p.gpus * f.tokens_per_gpu) << "," << p.method << "," << csv_field(p.backend)
-        << "," << p.label << "," << fmt("%.6g", p.value) << "," << f.unit << "," << csv_field(p.source) << "\n";
+        << "," << p.label << "," << fmt("%.6g", p.value) << "," << f.unit << "," << csv_field(p.source) << ","
+        << (p.row ? col(*p.row, "git_sha") : "") << "," << (p.row ? col(*p.row, kCodeStateCol) : "") << "\n";
 }
 
 // The value and label of a method's point at P (ours: measured first), or none.

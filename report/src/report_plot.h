@@ -39,6 +39,10 @@ PlotSeries measured_series(const std::string& method, const std::string& backend
                            int colour = -1);
 PlotSeries modelled_series(const std::string& method, const std::string& backend, const std::string& where,
                            int colour = -1);
+// A measured series of another GPU kind than the reference style's: on an H100 the method's colour darkened, open
+// points of the backend's shape, and the backend's H100 dash type (one per backend, none a H200 backend's), so that
+// H100 and H200 series of one method and backend differ in colour, dash and marker. Other GPUs keep the style.
+void restyle_for_gpu(PlotSeries& s, const std::string& gpu);
 PlotSeries paper_series(const std::string& method, const std::string& where, int colour = -1);
 PlotSeries reference_series(const std::string& title);
 std::string bars_style(int colour);

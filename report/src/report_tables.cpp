@@ -103,8 +103,9 @@ std::string section_data(const Context& c) {
   if (c.res.files.empty() && c.res.timeline_files.empty())
     s << "No result CSVs in `results/` yet: every table below shows the paper's numbers only, and no plot is drawn. "
          "Run a sweep (see the repository's README) and regenerate.\n\n";
-  for (auto& [name, n] : c.res.files) s << "- `results/" << name << "`: " << n << " rows\n";
-  for (auto& [name, n] : c.res.timeline_files) s << "- `results/" << name << "`: " << n << " timeline spans\n";
+  if (!c.res.file_rows.empty())
+    s << "The files of `results/` (the same index is in `results/README.md`; a timeline file's rows are spans):\n\n"
+      << results_index_md(c) << "\n";
   for (auto& [name, why] : c.res.skipped) s << "- `results/" << name << "`: skipped, " << why << "\n";
   std::map<std::tuple<std::string, std::string, std::string>, int> counts;  // (level, gpu, backend)
   for (auto& r : c.res.rows) counts[{col(r, "level"), col(r, "gpu"), col(r, "backend")}]++;
@@ -116,6 +117,103 @@ std::string section_data(const Context& c) {
   }
   s << "\n";
   return s.str();
+}
+
+std::string section_code_changed(const Context& c) {
+  std::ostringstream s;
+  s << "## Rows of older code\n\n"
+    << "Each row is checked against the code it measures: the source paths of its level (below) must not have changed "
+       "between the row's commit (`git_sha`, a `-dirty` suffix stripped and said) and HEAD (`git diff SHA HEAD -- "
+       "PATHS`). A measured number whose code changed since is marked **†** (and its \"measured on\" cell says \"code "
+       "changed since\"), one whose commit is not in the repository **?** (\"commit unknown\"); in the plots such a "
+       "series' legend ends in \"stale\" or \"commit unknown\". `tables/*.csv` carry each row's `git_sha` and "
+       "`code_state` (current, changed, unknown).\n\n";
+  std::vector<std::vector<std::string>> paths;
+  for (const auto& m : measured_paths()) {
+    std::vector<std::string> q;
+    for (const auto& p : m.paths) q.push_back("`" + p + "`");
+    paths.push_back({m.level, join(q, ", ")});
+  }
+  s << md_table({"level", "the source paths its numbers depend on"}, paths)
+    << "\nLeft out on purpose: the harness's option parsing and CSV writing (`harness/`, `runtime/csv*`, "
+       "`runtime/error*`, `cli/`) and the report itself, which time nothing, so that a fix there does not mark every "
+       "row. A change there that moves a timing (where a timer starts, what a warm-up does) would need its path listed "
+       "here (report/src/report_data.cpp, `measured_paths`).\n\n";
+  // Per (commit, level): the rows and files it holds.
+  std::map<std::pair<std::string, std::string>, std::pair<int, std::set<std::string>>> held;
+  auto count = [&](const std::vector<Row>& v) {
+    for (const Row& r : v) {
+      auto& h = held[{col(r, "git_sha"), level_of(r)}];
+      h.first++;
+      h.second.insert(c.res.file_of(r));
+    }
+  };
+  count(c.res.rows), count(c.res.node_rows), count(c.res.baseline_rows);
+  for (const Row& r : c.res.timeline) {
+    auto& h = held[{col(r, "git_sha"), "timeline"}];
+    h.first++;
+    for (const auto& [name, n] : c.res.timeline_files) h.second.insert(name);  // timeline rows keep no file
+  }
+  std::vector<std::vector<std::string>> rows;
+  int stale = 0, unknown = 0;
+  for (const auto& [key, st] : c.code_states) {
+    if (st.kind == CodeState::current) continue;
+    const auto it = held.find(key);
+    const int n = it == held.end() ? 0 : it->second.first;
+    if (n == 0) continue;
+    std::vector<std::string> files;
+    if (it != held.end())
+      for (const auto& f : it->second.second)
+        if (!f.empty()) files.push_back("`" + f + "`");
+    const bool changed = st.kind == CodeState::changed;
+    (changed ? stale : unknown) += n;
+    rows.push_back({changed ? "†" : "?", st.sha.empty() ? "—" : "`" + st.short_sha() + "`" + (st.dirty ? " (-dirty: "
+                    "uncommitted changes beside it)" : ""), key.second, std::to_string(n), join(files, ", "),
+                    changed ? "code changed since: " + join(st.changed_paths, ", ") : "commit unknown: " + st.why});
+  }
+  if (rows.empty()) {
+    s << "Every row is of the current code of its level.\n\n";
+    return s.str();
+  }
+  s << stale << " rows of code changed since, " << unknown << " of unknown code:\n\n"
+    << md_table({"", "commit", "level", "rows", "files", "what changed since (HEAD)"}, rows, "lllrll") << "\n";
+  return s.str();
+}
+
+std::string results_index_md(const Context& c) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& [name, file_rows] : c.res.file_rows) {
+    std::set<std::string> levels, shas, kinds, states, hosts, drivers;
+    for (const Row& r : file_rows) {
+      if (!col(r, "host").empty()) hosts.insert(col(r, "host"));
+      // Rows written before the driver's version was read carry the CUDA driver API's version as "cuda-X".
+      const std::string& d = col(r, "driver");
+      if (!d.empty()) drivers.insert(d.rfind("cuda-", 0) == 0 ? "CUDA driver API " + d.substr(5) + " (driver version not recorded)" : d);
+      const std::string level = level_of(r).empty() && name.find("timeline") != std::string::npos ? "timeline"
+                                                                                                   : level_of(r);
+      levels.insert(level);
+      shas.insert(col(r, "git_sha").substr(0, 12));
+      kinds.insert(col(r, "gpu"));
+    }
+    // The code state of each (commit, level) in the file, as the report judged it.
+    for (const auto& sha : shas)
+      for (const auto& level : levels)
+        for (const auto& [key, st] : c.code_states)
+          if (key.second == level && key.first.substr(0, 12) == sha)
+            states.insert(st.kind == CodeState::current ? "current" : st.kind == CodeState::changed
+                                                                          ? "code changed since " + st.short_sha()
+                                                                          : "commit unknown");
+    std::vector<std::string> q;
+    for (const auto& x : shas) q.push_back(x.empty() ? "—" : "`" + x + "`");
+    rows.push_back({"`" + name + "`", join({kinds.begin(), kinds.end()}, ", "), join({levels.begin(), levels.end()}, ", "),
+                    join(q, ", "), std::to_string(file_rows.size()), join({states.begin(), states.end()}, "; "),
+                    hosts.empty() ? "—" : join({hosts.begin(), hosts.end()}, ", "),
+                    drivers.empty() ? "—" : join({drivers.begin(), drivers.end()}, ", ")});
+  }
+  if (rows.empty()) return "No results files.\n";
+  return md_table({"file", "machine (gpu column)", "level", "commit(s)", "rows", "code (against HEAD)", "host",
+                   "driver"},
+                  rows, "llllrlll");
 }
 
 std::string gpu_table(Context& c, const TableDef& t, const std::string& heading, const std::string& setting,
@@ -147,6 +245,7 @@ TableDef collective_table(const Context& c) {
   };
   t2.model = collective_model(c);
   t2.fitted = c.gpu_fit.has_value();
+  t2.gate = [&c, ref = t2.ref](const std::string& m) { return verdict_gate(c, "collective", m, ref); };
   return t2;
 }
 
@@ -163,6 +262,7 @@ TableDef operator_table(const Context& c, long long L) {
            (num(r, "block_elems") == 0 || is(r, "block_elems", kPaperBlockElems));
   };
   t.model = operator_model(c, L);
+  t.gate = [&c](const std::string& m) { return verdict_gate(c, "operator", m, "dp"); };
   t.fitted = c.gpu_fit.has_value();
   return t;
 }

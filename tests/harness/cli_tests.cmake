@@ -281,8 +281,8 @@ $<TARGET_FILE:spbench> report --no-plots --results ${CMAKE_CURRENT_BINARY_DIR}/r
 ${CMAKE_CURRENT_BINARY_DIR}/report_nodes/out && grep -qF 'one rank each (8 configurations of 64 KiB-2 MiB, RMS residual \
 0.0%): 20 us, 10 GB/s.' README.md && grep -qF '| 4 | 4 x 1 | chain | — | whole state | 0.6891 | 0.6891 | 1.00 | yes |' \
 README.md && grep -qF '| 4 | 4 x 1 | allscan | `host-hier` | 16384 | 9.9 | 0.9028 | 0.09 | no (held out) |' README.md \
-&& grep -qF 'differ from the model by up to 91% (beyond 30%' README.md && grep -qF '| 2 | chain | 0.001 |' README.md \
-&& ! grep -qF '| 4 | chain | 0.6891 | synthetic-net' README.md && grep -q '^synthetic-net,4,4,1,,chain,,0,0.689146,0.689146,1,1,20,10$' \
+&& grep -qF 'differ from the model by up to 91% (beyond 30%' README.md && grep -qF '| 2 | chain | 0.001 ? |' README.md \
+&& ! grep -qF '| 4 | chain | 0.6891 | synthetic-net' README.md && grep -q '^synthetic-net,4,4,1,,chain,,0,0.689146,0.689146,1,1,20,10,[^,]*,unknown$' \
 tables/allscan_simulated_nodes.csv && echo REPORT_NODES_OK")
 set_tests_properties(cli.report.simulated_nodes PROPERTIES PASS_REGULAR_EXPRESSION "REPORT_NODES_OK" TIMEOUT 60)
 

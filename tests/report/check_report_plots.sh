@@ -9,8 +9,10 @@
 #   2. each figure named in FIGURES (plots/NAME.gp, tables/NAME.csv) has a measured and a modelled series; every point
 #      of its table is labelled measured (its source a file of RESULTS_DIR), modelled (the cost model) or paper; the
 #      README shows its table with both labels in the cells;
-#   3. the checks bite: a copy of the report with one legend's backend removed, and one with a figure point's label
-#      removed, must each fail them.
+#      a measured series of another GPU kind (H100 beside H200) keys its dash and colour by the kind too, and two kinds
+#      of one method and backend differ in colour, dash and marker;
+#   3. the checks bite: a copy of the report with one legend's backend removed, one with a figure point's label
+#      removed, and one with an H100 series drawn as the H200 one, must each fail them.
 # Usage: check_report_plots.sh SPBENCH PAPER_CSV RESULTS_DIR WORKDIR [FIGURE...]   (prints REPORT_PLOTS_OK)
 set -euo pipefail
 spbench=$1 paper=$2 results=$3 work=$4
@@ -30,8 +32,8 @@ check() {
     name=$(basename "$gp" .gp)
     case $name in timeline_*) continue ;; esac
     n=$((n + 1))
-    declare -A dash_of=() backend_of=() colour_of=()
-    local line idx style title kind head method backend dash colour
+    declare -A dash_of=() backend_of=() colour_of=() look_of=()
+    local line idx style title kind head method backend dash colour gk point
     while IFS= read -r line; do
       [[ $line =~ \"$name\.dat\"\ index\ ([0-9]+)\ using\ [^\ ]+\ (.*)\ title\ \"(.*)\"(,\ \\)?$ ]] || continue
       idx=${BASH_REMATCH[1]} style=${BASH_REMATCH[2]} title=${BASH_REMATCH[3]}
@@ -51,18 +53,32 @@ check() {
             fail=1; continue
           fi
           [[ $style =~ lc\ rgb\ \"(#[0-9a-f]+)\" ]] && colour=${BASH_REMATCH[1]}
+          # The GPU kind (H100, H200, ...) of a measured series: each kind has its own styles.
+          gk=
+          [ "$kind" = measured ] && [[ $title =~ (H[0-9]{3}) ]] && gk=${BASH_REMATCH[1]}
           if [ "$kind" = measured ]; then
             [[ $style =~ (dt\ ([0-9]+|\([0-9,]+\))) ]] && dash=${BASH_REMATCH[1]}
-            if [ -n "${dash_of[$backend]:-}" ] && [ "${dash_of[$backend]}" != "$dash" ]; then
-              echo "$name.gp: backend $backend drawn with ${dash_of[$backend]} and $dash"; fail=1; fi
-            if [ -n "${backend_of[$dash]:-}" ] && [ "${backend_of[$dash]}" != "$backend" ]; then
-              echo "$name.gp: backends ${backend_of[$dash]} and $backend share $dash"; fail=1; fi
-            dash_of[$backend]=$dash backend_of[$dash]=$backend
+            [[ $style =~ pt\ ([0-9]+) ]] && point=${BASH_REMATCH[1]}
+            if [ -n "${dash_of[$backend|$gk]:-}" ] && [ "${dash_of[$backend|$gk]}" != "$dash" ]; then
+              echo "$name.gp: backend $backend ${gk:+on $gk }drawn with ${dash_of[$backend|$gk]} and $dash"; fail=1; fi
+            if [ -n "${backend_of[$dash]:-}" ] && [ "${backend_of[$dash]}" != "$backend|$gk" ]; then
+              echo "$name.gp: ${backend_of[$dash]} and $backend|$gk share $dash"; fail=1; fi
+            dash_of[$backend|$gk]=$dash backend_of[$dash]=$backend\|$gk
+            # Two GPU kinds of one method and backend differ in colour, dash and marker.
+            local k2 other
+            for k2 in "${!look_of[@]}"; do
+              [[ $k2 == "$method|$backend|"* ]] && [ "$k2" != "$method|$backend|$gk" ] || continue
+              other=${look_of[$k2]}
+              read -r oc od op <<<"$other"
+              if [ "$oc" = "$colour" ] || [ "$od" = "${dash// /_}" ] || [ "$op" = "$point" ]; then
+                echo "$name.gp: $method ($backend) on ${k2##*|} and on $gk not told apart (colour, dash and marker)"; fail=1; fi
+            done
+            look_of[$method|$backend|$gk]="$colour ${dash// /_} $point"
           fi
           if [[ $name != *allscan_vs_block ]]; then
-            if [ -n "${colour_of[$method]:-}" ] && [ "${colour_of[$method]}" != "$colour" ]; then
-              echo "$name.gp: method $method drawn in ${colour_of[$method]} and $colour"; fail=1; fi
-            colour_of[$method]=$colour
+            if [ -n "${colour_of[$method|$gk]:-}" ] && [ "${colour_of[$method|$gk]}" != "$colour" ]; then
+              echo "$name.gp: method $method drawn in ${colour_of[$method|$gk]} and $colour"; fail=1; fi
+            colour_of[$method|$gk]=$colour
           fi
           ;;
         paper)
@@ -71,7 +87,7 @@ check() {
           ;;
       esac
     done <"$gp"
-    unset dash_of backend_of colour_of
+    unset dash_of backend_of colour_of look_of
   done
   [ "$n" -gt 0 ] || { echo "no plot to check in $out/plots"; fail=1; }
   local f csv
@@ -81,14 +97,15 @@ check() {
     grep -q ') measured' "$gp" || { echo "figure $f: no measured series"; fail=1; }
     grep -q ') modelled' "$gp" || { echo "figure $f: no modelled series"; fail=1; }
     [ -f "$csv" ] || { echo "figure $f: no tables/$f.csv"; fail=1; continue; }
-    [ "$(head -1 "$csv")" = "gpus,tokens_in_all,method,backend,label,value,unit,source" ] || {
+    [ "$(head -1 "$csv")" = "gpus,tokens_in_all,method,backend,label,value,unit,source,git_sha,code_state" ] || {
       echo "figure $f: tables/$f.csv has another header"; fail=1; }
-    local gpus tokens m be label value unit source
-    while IFS=, read -r gpus tokens m be label value unit source; do
+    local gpus tokens m be label value unit source sha state
+    while IFS=, read -r gpus tokens m be label value unit source sha state; do
       case $label in
         measured)
           [[ $source =~ ^results/(.+\.csv)$ ]] && [ -f "$results/${BASH_REMATCH[1]}" ] || {
-            echo "figure $f: a measured point ($m at $gpus) whose source is not a results file: '$source'"; fail=1; } ;;
+            echo "figure $f: a measured point ($m at $gpus) whose source is not a results file: '$source'"; fail=1; }
+          [ -n "$state" ] || { echo "figure $f: a measured point ($m at $gpus) without its code state"; fail=1; } ;;
         modelled)
           [[ $source == "cost model ("* ]] || {
             echo "figure $f: a modelled point ($m at $gpus) not from the cost model: '$source'"; fail=1; } ;;
@@ -114,6 +131,15 @@ gp=$(grep -l ') measured' "$work"/broken_legend/plots/*.gp | head -1)
 sed -i '0,/ ([^)]*) measured/s// measured/' "$gp"
 if check "$work/broken_legend" >/dev/null; then
   echo "check_report_plots: a legend without its backend ($gp) passed the checks"; status=1; fi
+# ... and on one where an H100 series is drawn exactly as the H200 series of its method and backend.
+h100=$(grep -l 'measured, NVIDIA H100' "$work"/out/plots/*.gp | head -1 || true)
+if [ -n "$h100" ]; then
+  cp -r "$work/out" "$work/same_gpu_style"
+  g=$work/same_gpu_style/plots/$(basename "$h100")
+  sed -i -E '/measured, NVIDIA H100/{s/dt \([0-9,]+\) pt [0-9]+ ps 1.1 lc rgb "#[0-9a-f]+"/dt 1 pt 5 ps 1.1 lc rgb "#7f7f7f"/}' "$g"
+  if check "$work/same_gpu_style" >/dev/null; then
+    echo "check_report_plots: H100 and H200 series drawn alike ($g) passed the checks"; status=1; fi
+fi
 if [ ${#figures[@]} -gt 0 ]; then
   cp -r "$work/out" "$work/broken_label"
   sed -i '0,/,measured,/s//,,/' "$work/broken_label/tables/${figures[0]}.csv"

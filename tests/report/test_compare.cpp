@@ -118,6 +118,14 @@ TEST(Compare, RowsInOneFileOnlyAreListedAndTheNewestRowCounts) {
   EXPECT_NE(out.find("only in new (1)"), std::string::npos) << out;
 }
 
+TEST(Compare, NoRowInCommonFailsAndSaysSo) {
+  auto base = base_rows();
+  std::vector<ResultRow> other = {op_row("ring", 8, 30, 0.01), op_row("ulysses", 8, 9, 0.01)};
+  std::string out;
+  EXPECT_EQ(run(write("disjoint_b", base), write("disjoint_n", other), &out), 1);
+  EXPECT_NE(out.find("no row in common"), std::string::npos) << out;
+}
+
 TEST(Compare, CollectiveRowsOfDifferentSizesDoNotCollide) {
   auto coll = [](double bytes, double ms) {
     ResultRow r;
