@@ -2,8 +2,8 @@
 # One call of a lent GPU machine (where nothing can be installed): build there with the header-only packages carried
 # as .deb files in .deps/ (apt-get download libcli11-dev libfccp-dev nlohmann-json3-dev), then run the stages named
 # on the command line; logs and CSVs go to $OUT.
-#   stages: test (GPU ctest), bench (kernel benchmark), collective, operator, timeline, model, model-profile,
-#   model-schedules, nodes, all
+#   stages: test (GPU ctest), bench (kernel benchmark), collective, operator, timeline, model (with the checks
+#   against PyTorch and fla), fla (spbench beside PyTorch + fla), model-profile, model-schedules, nodes, all
 # Every command of a stage (and every sweep script) is one configuration of scripts/common.sh's spb_config: the last
 # line counts them, the exit status is non-zero where one failed, and SIGINT or SIGTERM stops the session and the
 # running command's ranks at once (exit 130 or 143).
@@ -85,7 +85,16 @@ for stage in "${@:-all}"; do
       gpu_ctest -R "^model" --output-on-failure --timeout 300
     spb_config "the PyTorch reference" "" "passed|failed|FAIL|skipped|error" \
       bash tests/model/check_against_torch.sh $B/spbench "$OUT/torch"
+    spb_config "fla's own GLAForCausalLM" "" "^grad|worst|passed|FAIL|skipped|==" \
+      bash tests/model/check_against_fla.sh $B/spbench "$OUT/fla_check"
     sweep model sweep_model_gpu.sh ;;&
+  fla|all)
+    # PyTorch + fla beside spbench on this machine's first GPU (fla's source in .fla/, its Triton cache in
+    # .triton/triton when carried: baselines/pytorch/README.md).
+    stamp "GLA-1B: spbench beside PyTorch + fla, one GPU"
+    export PYTHONPATH=$PWD/.fla${PYTHONPATH:+:$PYTHONPATH} TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$PWD/.triton/triton}
+    spb_config "spbench beside PyTorch + fla" "" "^\[beside\]|^  |^ +dp|FAIL|error" \
+      bash baselines/pytorch/run_beside_spbench.sh $B/spbench "$OUT" "$machine" ;;&
   model-profile|all)
     stamp "model level: where a GLA-1B step's time goes (16384 tokens, 32 and 4 heads)"
     for H in 32 4; do
