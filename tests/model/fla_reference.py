@@ -42,7 +42,7 @@ def fla_name(name):
         return name
     if name == "embed.weight":
         return "model.embeddings.weight"
-    return "model." + name.replace("attn.g_norm.weight", "attn.g_norm_swish_gate.weight")
+    return "model." + name
 
 
 def main():
@@ -51,6 +51,7 @@ def main():
     ap.add_argument("--precision", choices=["fp32", "autocast"], default="fp32")
     ap.add_argument("--grad-tol", type=float, default=None, help="default: 2e-2 (fp32), 3e-2 (autocast)")
     ap.add_argument("--loss-tol", type=float, default=LOSS_TOL)
+    ap.add_argument("--unfuse", default="", help="comma-separated fla fusions to turn off: norm, swiglu, ce")
     a = ap.parse_args()
     if a.grad_tol is None:
         a.grad_tol = GRAD_TOL[a.precision]
@@ -84,12 +85,14 @@ def main():
     config = GLAConfig(hidden_size=c["hidden"], expand_k=c["key_dim"] / c["hidden"],
                        expand_v=c["value_dim"] / c["hidden"], intermediate_size=c["mlp"],
                        num_hidden_layers=c["layers"], num_heads=c["heads"], vocab_size=c["vocab"],
-                       norm_eps=c["norm_eps"], tie_word_embeddings=False, fuse_norm=True, fuse_swiglu=True,
-                       fuse_cross_entropy=True, use_cache=False, attn_mode="chunk")
+                       norm_eps=c["norm_eps"], tie_word_embeddings=False, fuse_norm="norm" not in a.unfuse,
+                       fuse_swiglu="swiglu" not in a.unfuse, fuse_cross_entropy="ce" not in a.unfuse,
+                       use_cache=False, attn_mode="chunk")
     model = GLAForCausalLM(config).to(dev, dtype=torch.float32)
     model.train()
     named = dict(model.named_parameters())
-    mapped = {fla_name(name): (name, off, shape) for name, off, shape in entries}
+    gated = "attn.g_norm_swish_gate." if "norm" not in a.unfuse else "attn.g_norm."  # fla's name when fused
+    mapped = {fla_name(name).replace("attn.g_norm.", gated): (name, off, shape) for name, off, shape in entries}
     if set(named) != set(mapped):
         extra, missing = sorted(set(named) - set(mapped)), sorted(set(mapped) - set(named))
         raise DumpError(f"tensor names do not map onto fla's model: fla only {extra[:4]}, dump only {missing[:4]}")
