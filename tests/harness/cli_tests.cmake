@@ -1,4 +1,4 @@
-# The spbench command line: every bad input (the README's list) fails with a one-line message naming the flag or
+# The spbench command line: every bad input (harness/NOTES.md's list) fails with a one-line message naming the flag or
 # file, a non-zero exit and no hang; the happy paths run and check.
 set(SPB_EXPECT_ERROR ${CMAKE_CURRENT_SOURCE_DIR}/harness/expect_error.sh)
 set(SPB_FIXTURES ${CMAKE_CURRENT_BINARY_DIR}/npy_fixtures)

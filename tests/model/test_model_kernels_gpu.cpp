@@ -249,7 +249,7 @@ TEST_F(ModelKernelsGpu, Embedding) {
   expect_close(dtable, kF32Out, "dtable +=");
 }
 
-// Every kernel shape of model_cuda.cu's norm_dispatch: 16-byte accesses with the row in registers at D = 64 (two rows
+// Every kernel shape of model_norms.cu's norm_dispatch: 16-byte accesses with the row in registers at D = 64 (two rows
 // a warp), 96 (a warp, some lanes idle), 512 (a warp), 2048 (4 warps a row), 4096 (a block a row); 4-byte accesses at
 // D = 95 (a warp) and 301 (a block); two passes over the row at D = 6144 (16-byte) and 1501 (4-byte). 37 rows is no
 // multiple of any block's rows; 2001 rows at D = 2048 make every block loop over several row pairs.
