@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_reference import DumpError, kind_of, read_config, read_manifest, read_npy, rel_rms  # noqa: E402
+from torch_reference import DumpError, kind_of, read_config, read_manifest, read_npy, rel_rms, run  # noqa: E402
 
 # Why these bars (tests/model/README.md): spbench on a GPU rounds activations and GEMM inputs to bf16 (8 mantissa
 # bits: a relative step of 2^-8 = 3.9e-3, so about 1.1e-3 RMS for one rounding); a step-1 gradient passes through
@@ -147,8 +147,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except DumpError as e:
-        print(f"malformed dump: {e}", file=sys.stderr)
-        sys.exit(2)
+    run(main)

@@ -230,9 +230,14 @@ def main():
     return 0 if failed == 0 else 1
 
 
-if __name__ == "__main__":
+def run(entry):
+    """Exit with entry()'s status; a malformed dump exits 2 (shared with fla_reference.py)."""
     try:
-        sys.exit(main())
+        sys.exit(entry())
     except DumpError as e:
         print(f"malformed dump: {e}", file=sys.stderr)
         sys.exit(2)
+
+
+if __name__ == "__main__":
+    run(main)
