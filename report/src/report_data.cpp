@@ -148,6 +148,7 @@ const CodeState& CodeStates::of(const std::string& git_sha, const std::string& l
   }
   std::string cmd = git + " diff --name-only " + st.sha + " HEAD --";
   for (const auto& p : paths) cmd += " " + shell_quoted(":(top,glob)" + (p.back() == '/' ? p + "**" : p));
+  cmd += " " + shell_quoted(":(top,exclude,glob)**/*.md");  // the folders' notes describe the code, they aren't it
   auto [ok, files] = run_lines(cmd);
   if (!ok) {
     st.why = "git diff " + st.short_sha() + " HEAD failed";
