@@ -42,7 +42,9 @@ std::string sh(const std::string& cmd) {
 
 // A commit before the last change to `path`: rows of it are of changed code at every level that measures `path`.
 std::string commit_before_change_of(const std::string& path) {
-  const std::string last = sh("git -C '" + kSource + "' rev-list -1 HEAD -- " + path);
+  // The last commit that changed code under `path` (the Markdown notes do not count, as in CodeStates).
+  const std::string last =
+      sh("git -C '" + kSource + "' rev-list -1 HEAD -- " + path + " ':(top,exclude,glob)**/*.md'");
   return last.empty() ? "" : sh("git -C '" + kSource + "' rev-parse " + last + "^");
 }
 
