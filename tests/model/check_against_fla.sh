@@ -8,6 +8,10 @@
 # differ).
 # Needs a GPU, python3 with torch, and fla's source on PYTHONPATH (FLA_SRC, default .fla/ at the repository root).
 # FLA_CHECK_HEADS picks the shapes (default "32 4").
+# fla's model runs with its fused_recurrent GLA kernel (FLA_ATTN_MODE, default fused_recurrent): at fla bc3b101 its
+# chunk kernel's dk and dg disagree with an fp64 recurrence by O(1) at this shape
+# (results/logs/dev/fla_chunk_gla_dk_dg_nvidia-h200.log); tests/model/fla_kernel_probe.py measures both kernels first
+# and the check stops if the one it uses is wrong.
 # Exit 0: every check passed; 77: skipped (no GPU, no torch or no fla); other: a run or a check failed.
 set -euo pipefail
 if [ $# -ne 2 ]; then echo "usage: $0 SPBENCH OUTDIR" >&2; exit 2; fi
@@ -20,6 +24,12 @@ if ! python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else
   echo "skipped: no python3 torch with a GPU"; exit 77
 fi
 if ! python3 -c 'import fla' 2>/dev/null; then echo "skipped: fla is not importable (PYTHONPATH=$PYTHONPATH)"; exit 77; fi
+
+attn_mode=${FLA_ATTN_MODE:-fused_recurrent}
+echo "== fla's GLA kernels against fp64 (the check uses $attn_mode)"
+rc=0
+python3 "$here/fla_kernel_probe.py" --require "$attn_mode" || rc=$?
+if [ "$rc" -ne 0 ]; then echo "FAIL: fla's $attn_mode kernel disagrees with fp64 (fla_kernel_probe exit $rc)"; exit 1; fi
 
 mkdir -p "$outdir"
 text=$outdir/text.bin
@@ -40,7 +50,7 @@ for heads in ${FLA_CHECK_HEADS:-32 4}; do
   fi
   echo "== fla's GLAForCausalLM vs $dump"
   rc=0
-  python3 "$here/fla_reference.py" "$dump" --precision "${FLA_REF_PRECISION:-fp32}" || rc=$?
+  python3 "$here/fla_reference.py" "$dump" --precision "${FLA_REF_PRECISION:-fp32}" --attn-mode "$attn_mode" || rc=$?
   if [ "$rc" -ne 0 ]; then echo "FAIL: $heads heads (fla_reference exit $rc)"; status=1; fi
 done
 if [ "$status" -eq 0 ]; then echo "fla check: both shapes passed"; fi

@@ -52,6 +52,8 @@ def main():
     ap.add_argument("--grad-tol", type=float, default=None, help="default: 2e-2 (fp32), 3e-2 (autocast)")
     ap.add_argument("--loss-tol", type=float, default=LOSS_TOL)
     ap.add_argument("--unfuse", default="", help="comma-separated fla fusions to turn off: norm, swiglu, ce")
+    ap.add_argument("--attn-mode", choices=["chunk", "fused_recurrent"], default="chunk",
+                    help="fla's GLA kernel: chunk (what fla trains with) or its token-by-token recurrence")
     a = ap.parse_args()
     if a.grad_tol is None:
         a.grad_tol = GRAD_TOL[a.precision]
@@ -87,7 +89,7 @@ def main():
                        num_hidden_layers=c["layers"], num_heads=c["heads"], vocab_size=c["vocab"],
                        norm_eps=c["norm_eps"], tie_word_embeddings=False, fuse_norm="norm" not in a.unfuse,
                        fuse_swiglu="swiglu" not in a.unfuse, fuse_cross_entropy="ce" not in a.unfuse,
-                       use_cache=False, attn_mode="chunk")
+                       use_cache=False, attn_mode=a.attn_mode)
     model = GLAForCausalLM(config).to(dev, dtype=torch.float32)
     model.train()
     named = dict(model.named_parameters())
@@ -120,10 +122,12 @@ def main():
             loss = model(input_ids=tokens[s], labels=tokens[s]).loss
         loss.backward()
         if s == 0:
-            errs = {}
+            errs, rms = {}, {}
             for fname, (name, off, shape) in mapped.items():
                 ref = named[fname].grad.detach().double().cpu().numpy().reshape(-1)
-                errs.setdefault(kind_of(name), []).append((rel_rms(ref, grads[off:off + ref.size]), name))
+                got = grads[off:off + ref.size].astype(np.float64)
+                errs.setdefault(kind_of(name), []).append((rel_rms(ref, got), name))
+                rms[name] = (np.sqrt(np.mean(ref ** 2)), np.sqrt(np.mean(got ** 2)))
             for k, lst in errs.items():
                 nbad = sum(1 for e, _ in lst if not e <= a.grad_tol)   # NaN counts as a failure
                 passed, failed = passed + len(lst) - nbad, failed + nbad
@@ -131,7 +135,8 @@ def main():
                 worst_grad = max(worst_grad, err if err == err else math.inf)
                 margin = a.grad_tol / err if err else math.inf
                 print(f"grad {k:20s} worst {name:32s} rel_rms {err:.3e}  margin {margin:5.1f}x  ({len(lst)} tensors, "
-                      f"{nbad} over {a.grad_tol:g})  {'ok' if nbad == 0 else 'FAIL'}")
+                      f"{nbad} over {a.grad_tol:g})  {'ok' if nbad == 0 else 'FAIL'}  rms fla {rms[name][0]:.3e} "
+                      f"spbench {rms[name][1]:.3e}")
         ref, got = loss.item(), float(losses[s])
         err = abs(ref - got) / abs(ref)
         ok = err <= a.loss_tol
