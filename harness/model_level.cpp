@@ -38,8 +38,11 @@ void add_model_command(CLI::App& app, ModelOptions& o) {
   app.add_option("--method,-m", o.method, "SP method, a comma-separated list, or all (spbench methods lists them)");
   add_runtime_options(app, o.backend, o.allscan, o.ranks_per_node, o.nodes_over_network);
   app.add_option("--batch,-B", o.batch, "sequences per step B");
-  auto* t = app.add_option("--seq,-T", o.seq, "tokens of each whole sequence (split evenly over the ranks)");
-  auto* l = app.add_option("--tokens-per-rank,-L", o.tokens_per_rank, "tokens per rank (instead of -T; default 16384)");
+  // Checked here: -1 is also the value that means "not given".
+  auto* t = app.add_option("--seq,-T", o.seq, "tokens of each whole sequence (split evenly over the ranks)")
+                ->check(at_least(1));
+  auto* l = app.add_option("--tokens-per-rank,-L", o.tokens_per_rank, "tokens per rank (instead of -T; default 16384)")
+                ->check(at_least(1));
   t->excludes(l);
   app.add_option("--vocab", o.vocab, "vocabulary size (default 32000)")->check(at_least(2));
   app.add_option("--hidden", o.hidden, "hidden size (default 2048)")->check(at_least(1));

@@ -34,8 +34,11 @@ void add_operator_command(CLI::App& app, OperatorOptions& o) {
   app.add_option("--method,-m", o.method, "SP method, a comma-separated list, or all (spbench methods lists them)");
   add_runtime_options(app, o.backend, o.allscan, o.ranks_per_node, o.nodes_over_network);
   auto* b = app.add_option("--batch,-B", o.batch, "batch size B");
-  auto* t = app.add_option("--seq,-T", o.seq, "tokens of the whole sequence (split evenly over the ranks)");
-  auto* l = app.add_option("--tokens-per-rank,-L", o.tokens_per_rank, "tokens per rank (instead of -T)");
+  // Checked here, not only in validate(): -1 is also the value that means "not given".
+  auto* t = app.add_option("--seq,-T", o.seq, "tokens of the whole sequence (split evenly over the ranks)")
+                ->check(at_least(1));
+  auto* l = app.add_option("--tokens-per-rank,-L", o.tokens_per_rank, "tokens per rank (instead of -T)")
+                ->check(at_least(1));
   auto* h = app.add_option("--heads,-H", o.heads, "heads H");
   auto* k = app.add_option("--dk", o.dk, "key/query head dimension");
   auto* v = app.add_option("--dv", o.dv, "value head dimension");

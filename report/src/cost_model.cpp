@@ -494,6 +494,7 @@ HoldOut hold_out_by_world(const std::vector<Row>& rows, const std::string& gpu, 
       HeldOutPoint p;
       p.level = "collective", p.method = c.pattern, p.backend = backend, p.world = c.world;
       p.bytes = c.bytes, p.block_bytes = c.block_bytes, p.dv = c.dv, p.measured_s = c.time_s;
+      p.git_sha = c.git_sha, p.code_state = c.code_state;
       const MachineFit::Pattern* pf = nullptr;
       for (const auto& x : f.patterns)
         if (x.pattern == c.pattern && x.backend == backend && x.fit.ok) pf = &x;
@@ -526,6 +527,7 @@ HoldOut hold_out_by_world(const std::vector<Row>& rows, const std::string& gpu, 
     p.dtype = col(*r, "dtype");
     p.block_bytes = num(*r, "block_elems") > 0 ? 4 * num(*r, "block_elems") : 0;
     p.measured_s = num(*r, "time_ms_mean") * 1e-3;
+    p.git_sha = col(*r, "git_sha"), p.code_state = col(*r, kCodeStateCol);
     auto mk = std::make_tuple(p.batch, p.heads, p.dk, p.dv, p.dtype, p.world);
     auto it = models.find(mk);
     if (it == models.end())
@@ -566,6 +568,7 @@ HoldOut hold_out_by_world(const std::vector<Row>& rows, const std::string& gpu, 
     p.dtype = col(*r, "dtype"), p.config = model_config_str(*r);
     p.block_bytes = num(*r, "block_elems") > 0 ? 4 * num(*r, "block_elems") : 0;
     p.measured_s = num(*r, "time_ms_mean") * 1e-3;
+    p.git_sha = col(*r, "git_sha"), p.code_state = col(*r, kCodeStateCol);
     std::vector<const Row*> dp;
     for (const Row* d : fitted_dp)
       if (model_config_key(*d) == model_config_key(*r)) dp.push_back(d);

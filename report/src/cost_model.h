@@ -79,6 +79,7 @@ struct CollectivePoint {
   double block_bytes = 0;  // allscan only (0 or >= bytes: one block)
   int dv = 128;            // elements of a state row (the all-gather record adds one row of decay per dv)
   double time_s = 0;
+  std::string git_sha, code_state;  // of the row it came from (code_state: report_data.h, "" where not marked)
 };
 
 // The pattern's time on P ranks when every hop crosses `intra` inside a node and `p.network` between nodes.
@@ -221,6 +222,7 @@ struct HeldOutPoint {
   std::string config;                 // model: the model's configuration in words (report_data.h model_config_str)
   double measured_s = 0, predicted_s = NAN;  // predicted: NaN where the fit on the small P has no answer (`why`)
   std::string why;
+  std::string git_sha, code_state;    // of the measured row held out
   bool predicted() const { return predicted_s == predicted_s; }
   double rel_error() const { return (predicted_s - measured_s) / measured_s; }  // signed; NaN when not predicted
 };

@@ -101,13 +101,14 @@ std::string holdout_points_table(const HoldOut& h) {
 void write_holdout_csv(const Context& c, const HoldOut& h, const std::string& path) {
   std::ostringstream csv;
   csv << "machine,level,method,backend,world_size,fit_max_world,bytes,block_bytes,tokens_per_rank,batch,heads,dk,dv,"
-         "dtype,measured_ms,predicted_ms,rel_error,why\n";
+         "dtype,measured_ms,predicted_ms,rel_error,why,git_sha,code_state\n";
   auto n = [](double v) { return std::isfinite(v) ? fmt("%.6g", v) : std::string(); };
   for (const HeldOutPoint& p : h.points)
     csv << csv_field(h.machine) << "," << p.level << "," << p.method << "," << p.backend << "," << p.world << ","
         << h.fit_max_world << "," << n(p.bytes) << "," << n(p.block_bytes) << "," << p.tokens_per_rank << ","
         << p.batch << "," << p.heads << "," << p.dk << "," << p.dv << "," << p.dtype << "," << n(p.measured_s * 1e3)
-        << "," << n(p.predicted_s * 1e3) << "," << n(p.rel_error()) << "," << csv_field(p.why) << "\n";
+        << "," << n(p.predicted_s * 1e3) << "," << n(p.rel_error()) << "," << csv_field(p.why) << "," << p.git_sha
+        << "," << p.code_state << "\n";
   std::ofstream(c.tables_dir + "/" + path) << csv.str();
 }
 
@@ -454,6 +455,27 @@ std::string section_simulated_nodes(const Context& c) {
   return s.str();
 }
 
+// The commits of the rows that the reference GPU's links of `patterns` were fitted on (the links collective_model()
+// uses), space-separated, and their one code state: changed where any row's code changed, else unknown where any is
+// unknown, else current. Both empty where no link of them was fitted.
+std::pair<std::string, std::string> link_commits(const Context& c, const std::vector<std::string>& patterns) {
+  std::map<std::string, std::string> commits;
+  if (c.gpu_fit)
+    for (const std::string& pattern : patterns)
+      for (const auto& pf : c.gpu_fit->patterns)
+        if (pf.pattern == pattern && pf.backend == c.gpu_fit->backend_for(pattern))
+          commits.insert(pf.commits.begin(), pf.commits.end());
+  if (commits.empty()) return {"", ""};
+  std::vector<std::string> shas;
+  bool changed = false, unknown = false;
+  for (const auto& [sha, state] : commits) {
+    if (!sha.empty()) shas.push_back(sha);
+    changed |= state == "changed";
+    unknown |= sha.empty() || (state != "changed" && state != "current");
+  }
+  return {join(shas, " "), changed ? "changed" : unknown ? "unknown" : "current"};
+}
+
 std::string section_beyond_one_node(const Context& c) {
   const ModelParams& p = c.params;
   const int R = p.gpus_per_node;
@@ -498,8 +520,12 @@ std::string section_beyond_one_node(const Context& c) {
   std::vector<std::vector<std::string>> rows;
   std::ostringstream csv;
   csv << "gpus,nodes,host,host-hier,host-logdepth,fastest_allscan,lasp1_chain,lasp2_allgather,ring,intra_alpha_us,"
-         "intra_GBps,net_alpha_us,net_GBps,net_source,holdout_allscan,holdout_chain,holdout_allgather,holdout_ring\n";
+         "intra_GBps,net_alpha_us,net_GBps,net_source,holdout_allscan,holdout_chain,holdout_allgather,holdout_ring,"
+         "git_sha,code_state\n";
   const std::optional<Link> scan_link = intra_for("allscan");
+  // Every row's numbers come from the same links: the commits of their rows (none for the user's constants).
+  const auto [links_sha, links_state] =
+      c.user_intra ? std::pair<std::string, std::string>{} : link_commits(c, {"allscan", "chain", "allgather", "ring"});
   // The hold-out of each column's link inside a node (the cost model section): fitted on P <= 2, checked at the
   // measured P above; the user's own constants have none.
   const HoldOut* hold = !c.user_intra && cm ? holdout_of(c, c.ref_gpu) : nullptr;
@@ -543,7 +569,7 @@ std::string section_beyond_one_node(const Context& c) {
     crow.insert(crow.end(), {fmt("%.6g", in.alpha_s * 1e6), fmt("%.6g", in.beta_Bps / 1e9),
                              fmt("%.6g", p.network.alpha_s * 1e6), fmt("%.6g", p.network.beta_Bps / 1e9),
                              csv_field(c.net_source), hold_max("allscan"), hold_max("chain"), hold_max("allgather"),
-                             hold_max("ring")});
+                             hold_max("ring"), links_sha, links_state});
     rows.push_back(row);
     csv << join(crow, ",") << "\n";
   }
@@ -555,8 +581,8 @@ std::string section_beyond_one_node(const Context& c) {
   s << md_table({"GPUs", "nodes", "chain `host` (ms)", "hierarchical `host-hier` (ms)", "log-depth `host-logdepth` (ms)",
                  "fastest All-Scan", "LASP-1 chain (ms)", "LASP-2 all-gather (ms)", "ring (ms)", "constants used"},
                 rows, "rrrrrlrrrl")
-    << "\n(`tables/allscan_beyond_one_node.csv` has the same numbers, the constants and each link's hold-out "
-       "error.)\n\n";
+    << "\n(`tables/allscan_beyond_one_node.csv` has the same numbers, the constants, each link's hold-out error and "
+       "the commits of the rows the links were fitted on.)\n\n";
   // Who wins, and from where.
   auto names = [](const std::vector<int>& g) {
     std::vector<std::string> v;

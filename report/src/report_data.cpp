@@ -276,6 +276,7 @@ std::vector<CollectivePoint> collective_points(const std::vector<Row>& rows, con
     const double blk = num(*r, "block_elems");
     p.block_bytes = blk > 0 ? 4 * blk : 0;
     p.time_s = num(*r, "time_ms_mean") * 1e-3;
+    p.git_sha = col(*r, "git_sha"), p.code_state = col(*r, kCodeStateCol);
     if (p.world > 0 && p.bytes > 0) pts.push_back(p);
   }
   return pts;
@@ -314,6 +315,7 @@ MachineFit fit_machine(const std::vector<Row>& rows, const std::string& gpu, con
     MachineFit::Pattern pf;
     pf.pattern = key.first, pf.backend = key.second;
     pf.fit = fit_link(pts, params);
+    for (const auto& p : pts) pf.commits[p.git_sha] = p.code_state;
     m.patterns.push_back(pf);
   }
   // An All-Scan swept at one block size (the default sweep) fixes only alpha + block / beta: take beta from another
@@ -333,6 +335,7 @@ MachineFit fit_machine(const std::vector<Row>& rows, const std::string& gpu, con
     if (!donor) continue;
     pf.fit = fit_link_alpha(groups[{pf.pattern, pf.backend}], params, donor->fit.link.beta_Bps);
     pf.beta_from = donor->pattern + " (" + donor->backend + ")";
+    pf.commits.insert(donor->commits.begin(), donor->commits.end());
   }
   return m;
 }

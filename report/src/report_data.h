@@ -147,6 +147,8 @@ struct MachineFit {
     std::string pattern, backend;
     LinkFit fit;
     std::string beta_from;  // where alpha and beta could not be told apart: the pattern beta was taken from
+    // git_sha -> code_state of the rows the link was fitted on (the beta donor's too).
+    std::map<std::string, std::string> commits;
   };
   std::vector<Pattern> patterns;
   // The model for one operator shape (heads, dk, dv, batch, dtype) of this machine: the links plus that shape's dp

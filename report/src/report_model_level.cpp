@@ -358,7 +358,8 @@ std::string section_fla(Context& c) {
   for (const Row* r : fla) by[{col(*r, "gpu"), lnum(*r, "heads"), lnum(*r, "tokens_per_rank")}].push_back(r);
   std::vector<std::vector<std::string>> rows;
   std::ostringstream csv;
-  csv << "gpu,heads,tokens_per_gpu,fla_tokens_per_s,fla_precision,fla_compile,fla_git_sha,spbench_tokens_per_s,"
+  csv << "gpu,heads,tokens_per_gpu,fla_tokens_per_s,fla_precision,fla_compile,fla_git_sha,fla_code_state,"
+         "spbench_tokens_per_s,"
          "spbench_git_sha,spbench_code_state,ratio,fla_matched_peak_mem_gib,spbench_peak_mem_gib,mem_ratio\n";
   for (const auto& [key, rs] : by) {
     const auto& [gpu, heads, L] = key;
@@ -391,7 +392,7 @@ std::string section_fla(Context& c) {
                     std::isfinite(our_mem / fla_mem) ? fmt("%.2fx", our_mem / fla_mem) : "—"});
     auto opt = [](double v) { return std::isfinite(v) ? fmt("%.6g", v) : std::string(); };
     csv << join({csv_field(gpu), std::to_string(heads), std::to_string(L), opt(tokens_per_s(*best)),
-                 col(*best, "precision"), col(*best, "compile"), col(*best, "git_sha"),
+                 col(*best, "precision"), col(*best, "compile"), col(*best, "git_sha"), col(*best, kCodeStateCol),
                  ours ? opt(tokens_per_s(*ours)) : "", ours ? col(*ours, "git_sha") : "",
                  ours ? col(*ours, kCodeStateCol) : "", opt(ratio), opt(fla_mem), opt(our_mem), opt(our_mem / fla_mem)},
                 ",")

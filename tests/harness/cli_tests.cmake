@@ -29,7 +29,7 @@ spb_cli_error(blocks_not_dividing 2 "--blocks: K=3 must be >= 1 and divide the s
 spb_cli_error(ulysses_heads 2 "--method ulysses: ulysses splits the heads over the ranks, and H=3 is not divisible by the world size 2" -m ulysses -H 3)
 spb_cli_error(zero_dk 2 "--dk must be >= 1 \\(got 0\\)" --dk 0)
 spb_cli_error(negative_batch 2 "--batch/-B must be >= 1 \\(got -2\\)" -B -2)
-spb_cli_error(zero_tokens_per_rank 2 "--tokens-per-rank/-L must be >= 1 \\(got 0\\)" -L 0)
+spb_cli_error(zero_tokens_per_rank 2 "--tokens-per-rank: must be an integer >= 1 \\(got 0\\)" -L 0)
 spb_cli_error(npy_missing_dir 2 "/nonexistent/q.npy: cannot open" --inputs /nonexistent)
 spb_cli_error(npy_missing_file 2 "missing/g.npy: cannot open" --inputs ${SPB_FIXTURES}/missing)
 spb_cli_error(npy_malformed 2 "malformed/q.npy: not a .npy file" --inputs ${SPB_FIXTURES}/malformed)

@@ -148,6 +148,21 @@ foreach(np 2 4)
   spb_fault_input(model_method_twice ${np} "--method dp,zeco,dp: dp is given twice" ${SPB_MODEL} -m dp,zeco,dp)
   spb_fault_input(coll_iters_zero ${np} "--iters: must be an integer >= 1 \\(got 0\\)" ${SPB_COLL} -n 0)
 endforeach()
+# A shape below 1 is refused, -1 too (the value the options hold where a flag is not given), at one rank as at several.
+set(SPB_OP_BARE operator --backend cpu -w 0 -n 1)
+set(SPB_MODEL_NO_L model --backend cpu -w 0 -n 1 --vocab 256 --hidden 64 --layers 1 --heads 2)
+foreach(np 1 2 4)
+  spb_fault_input(tokens_per_rank_negative ${np} "--tokens-per-rank: must be an integer >= 1 \\(got -1\\)"
+                  ${SPB_OP_BARE} -L -1)
+  spb_fault_input(tokens_per_rank_zero ${np} "--tokens-per-rank: must be an integer >= 1 \\(got 0\\)" ${SPB_OP_BARE} -L 0)
+  spb_fault_input(seq_negative ${np} "--seq: must be an integer >= 1 \\(got -5\\)" ${SPB_OP_BARE} -T -5)
+  spb_fault_input(seq_minus_one ${np} "--seq: must be an integer >= 1 \\(got -1\\)" ${SPB_OP_BARE} -T -1)
+  spb_fault_input(heads_zero ${np} "--heads/-H must be >= 1 \\(got 0\\)" ${SPB_OP_BARE} -H 0)
+  spb_fault_input(dk_zero ${np} "--dk must be >= 1 \\(got 0\\)" ${SPB_OP_BARE} --dk 0)
+  spb_fault_input(model_tokens_per_rank_negative ${np} "--tokens-per-rank: must be an integer >= 1 \\(got -1\\)"
+                  ${SPB_MODEL_NO_L} -L -1)
+  spb_fault_input(model_seq_minus_one ${np} "--seq: must be an integer >= 1 \\(got -1\\)" ${SPB_MODEL_NO_L} -T -1)
+endforeach()
 
 # --- the resume key is the configuration: changing any flag that sets what is computed or timed measures again ---
 add_test(NAME fault.resume_key.operator

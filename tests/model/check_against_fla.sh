@@ -35,23 +35,21 @@ mkdir -p "$outdir"
 text=$outdir/text.bin
 find "$root" -path "$root/.*" -prune -o -path "$root/build*" -prune -o -path "$root/results" -prune -o \
   -type f \( -name '*.cpp' -o -name '*.h' -o -name '*.md' -o -name '*.cu' \) -print | LC_ALL=C sort | xargs cat > "$text"
-mpirun=(mpirun -np 1)
-if [ "$(id -u)" -eq 0 ]; then mpirun+=(--allow-run-as-root); fi
+# shellcheck source-path=SCRIPTDIR source=run_then_check.sh  # check_item, check_run, check_ref: its callbacks
+source "$here/run_then_check.sh"
+check_item() {
+  dump=$outdir/dump_fla_H$1
+  run_words="spbench model --backend gpu, $1 heads"; run_failed="spbench model, $1 heads"
+  ref_words="fla's GLAForCausalLM"; ref_failed="$1 heads"; ref_name=fla_reference
+}
+check_run() {
+  "${mpirun[@]}" "$spbench" model --backend gpu -m dp --vocab 512 --hidden 2048 --layers 4 --heads "$1" \
+    --expand-k 0.5 --expand-v 1 --mlp 5632 -T 1000 -B 1 --steps 20 -w 0 --lr 1e-3 --seed 11 \
+    --data "$text" --log-every 0 --dump "$2"
+}
+check_ref() { python3 "$here/fla_reference.py" "$2" --precision "${FLA_REF_PRECISION:-fp32}" --attn-mode "$attn_mode"; }
 
-status=0
-for heads in ${FLA_CHECK_HEADS:-32 4}; do
-  dump=$outdir/dump_fla_H$heads
-  rm -rf "$dump"
-  echo "== spbench model --backend gpu, $heads heads -> $dump"
-  if ! "${mpirun[@]}" "$spbench" model --backend gpu -m dp --vocab 512 --hidden 2048 --layers 4 --heads "$heads" \
-         --expand-k 0.5 --expand-v 1 --mlp 5632 -T 1000 -B 1 --steps 20 -w 0 --lr 1e-3 --seed 11 \
-         --data "$text" --log-every 0 --dump "$dump"; then
-    echo "FAIL: spbench model, $heads heads"; status=1; continue
-  fi
-  echo "== fla's GLAForCausalLM vs $dump"
-  rc=0
-  python3 "$here/fla_reference.py" "$dump" --precision "${FLA_REF_PRECISION:-fp32}" --attn-mode "$attn_mode" || rc=$?
-  if [ "$rc" -ne 0 ]; then echo "FAIL: $heads heads (fla_reference exit $rc)"; status=1; fi
-done
+# shellcheck disable=SC2086  # one item per head count
+run_then_check ${FLA_CHECK_HEADS:-32 4}
 if [ "$status" -eq 0 ]; then echo "fla check: both shapes passed"; fi
 exit "$status"

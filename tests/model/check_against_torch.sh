@@ -19,23 +19,21 @@ if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1
   ref_device=cuda
 fi
 
-mpirun=(mpirun -np 1)
-if [ "$(id -u)" -eq 0 ]; then mpirun+=(--allow-run-as-root); fi
+# shellcheck source-path=SCRIPTDIR source=run_then_check.sh  # check_item, check_run, check_ref: its callbacks
+source "$here/run_then_check.sh"
+check_item() {
+  dump=$outdir/dump_$1
+  run_words="spbench model --backend $1"; run_failed="spbench model --backend $1"
+  ref_words="torch reference ($ref_device)"; ref_failed="$1 dump"; ref_name=torch_reference
+}
+check_run() {
+  # shellcheck disable=SC2086  # MODEL_ARGS is split into words on purpose
+  "${mpirun[@]}" "$spbench" $MODEL_ARGS --backend "$1" --dump "$2"
+}
+check_ref() { python3 "$here/torch_reference.py" "$2" --device "$ref_device"; }
 
 mkdir -p "$outdir"
-status=0
-for backend in $BACKENDS; do
-  dump=$outdir/dump_$backend
-  rm -rf "$dump"
-  echo "== spbench model --backend $backend -> $dump"
-  # shellcheck disable=SC2086  # MODEL_ARGS is split into words on purpose
-  if ! "${mpirun[@]}" "$spbench" $MODEL_ARGS --backend "$backend" --dump "$dump"; then
-    echo "FAIL: spbench model --backend $backend"; status=1; continue
-  fi
-  echo "== torch reference ($ref_device) vs $dump"
-  rc=0
-  python3 "$here/torch_reference.py" "$dump" --device "$ref_device" || rc=$?
-  if [ "$rc" -ne 0 ]; then echo "FAIL: $backend dump (torch_reference exit $rc)"; status=1; fi
-done
+# shellcheck disable=SC2086  # one item per backend
+run_then_check $BACKENDS
 if [ "$status" -eq 0 ]; then echo "all model checks passed ($BACKENDS)"; fi
 exit "$status"

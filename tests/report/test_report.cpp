@@ -1,12 +1,14 @@
 // spbench report as a reader checks it (report/src/report.cpp): a row whose code changed since its commit is marked
 // (tables, legends, the section on older code), a comparison with the paper gets a verdict only where every link of
-// its prediction held out, and PyTorch + fla rows stay out of the method tables and land in their own table. Each
-// check plants the fault into rows that pass and must see it caught.
+// its prediction held out, PyTorch + fla rows stay out of the method tables and land in their own table, and every
+// tables/*.csv names the commits of its rows. Each check plants the fault into rows that pass and must see it caught.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -73,15 +75,18 @@ std::string exact_collective_csv(const std::string& sha, double allgather_p4_sca
 
 struct Report {
   std::string readme, table2;
+  std::string tables;  // the folder of its tables/*.csv
 };
 
-Report run(const std::string& name, const std::vector<std::pair<std::string, std::string>>& files) {
+// The report of `files` (name, text) in a results folder of their own, or, with `results` given, of that folder.
+Report run(const std::string& name, const std::vector<std::pair<std::string, std::string>>& files,
+           const std::string& results = "") {
   const fs::path dir = fs::path(testing::TempDir()) / ("spb_report_" + name);
   fs::remove_all(dir);
   fs::create_directories(dir / "results");
   for (const auto& [file, text] : files) std::ofstream(dir / "results" / file) << text;
   ReportOptions o;
-  o.results = (dir / "results").string();
+  o.results = results.empty() ? (dir / "results").string() : results;
   o.paper = kSource + "/report/paper/paper_tables.csv";
   o.out = (dir / "out").string();
   o.plots = false;
@@ -89,7 +94,37 @@ Report run(const std::string& name, const std::vector<std::pair<std::string, std
   testing::internal::CaptureStdout();
   EXPECT_EQ(run_report(o), 0);
   testing::internal::GetCapturedStdout();
-  return {slurp(o.out + "/README.md"), slurp(o.out + "/tables/table2.csv")};
+  return {slurp(o.out + "/README.md"), slurp(o.out + "/tables/table2.csv"), o.out + "/tables"};
+}
+
+std::vector<std::string> split(const std::string& line, char sep) {
+  std::vector<std::string> out;
+  std::stringstream s(line);
+  for (std::string f; std::getline(s, f, sep);) out.push_back(f);
+  if (!line.empty() && line.back() == sep) out.push_back("");
+  return out;
+}
+
+// The columns of a table's header that name a commit: `git_sha`, or `<side>_git_sha` where a row sets sides apart.
+std::vector<std::string> sha_columns(const std::vector<std::string>& header) {
+  std::vector<std::string> out;
+  for (const auto& h : header)
+    if (h.size() >= 7 && h.compare(h.size() - 7, 7, "git_sha") == 0) out.push_back(h);
+  return out;
+}
+
+// Each table of `tables`: its file name and its lines.
+std::vector<std::pair<std::string, std::vector<std::string>>> read_tables(const std::string& tables) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> out;
+  for (const auto& e : fs::directory_iterator(tables)) {
+    if (e.path().extension() != ".csv") continue;
+    std::ifstream f(e.path());
+    std::vector<std::string> lines;
+    for (std::string l; std::getline(f, l);) lines.push_back(l);
+    out.push_back({e.path().filename().string(), lines});
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 // The paragraph "Against the paper" of Table 2.
@@ -176,6 +211,52 @@ TEST(Report, PytorchFlaRowsHaveTheirOwnTable) {
   EXPECT_NE(section.find("| 0.91x |"), std::string::npos) << section;
   // Matched precision (fp32-autocast-bf16): the lower memory of compile on and off.
   EXPECT_NE(section.find("| 44 (compiled) |"), std::string::npos) << section;
+}
+
+// Every table the report writes names the commits of the rows it derives from: a git_sha column (or one per side,
+// `fla_git_sha`) with its code_state beside it. The report of the committed results/ writes every kind of table there
+// is; the synthetic rows, all of HEAD, show the hold-out and the beyond-one-node tables carrying that commit.
+TEST(Report, EveryTableCarriesItsCommits) {
+  const Report all = run("all_tables", {}, kSource + "/results");
+  const auto tables = read_tables(all.tables);
+  EXPECT_GE(tables.size(), 10u);
+  std::set<std::string> names;
+  for (const auto& [name, lines] : tables) {
+    names.insert(name);
+    ASSERT_FALSE(lines.empty()) << name;
+    const std::vector<std::string> header = split(lines[0], ',');
+    const std::vector<std::string> shas = sha_columns(header);
+    EXPECT_FALSE(shas.empty()) << "tables/" << name << " has no git_sha column: " << lines[0];
+    for (const auto& sha : shas) {
+      const std::string state = sha.substr(0, sha.size() - 7) + "code_state";
+      EXPECT_NE(std::find(header.begin(), header.end(), state), header.end())
+          << "tables/" << name << ": " << sha << " without " << state;
+    }
+  }
+  for (const char* t : {"allscan_beyond_one_node.csv", "holdout_cpu.csv"}) EXPECT_TRUE(names.count(t)) << t;
+
+  const std::string head = sh("git -C '" + kSource + "' rev-parse HEAD");
+  if (head.empty()) GTEST_SKIP() << "no git history here";
+  const Report ours = run("table_commits", {{"synthetic_collective.csv", exact_collective_csv(head)}});
+  for (const char* t : {"allscan_beyond_one_node.csv", "holdout_synthetic_gpu.csv"}) {
+    const std::vector<std::string> lines = split(slurp(ours.tables + "/" + t), '\n');
+    ASSERT_GE(lines.size(), 2u) << t;
+    const std::vector<std::string> header = split(lines[0], ',');
+    const auto sha = std::find(header.begin(), header.end(), "git_sha");
+    const auto state = std::find(header.begin(), header.end(), "code_state");
+    ASSERT_NE(sha, header.end()) << t << ": " << lines[0];
+    ASSERT_NE(state, header.end()) << t << ": " << lines[0];
+    int checked = 0;
+    for (size_t i = 1; i < lines.size(); ++i) {
+      if (lines[i].empty()) continue;
+      const std::vector<std::string> cells = split(lines[i], ',');
+      ASSERT_EQ(cells.size(), header.size()) << t << ": " << lines[i];
+      EXPECT_EQ(cells[sha - header.begin()], head) << t << ": " << lines[i];
+      EXPECT_EQ(cells[state - header.begin()], "current") << t << ": " << lines[i];
+      ++checked;
+    }
+    EXPECT_GE(checked, 1) << t;
+  }
 }
 
 }  // namespace
