@@ -58,13 +58,15 @@ const std::string& ResultFiles::file_of(const Row& r) const {
 const std::vector<MeasuredPaths>& measured_paths() {
   static const std::vector<std::string> comm = {"zeco/", "baselines/pattern_*", "runtime/communicator*",
                                                 "runtime/device*"};
-  static const std::vector<std::string> op = {"kernels/", "sp/", "zeco/", "baselines/", "runtime/communicator*",
+  // baselines/* is the SP methods' and patterns' files, not baselines/pytorch/ (another framework's baseline).
+  static const std::vector<std::string> op = {"kernels/", "sp/", "zeco/", "baselines/*", "runtime/communicator*",
                                               "runtime/device*"};
   static const std::vector<MeasuredPaths> table = [] {
     std::vector<std::string> model = op;
     model.push_back("model/");
     return std::vector<MeasuredPaths>{
-        {"kernel", {"kernels/"}}, {"collective", comm}, {"operator", op}, {"timeline", op}, {"model", model}};
+        {"kernel", {"kernels/"}}, {"collective", comm}, {"operator", op}, {"timeline", op}, {"model", model},
+        {kPytorchModelLevel, {"baselines/pytorch/"}}};
   }();
   return table;
 }
@@ -75,6 +77,8 @@ const std::vector<std::string>& measured_paths_of(const std::string& level) {
     if (m.level == level) return m.paths;
   return none;
 }
+
+std::string code_level_of(const Row& r) { return col(r, "backend") == "pytorch" ? kPytorchModelLevel : level_of(r); }
 
 std::string level_of(const Row& r) {
   const std::string& l = col(r, "level");
@@ -114,12 +118,12 @@ bool hex_sha(const std::string& s) {
 // A changed file's pathspec: a directory ("kernels/") by prefix, a glob ("runtime/device*") by fnmatch.
 bool matches(const std::string& spec, const std::string& file) {
   if (!spec.empty() && spec.back() == '/') return file.rfind(spec, 0) == 0;
-  return fnmatch(spec.c_str(), file.c_str(), 0) == 0;
+  return fnmatch(spec.c_str(), file.c_str(), FNM_PATHNAME) == 0;  // as git's glob: * stops at a /
 }
 
 }  // namespace
 
-const CodeState& CodeStates::of(const Row& r) { return of(col(r, "git_sha"), level_of(r)); }
+const CodeState& CodeStates::of(const Row& r) { return of(col(r, "git_sha"), code_level_of(r)); }
 
 const CodeState& CodeStates::of(const std::string& git_sha, const std::string& level) {
   auto [it, fresh] = cache_.try_emplace({git_sha, level});

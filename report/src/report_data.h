@@ -30,8 +30,10 @@ bool is_cpu_row(const Row& r);
 // what a warm-up does) needs its path listed here.
 //   kernel      kernels/
 //   collective  zeco/, baselines/pattern_*, runtime/communicator*, runtime/device*
-//   operator    kernels/, sp/, zeco/, baselines/, runtime/communicator*, runtime/device*   (timeline: the same)
+//   operator    kernels/, sp/, zeco/, baselines/* (not baselines/pytorch/), runtime/communicator*, runtime/device*
+//               (timeline: the same)
 //   model       the operator's, and model/
+//   model-pytorch  baselines/pytorch/: the PyTorch + fla baseline's rows (backend pytorch), which run no spbench code
 struct MeasuredPaths {
   std::string level;
   std::vector<std::string> paths;
@@ -64,8 +66,12 @@ class CodeStates {
   std::string dir_;
   std::map<std::pair<std::string, std::string>, CodeState> cache_;
 };
-// The level a row's code state is judged by: its `level`, "timeline" for a timeline row.
+// A row's level: its `level`, "timeline" for a timeline row.
 std::string level_of(const Row& r);
+// The level whose measured paths judge a row's code state: level_of, but kPytorchModelLevel for a row of the PyTorch
+// + fla baseline.
+inline const std::string kPytorchModelLevel = "model-pytorch";
+std::string code_level_of(const Row& r);
 // The columns every row gets from the report (never from a results file): code_state (current, changed, unknown)
 // and code_changed (the changed paths, "; "-separated).
 constexpr const char* kCodeStateCol = "code_state";

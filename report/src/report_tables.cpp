@@ -143,7 +143,7 @@ std::string section_code_changed(const Context& c) {
   std::map<std::pair<std::string, std::string>, std::pair<int, std::set<std::string>>> held;
   auto count = [&](const std::vector<Row>& v) {
     for (const Row& r : v) {
-      auto& h = held[{col(r, "git_sha"), level_of(r)}];
+      auto& h = held[{col(r, "git_sha"), code_level_of(r)}];
       h.first++;
       h.second.insert(c.res.file_of(r));
     }
@@ -183,7 +183,7 @@ std::string section_code_changed(const Context& c) {
 std::string results_index_md(const Context& c) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& [name, file_rows] : c.res.file_rows) {
-    std::set<std::string> levels, shas, kinds, states, hosts, drivers;
+    std::set<std::string> levels, code_levels, shas, kinds, states, hosts, drivers;
     for (const Row& r : file_rows) {
       if (!col(r, "host").empty()) hosts.insert(col(r, "host"));
       // Rows written before the driver's version was read carry the CUDA driver API's version as "cuda-X".
@@ -192,12 +192,13 @@ std::string results_index_md(const Context& c) {
       const std::string level = level_of(r).empty() && name.find("timeline") != std::string::npos ? "timeline"
                                                                                                    : level_of(r);
       levels.insert(level);
+      code_levels.insert(level == "timeline" ? level : code_level_of(r));
       shas.insert(col(r, "git_sha").substr(0, 12));
       kinds.insert(col(r, "gpu"));
     }
     // The code state of each (commit, level) in the file, as the report judged it.
     for (const auto& sha : shas)
-      for (const auto& level : levels)
+      for (const auto& level : code_levels)
         for (const auto& [key, st] : c.code_states)
           if (key.second == level && key.first.substr(0, 12) == sha)
             states.insert(st.kind == CodeState::current ? "current" : st.kind == CodeState::changed

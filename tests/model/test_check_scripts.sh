@@ -12,8 +12,9 @@ rm -rf "$work"
 mkdir -p "$work/bin"
 stubs=$work/bin
 
-# python3: FAKE_TORCH, FAKE_CUDA, FAKE_FLA (1: present) answer the probes; a reference prints its arguments, whether
-# the dump is there, and exits FAKE_REF_RC where the dump's name is FAKE_REF_FAIL, else 0.
+# python3: FAKE_TORCH, FAKE_CUDA, FAKE_FLA (1: present) answer the probes; fla_kernel_probe.py prints its arguments
+# and exits FAKE_PROBE_RC (default 0); a reference prints its arguments, whether the dump is there, and exits
+# FAKE_REF_RC where the dump's name is FAKE_REF_FAIL, else 0.
 cat > "$stubs/python3" <<'STUB'
 #!/usr/bin/env bash
 if [ "$1" = -c ]; then
@@ -24,6 +25,7 @@ if [ "$1" = -c ]; then
   esac
   exit 1
 fi
+if [ "$(basename "$1")" = fla_kernel_probe.py ]; then echo "probe ${*:2}"; exit "${FAKE_PROBE_RC:-0}"; fi
 echo "reference $(basename "$1") $(basename "$2") ${*:3}"
 if [ -f "$2/manifest.csv" ]; then echo "dump present"; else echo "no dump"; fi
 if [ "$(basename "$2")" = "${FAKE_REF_FAIL:-}" ]; then exit "${FAKE_REF_RC:-1}"; fi
@@ -108,30 +110,40 @@ expect fla.usage 2 "usage: $fla_sh SPBENCH OUTDIR" -- usage "$fla_sh"
 expect fla.no_gpu 77 "skipped: no python3 torch with a GPU" -- bash "$fla_sh" "$stubs/spbench" "$work/f0"
 expect fla.no_fla 77 "skipped: fla is not importable (PYTHONPATH=W/fla_src)" -- \
   env -u PYTHONPATH FAKE_CUDA=1 FAKE_FLA=0 bash "$fla_sh" "$stubs/spbench" "$work/f1"
-expect fla.run_fails 1 "== spbench model --backend gpu, 32 heads -> W/f2/dump_fla_H32
+expect fla.run_fails 1 "== fla's GLA kernels against fp64 (the check uses fused_recurrent)
+probe --require fused_recurrent
+== spbench model --backend gpu, 32 heads -> W/f2/dump_fla_H32
 stub spbench --backend gpu --heads 32
 == fla's GLAForCausalLM vs W/f2/dump_fla_H32
-reference fla_reference.py dump_fla_H32 --precision fp32
+reference fla_reference.py dump_fla_H32 --precision fp32 --attn-mode fused_recurrent
 dump present
 == spbench model --backend gpu, 4 heads -> W/f2/dump_fla_H4
 stub spbench: failed
 FAIL: spbench model, 4 heads" -- env FAKE_CUDA=1 FAKE_SPB_FAIL=H4 bash "$fla_sh" "$stubs/spbench" "$work/f2"
-expect fla.check_fails 1 "== spbench model --backend gpu, 32 heads -> W/f3/dump_fla_H32
+expect fla.check_fails 1 "== fla's GLA kernels against fp64 (the check uses chunk)
+probe --require chunk
+== spbench model --backend gpu, 32 heads -> W/f3/dump_fla_H32
 stub spbench --backend gpu --heads 32
 == fla's GLAForCausalLM vs W/f3/dump_fla_H32
-reference fla_reference.py dump_fla_H32 --precision autocast
+reference fla_reference.py dump_fla_H32 --precision autocast --attn-mode chunk
 dump present
 FAIL: 32 heads (fla_reference exit 3)" -- env FAKE_CUDA=1 FAKE_REF_FAIL=dump_fla_H32 FAKE_REF_RC=3 \
-  FLA_CHECK_HEADS=32 FLA_REF_PRECISION=autocast bash "$fla_sh" "$stubs/spbench" "$work/f3"
-expect fla.all_pass 0 "== spbench model --backend gpu, 32 heads -> W/f4/dump_fla_H32
+  FLA_CHECK_HEADS=32 FLA_REF_PRECISION=autocast FLA_ATTN_MODE=chunk bash "$fla_sh" "$stubs/spbench" "$work/f3"
+expect fla.probe_fails 1 "== fla's GLA kernels against fp64 (the check uses fused_recurrent)
+probe --require fused_recurrent
+FAIL: fla's fused_recurrent kernel disagrees with fp64 (fla_kernel_probe exit 1)" -- \
+  env FAKE_CUDA=1 FAKE_PROBE_RC=1 bash "$fla_sh" "$stubs/spbench" "$work/f5"
+expect fla.all_pass 0 "== fla's GLA kernels against fp64 (the check uses fused_recurrent)
+probe --require fused_recurrent
+== spbench model --backend gpu, 32 heads -> W/f4/dump_fla_H32
 stub spbench --backend gpu --heads 32
 == fla's GLAForCausalLM vs W/f4/dump_fla_H32
-reference fla_reference.py dump_fla_H32 --precision fp32
+reference fla_reference.py dump_fla_H32 --precision fp32 --attn-mode fused_recurrent
 dump present
 == spbench model --backend gpu, 4 heads -> W/f4/dump_fla_H4
 stub spbench --backend gpu --heads 4
 == fla's GLAForCausalLM vs W/f4/dump_fla_H4
-reference fla_reference.py dump_fla_H4 --precision fp32
+reference fla_reference.py dump_fla_H4 --precision fp32 --attn-mode fused_recurrent
 dump present
 fla check: both shapes passed" -- env FAKE_CUDA=1 bash "$fla_sh" "$stubs/spbench" "$work/f4"
 

@@ -157,6 +157,29 @@ TEST(Report, CodeStateOfACommit) {
     for (const auto& p : m.paths) EXPECT_NE(p.rfind("harness/", 0), 0u) << m.level;
 }
 
+// The PyTorch + fla baseline's rows run no spbench code, and spbench's levels do not run baselines/pytorch/: each is
+// judged by its own paths.
+TEST(Report, ThePytorchBaselineIsJudgedByItsOwnFolder) {
+  const Row fla{{"level", "model"}, {"method", "pytorch-fla"}, {"backend", "pytorch"}};
+  const Row spb{{"level", "model"}, {"method", "dp"}, {"backend", "nccl"}};
+  EXPECT_EQ(code_level_of(fla), kPytorchModelLevel);
+  EXPECT_EQ(code_level_of(spb), "model");
+  EXPECT_EQ(measured_paths_of(kPytorchModelLevel), std::vector<std::string>{"baselines/pytorch/"});
+  for (const std::string level : {"operator", "timeline", "model"})
+    for (const auto& p : measured_paths_of(level)) EXPECT_NE(p, "baselines/") << level << ": takes in baselines/pytorch/";
+  const std::string before = commit_before_change_of("baselines/pytorch/");
+  if (before.empty()) GTEST_SKIP() << "no git history here";
+  CodeStates states(kSource);
+  EXPECT_EQ(states.of(before, kPytorchModelLevel).kind, CodeState::changed);
+  // The operator's pathspec for the methods' files (git's glob, as CodeStates passes it) leaves the baseline out.
+  const std::string methods =
+      sh("git -C '" + kSource + "' diff --name-only " + before + " HEAD -- ':(top,glob)baselines/*'");
+  EXPECT_EQ(methods.find("baselines/pytorch/"), std::string::npos) << methods;
+  EXPECT_NE(sh("git -C '" + kSource + "' diff --name-only " + before + " HEAD -- ':(top,glob)baselines/**'")
+                .find("baselines/pytorch/"),
+            std::string::npos);
+}
+
 TEST(Report, AStaleRowIsMarked) {
   const std::string head = sh("git -C '" + kSource + "' rev-parse HEAD");
   const std::string before = commit_before_change_of("zeco/");
