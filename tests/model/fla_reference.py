@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """`spbench model --dump DIR` against fla's own GLAForCausalLM (see tests/model/README.md).
 
-usage: fla_reference.py DIR [--precision fp32|autocast] [--grad-tol X] [--loss-tol X]
+usage: fla_reference.py DIR [--precision fp32|autocast] [--attn-mode chunk|fused_recurrent] [--grad-tol X]
+                         [--loss-tol X] [--unfuse norm,swiglu,ce]
 
 Loads the dump's initial parameters into fla's GLAForCausalLM (fp32 parameters, fla's fused norm/gate, SwiGLU and
-cross-entropy, chunk_gla; with --precision autocast the steps run under torch.autocast(bfloat16), as a user trains
+cross-entropy, its GLA kernel by --attn-mode, default chunk; check_against_fla.sh passes fused_recurrent; with --precision autocast the steps run under torch.autocast(bfloat16), as a user trains
 with fla), recomputes the first step's loss and every parameter's gradient and the losses of every
 AdamW step on the dump's tokens, and compares them with what spbench dumped, printing each error and its margin
 (tolerance / error). Needs a GPU (fla's kernels are Triton) and fla's source on PYTHONPATH.
