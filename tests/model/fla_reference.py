@@ -5,8 +5,8 @@ usage: fla_reference.py DIR [--precision fp32|autocast] [--attn-mode chunk|fused
                          [--loss-tol X] [--unfuse norm,swiglu,ce]
 
 Loads the dump's initial parameters into fla's GLAForCausalLM (fp32 parameters, fla's fused norm/gate, SwiGLU and
-cross-entropy, its GLA kernel by --attn-mode, default chunk; check_against_fla.sh passes fused_recurrent; with --precision autocast the steps run under torch.autocast(bfloat16), as a user trains
-with fla), recomputes the first step's loss and every parameter's gradient and the losses of every
+cross-entropy, its GLA kernel by --attn-mode, default chunk; check_against_fla.sh passes fused_recurrent; with
+--precision autocast the steps run under torch.autocast(bfloat16), as a user trains with fla), recomputes the first step's loss and every parameter's gradient and the losses of every
 AdamW step on the dump's tokens, and compares them with what spbench dumped, printing each error and its margin
 (tolerance / error). Needs a GPU (fla's kernels are Triton) and fla's source on PYTHONPATH.
 Exit 0: every check passed; 1: a check failed; 2: the dump is malformed; 3: fla or the GPU is missing.
@@ -123,21 +123,21 @@ def main():
             loss = model(input_ids=tokens[s], labels=tokens[s]).loss
         loss.backward()
         if s == 0:
-            errs, rms = {}, {}
+            errs = {}   # kind -> [(error, name, RMS of fla's gradient, RMS of spbench's)]
             for fname, (name, off, shape) in mapped.items():
                 ref = named[fname].grad.detach().double().cpu().numpy().reshape(-1)
                 got = grads[off:off + ref.size].astype(np.float64)
-                errs.setdefault(kind_of(name), []).append((rel_rms(ref, got), name))
-                rms[name] = (np.sqrt(np.mean(ref ** 2)), np.sqrt(np.mean(got ** 2)))
+                errs.setdefault(kind_of(name), []).append(
+                    (rel_rms(ref, got), name, np.sqrt(np.mean(ref ** 2)), np.sqrt(np.mean(got ** 2))))
             for k, lst in errs.items():
-                nbad = sum(1 for e, _ in lst if not e <= a.grad_tol)   # NaN counts as a failure
+                nbad = sum(1 for e, *_ in lst if not e <= a.grad_tol)   # NaN counts as a failure
                 passed, failed = passed + len(lst) - nbad, failed + nbad
-                err, name = max(lst, key=lambda t: t[0] if t[0] == t[0] else math.inf)
+                err, name, rms_fla, rms_spb = max(lst, key=lambda t: t[0] if t[0] == t[0] else math.inf)
                 worst_grad = max(worst_grad, err if err == err else math.inf)
                 margin = a.grad_tol / err if err else math.inf
                 print(f"grad {k:20s} worst {name:32s} rel_rms {err:.3e}  margin {margin:5.1f}x  ({len(lst)} tensors, "
-                      f"{nbad} over {a.grad_tol:g})  {'ok' if nbad == 0 else 'FAIL'}  rms fla {rms[name][0]:.3e} "
-                      f"spbench {rms[name][1]:.3e}")
+                      f"{nbad} over {a.grad_tol:g})  {'ok' if nbad == 0 else 'FAIL'}  rms fla {rms_fla:.3e} "
+                      f"spbench {rms_spb:.3e}")
         ref, got = loss.item(), float(losses[s])
         err = abs(ref - got) / abs(ref)
         ok = err <= a.loss_tol
