@@ -74,9 +74,9 @@ void add_model_command(CLI::App& app, ModelOptions& o) {
                  "(tests/model/torch_reference.py checks them)");
   app.add_option("--csv", o.csv, "append result rows to this CSV");
   app.add_flag("--recompute{all}", o.recompute,
-               "less memory: the norms' and SwiGLU's outputs made again in the backward; with --recompute (=all), also "
-               "one attention object for every block, its forward run again there; --recompute=elementwise keeps "
-               "each block's attention (its chunk states)")
+               "less memory: the norms' outputs made again in the backward (SwiGLU's output is at every level); with "
+               "--recompute (=all), also one attention object for every block, its forward run again there; "
+               "--recompute=elementwise keeps each block's attention (its chunk states)")
       ->check(CLI::IsMember({"none", "elementwise", "all"}));
   app.add_flag("--grad-overlap,!--no-grad-overlap", o.grad_overlap,
                "at P > 1, sum each block's gradients over the ranks as soon as its backward is done, on the "

@@ -66,12 +66,15 @@ struct GlaModel::Layer {
 // What the forward keeps for the backward (per block) and the backward's scratch (shared by the blocks).
 struct GlaModel::Acts {
   struct PerLayer {
-    Buffer x_mid, rstd1, h1, q, k, v, z, gl, pre, g, o, rstd_gn, y, rstd2, h2, m;
+    Buffer x_mid, rstd1, h1, q, k, v, z, gl, pre, g, o, rstd_gn, y, rstd2, h2;
     Buffer ab;  // [N, 2F]: the MLP's gate and up products side by side (one GEMM)
   };
   std::vector<Buffer> x;  // the residual stream entering block l (x[layers]: entering the final norm), f32 [N, D]
   std::vector<PerLayer> layer;
-  Buffer h1s, h2s, ys, ms;             // the blocks' h1, h2, y, m with recompute
+  Buffer h1s, h2s, ys;  // the blocks' h1, h2, y with recompute
+  // SwiGLU's output m, one for every block: the forward's down product reads it right away, and the backward's
+  // SwiGLU makes it again (swiglu_bwd's y) for the down product's weight gradient.
+  Buffer ms;
   Buffer tokens, targets;              // int32 [N]
   Buffer delta;  // [N, D] f32: a block's o_proj or MLP down product, added to the residual stream by the next norm
   Buffer rstd_f, hf, logits, dlogits, losses;
@@ -124,7 +127,7 @@ std::vector<ParamInfo> GlaModel::layout(const GlaModelConfig& c, std::vector<Lay
 // The list of the activation buffers (but the dense dq, dk, dv: plan_dense_grads): with a device it makes them,
 // without one it adds them up (device_bytes).
 size_t GlaModel::plan_acts(const GlaModelConfig& c, int rows, DType act, Recompute recompute, Acts& A, Device* dev) {
-  const bool shared = recompute != Recompute::none;  // h1, h2, y, m: one buffer each for every block
+  const bool shared = recompute != Recompute::none;  // h1, h2, y: one buffer each for every block
   const size_t N = rows, D = c.hidden, Kd = c.key_dim(), Vd = c.value_dim(), F = c.mlp_size(), R = c.gate_rank;
   const size_t a = dtype_size(act), f = 4;
   size_t total = 0;
@@ -138,15 +141,16 @@ size_t GlaModel::plan_acts(const GlaModelConfig& c, int rows, DType act, Recompu
   for (Acts::PerLayer& p : A.layer) {
     take(p.x_mid, N * D * f);
     take(p.rstd1, N * f), take(p.rstd2, N * f), take(p.rstd_gn, N * c.heads * f);
-    if (!shared) take(p.h1, N * D * a), take(p.h2, N * D * a), take(p.y, N * Vd * a), take(p.m, N * F * a);
+    if (!shared) take(p.h1, N * D * a), take(p.h2, N * D * a), take(p.y, N * Vd * a);
     take(p.q, N * Kd * a), take(p.k, N * Kd * a), take(p.pre, N * Kd * a), take(p.g, N * Kd * a);
     take(p.v, N * Vd * a), take(p.z, N * Vd * a), take(p.o, N * Vd * a);
     take(p.gl, N * R * a);
     take(p.ab, N * 2 * F * a);
   }
-  // With recompute, one block's normalised inputs, gated output and SwiGLU output at a time: the backward makes them
-  // again from what each block keeps (x, rstd, o, z, ab).
-  if (shared) take(A.h1s, N * D * a), take(A.h2s, N * D * a), take(A.ys, N * Vd * a), take(A.ms, N * F * a);
+  // With recompute, one block's normalised inputs and gated output at a time: the backward makes them again from
+  // what each block keeps (x, rstd, o, z).
+  if (shared) take(A.h1s, N * D * a), take(A.h2s, N * D * a), take(A.ys, N * Vd * a);
+  take(A.ms, N * F * a);  // SwiGLU's output, at every level: made again from each block's (a | b)
   take(A.delta, N * D * f);
   take(A.tokens, N * 4), take(A.targets, N * 4);
   take(A.rstd_f, N * f), take(A.hf, N * D * a);
@@ -313,7 +317,7 @@ void GlaModel::mm(bool ta, bool tb, int M, int N, int K, float alpha, const void
 GlaModel::Elementwise GlaModel::elementwise_of(int l) const {
   const Acts::PerLayer& A = acts_->layer[size_t(l)];
   if (remakes_elementwise()) return {acts_->h1s.get(), acts_->h2s.get(), acts_->ys.get(), acts_->ms.get()};
-  return {A.h1.get(), A.h2.get(), A.y.get(), A.m.get()};
+  return {A.h1.get(), A.h2.get(), A.y.get(), acts_->ms.get()};
 }
 
 void GlaModel::wgrad(Wgrad kind, int n, int k, const void* dY, const void* X, float* dW) {
@@ -405,13 +409,13 @@ void GlaModel::backward_layer(int l) {
   const int N = N_, D = c_.hidden, Kd = c_.key_dim(), Vd = c_.value_dim(), F = c_.mlp_size(), R = c_.gate_rank;
   const DType t = act_, f32 = DType::f32;
   float* x = acts_->x[size_t(l)].f32();
-  // With recompute, h1, h2, y and m are made again (into one buffer each) just before the products that read them.
+  // With recompute, h1, h2 and y are made again (into one buffer each) just before the products that read them; m,
+  // at every level, by SwiGLU's backward.
   const auto [h1, h2, yo, m] = elementwise_of(l);
   TimelineSpan span(rt_, "layer_backward", Lane::compute);
   if (remakes_elementwise()) {
     stage("recompute");
     wait_wgrad(kWgradProj);  // the block above's last weight gradient: its products read the buffers made again here
-    k.swiglu_fwd(N, F, A.ab.get(), m, st);
     k.rmsnorm_fwd(N, D, A.x_mid.f32(), V.P(y.mlp_norm), c_.norm_eps, h2, A.rstd2.f32(), st);
     k.gated_rmsnorm_fwd(N * c_.heads, c_.dv(), A.o.get(), A.z.get(), V.P(y.g_norm), c_.norm_eps, yo, A.rstd_gn.f32(),
                         st);
@@ -420,12 +424,16 @@ void GlaModel::backward_layer(int l) {
 
   // MLP (S.dxa: the act copy of dx, from the norm's backward above)
   // With set_wgrad_beside, each wait_wgrad below guards a buffer that a weight gradient's product still reads.
+  // The down product's input gradient first (it does not read m), then SwiGLU's backward, which makes m again into
+  // the buffer every block shares, then the down product's weight gradient from it.
   stage("bwd: MLP down");
-  wgrad(kWgradDown, D, F, S.dxa.get(), m, V.G(y.w_down));
   mm(false, false, N, F, D, 1, S.dxa.get(), V.W(y.w_down), 0, S.dmy.get(), t, st);
   stage("bwd: swiglu");
   wait_wgrad(kWgradGateUp);  // the block above's reads dab
-  k.swiglu_bwd(N, F, A.ab.get(), S.dmy.get(), S.dab.get(), st);
+  wait_wgrad(kWgradDown);    // the block above's reads m
+  k.swiglu_bwd(N, F, A.ab.get(), S.dmy.get(), S.dab.get(), m, st);
+  stage("bwd: MLP down");
+  wgrad(kWgradDown, D, F, S.dxa.get(), m, V.G(y.w_down));
   stage("bwd: MLP gate, up");
   wgrad(kWgradGateUp, 2 * F, D, S.dab.get(), h2, V.G(y.w_gate));
   mm(false, false, N, D, 2 * F, 1, S.dab.get(), V.W(y.w_gate), 0, S.dh.get(), f32, st);

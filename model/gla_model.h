@@ -52,10 +52,12 @@ struct AdamWConfig {
   float lr = 3e-4f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
 };
 
-// What the backward makes again instead of keeping it from the forward.
+// What the backward makes again instead of keeping it from the forward. At every level SwiGLU's output is made again
+// by SwiGLU's backward (one buffer for every block; the pass writes it beside (da | db), so it costs one more write
+// and no more reads): the levels name what is remade besides.
 enum class Recompute {
-  none,         // every activation kept
-  elementwise,  // each block's normalised inputs, gated output and SwiGLU output (one buffer for every block)
+  none,         // every other activation kept
+  elementwise,  // each block's normalised inputs and gated output (one buffer for every block)
   all,          // and the attention's chunk states: one method object for every block, its forward run again
 };
 // "none", "elementwise", "attention+elementwise": the CSV's recompute column, and --recompute's values
@@ -74,8 +76,8 @@ class GlaModel {
   // method, sp: the SP method every block's attention runs (sp.local is filled in here). recompute: with `all`, one
   // method object for every block, whose forward runs again before its backward (the chunk states are not kept
   // between the passes); otherwise one method object per block. With `elementwise` or `all`, each block's normalised
-  // inputs, gated output and SwiGLU output are made again in the backward. Weights are drawn from `seed`, the same
-  // on every rank.
+  // inputs and gated output are made again in the backward (SwiGLU's output is at every level). Weights are drawn
+  // from `seed`, the same on every rank.
   GlaModel(Runtime& rt, const GlaModelConfig& c, int batch, int tokens_per_rank, const std::string& method,
            const SpConfig& sp, Recompute recompute, uint64_t seed);
   ~GlaModel();
@@ -148,7 +150,7 @@ class GlaModel {
     void *h1, *h2, *y, *m;
   };
   // Block l's normalised inputs, gated output and SwiGLU output: its own buffers, or the ones all blocks share where
-  // the backward makes them again (remakes_elementwise).
+  // the backward makes them again (remakes_elementwise; SwiGLU's output always).
   Elementwise elementwise_of(int l) const;
   void stage(const char* name);
   // mk_->gemm, its FLOPs counted on the clock

@@ -76,9 +76,11 @@ class ModelKernels {
   }
 
   // SwiGLU over rows of F: ab act [rows, 2F] holds a row's a then its b (the gate and up products of one GEMM);
-  // y (act) [rows, F] = silu(a) * b; backward: dab (act) [rows, 2F] = (da | db) from dy (act) [rows, F].
+  // y (act) [rows, F] = silu(a) * b; backward: dab (act) [rows, 2F] = (da | db) from dy (act) [rows, F], and y
+  // (nullable) = silu(a) * b again in the same pass, the forward's values exactly (the model keeps no y per block:
+  // the down product's weight gradient reads the one the backward makes).
   virtual void swiglu_fwd(int rows, int F, const void* ab, void* y, Stream st) = 0;
-  virtual void swiglu_bwd(int rows, int F, const void* ab, const void* dy, void* dab, Stream st) = 0;
+  virtual void swiglu_bwd(int rows, int F, const void* ab, const void* dy, void* dab, void* y, Stream st) = 0;
 
   // dst[:, col : col + cols] = src (act): src [rows, cols], dst [rows, dst_cols]. Lays gradients side by side so that
   // one product reads them all.

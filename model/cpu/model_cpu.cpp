@@ -63,8 +63,8 @@ class CpuModelKernels final : public ModelKernels {
   void swiglu_fwd(int rows, int f, const void* ab, void* y, Stream) override {
     cpu_ops::swiglu_fwd(rows, f, F(ab), F(y));
   }
-  void swiglu_bwd(int rows, int f, const void* ab, const void* dy, void* dab, Stream) override {
-    cpu_ops::swiglu_bwd(rows, f, F(ab), F(dy), F(dab));
+  void swiglu_bwd(int rows, int f, const void* ab, const void* dy, void* dab, void* y, Stream) override {
+    cpu_ops::swiglu_bwd(rows, f, F(ab), F(dy), F(dab), F(y));
   }
   void copy_columns(int rows, int cols, const void* src, int dst_cols, int col, void* dst, Stream) override {
     for (int r = 0; r < rows; ++r)

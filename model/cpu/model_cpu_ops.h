@@ -140,23 +140,27 @@ void forget_gate_bwd(int n, int C, const T* pre, const T* bias, T normaliser, co
 
 // ab [rows, 2F]: a row's a, then its b.
 template <class T>
-void swiglu_fwd(int rows, int F, const T* ab, T* y) {
-#pragma omp parallel for schedule(static)
-  for (int r = 0; r < rows; ++r)
-    for (int i = 0; i < F; ++i) {
-      const T a = ab[size_t(r) * 2 * F + i], b = ab[size_t(r) * 2 * F + F + i];
-      y[size_t(r) * F + i] = a / (T(1) + std::exp(-a)) * b;
-    }
+T swiglu(T a, T b) {
+  return a / (T(1) + std::exp(-a)) * b;
 }
 
 template <class T>
-void swiglu_bwd(int rows, int F, const T* ab, const T* dy, T* dab) {
+void swiglu_fwd(int rows, int F, const T* ab, T* y) {
+#pragma omp parallel for schedule(static)
+  for (int r = 0; r < rows; ++r)
+    for (int i = 0; i < F; ++i) y[size_t(r) * F + i] = swiglu(ab[size_t(r) * 2 * F + i], ab[size_t(r) * 2 * F + F + i]);
+}
+
+// y (nullable): the forward's output again, the same expression as swiglu_fwd's.
+template <class T>
+void swiglu_bwd(int rows, int F, const T* ab, const T* dy, T* dab, T* y = nullptr) {
 #pragma omp parallel for schedule(static)
   for (int r = 0; r < rows; ++r)
     for (int i = 0; i < F; ++i) {
       const size_t ia = size_t(r) * 2 * F + i, ib = ia + F;
       const T a = ab[ia], b = ab[ib], d = dy[size_t(r) * F + i];
       const T sig = T(1) / (T(1) + std::exp(-a)), silu = a * sig;
+      if (y) y[size_t(r) * F + i] = swiglu(a, b);
       dab[ib] = d * silu;
       dab[ia] = d * b * sig * (T(1) + a * (T(1) - sig));
     }

@@ -85,8 +85,8 @@ class CudaModelKernels final : public ModelKernels {
   void swiglu_fwd(int rows, int F, const void* ab, void* y, Stream st) override {
     launch_swiglu_fwd(grid_, rows, F, ab, y, stream(st));
   }
-  void swiglu_bwd(int rows, int F, const void* ab, const void* dy, void* dab, Stream st) override {
-    launch_swiglu_bwd(grid_, rows, F, ab, dy, dab, stream(st));
+  void swiglu_bwd(int rows, int F, const void* ab, const void* dy, void* dab, void* y, Stream st) override {
+    launch_swiglu_bwd(grid_, rows, F, ab, dy, dab, y, stream(st));
   }
   void copy_columns(int rows, int cols, const void* src, int dst_cols, int col, void* dst, Stream st) override {
     launch_copy_columns(grid_, rows, cols, src, dst_cols, col, dst, stream(st));

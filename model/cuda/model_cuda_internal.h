@@ -89,7 +89,7 @@ void launch_forget_gate_fwd(const LaunchGrid& l, int n, int C, const void* pre, 
 void launch_forget_gate_bwd(const LaunchGrid& l, int n, int C, const void* pre, const float* bias, float normaliser,
                             const void* dg, void* dpre, float* dbias, cudaStream_t s);
 void launch_swiglu_fwd(const LaunchGrid& l, int rows, int F, const void* ab, void* y, cudaStream_t s);
-void launch_swiglu_bwd(const LaunchGrid& l, int rows, int F, const void* ab, const void* dy, void* dab,
+void launch_swiglu_bwd(const LaunchGrid& l, int rows, int F, const void* ab, const void* dy, void* dab, void* y,
                        cudaStream_t s);
 void launch_copy_columns(const LaunchGrid& l, int rows, int cols, const void* src, int dst_cols, int col, void* dst,
                          cudaStream_t s);

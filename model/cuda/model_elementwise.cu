@@ -3,7 +3,8 @@
 //   embedding_fwd/bwd    gather rows; scatter-add with fp32 atomics
 //   forget_gate_fwd/bwd  logsigmoid / normaliser, 4 elements a thread; the backward writes dpre and sums dbias in
 //                        one pass
-//   swiglu_fwd/bwd       elementwise over [rows, F] from (a | b) rows, 8 (or 4) elements a thread
+//   swiglu_fwd/bwd       elementwise over [rows, F] from (a | b) rows, 8 (or 4) elements a thread; the backward
+//                        writes the forward's output again where asked, in the same pass
 //   copy_columns         a strided copy, 16 bytes a thread where columns and pointers allow it
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -183,8 +184,9 @@ __global__ void swiglu_fwd_kernel(int F, size_t n, bool vec, const bf16* ab, bf1
   }
 }
 
-template <int W>
-__global__ void swiglu_bwd_kernel(int F, size_t n, bool vec, const bf16* ab, const bf16* dy, bf16* dab) {
+// kY: y = swiglu(a, b) too, as swiglu_fwd_kernel writes it (the same function, the same rounding to bf16).
+template <int W, bool kY>
+__global__ void swiglu_bwd_kernel(int F, size_t n, bool vec, const bf16* ab, const bf16* dy, bf16* dab, bf16* y) {
   for (size_t g = blockIdx.x * size_t(blockDim.x) + threadIdx.x, groups = (n + W - 1) / W; g < groups;
        g += size_t(gridDim.x) * blockDim.x) {
     const size_t e = g * W;
@@ -198,16 +200,34 @@ __global__ void swiglu_bwd_kernel(int F, size_t n, bool vec, const bf16* ab, con
       for (int k = 0; k < W; ++k) swiglu_grad(av[k], bv[k], dyv[k], dav[k], dbv[k]);
       storew<W>(dab + ia, dav);
       storew<W>(dab + ia + F, dbv);
+      if (kY) {
+#pragma unroll
+        for (int k = 0; k < W; ++k) av[k] = swiglu(av[k], bv[k]);
+        storew<W>(y + e, av);
+      }
     } else {
       for (size_t k = e; k < n && k < e + W; ++k) {
         const size_t ia = k + (k / F) * F;
+        const float a = to_f(ab[ia]), b = to_f(ab[ia + F]);
         float dak, dbk;
-        swiglu_grad(to_f(ab[ia]), to_f(ab[ia + F]), to_f(dy[k]), dak, dbk);
+        swiglu_grad(a, b, to_f(dy[k]), dak, dbk);
         dab[ia] = to_bf(dak);
         dab[ia + F] = to_bf(dbk);
+        if (kY) y[k] = to_bf(swiglu(a, b));
       }
     }
   }
+}
+
+template <int W>
+void launch_swiglu_bwd_w(const LaunchGrid& l, int F, size_t n, bool vec, const void* ab, const void* dy, void* dab,
+                         void* y, cudaStream_t s) {
+  if (y)
+    swiglu_bwd_kernel<W, true><<<l.grid((n + W - 1) / W), kThreads, 0, s>>>(F, n, vec, as_bf16(ab), as_bf16(dy),
+                                                                          as_bf16(dab), as_bf16(y));
+  else
+    swiglu_bwd_kernel<W, false><<<l.grid((n + W - 1) / W), kThreads, 0, s>>>(F, n, vec, as_bf16(ab), as_bf16(dy),
+                                                                           as_bf16(dab), nullptr);
 }
 
 // 32-column tiles across x; the rows split over y until the grid has about 4 blocks per SM.
@@ -283,17 +303,15 @@ void launch_swiglu_fwd(const LaunchGrid& l, int rows, int F, const void* ab, voi
   }
   SPB_CUDA_LAUNCH();
 }
-void launch_swiglu_bwd(const LaunchGrid& l, int rows, int F, const void* ab, const void* dy, void* dab,
+void launch_swiglu_bwd(const LaunchGrid& l, int rows, int F, const void* ab, const void* dy, void* dab, void* y,
                        cudaStream_t s) {
   const size_t n = size_t(rows) * F;
   if (n == 0) return;
-  if (F % 8 == 0 && aligned(ab, 16) && aligned(dy, 16) && aligned(dab, 16)) {
-    swiglu_bwd_kernel<8><<<l.grid((n + 7) / 8), kThreads, 0, s>>>(F, n, true, as_bf16(ab), as_bf16(dy),
-                                                                  as_bf16(dab));
+  if (F % 8 == 0 && aligned(ab, 16) && aligned(dy, 16) && aligned(dab, 16) && (!y || aligned(y, 16))) {
+    launch_swiglu_bwd_w<8>(l, F, n, true, ab, dy, dab, y, s);
   } else {
-    const bool vec = F % 4 == 0 && aligned(ab, 8) && aligned(dy, 8) && aligned(dab, 8);
-    swiglu_bwd_kernel<4><<<l.grid((n + 3) / 4), kThreads, 0, s>>>(F, n, vec, as_bf16(ab), as_bf16(dy),
-                                                                  as_bf16(dab));
+    const bool vec = F % 4 == 0 && aligned(ab, 8) && aligned(dy, 8) && aligned(dab, 8) && (!y || aligned(y, 8));
+    launch_swiglu_bwd_w<4>(l, F, n, vec, ab, dy, dab, y, s);
   }
   SPB_CUDA_LAUNCH();
 }

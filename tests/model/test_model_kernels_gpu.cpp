@@ -364,7 +364,7 @@ TEST_F(ModelKernelsGpu, GatedRmsNorm) {
 }
 
 // SwiGLU over (a | b) rows: F = 256 (whole aligned groups of 8, one access each), 260 (groups of 4) and 173 (groups
-// across rows: the scalar path).
+// across rows: the scalar path); the backward with and without making y again.
 TEST_F(ModelKernelsGpu, SwiGlu) {
   const int rows = 37;
   for (int F : {256, 260, 173}) {
@@ -376,9 +376,19 @@ TEST_F(ModelKernelsGpu, SwiGlu) {
     expect_close(y, kBf16Out, "y");
 
     Twin dy = act(randn(n, 73)), dab = out_act(2 * n);
-    cpu_->swiglu_bwd(rows, F, ab.c(), dy.c(), dab.c(), Stream{});
-    gpu_->swiglu_bwd(rows, F, ab.g(), dy.g(), dab.g(), st_);
+    cpu_->swiglu_bwd(rows, F, ab.c(), dy.c(), dab.c(), nullptr, Stream{});
+    gpu_->swiglu_bwd(rows, F, ab.g(), dy.g(), dab.g(), nullptr, st_);
     expect_close(dab, kBf16Out, "dab");
+
+    // The backward that makes y again (the model's, which keeps no y per block): the same dab, and y exactly as the
+    // forward wrote it, on each side.
+    Twin dab2 = out_act(2 * n), y2 = out_act(n);
+    cpu_->swiglu_bwd(rows, F, ab.c(), dy.c(), dab2.c(), y2.c(), Stream{});
+    gpu_->swiglu_bwd(rows, F, ab.g(), dy.g(), dab2.g(), y2.g(), st_);
+    EXPECT_EQ(gpu_values(dab2), gpu_values(dab)) << "dab with y";
+    EXPECT_EQ(gpu_values(y2), gpu_values(y)) << "y from the backward";
+    EXPECT_EQ(cpu_values(dab2), cpu_values(dab)) << "dab with y, CPU";
+    EXPECT_EQ(cpu_values(y2), cpu_values(y)) << "y from the backward, CPU";
   }
 }
 

@@ -118,6 +118,28 @@ TEST(ModelLayers, SwiGlu) {
   expect_matches_fd(loss, ab0, dab, "swiglu d(a|b)");
 }
 
+// The backward that also writes y (the model keeps no SwiGLU output per block; the down product's weight gradient
+// reads the one SwiGLU's backward makes): the same (da | db) as without it, and y exactly as the forward writes it,
+// in float (what the CPU ranks run) and double.
+template <class T>
+void expect_swiglu_bwd_remakes_y() {
+  const int F = 37, rows = 11;
+  const size_t n = size_t(rows) * F;
+  const Vec ab64 = randn(2 * n, 15, 3.0), dy64 = randn(n, 16);
+  const std::vector<T> ab(ab64.begin(), ab64.end()), dy(dy64.begin(), dy64.end());
+  std::vector<T> y(n), dab(2 * n), y2(n, T(NAN)), dab2(2 * n, T(NAN));
+  swiglu_fwd(rows, F, ab.data(), y.data());
+  swiglu_bwd(rows, F, ab.data(), dy.data(), dab.data());
+  swiglu_bwd(rows, F, ab.data(), dy.data(), dab2.data(), y2.data());
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(y2[i], y[i]) << "y at " << i;
+  for (size_t i = 0; i < 2 * n; ++i) ASSERT_EQ(dab2[i], dab[i]) << "dab at " << i;
+}
+
+TEST(ModelLayers, SwiGluBackwardMakesTheForwardsOutput) {
+  expect_swiglu_bwd_remakes_y<float>();
+  expect_swiglu_bwd_remakes_y<double>();
+}
+
 TEST(ModelLayers, CrossEntropy) {
   const int V = 9;
   const Vec l0 = randn(kRows * V, 14, 3.0);

@@ -93,8 +93,8 @@ TEST(ModelSp, EveryMethodMatchesTheSingleDeviceModel) {
   }
 }
 
-// --recompute makes again in the backward what the default keeps (the norms' and SwiGLU's outputs, and with `all` the
-// attention's chunk states): the same step, the same gradients.
+// --recompute makes again in the backward what the default keeps (the norms' outputs, and with `all` the attention's
+// chunk states): the same step, the same gradients.
 TEST(ModelSp, RecomputeGivesTheSameStep) {
   if (!have_devices()) GTEST_SKIP() << "fewer GPUs than ranks";
   Bootstrap& boot = *test::boot();
@@ -163,14 +163,34 @@ TEST(ModelSp, LogitChunksGiveTheSameStep) {
 }
 
 // The memory every rank plans before allocating: with --recompute=elementwise the blocks share one buffer each for
-// h1, h2, y and m (bf16 here) instead of one per block; `all` plans the same model bytes (its saving is the attention's
+// h1, h2 and y (bf16 here) instead of one per block; `all` plans the same model bytes (its saving is the attention's
 // chunk states, which the SP method holds).
 TEST(ModelSp, RecomputeLevelsPlanTheirBuffers) {
   const GlaModelConfig c;  // GLA-1B
-  const size_t N = 32768, per_block = N * (2 * c.hidden + c.value_dim() + c.mlp_size()) * 2;
+  const size_t N = 32768, per_block = N * (2 * c.hidden + c.value_dim()) * 2;
   auto bytes = [&](Recompute r) { return GlaModel::device_bytes(c, 1, int(N), DType::bf16, r); };
   EXPECT_EQ(bytes(Recompute::none) - bytes(Recompute::elementwise), size_t(c.layers - 1) * per_block);
   EXPECT_EQ(bytes(Recompute::elementwise), bytes(Recompute::all));
+}
+
+// SwiGLU's output is one buffer for every block at every level (SwiGLU's backward makes it again): what a block adds
+// grows with the MLP's width by its three weight matrices (fp32 master and gradient, bf16 copy, two fp32 moments) and
+// its (a | b) rows, and by no [N, F] output of its own.
+TEST(ModelSp, SwiGluOutputIsOneBufferForEveryBlock) {
+  const size_t N = 16384, dF = 256;
+  for (const Recompute r : {Recompute::none, Recompute::elementwise, Recompute::all}) {
+    auto block_bytes = [&](size_t F) {  // what the second block adds
+      GlaModelConfig c;
+      c.mlp = int(F), c.layers = 1;
+      const size_t one = GlaModel::device_bytes(c, 1, int(N), DType::bf16, r);
+      c.layers = 2;
+      return GlaModel::device_bytes(c, 1, int(N), DType::bf16, r) - one;
+    };
+    const GlaModelConfig c;
+    const size_t F = size_t(c.mlp_size());
+    const size_t weights = 3 * dF * size_t(c.hidden) * (4 + 4 + 2 + 8), ab = N * 2 * dF * 2;
+    EXPECT_EQ(block_bytes(F + dF) - block_bytes(F), weights + ab) << recompute_name(r);
+  }
 }
 
 // Only a method that writes dq, dk and dv dense (ulysses; the others write them into their columns of the stacked
