@@ -12,7 +12,7 @@ namespace {
 class Lasp2 final : public SpMethod {
  public:
   Lasp2(Runtime& rt, const SpConfig& c)
-      : rt_(rt), s_(c.local), overlap_(c.overlap), local_(rt, c.local),
+      : rt_(rt), s_(c.local), overlap_(c.overlap), local_(rt, c),
         record_elems_(c.local.state_elems() + c.local.state_rows()),
         mine_(*rt.dev, record_elems_ * 4), all_(*rt.dev, record_elems_ * 4 * rt.world()),
         ready_(*rt.dev, EventUse::order), folded_(*rt.dev, EventUse::order) {}

@@ -14,7 +14,7 @@ namespace {
 class Ring final : public SpMethod {
  public:
   Ring(Runtime& rt, const SpConfig& c)
-      : rt_(rt), s_(c.local), local_(rt, c.local),
+      : rt_(rt), s_(c.local), local_(rt, c),
         act_(dtype_size(rt.kern->act_dtype())),
         pack_bytes_((2 * c.local.qk_elems() + c.local.v_elems()) * act_),
         ring_{Buffer(*rt.dev, pack_bytes_), Buffer(*rt.dev, pack_bytes_)},

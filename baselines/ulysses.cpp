@@ -29,7 +29,7 @@ class Ulysses final : public SpMethod {
  public:
   Ulysses(Runtime& rt, const SpConfig& c)
       : rt_(rt), L_(c.local), F_(head_shape(c, rt.world())), act_(dtype_size(rt.kern->act_dtype())),
-        ws_(*rt.dev, *rt.kern, F_),
+        ws_(*rt.dev, *rt.kern, F_, c.shared_dhs),
         q_(*rt.dev, F_.qk_elems() * act_), k_(*rt.dev, F_.qk_elems() * act_), v_(*rt.dev, F_.v_elems() * act_),
         g_(*rt.dev, F_.qk_elems() * act_), x_(*rt.dev, std::max(F_.qk_elems(), F_.v_elems()) * act_),
         y_(*rt.dev, std::max(F_.qk_elems(), F_.v_elems()) * act_),

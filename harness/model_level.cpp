@@ -13,7 +13,6 @@
 #include <functional>
 #include <memory>
 
-#include "kernels/gla.h"
 #include "runtime/collective_errors.h"
 #include "runtime/csv.h"
 #include "runtime/error.h"
@@ -286,8 +285,9 @@ ModelPlan validated_plan(const Bootstrap& boot, const ModelOptions& opt) {
   return plan;
 }
 
-// Memory: the model's own tensors plus the SP methods' chunk states (hs and dhs per block, or one block's with
-// --recompute=all), against what the device has free; every rank agrees before any allocation. Returns GiB per rank.
+// Memory: the model's own tensors plus the SP methods' chunk states (hs per block, or one block's with
+// --recompute=all, and one dhs for every block: GlaModel::device_bytes), against what the device has free; every rank
+// agrees before any allocation. Returns GiB per rank.
 double check_memory(const Bootstrap& boot, Runtime& rt, const ModelPlan& plan) {
   const ModelOptions& o = plan.o;
   const GlaModelConfig& mc = plan.mc;
@@ -295,12 +295,9 @@ double check_memory(const Bootstrap& boot, Runtime& rt, const ModelPlan& plan) {
   const Recompute recompute = plan.recompute;
   Device& dev = *rt.dev;
   const bool gpu = dev.is_gpu();
-  const DType act = rt.kern->act_dtype();
-  const GlaShape local = plan.sp.local;
-  const size_t method_bytes =
-      2 * chunk_state_bytes(*rt.kern, local) * size_t(recompute == Recompute::all ? 1 : mc.layers);
-  const size_t model_bytes = GlaModel::device_bytes(mc, o.batch, L, act, recompute, o.shard_optimizer ? P : 1);
-  const double need_gib = double(model_bytes + method_bytes) / double(1ull << 30);
+  const size_t model_bytes = GlaModel::device_bytes(mc, o.batch, L, rt.kern->act_dtype(),
+                                                    rt.kern->chunk_state_type(), recompute, o.shard_optimizer ? P : 1);
+  const double need_gib = double(model_bytes) / double(1ull << 30);
   const double free_gib = boot.min(double(dev.free_memory_bytes()) / double(1ull << 30));
   // A GPU's memory is its own; CPU ranks share their node's, each needing all of it.
   const int sharing = gpu ? 1 : int(boot.max(double(boot.local_size())));

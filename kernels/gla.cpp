@@ -1,6 +1,20 @@
 #include "kernels/gla.h"
 
+#include <string>
+
+#include "runtime/error.h"
+
 namespace spb {
+
+Buffer GlaWorkspace::state_gradients(Device& dev, const GlaKernels& kern, const GlaShape& s,
+                                     const Buffer* shared_dhs) {
+  const size_t bytes = chunk_state_bytes(kern, s);
+  if (!shared_dhs) return Buffer(dev, bytes);
+  SPB_CHECK(shared_dhs->bytes() >= bytes, "GlaWorkspace: the shared dhs holds " +
+                                              std::to_string(shared_dhs->bytes()) + " bytes, the chunk states " +
+                                              std::to_string(bytes));
+  return Buffer::borrowed(*shared_dhs);
+}
 
 void gla_forward(GlaKernels& kern, GlaWorkspace& ws, const void* q, const void* k, const void* v, const void* g,
                  const float* h0, void* o, float* ht, Stream st) {

@@ -13,16 +13,25 @@ inline size_t chunk_state_bytes(const GlaKernels& kern, const GlaShape& s) {
 
 // The intermediates of one GLA call for the kernels `kern`: gc, lambda and ht fp32, the chunk states hs and dhs in
 // kern.chunk_state_type(); reused across calls of the same shape with the same kernels.
+//
+// dhs lives only within a backward (the state gradients, made and read there), so several workspaces whose backwards
+// run one after another can share one: `shared_dhs` (nullable: a buffer of its own), of at least
+// chunk_state_bytes(kern, s), which dhs then borrows; its owner keeps it for the workspace's life (the model's
+// blocks: SpConfig::shared_dhs).
 struct GlaWorkspace {
   GlaShape shape;
   Buffer gc, lambda, hs, ht, dhs;
-  GlaWorkspace(Device& dev, const GlaKernels& kern, const GlaShape& s)
+  GlaWorkspace(Device& dev, const GlaKernels& kern, const GlaShape& s, const Buffer* shared_dhs = nullptr)
       : shape(s),
         gc(dev, s.qk_elems() * 4),
         lambda(dev, s.state_rows() * 4),
         hs(dev, chunk_state_bytes(kern, s)),
         ht(dev, s.state_elems() * 4),
-        dhs(dev, chunk_state_bytes(kern, s)) {}
+        dhs(state_gradients(dev, kern, s, shared_dhs)) {}
+
+ private:
+  // A buffer of its own, or a view of shared_dhs (which must hold the shape's chunk states).
+  static Buffer state_gradients(Device& dev, const GlaKernels& kern, const GlaShape& s, const Buffer* shared_dhs);
 };
 
 // o and ht (nullable) from q, k, v, g and h0 (nullable: zero). Leaves gc, lambda, hs and ht in the workspace.

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "kernels/gla.h"
 #include "runtime/error.h"
 #include "sp/inputs.h"
 #include "sp/timeline.h"
@@ -169,17 +170,20 @@ size_t GlaModel::plan_dense_grads(const GlaModelConfig& c, int rows, DType act, 
   return N * (2 * Kd + Vd) * a;
 }
 
-size_t GlaModel::device_bytes(const GlaModelConfig& c, int batch, int tokens_per_rank, DType act, Recompute recompute,
-                              int optimizer_shards) {
+size_t GlaModel::device_bytes(const GlaModelConfig& c, int batch, int tokens_per_rank, DType act, DType chunk_state,
+                              Recompute recompute, int optimizer_shards) {
   size_t n = 0;
   layout(c, nullptr, &n);
   Acts none;
   // fp32 master and gradient, the act copy where act is not fp32, and the two AdamW moments of this rank's part
   const size_t weights = n * (8 + (act == DType::f32 ? 0 : dtype_size(act))) +
                          8 * ((n + size_t(optimizer_shards) - 1) / size_t(optimizer_shards));
+  // hs of every method object, and the one dhs
+  const size_t states = local_shape(c, batch, tokens_per_rank).chunk_state_elems() * dtype_size(chunk_state) *
+                        (method_objects(c, recompute) + 1);
   // The dense dq, dk, dv count too: every rank agrees on the memory before the method is known.
   return weights + plan_acts(c, batch * tokens_per_rank, act, recompute, none, nullptr) +
-         plan_dense_grads(c, batch * tokens_per_rank, act, none, nullptr);
+         plan_dense_grads(c, batch * tokens_per_rank, act, none, nullptr) + states;
 }
 
 GlaModel::GlaModel(Runtime& rt, const GlaModelConfig& c, int batch, int tokens_per_rank, const std::string& method,
@@ -215,6 +219,7 @@ GlaModel::GlaModel(Runtime& rt, const GlaModelConfig& c, int batch, int tokens_p
   reset(seed);
   acts_ = std::make_unique<Acts>();
   plan_acts(c_, N_, act_, recompute_, *acts_, &dev);
+  dhs_ = Buffer(dev, chunk_state_bytes(*rt.kern, local_shape(c_, B_, L_)));
   set_method(method);
 }
 
@@ -225,8 +230,9 @@ void GlaModel::set_method(const std::string& method) {
   methods_.clear();  // free the old workspaces before the new ones are made
   method_name_ = method;
   SpConfig cfg = sp_;
-  cfg.local = GlaShape{B_, L_, c_.heads, c_.dk(), c_.dv()};
-  for (int l = 0; l < (recompute_ == Recompute::all ? 1 : c_.layers); ++l) methods_.push_back(info.make(rt_, cfg));
+  cfg.local = local_shape(c_, B_, L_);
+  cfg.shared_dhs = &dhs_;
+  for (int l = 0; l < method_objects(c_, recompute_); ++l) methods_.push_back(info.make(rt_, cfg));
   grads_in_dproj_ = methods_.front()->takes_grad_ld();
   if (grads_in_dproj_) acts_->dq = Buffer(), acts_->dk = Buffer(), acts_->dv = Buffer();
   else if (!acts_->dq.get()) plan_dense_grads(c_, N_, act_, *acts_, rt_.dev.get());

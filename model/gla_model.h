@@ -128,10 +128,12 @@ class GlaModel {
   // alone: the input gradients' products and the waits.
   void set_wgrad_beside(bool on) { wgrad_beside_ = on; }
 
-  // Bytes of device memory the model allocates for `batch` x `tokens_per_rank` tokens (without the SP method's own).
-  // optimizer_shards: the ranks AdamW's moments are sharded over (1: not sharded).
-  static size_t device_bytes(const GlaModelConfig& c, int batch, int tokens_per_rank, DType act, Recompute recompute,
-                             int optimizer_shards = 1);
+  // Bytes of device memory the model allocates for `batch` x `tokens_per_rank` tokens, and the attention's chunk states
+  // in `chunk_state` (GlaKernels::chunk_state_type): hs of each SP method object (one per block; one with
+  // Recompute::all) and the one dhs they all use (the model's, SpConfig::shared_dhs); not the rest of the methods' own
+  // memory. optimizer_shards: the ranks AdamW's moments are sharded over (1: not sharded).
+  static size_t device_bytes(const GlaModelConfig& c, int batch, int tokens_per_rank, DType act, DType chunk_state,
+                             Recompute recompute, int optimizer_shards = 1);
   // Bytes of the dense dq, dk, dv it holds now: none for a method that writes them into the stacked projections'
   // gradient (SpMethod::takes_grad_ld), which all but ulysses do.
   size_t dense_grad_bytes() const;
@@ -145,6 +147,11 @@ class GlaModel {
   static std::vector<ParamInfo> layout(const GlaModelConfig& c, std::vector<Layer>* layers, size_t* total);
   static size_t plan_acts(const GlaModelConfig& c, int rows, DType act, Recompute recompute, Acts& A, Device* dev);
   static size_t plan_dense_grads(const GlaModelConfig& c, int rows, DType act, Acts& A, Device* dev);
+  // The attention's tensors on this rank (SpConfig::local), and how many SP method objects the blocks run.
+  static GlaShape local_shape(const GlaModelConfig& c, int batch, int tokens_per_rank) {
+    return GlaShape{batch, tokens_per_rank, c.heads, c.dk(), c.dv()};
+  }
+  static int method_objects(const GlaModelConfig& c, Recompute r) { return r == Recompute::all ? 1 : c.layers; }
   bool remakes_elementwise() const { return recompute_ != Recompute::none; }
   struct Elementwise {
     void *h1, *h2, *y, *m;
@@ -196,6 +203,9 @@ class GlaModel {
   size_t shard_elems_ = 0;  // ceil(n_params_ / world), rounded up to 256: params_, grads_ and act_weights_ hold world x it
   Buffer params_, grads_, adam_m_, adam_v_, act_weights_;
   std::unique_ptr<Acts> acts_;
+  // The chunk states' gradients, one buffer for every block's method object (SpConfig::shared_dhs): each block's
+  // backward makes and reads them before the next block's starts.
+  Buffer dhs_;
   std::vector<std::unique_ptr<SpMethod>> methods_;
   int step_ = 0;
   StageClock* clock_ = nullptr;

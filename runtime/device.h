@@ -59,11 +59,17 @@ class Device {
   virtual size_t used_memory_bytes() = 0;
 };
 
-// A device allocation that frees itself.
+// A device allocation that frees itself, or a view of one that another Buffer owns (borrowed).
 class Buffer {
  public:
   Buffer() = default;
   Buffer(Device& dev, size_t bytes) : dev_(&dev), bytes_(bytes), ptr_(bytes ? dev.alloc(bytes) : nullptr) {}
+  // The memory of `owner`, freed by owner alone: the view must not outlive it.
+  static Buffer borrowed(const Buffer& owner) {
+    Buffer b;
+    b.bytes_ = owner.bytes_, b.ptr_ = owner.ptr_;
+    return b;
+  }
   ~Buffer() { reset(); }
   Buffer(Buffer&& o) noexcept { *this = std::move(o); }
   Buffer& operator=(Buffer&& o) noexcept {
@@ -80,8 +86,9 @@ class Buffer {
   void* get() const { return ptr_; }
   float* f32() const { return static_cast<float*>(ptr_); }
   size_t bytes() const { return bytes_; }
+  bool owns() const { return dev_ != nullptr; }
   void reset() {
-    if (ptr_) dev_->free(ptr_);
+    if (ptr_ && dev_) dev_->free(ptr_);
     ptr_ = nullptr, bytes_ = 0;
   }
 

@@ -31,6 +31,13 @@ struct SpConfig {
   // zeco, in order: the heads split into this many groups, each scanned on its own so that one group's scan overlaps
   // another group's compute (0: the method's default, one group; zeco/method_zeco.cpp).
   int head_groups = 0;
+  // The chunk states' gradient buffer (GlaWorkspace::dhs) the method's workspace uses instead of one of its own
+  // (nullptr: its own), of at least chunk_state_bytes(kern, local); its owner keeps it for the method's life. For a
+  // caller that runs one method object's backward() at a time over several objects (the model's blocks), so that one
+  // dhs serves them all. A method may use it only within backward(), on streams that backward() joins back to the
+  // compute stream before it returns (the next object's backward writes it on that stream's order), and never beside
+  // its forward.
+  const Buffer* shared_dhs = nullptr;
 };
 
 // This rank's tensors (device pointers, layouts of gla_kernels.h). h0 is the initial state of the whole sequence and

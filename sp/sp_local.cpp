@@ -28,9 +28,12 @@ int SpLocalGla::head_groups_for(const SpConfig& c) {
   return n;
 }
 
-SpLocalGla::SpLocalGla(Runtime& rt, const GlaShape& s, int groups)
+SpLocalGla::SpLocalGla(Runtime& rt, const SpConfig& c, int groups)
+    : SpLocalGla(rt, c.local, groups, c.shared_dhs) {}
+
+SpLocalGla::SpLocalGla(Runtime& rt, const GlaShape& s, int groups, const Buffer* shared_dhs)
     : rt_(rt),
-      ws_(*rt.dev, *rt.kern, s),
+      ws_(*rt.dev, *rt.kern, s, shared_dhs),
       groups_(s.split_pairs(groups)),
       local_final_(*rt.dev, s.state_elems() * 4),
       local_dh_in_(*rt.dev, s.state_elems() * 4),

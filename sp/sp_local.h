@@ -39,7 +39,8 @@ namespace spb {
 
 class SpLocalGla {
  public:
-  SpLocalGla(Runtime& rt, const GlaShape& s, int groups = 1);
+  // This rank's GLA over c.local (its workspace's dhs: c.shared_dhs where it is given) in `groups` head groups.
+  SpLocalGla(Runtime& rt, const SpConfig& c, int groups = 1);
 
   // -> lambda, local_final (M_p) of the group's pairs. gates_on_comm: where the boundary kernel reads the raw gates
   // alone (GlaKernels::final_state_reads_gates), gc of every pair too, by chunk_cumsum on the communication stream
@@ -92,6 +93,7 @@ class SpLocalGla {
   float* spare_state() { return spare_.f32(); }
 
  private:
+  SpLocalGla(Runtime& rt, const GlaShape& s, int groups, const Buffer* shared_dhs);
 
   Runtime& rt_;
   GlaWorkspace ws_;

@@ -43,7 +43,7 @@ class Zeco final : public SpMethod {
   Zeco(Runtime& rt, const SpConfig& c)
       : rt_(rt),
         cfg_(c),
-        local_(rt, c.local, SpLocalGla::head_groups_for(c)) {
+        local_(rt, c, SpLocalGla::head_groups_for(c)) {
     validate_blocks(c.local.state_rows(), c.blocks);
     for (int i = 0; i < local_.groups(); ++i) {
       ready_.push_back(std::make_unique<EventHandle>(*rt.dev, EventUse::order));
