@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "sp/inputs.h"
+#include "runtime/error.h"
 #include "runtime/stats.h"
 #include "kernels/cpu/gla_reference.h"
 #include "kernels/gla.h"
@@ -107,6 +108,47 @@ TEST(GlaWorkspace, ChunkStatesInTheKernelsType) {
   EXPECT_EQ(ws.hs.bytes(), s.chunk_state_elems() * 4);
   EXPECT_EQ(ws.dhs.bytes(), s.chunk_state_elems() * 4);
   EXPECT_EQ(ws.ht.bytes(), s.state_elems() * 4);
+}
+
+// Workspaces whose backwards run one after another can share one dhs (the model's blocks): each borrows it (frees
+// nothing) and gives the gradients of a workspace with its own; a buffer too small for the chunk states is refused.
+TEST(GlaWorkspace, SharedStateGradients) {
+  GlaShape s;
+  s.B = 1, s.T = 150, s.H = 2, s.dk = 8, s.dv = 12;
+  auto kern = make_cpu_kernels();
+  auto dev = make_cpu_device();
+  const Buffer shared(*dev, chunk_state_bytes(*kern, s));
+  std::vector<Grads> got, want;
+  {
+    GlaWorkspace a(*dev, *kern, s, &shared), b(*dev, *kern, s, &shared);
+    EXPECT_EQ(a.dhs.get(), shared.get());
+    EXPECT_EQ(b.dhs.get(), shared.get());
+    EXPECT_FALSE(a.dhs.owns());
+    GlaWorkspace* ws[2] = {&a, &b};
+    std::vector<HostTensors> x;
+    std::vector<std::vector<float>> ht(2, std::vector<float>(s.state_elems()));
+    std::vector<float> o(s.v_elems());
+    for (int i = 0; i < 2; ++i) {  // both forwards, then both backwards, as the model's blocks run
+      x.push_back(generate_inputs(s, 11 + uint64_t(i), GateKind::model, true, true));
+      gla_forward(*kern, *ws[i], x[i].q.data(), x[i].k.data(), x[i].v.data(), x[i].g.data(), x[i].h0.data(),
+                  o.data(), ht[i].data(), {});
+    }
+    for (int i = 1; i >= 0; --i) {
+      got.emplace_back(s), want.emplace_back(s);
+      GlaWorkspace own(*dev, *kern, s);
+      EXPECT_TRUE(own.dhs.owns());
+      std::vector<float> o2(s.v_elems()), ht2(s.state_elems());
+      gla_forward(*kern, own, x[i].q.data(), x[i].k.data(), x[i].v.data(), x[i].g.data(), x[i].h0.data(), o2.data(),
+                  ht2.data(), {});
+      for (auto [w, g, h] : {std::tuple(ws[i], &got.back(), &ht[i]), std::tuple(&own, &want.back(), &ht2)})
+        gla_backward_saved(*kern, *w, x[i].q.data(), x[i].k.data(), x[i].v.data(), h->data(), x[i].d_o.data(),
+                           x[i].dht.data(), g->dq.data(), g->dk.data(), g->dv.data(), g->dg.data(), nullptr, {});
+      got.back().expect_equal(want.back());
+    }
+  }
+  EXPECT_NE(shared.get(), nullptr);  // still its owner's
+  const Buffer small(*dev, chunk_state_bytes(*kern, s) - 4);
+  EXPECT_THROW(GlaWorkspace(*dev, *kern, s, &small), Error);
 }
 
 // The All-Scan combine and the Ulysses layout copy, on small integers where the arithmetic is exact.

@@ -163,14 +163,104 @@ TEST(ModelSp, LogitChunksGiveTheSameStep) {
 }
 
 // The memory every rank plans before allocating: with --recompute=elementwise the blocks share one buffer each for
-// h1, h2 and y (bf16 here) instead of one per block; `all` plans the same model bytes (its saving is the attention's
-// chunk states, which the SP method holds).
+// h1, h2 and y (bf16 here) instead of one per block; `all` keeps the attention's chunk states hs of one block instead
+// of every block's (one SP method object for them all).
 TEST(ModelSp, RecomputeLevelsPlanTheirBuffers) {
   const GlaModelConfig c;  // GLA-1B
   const size_t N = 32768, per_block = N * (2 * c.hidden + c.value_dim()) * 2;
-  auto bytes = [&](Recompute r) { return GlaModel::device_bytes(c, 1, int(N), DType::bf16, r); };
+  const size_t hs = GlaShape{1, int(N), c.heads, c.dk(), c.dv()}.chunk_state_elems() * 2;
+  auto bytes = [&](Recompute r) { return GlaModel::device_bytes(c, 1, int(N), DType::bf16, DType::bf16, r); };
   EXPECT_EQ(bytes(Recompute::none) - bytes(Recompute::elementwise), size_t(c.layers - 1) * per_block);
-  EXPECT_EQ(bytes(Recompute::elementwise), bytes(Recompute::all));
+  EXPECT_EQ(bytes(Recompute::elementwise) - bytes(Recompute::all), size_t(c.layers - 1) * hs);
+}
+
+// The attention's chunk states in the plan: each block's SP method object keeps its hs (the forward's, for the
+// backward), and one dhs serves every block (each block's backward makes and reads its state gradients before the
+// next block's starts). Told the chunk states are fp32 instead of bf16, the plan grows by 2 bytes an element of each
+// buffer it holds: layers + 1 of them, and one hs more per block.
+TEST(ModelSp, ChunkStateGradientsAreOneBufferForEveryBlock) {
+  for (const int heads : {4, 32})
+    for (const Recompute r : {Recompute::none, Recompute::elementwise, Recompute::all}) {
+      GlaModelConfig c;  // GLA-1B
+      c.heads = heads;
+      const int N = 16384;
+      const size_t elems = GlaShape{1, N, c.heads, c.dk(), c.dv()}.chunk_state_elems();
+      auto wider = [&](int layers) {  // what fp32 chunk states add to the plan
+        c.layers = layers;
+        return GlaModel::device_bytes(c, 1, N, DType::bf16, DType::f32, r) -
+               GlaModel::device_bytes(c, 1, N, DType::bf16, DType::bf16, r);
+      };
+      const size_t hs_buffers = r == Recompute::all ? 1 : 20;
+      const std::string what = "H=" + std::to_string(heads) + " recompute " + recompute_name(r);
+      EXPECT_EQ(wider(20), (hs_buffers + 1) * elems * 2) << what;
+      EXPECT_EQ(wider(21) - wider(20), (r == Recompute::all ? 0 : elems * 2)) << what;
+    }
+}
+
+// The same in what the model allocates: a device that counts its live allocations by size finds, for every method,
+// the chunk states' size (fp32 on CPU ranks, a shape whose chunk states no other buffer matches) once per block and
+// once more (hs per method object, one dhs lent to them all: SpConfig::shared_dhs), twice with --recompute=all.
+// A method that made its own dhs again would show one buffer more per block.
+class CountingDevice final : public Device {
+ public:
+  explicit CountingDevice(std::unique_ptr<Device> d) : d_(std::move(d)) {}
+  size_t live(size_t bytes) const {
+    size_t n = 0;
+    for (const auto& [p, b] : sizes_) n += b == bytes;
+    return n;
+  }
+  std::string name() const override { return d_->name(); }
+  bool is_gpu() const override { return d_->is_gpu(); }
+  void* alloc(size_t bytes) override {
+    void* p = d_->alloc(bytes);
+    sizes_.emplace_back(p, bytes);
+    return p;
+  }
+  void free(void* p) override {
+    sizes_.erase(std::find_if(sizes_.begin(), sizes_.end(), [&](const auto& e) { return e.first == p; }));
+    d_->free(p);
+  }
+  void upload(void* dst, const void* src, size_t bytes) override { d_->upload(dst, src, bytes); }
+  void download(void* dst, const void* src, size_t bytes) override { d_->download(dst, src, bytes); }
+  void copy(void* dst, const void* src, size_t bytes, Stream s) override { d_->copy(dst, src, bytes, s); }
+  void fill_zero(void* p, size_t bytes, Stream s) override { d_->fill_zero(p, bytes, s); }
+  void upload_as(void* dst, DType t, const float* src, size_t n) override { d_->upload_as(dst, t, src, n); }
+  void download_as(float* dst, const void* src, DType t, size_t n) override { d_->download_as(dst, src, t, n); }
+  Stream compute_stream() override { return d_->compute_stream(); }
+  Stream comm_stream() override { return d_->comm_stream(); }
+  Stream second_compute_stream() override { return d_->second_compute_stream(); }
+  Event create_event(EventUse use) override { return d_->create_event(use); }
+  void destroy_event(Event e) override { d_->destroy_event(e); }
+  void record(Event e, Stream s) override { d_->record(e, s); }
+  void wait(Stream s, Event e) override { d_->wait(s, e); }
+  void synchronize() override { d_->synchronize(); }
+  double elapsed_ms(Event a, Event b) override { return d_->elapsed_ms(a, b); }
+  size_t free_memory_bytes() override { return d_->free_memory_bytes(); }
+  size_t used_memory_bytes() override { return d_->used_memory_bytes(); }
+
+ private:
+  std::unique_ptr<Device> d_;
+  std::vector<std::pair<void*, size_t>> sizes_;
+};
+
+TEST(ModelSp, BlocksShareOneChunkStateGradientBuffer) {
+  if (gpu()) GTEST_SKIP() << "counts a CPU device's allocations";
+  Bootstrap& boot = *test::boot();
+  auto rt = make_runtime(boot, "cpu");
+  rt->dev = std::make_unique<CountingDevice>(std::move(rt->dev));
+  const auto& counting = static_cast<const CountingDevice&>(*rt->dev);
+  const GlaModelConfig c = tiny();
+  const int L = 192;  // three chunks per rank: chunk states of 3 x a state's size
+  const size_t states = GlaShape{kBatch, L, c.heads, c.dk(), c.dv()}.chunk_state_elems() * 4;
+  std::vector<std::string> left_out;
+  for (const std::string& m : methods_to_run("all", SpConfig{GlaShape{kBatch, L, c.heads, c.dk(), c.dv()}},
+                                             boot.size(), &left_out))
+    for (const Recompute r : {Recompute::none, Recompute::all}) {
+      ASSERT_EQ(counting.live(states), 0u);
+      GlaModel model(*rt, c, kBatch, L, m, SpConfig{}, r, 5);
+      EXPECT_EQ(counting.live(states), size_t(r == Recompute::all ? 2 : c.layers + 1))
+          << m << " P=" << boot.size() << " recompute " << recompute_name(r);
+    }
 }
 
 // SwiGLU's output is one buffer for every block at every level (SwiGLU's backward makes it again): what a block adds
@@ -182,9 +272,9 @@ TEST(ModelSp, SwiGluOutputIsOneBufferForEveryBlock) {
     auto block_bytes = [&](size_t F) {  // what the second block adds
       GlaModelConfig c;
       c.mlp = int(F), c.layers = 1;
-      const size_t one = GlaModel::device_bytes(c, 1, int(N), DType::bf16, r);
+      const size_t one = GlaModel::device_bytes(c, 1, int(N), DType::bf16, DType::bf16, r);
       c.layers = 2;
-      return GlaModel::device_bytes(c, 1, int(N), DType::bf16, r) - one;
+      return GlaModel::device_bytes(c, 1, int(N), DType::bf16, DType::bf16, r) - one;
     };
     const GlaModelConfig c;
     const size_t F = size_t(c.mlp_size());
