@@ -55,9 +55,9 @@ enum class GradSum { after_backward, beside_backward, sharded_optimizer };
 // `steps` steps of `method` over this rank's slice of the sequence (or, for the reference, the whole of it).
 Trained train(Runtime& rt, const std::string& method, bool whole, int steps,
               GradSum sum = GradSum::after_backward, Recompute recompute = Recompute::none,
-              bool wgrad_beside = false) {
+              bool wgrad_beside = false, const SpConfig& sp = SpConfig{}) {
   const int P = rt.world(), p = rt.rank(), L = whole ? kSeq : kSeq / P;
-  GlaModel model(rt, tiny(), kBatch, L, method, SpConfig{}, recompute, 5);
+  GlaModel model(rt, tiny(), kBatch, L, method, sp, recompute, 5);
   model.set_grad_overlap(sum == GradSum::beside_backward);
   model.set_shard_optimizer(sum == GradSum::sharded_optimizer);
   model.set_wgrad_beside(wgrad_beside);
@@ -113,6 +113,43 @@ TEST(ModelSp, RecomputeGivesTheSameStep) {
     EXPECT_NEAR(loss[i], loss[0], 1e-6 * loss[0]) << recompute_name(kinds[i]);
     EXPECT_LT(rel_rms(grads[0].data(), grads[i].data(), grads[0].size()), gpu() ? 1e-3 : 1e-6)
         << recompute_name(kinds[i]);
+  }
+}
+
+// zeco's and lasp2's other schedules give the in-order step: --overlap 1 and 2, and zeco's two head groups (the odd
+// group's stages on the second compute stream, joined back before the backward returns). Every block's backward
+// writes and reads the one chunk-state gradient buffer (SpConfig::shared_dhs) on the streams its schedule runs it on;
+// one written while the block above's backward still read it would give that block's attention the state gradients
+// of another block, far outside the tolerance. On CPU ranks the streams run in order: this holds the schedules to
+// the same step; on GPUs it is the check that the shared buffer is not raced.
+TEST(ModelSp, SchedulesGiveTheSameStep) {
+  if (!have_devices()) GTEST_SKIP() << "fewer GPUs than ranks";
+  auto rt = make_runtime(*test::boot(), backend());
+  struct Schedule {
+    std::string method, name;
+    SpOverlap overlap;
+    int head_groups;
+  };
+  const Schedule schedules[] = {{"zeco", "--overlap 1", SpOverlap::output, 0},
+                                {"zeco", "--overlap 2", SpOverlap::states, 0},
+                                {"zeco", "--head-groups 2", SpOverlap::none, 2},
+                                {"lasp2", "--overlap 1", SpOverlap::output, 0},
+                                {"lasp2", "--overlap 2", SpOverlap::states, 0}};
+  for (const std::string& m : {std::string("zeco"), std::string("lasp2")}) {
+    const Trained in_order = train(*rt, m, false, 2);
+    for (const Schedule& sc : schedules) {
+      if (sc.method != m) continue;
+      SpConfig sp;
+      sp.overlap = sc.overlap, sp.head_groups = sc.head_groups;
+      const Trained got = train(*rt, m, false, 2, GradSum::after_backward, Recompute::none, false, sp);
+      const std::string what = m + " " + sc.name + " P=" + std::to_string(rt->world());
+      for (const ParamInfo& t : in_order.params) {
+        const double e = rel_rms(in_order.grads.data() + t.offset, got.grads.data() + t.offset, t.elems());
+        EXPECT_LT(e, tolerance()) << what << " gradient of " << t.name;
+      }
+      for (size_t s = 0; s < in_order.losses.size(); ++s)
+        EXPECT_NEAR(got.losses[s], in_order.losses[s], tolerance() * in_order.losses[s]) << what << " step " << s + 1;
+    }
   }
 }
 
