@@ -364,7 +364,8 @@ TEST_F(ModelKernelsGpu, GatedRmsNorm) {
 }
 
 // SwiGLU over (a | b) rows: F = 256 (whole aligned groups of 8, one access each), 260 (groups of 4) and 173 (groups
-// across rows: the scalar path); the backward with and without making y again.
+// across rows: the scalar path); the backward with and without making y again, and into a y one element past
+// alignment.
 TEST_F(ModelKernelsGpu, SwiGlu) {
   const int rows = 37;
   for (int F : {256, 260, 173}) {
@@ -389,6 +390,13 @@ TEST_F(ModelKernelsGpu, SwiGlu) {
     EXPECT_EQ(gpu_values(y2), gpu_values(y)) << "y from the backward";
     EXPECT_EQ(cpu_values(dab2), cpu_values(dab)) << "dab with y, CPU";
     EXPECT_EQ(cpu_values(y2), cpu_values(y)) << "y from the backward, CPU";
+
+    // y one element past alignment (ab, dy and dab aligned): the path that y's alignment allows, the same values.
+    Twin dab3 = out_act(2 * n), y3 = out_act(n + 1);
+    gpu_->swiglu_bwd(rows, F, ab.g(), dy.g(), dab3.g(), y3.g(1), st_);
+    EXPECT_EQ(gpu_values(dab3), gpu_values(dab)) << "dab beside an unaligned y";
+    const std::vector<float> y3v = gpu_values(y3);
+    EXPECT_EQ(std::vector<float>(y3v.begin() + 1, y3v.end()), gpu_values(y)) << "y unaligned";
   }
 }
 
