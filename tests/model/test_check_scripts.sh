@@ -115,20 +115,34 @@ probe --require fused_recurrent
 == spbench model --backend gpu, 32 heads -> W/f2/dump_fla_H32
 stub spbench --backend gpu --heads 32
 == fla's GLAForCausalLM vs W/f2/dump_fla_H32
-reference fla_reference.py dump_fla_H32 --precision fp32 --attn-mode fused_recurrent
+reference fla_reference.py dump_fla_H32 --precision calibrated --attn-mode fused_recurrent
 dump present
 == spbench model --backend gpu, 4 heads -> W/f2/dump_fla_H4
 stub spbench: failed
 FAIL: spbench model, 4 heads" -- env FAKE_CUDA=1 FAKE_SPB_FAIL=H4 bash "$fla_sh" "$stubs/spbench" "$work/f2"
-expect fla.check_fails 1 "== fla's GLA kernels against fp64 (the check uses chunk)
-probe --require chunk
+expect fla.check_fails 1 "== fla's GLA kernels against fp64 (the check uses fused_recurrent)
+probe --require fused_recurrent
 == spbench model --backend gpu, 32 heads -> W/f3/dump_fla_H32
 stub spbench --backend gpu --heads 32
 == fla's GLAForCausalLM vs W/f3/dump_fla_H32
+reference fla_reference.py dump_fla_H32 --precision calibrated --attn-mode fused_recurrent
+dump present
+== spbench model --backend gpu, 4 heads -> W/f3/dump_fla_H4
+stub spbench --backend gpu --heads 4
+== fla's GLAForCausalLM vs W/f3/dump_fla_H4
+reference fla_reference.py dump_fla_H4 --precision calibrated --attn-mode fused_recurrent
+dump present
+FAIL: 4 heads (fla_reference exit 1)" -- env FAKE_CUDA=1 FAKE_REF_FAIL=dump_fla_H4 \
+  bash "$fla_sh" "$stubs/spbench" "$work/f3"
+expect fla.fixed_bar_ref_missing 1 "== fla's GLA kernels against fp64 (the check uses chunk)
+probe --require chunk
+== spbench model --backend gpu, 32 heads -> W/f6/dump_fla_H32
+stub spbench --backend gpu --heads 32
+== fla's GLAForCausalLM vs W/f6/dump_fla_H32
 reference fla_reference.py dump_fla_H32 --precision autocast --attn-mode chunk
 dump present
 FAIL: 32 heads (fla_reference exit 3)" -- env FAKE_CUDA=1 FAKE_REF_FAIL=dump_fla_H32 FAKE_REF_RC=3 \
-  FLA_CHECK_HEADS=32 FLA_REF_PRECISION=autocast FLA_ATTN_MODE=chunk bash "$fla_sh" "$stubs/spbench" "$work/f3"
+  FLA_CHECK_HEADS=32 FLA_REF_PRECISION=autocast FLA_ATTN_MODE=chunk bash "$fla_sh" "$stubs/spbench" "$work/f6"
 expect fla.probe_fails 1 "== fla's GLA kernels against fp64 (the check uses fused_recurrent)
 probe --require fused_recurrent
 FAIL: fla's fused_recurrent kernel disagrees with fp64 (fla_kernel_probe exit 1)" -- \
@@ -138,12 +152,12 @@ probe --require fused_recurrent
 == spbench model --backend gpu, 32 heads -> W/f4/dump_fla_H32
 stub spbench --backend gpu --heads 32
 == fla's GLAForCausalLM vs W/f4/dump_fla_H32
-reference fla_reference.py dump_fla_H32 --precision fp32 --attn-mode fused_recurrent
+reference fla_reference.py dump_fla_H32 --precision calibrated --attn-mode fused_recurrent
 dump present
 == spbench model --backend gpu, 4 heads -> W/f4/dump_fla_H4
 stub spbench --backend gpu --heads 4
 == fla's GLAForCausalLM vs W/f4/dump_fla_H4
-reference fla_reference.py dump_fla_H4 --precision fp32 --attn-mode fused_recurrent
+reference fla_reference.py dump_fla_H4 --precision calibrated --attn-mode fused_recurrent
 dump present
 fla check: both shapes passed" -- env FAKE_CUDA=1 bash "$fla_sh" "$stubs/spbench" "$work/f4"
 
