@@ -144,10 +144,43 @@ double gemm_ceiling_tflops(Device& dev) {
   return best;
 }
 
-// Rank 0 writes what tests/model/torch_reference.py reads (tests/model/README.md).
+// Rank 0 writes what tests/model/torch_reference.py reads (tests/model/README.md); every rank agrees on whether it
+// could, at each of the three writes (write_start, write_first_grads, write_steps), so every rank calls each of them.
 struct Dump {
   std::string dir;
-  std::vector<float> tokens, losses;
+  std::vector<float> tokens, losses;  // every step's: the whole sequences (rank 0 alone keeps them), the loss
+  // Before the first step: the directory, config.csv, manifest.csv and the initial params.npy.
+  void write_start(const Bootstrap& boot, const GlaModel& model, const GlaModelConfig& c, const ModelOptions& o, int T,
+                   const AdamWConfig& adam) const {
+    agree_on_usage_errors(boot, [&] {
+      if (boot.rank() != 0) return;
+      std::error_code ec;
+      std::filesystem::create_directories(dir, ec);
+      SPB_USAGE(!ec, "--dump " + dir + ": cannot create the directory (" + ec.message() + ")");
+      config(c, o, T, adam);
+      manifest(model.params_info());
+      const std::vector<float> params = model.download_params();
+      write_npy(dir + "/params.npy", {params.size()}, params.data());
+    });
+  }
+  // After the first step's backward, before its update: grads_step1.npy.
+  void write_first_grads(const Bootstrap& boot, const GlaModel& model) const {
+    agree_on_usage_errors(boot, [&] {
+      if (boot.rank() != 0) return;
+      const std::vector<float> g = model.download_grads();
+      write_npy(dir + "/grads_step1.npy", {g.size()}, g.data());
+    });
+  }
+  // After the last of `steps` steps of `batch` sequences of T tokens: tokens.npy (each sequence's T inputs and its
+  // last target, as TokenData::window gives them) and losses.npy.
+  void write_steps(const Bootstrap& boot, int steps, int batch, int T) const {
+    agree_on_usage_errors(boot, [&] {
+      if (boot.rank() != 0) return;
+      write_npy(dir + "/tokens.npy", {size_t(steps), size_t(batch), size_t(T) + 1}, tokens.data());
+      write_npy(dir + "/losses.npy", {size_t(steps)}, losses.data());
+    });
+  }
+
   void config(const GlaModelConfig& c, const ModelOptions& o, int T, const AdamWConfig& adam) const {
     FILE* f = std::fopen((dir + "/config.csv").c_str(), "w");
     SPB_USAGE(f, "--dump " + dir + ": cannot write config.csv");
@@ -362,12 +395,7 @@ StepTimes timed_steps(const Bootstrap& boot, GlaModel& model, const ModelPlan& p
     boot.barrier();
     dev.record(e0.get(), st);
     t.loss = model.forward_backward(toks);
-    if (s == 0 && !o.dump.empty())
-      agree_on_usage_errors(boot, [&] {
-        if (p != 0) return;
-        const std::vector<float> g = model.download_grads();
-        write_npy(o.dump + "/grads_step1.npy", {g.size()}, g.data());
-      });
+    if (s == 0 && !o.dump.empty()) dump.write_first_grads(boot, model);
     model.optimizer_step(adam);
     dev.record(e1.get(), st);
     dev.synchronize();
@@ -388,196 +416,262 @@ StepTimes timed_steps(const Bootstrap& boot, GlaModel& model, const ModelPlan& p
   return t;
 }
 
-}  // namespace
+// What measuring every method reads: the plan, the runtime, the tokens and the model, and what follows from them once.
+struct ModelRun {
+  const Bootstrap& boot;
+  const ModelPlan& plan;
+  Runtime& rt;
+  const TokenData& data;
+  std::unique_ptr<GlaModel> model;  // built once, reset for every method (reference_step)
+  AdamWConfig adam;
+  bool grad_overlap = false;    // the gradients summed beside the backward
+  double tolerance = 0;         // the largest relative error of the first step that passes
+  std::string scan_backend;     // the All-Scan zeco runs (resolve_allscan)
+  double need_gib = 0;          // the model's memory per rank (check_memory)
+  double ceiling_tflops = NAN;  // the GEMM ceiling measured in this run (gemm_ceiling_tflops)
+  double peak_tflops = NAN;     // the datasheet's dense bf16 peak, MFU's denominator; NaN: MFU left empty
+  double flops_per_token = 0;
+  std::string key;  // the rows' config_key
 
-int run_model(Bootstrap& boot, const ModelOptions& opt) {
-  const int P = boot.size(), p = boot.rank();
-  const ModelPlan plan = validated_plan(boot, opt);
+  // This rank's tokens of training step `step`.
+  std::vector<int32_t> rank_tokens(int step) const {
+    const int p = boot.rank(), L = plan.L;
+    return data.window(step, p * L, (p + 1) * L);
+  }
+};
+
+// What else sets what is computed or how it is timed: the rows' config_key.
+std::string model_config_key(const ModelPlan& plan, double tolerance) {
   const ModelOptions& o = plan.o;
-  const GlaModelConfig& mc = plan.mc;
-  const int T = plan.T, L = plan.L;
-  const Recompute recompute = plan.recompute;
-  const SpConfig& sp = plan.sp;
-  const std::vector<std::string>& methods = plan.methods;
-  const std::vector<std::string>& left_out = plan.left_out;  // by `all`: the methods that cannot run this configuration
-  std::unique_ptr<TokenData> data;
-  agree_on_usage_errors(boot, [&] { data = std::make_unique<TokenData>(o.data, mc.vocab, o.batch, T, o.seed); });
-
-  auto rt = make_runtime(boot, o.backend, o.ranks_per_node, o.nodes_over_network);
-  Device& dev = *rt->dev;
-  const bool gpu = dev.is_gpu();
-  const bool grad_overlap =
-      P > 1 && (o.grad_overlap > 0 ||
-                (o.grad_overlap == 0 && grad_overlap_by_default(gpu, P, o.shard_optimizer, o.overlap)));
-  const DType act = rt->kern->act_dtype();
-  const double tol = o.tolerance > 0 ? o.tolerance : gpu ? 5e-3 : 1e-5;
-  std::string scan_backend;
-  agree_on_usage_errors(boot, [&] { scan_backend = resolve_allscan(o.allscan, gpu, rt->topo); });
-  const AdamWConfig adam{o.lr, 0.9f, 0.95f, 1e-8f, o.weight_decay};
-
-  const double need_gib = check_memory(boot, *rt, plan);
-  const GlaShape& local = sp.local;
-
-  const double ceiling = gemm_ceiling_tflops(dev);
-  const double peak = gpu ? datasheet_bf16_tflops(dev.name()) : NAN;  // NaN: MFU left empty
-  GlaModel model(*rt, mc, o.batch, L, methods.front(), sp, recompute, o.seed);
-  model.set_grad_overlap(grad_overlap);
-  model.set_shard_optimizer(o.shard_optimizer);
-  model.set_wgrad_beside(o.wgrad_beside);
-  const double flops_tok = model.flops_per_token();
-
-  // What else sets what is computed or how it is timed (the rows' config_key).
   auto real = [](double x) {
     char b[32];
     std::snprintf(b, sizeof b, "%.9g", x);
     return std::string(b);
   };
-  const std::string key = config_key({{"seed", std::to_string(o.seed)},
-                                      {"lr", real(o.lr)},
-                                      {"weight_decay", real(o.weight_decay)},
-                                      {"data", o.data},
-                                      {"gate_rank", std::to_string(mc.gate_rank)},
-                                      {"wgrad_beside", std::to_string(o.wgrad_beside)},
-                                      {"check", std::to_string(o.check)},
-                                      {"tolerance", real(tol)},
-                                      {"warmup", std::to_string(o.warmup)},
-                                      {"steps", std::to_string(o.steps)},
-                                      {"allscan", o.allscan}});
+  return config_key({{"seed", std::to_string(o.seed)},
+                     {"lr", real(o.lr)},
+                     {"weight_decay", real(o.weight_decay)},
+                     {"data", o.data},
+                     {"gate_rank", std::to_string(plan.mc.gate_rank)},
+                     {"wgrad_beside", std::to_string(o.wgrad_beside)},
+                     {"check", std::to_string(o.check)},
+                     {"tolerance", real(tolerance)},
+                     {"warmup", std::to_string(o.warmup)},
+                     {"steps", std::to_string(o.steps)},
+                     {"allscan", o.allscan}});
+}
 
+// What every method's measurement shares, made once and in this order on every rank (the All-Scan's choice and the
+// memory check are collectives): the gradient sum's schedule, the tolerance, the All-Scan, the memory check (before
+// any allocation), the GEMM ceiling, then the model.
+ModelRun prepare_model_run(const Bootstrap& boot, const ModelPlan& plan, Runtime& rt, const TokenData& data) {
+  const ModelOptions& o = plan.o;
+  const int P = boot.size();
+  const bool gpu = rt.dev->is_gpu();
+  ModelRun run{boot, plan, rt, data};
+  run.grad_overlap = P > 1 && (o.grad_overlap > 0 || (o.grad_overlap == 0 &&
+                                                      grad_overlap_by_default(gpu, P, o.shard_optimizer, o.overlap)));
+  run.tolerance = o.tolerance > 0 ? o.tolerance : gpu ? 5e-3 : 1e-5;
+  agree_on_usage_errors(boot, [&] { run.scan_backend = resolve_allscan(o.allscan, gpu, rt.topo); });
+  run.adam = AdamWConfig{o.lr, 0.9f, 0.95f, 1e-8f, o.weight_decay};
+  run.need_gib = check_memory(boot, rt, plan);
+  run.ceiling_tflops = gemm_ceiling_tflops(*rt.dev);
+  run.peak_tflops = gpu ? datasheet_bf16_tflops(rt.dev->name()) : NAN;
+  run.model = std::make_unique<GlaModel>(rt, plan.mc, o.batch, plan.L, plan.methods.front(), plan.sp, plan.recompute,
+                                         o.seed);
+  run.model->set_grad_overlap(run.grad_overlap);
+  run.model->set_shard_optimizer(o.shard_optimizer);
+  run.model->set_wgrad_beside(o.wgrad_beside);
+  run.flops_per_token = run.model->flops_per_token();
+  run.key = model_config_key(plan, run.tolerance);
+  return run;
+}
+
+// A row of `method` without its measurement: what --resume compares with the CSV's rows (ran: nullptr), and what a
+// measured row or the timeline starts from (ran: the method object that ran, which knows its own communication
+// backend and head groups).
+ResultRow model_row(const ModelRun& run, const std::string& method, const SpMethod* ran) {
+  const ModelPlan& plan = run.plan;
+  const ModelOptions& o = plan.o;
+  const GlaModelConfig& mc = plan.mc;
+  const GlaShape& local = plan.sp.local;
+  const Runtime& rt = run.rt;
+  const int P = run.boot.size();
   // `backend` as at the operator level: what carried the attention's communication.
-  auto row_for = [&](const std::string& method, const SpMethod* ran) {
-    const std::string plain = !gpu ? "cpu" : rt->comm->name();
-    std::string backend =
-        method == "zeco" && (is_device_allscan(scan_backend) || is_node_aware_allscan(scan_backend)) ? scan_backend
-                                                                                                      : plain;
-    if (ran) backend = ran->comm_backend().empty() ? plain : ran->comm_backend();
-    ResultRow r;
-    r.set("level", std::string("model")).set("method", method).set("backend", backend);
-    r.set("world_size", P).set("batch", o.batch).set("heads", mc.heads).set("dk", mc.dk()).set("dv", mc.dv());
-    r.set("tokens_per_rank", L).set("chunk", kChunk).set("dtype", std::string(dtype_name(act)));
-    r.set("blocks", method == "zeco" ? o.blocks : 0);
-    r.set("block_elems", method == "zeco" ? (long long)(local.state_rows() / o.blocks * local.dv) : 0LL);
-    r.set("overlap", method == "zeco" || method == "lasp2" ? o.overlap : 0);
-    r.set("head_groups", ran ? ran->head_groups() : 1);
-    r.set("grad_overlap", grad_overlap ? 1 : 0).set("shard_optimizer", o.shard_optimizer && P > 1 ? 1 : 0);
-    r.set("wgrad_beside", o.wgrad_beside ? 1 : 0);
-    r.set("pass", std::string("step")).set("comm", rt->comm->name()).set("warmup", o.warmup).set("iters", o.steps);
-    r.set("layers", mc.layers).set("hidden", mc.hidden).set("vocab", mc.vocab).set("expand_k", mc.expand_k);
-    r.set("expand_v", mc.expand_v).set("mlp", mc.mlp_size()).set("steps", o.steps).set("seed", (long long)o.seed);
-    r.set("recompute", std::string(recompute_name(recompute)));
-    r.set("params", (long long)model.param_count()).set("flops_per_token", flops_tok);
-    r.set("gemm_tflops", ceiling).set("peak_tflops", peak);
-    r.set("nodes", rt->topo.nodes).set("ranks_per_node", rt->topo.ranks_per_node);
-    r.set("config_key", key);
-    add_provenance(r, dev);
-    return r;
-  };
-  std::unique_ptr<CsvAppender> csv;
-  std::vector<std::string> todo = methods;
-  if (!o.csv.empty()) {
-    todo = methods_to_measure(
-        boot, o.csv,
-        {"layers", "hidden", "vocab", "expand_k", "expand_v", "mlp", "steps", "seed", "loss", "peak_mem_gib", "mfu",
-         "recompute", "tokens_per_s", "gemm_tflops", "peak_tflops", "gemm_ceiling_frac", "params", "flops_per_token",
-         "nodes", "ranks_per_node", "head_groups", "grad_overlap", "shard_optimizer", "wgrad_beside"},
-        o.resume, methods, [&](const CsvAppender& c, const std::string& m) { return c.contains(row_for(m, nullptr)); },
-        "P=" + std::to_string(P) + " L=" + std::to_string(L), csv);
-    if (todo.empty()) return 0;
-  }
+  const std::string plain = !rt.dev->is_gpu() ? "cpu" : rt.comm->name();
+  std::string backend = method == "zeco" && (is_device_allscan(run.scan_backend) ||
+                                             is_node_aware_allscan(run.scan_backend))
+                            ? run.scan_backend
+                            : plain;
+  if (ran) backend = ran->comm_backend().empty() ? plain : ran->comm_backend();
+  ResultRow r;
+  r.set("level", std::string("model")).set("method", method).set("backend", backend);
+  r.set("world_size", P).set("batch", o.batch).set("heads", mc.heads).set("dk", mc.dk()).set("dv", mc.dv());
+  r.set("tokens_per_rank", plan.L).set("chunk", kChunk).set("dtype", std::string(dtype_name(rt.kern->act_dtype())));
+  r.set("blocks", method == "zeco" ? o.blocks : 0);
+  r.set("block_elems", method == "zeco" ? (long long)(local.state_rows() / o.blocks * local.dv) : 0LL);
+  r.set("overlap", method == "zeco" || method == "lasp2" ? o.overlap : 0);
+  r.set("head_groups", ran ? ran->head_groups() : 1);
+  r.set("grad_overlap", run.grad_overlap ? 1 : 0).set("shard_optimizer", o.shard_optimizer && P > 1 ? 1 : 0);
+  r.set("wgrad_beside", o.wgrad_beside ? 1 : 0);
+  r.set("pass", std::string("step")).set("comm", rt.comm->name()).set("warmup", o.warmup).set("iters", o.steps);
+  r.set("layers", mc.layers).set("hidden", mc.hidden).set("vocab", mc.vocab).set("expand_k", mc.expand_k);
+  r.set("expand_v", mc.expand_v).set("mlp", mc.mlp_size()).set("steps", o.steps).set("seed", (long long)o.seed);
+  r.set("recompute", std::string(recompute_name(plan.recompute)));
+  r.set("params", (long long)run.model->param_count()).set("flops_per_token", run.flops_per_token);
+  r.set("gemm_tflops", run.ceiling_tflops).set("peak_tflops", run.peak_tflops);
+  r.set("nodes", rt.topo.nodes).set("ranks_per_node", rt.topo.ranks_per_node);
+  r.set("config_key", run.key);
+  add_provenance(r, *rt.dev);
+  return r;
+}
 
-  if (p == 0) {
-    std::printf("# spbench model  backend %s (%s, allscan %s)  ranks %d (%s)  device %s\n", o.backend.c_str(),
-                rt->comm->name().c_str(), o.allscan.c_str(), P, rt->topo.describe().c_str(), dev.name().c_str());
-    std::printf("# GLA LM: vocab %d  hidden %d  layers %d  heads %d (dk %d, dv %d)  mlp %d  gate rank %d  params %.4g M"
-                "  (%.4g M without the embedding)\n",
-                mc.vocab, mc.hidden, mc.layers, mc.heads, mc.dk(), mc.dv(), mc.mlp_size(), mc.gate_rank,
-                model.param_count() / 1e6, (model.param_count() - model.embedding_params()) / 1e6);
-    char peak_note[96];
-    if (!gpu) std::snprintf(peak_note, sizeof peak_note, "none on CPU ranks");
-    else if (std::isnan(peak)) std::snprintf(peak_note, sizeof peak_note, "unknown for this GPU: mfu left empty");
-    else std::snprintf(peak_note, sizeof peak_note, "%.1f TFLOP/s", peak);
-    std::printf("# model FLOPs per token %.4g (6 x non-embedding params + attention)  bf16 GEMM ceiling %.1f TFLOP/s"
-                "  datasheet dense bf16 peak (MFU's denominator) %s\n",
-                flops_tok, ceiling, peak_note);
-    std::printf("# B %d  T %d (%d per rank)  K %d  recompute %s  gradients summed %s%s  data %s  warm-up %d  "
-                "steps %d  seed %llu  lr %g  tolerance %.0e  memory about %.1f GiB per rank\n",
-                o.batch, T, L, o.blocks, recompute_name(recompute),
-                P == 1 ? "over one rank: no communication"
-                : o.shard_optimizer
-                    ? "by a reduce-scatter after the backward (AdamW on each rank's 1/P, the weights all-gathered)"
-                : grad_overlap ? "by an all-reduce per block, beside the backward"
-                               : "by one all-reduce after the backward",
-                o.wgrad_beside ? " (the weight gradients' products beside the backward)" : "",
-                o.data.empty() ? "random tokens" : o.data.c_str(), o.warmup, o.steps, (unsigned long long)o.seed,
-                double(o.lr), tol, need_gib);
-    for (const std::string& m : left_out) std::printf("# left out of all: %s\n", m.c_str());
-    std::printf("#\n# %8s %5s %11s %9s %10s %10s %10s %10s %12s %6s %8s %9s %6s\n", "method", "ranks", "tokens/rank",
-                "loss", "mean_ms", "median_ms", "min_ms", "max_ms", "tok/s/GPU", "mfu", "mem_GiB", "error", "check");
-    std::fflush(stdout);
-  }
+// The methods to measure: without --csv all of them; with it, those whose row the CSV (opened into `csv` on rank 0)
+// does not hold yet, or all of them with --no-resume.
+std::vector<std::string> model_methods_to_measure(const ModelRun& run, std::unique_ptr<CsvAppender>& csv) {
+  const ModelOptions& o = run.plan.o;
+  if (o.csv.empty()) return run.plan.methods;
+  return methods_to_measure(
+      run.boot, o.csv,
+      {"layers", "hidden", "vocab", "expand_k", "expand_v", "mlp", "steps", "seed", "loss", "peak_mem_gib", "mfu",
+       "recompute", "tokens_per_s", "gemm_tflops", "peak_tflops", "gemm_ceiling_frac", "params", "flops_per_token",
+       "nodes", "ranks_per_node", "head_groups", "grad_overlap", "shard_optimizer", "wgrad_beside"},
+      o.resume, run.plan.methods,
+      [&](const CsvAppender& c, const std::string& m) { return c.contains(model_row(run, m, nullptr)); },
+      "P=" + std::to_string(run.boot.size()) + " L=" + std::to_string(run.plan.L), csv);
+}
+
+// Rank 0's header: every parameter of the run, then the table's column names.
+void print_model_header(const ModelRun& run) {
+  const ModelOptions& o = run.plan.o;
+  const GlaModelConfig& mc = run.plan.mc;
+  const GlaModel& model = *run.model;
+  Device& dev = *run.rt.dev;
+  const int P = run.boot.size();
+  std::printf("# spbench model  backend %s (%s, allscan %s)  ranks %d (%s)  device %s\n", o.backend.c_str(),
+              run.rt.comm->name().c_str(), o.allscan.c_str(), P, run.rt.topo.describe().c_str(), dev.name().c_str());
+  std::printf("# GLA LM: vocab %d  hidden %d  layers %d  heads %d (dk %d, dv %d)  mlp %d  gate rank %d  params %.4g M"
+              "  (%.4g M without the embedding)\n",
+              mc.vocab, mc.hidden, mc.layers, mc.heads, mc.dk(), mc.dv(), mc.mlp_size(), mc.gate_rank,
+              model.param_count() / 1e6, (model.param_count() - model.embedding_params()) / 1e6);
+  const double peak = run.peak_tflops;
+  char peak_note[96];
+  if (!dev.is_gpu()) std::snprintf(peak_note, sizeof peak_note, "none on CPU ranks");
+  else if (std::isnan(peak)) std::snprintf(peak_note, sizeof peak_note, "unknown for this GPU: mfu left empty");
+  else std::snprintf(peak_note, sizeof peak_note, "%.1f TFLOP/s", peak);
+  std::printf("# model FLOPs per token %.4g (6 x non-embedding params + attention)  bf16 GEMM ceiling %.1f TFLOP/s"
+              "  datasheet dense bf16 peak (MFU's denominator) %s\n",
+              run.flops_per_token, run.ceiling_tflops, peak_note);
+  std::printf("# B %d  T %d (%d per rank)  K %d  recompute %s  gradients summed %s%s  data %s  warm-up %d  "
+              "steps %d  seed %llu  lr %g  tolerance %.0e  memory about %.1f GiB per rank\n",
+              o.batch, run.plan.T, run.plan.L, o.blocks, recompute_name(run.plan.recompute),
+              P == 1 ? "over one rank: no communication"
+              : o.shard_optimizer
+                  ? "by a reduce-scatter after the backward (AdamW on each rank's 1/P, the weights all-gathered)"
+              : run.grad_overlap ? "by an all-reduce per block, beside the backward"
+                                 : "by one all-reduce after the backward",
+              o.wgrad_beside ? " (the weight gradients' products beside the backward)" : "",
+              o.data.empty() ? "random tokens" : o.data.c_str(), o.warmup, o.steps, (unsigned long long)o.seed,
+              double(o.lr), run.tolerance, run.need_gib);
+  for (const std::string& m : run.plan.left_out) std::printf("# left out of all: %s\n", m.c_str());
+  std::printf("#\n# %8s %5s %11s %9s %10s %10s %10s %10s %12s %6s %8s %9s %6s\n", "method", "ranks", "tokens/rank",
+              "loss", "mean_ms", "median_ms", "min_ms", "max_ms", "tok/s/GPU", "mfu", "mem_GiB", "error", "check");
+  std::fflush(stdout);
+}
+
+// One method measured: its first step against the reference method's, the timed steps, the rates that follow.
+struct MethodResult {
+  double err = NAN;  // the first step's relative error against the reference method; NaN: not checked
+  bool ok = true;    // err within the tolerance, or not checked; a wrong result is not written to the CSV
+  StepTimes steps;
+  Summary time;  // of the steps' max over ranks
+  double tokens_per_s_per_gpu = 0;
+  double mfu = NAN;           // the field's MFU (of the datasheet peak)
+  double ceiling_frac = NAN;  // of the GEMM ceiling measured in this run
+};
+
+// The reference step, the dump's first files, -w + -n timed steps, --timeline's and --profile's steps after them
+// (the timeline only of a correct method), the dump's last files.
+MethodResult measure_method(const ModelRun& run, const std::string& name, EventHandle& e0, EventHandle& e1) {
+  const ModelOptions& o = run.plan.o;
+  const int P = run.boot.size(), p = run.boot.rank(), L = run.plan.L;
+  GlaModel& model = *run.model;
+  auto tokens_of = [&](int step) { return run.rank_tokens(step); };
+  MethodResult r;
+  r.err = reference_step(run.boot, model, name, o.check ? reference_method(name, P) : "", tokens_of(0), o.seed);
+  r.ok = std::isnan(r.err) || r.err <= run.tolerance;
+
+  Dump dump{o.dump, {}, {}};
+  if (!o.dump.empty()) dump.write_start(run.boot, model, run.plan.mc, o, run.plan.T, run.adam);
+  const int total = o.warmup + o.steps;
+  r.steps = timed_steps(run.boot, model, run.plan, name, run.adam, tokens_of, run.data, dump, e0, e1);
+  if (!o.timeline.empty() && r.ok)
+    timeline_steps(model, o.timeline_steps, total, tokens_of, run.adam,
+                   timeline_prefix(model_row(run, name, &model.method(0))), o.timeline);
+  if (o.profile) profile_steps(model, o.profile, total + (o.timeline.empty() ? 0 : o.timeline_steps + 1), tokens_of,
+                               run.adam, run.ceiling_tflops, p == 0);
+  model.method(0).finish();
+  if (!o.dump.empty()) dump.write_steps(run.boot, total, o.batch, run.plan.T);
+
+  r.time = summarize(r.steps.max);
+  r.tokens_per_s_per_gpu = o.batch * L / (r.time.mean / 1e3);
+  r.mfu = run.flops_per_token * r.tokens_per_s_per_gpu / (run.peak_tflops * 1e12);
+  r.ceiling_frac = run.flops_per_token * r.tokens_per_s_per_gpu / (run.ceiling_tflops * 1e12);
+  return r;
+}
+
+// Rank 0's line of the table for one method.
+void print_method_line(const ModelRun& run, const std::string& name, const MethodResult& r) {
+  char e[16] = "-";
+  if (!std::isnan(r.err)) std::snprintf(e, sizeof e, "%.2e", r.err);
+  std::printf("  %8s %5d %11d %9.5f %10.3f %10.3f %10.3f %10.3f %12.0f %6.3f %8.2f %9s %6s\n", name.c_str(),
+              run.boot.size(), run.plan.L, r.steps.loss, r.time.mean, r.time.median, r.time.min, r.time.max,
+              r.tokens_per_s_per_gpu, r.mfu, r.steps.peak_gib, e, std::isnan(r.err) ? "-" : r.ok ? "OK" : "WRONG");
+  std::fflush(stdout);
+}
+
+// The method's row, appended by rank 0 (the only rank with `csv`); every rank calls this, so that a row rank 0
+// cannot write stops them all here.
+void append_method_row(const ModelRun& run, CsvAppender* csv, const std::string& name, const MethodResult& r) {
+  agree_on_usage_errors(run.boot, [&] {
+    if (!csv) return;
+    const int P = run.boot.size();
+    ResultRow row = model_row(run, name, &run.model->method(0));
+    row.set("time_ms_mean", r.time.mean).set("time_ms_median", r.time.median).set("time_ms_min", r.time.min);
+    row.set("time_ms_max", r.time.max).set("time_ms_cv", r.time.cv);
+    row.set("time_ms_mean_over_ranks", summarize(r.steps.mean).mean);
+    row.set("err_rel_rms", r.err).set("tokens_per_s_per_gpu", r.tokens_per_s_per_gpu);
+    row.set("tokens_per_s", r.tokens_per_s_per_gpu * P);
+    row.set("loss", r.steps.loss).set("peak_mem_gib", r.steps.peak_gib).set("mfu", r.mfu);
+    row.set("gemm_ceiling_frac", r.ceiling_frac);
+    csv->append(row);
+  });
+}
+
+}  // namespace
+
+int run_model(Bootstrap& boot, const ModelOptions& opt) {
+  const int p = boot.rank();
+  const ModelPlan plan = validated_plan(boot, opt);
+  const ModelOptions& o = plan.o;
+  std::unique_ptr<TokenData> data;
+  agree_on_usage_errors(boot,
+                        [&] { data = std::make_unique<TokenData>(o.data, plan.mc.vocab, o.batch, plan.T, o.seed); });
+  const std::unique_ptr<Runtime> rt = make_runtime(boot, o.backend, o.ranks_per_node, o.nodes_over_network);
+  const ModelRun run = prepare_model_run(boot, plan, *rt, *data);
+
+  std::unique_ptr<CsvAppender> csv;
+  const std::vector<std::string> todo = model_methods_to_measure(run, csv);
+  if (todo.empty()) return 0;
+  if (p == 0) print_model_header(run);
 
   int wrong = 0;
-  EventHandle e0(dev), e1(dev);
-  auto tokens_of = [&](int step) { return data->window(step, p * L, (p + 1) * L); };
+  EventHandle e0(*rt->dev), e1(*rt->dev);
   for (const std::string& name : todo) {
-    const double err =
-        reference_step(boot, model, name, o.check ? reference_method(name, P) : "", tokens_of(0), o.seed);
-    const bool ok = std::isnan(err) || err <= tol;
-
-    Dump dump{o.dump, {}, {}};
-    // Rank 0 writes the dump; every rank agrees on whether it could (here and at each write below).
-    if (!o.dump.empty())
-      agree_on_usage_errors(boot, [&] {
-        if (p != 0) return;
-        std::error_code ec;
-        std::filesystem::create_directories(o.dump, ec);
-        SPB_USAGE(!ec, "--dump " + o.dump + ": cannot create the directory (" + ec.message() + ")");
-        dump.config(mc, o, T, adam);
-        dump.manifest(model.params_info());
-        const std::vector<float> params = model.download_params();
-        write_npy(o.dump + "/params.npy", {params.size()}, params.data());
-      });
-
-    const int total = o.warmup + o.steps;
-    const StepTimes timed = timed_steps(boot, model, plan, name, adam, tokens_of, *data, dump, e0, e1);
-    const std::vector<double>&step_max = timed.max, &step_mean = timed.mean;
-    const double loss = timed.loss, peak_gib = timed.peak_gib;
-    if (!o.timeline.empty() && ok)
-      timeline_steps(model, o.timeline_steps, total, tokens_of, adam, timeline_prefix(row_for(name, &model.method(0))),
-                     o.timeline);
-    if (o.profile) profile_steps(model, o.profile, total + (o.timeline.empty() ? 0 : o.timeline_steps + 1), tokens_of,
-                                 adam, ceiling, p == 0);
-    model.method(0).finish();
-    if (!o.dump.empty())
-      agree_on_usage_errors(boot, [&] {
-        if (p != 0) return;
-        write_npy(o.dump + "/tokens.npy", {size_t(total), size_t(o.batch), size_t(T) + 1}, dump.tokens.data());
-        write_npy(o.dump + "/losses.npy", {size_t(total)}, dump.losses.data());
-      });
-
-    wrong += !ok;
-    const Summary sm = summarize(step_max);
-    const double tps = o.batch * L / (sm.mean / 1e3);
-    const double mfu = flops_tok * tps / (peak * 1e12);            // the field's MFU (datasheet peak)
-    const double ceiling_frac = flops_tok * tps / (ceiling * 1e12);  // of the GEMM ceiling measured in this run
-    if (p == 0) {
-      char e[16] = "-";
-      if (!std::isnan(err)) std::snprintf(e, sizeof e, "%.2e", err);
-      std::printf("  %8s %5d %11d %9.5f %10.3f %10.3f %10.3f %10.3f %12.0f %6.3f %8.2f %9s %6s\n", name.c_str(), P, L,
-                  loss, sm.mean, sm.median, sm.min, sm.max, tps, mfu, peak_gib, e,
-                  std::isnan(err) ? "-" : ok ? "OK" : "WRONG");
-      std::fflush(stdout);
-    }
-    // Every rank, after every method: a row rank 0 cannot write stops them all here.
-    if (!o.csv.empty() && ok) agree_on_usage_errors(boot, [&] {
-      if (!csv) return;
-      ResultRow r = row_for(name, &model.method(0));
-      r.set("time_ms_mean", sm.mean).set("time_ms_median", sm.median).set("time_ms_min", sm.min);
-      r.set("time_ms_max", sm.max).set("time_ms_cv", sm.cv).set("time_ms_mean_over_ranks", summarize(step_mean).mean);
-      r.set("err_rel_rms", err).set("tokens_per_s_per_gpu", tps).set("tokens_per_s", tps * P);
-      r.set("loss", loss).set("peak_mem_gib", peak_gib).set("mfu", mfu).set("gemm_ceiling_frac", ceiling_frac);
-      csv->append(r);
-    });
+    const MethodResult r = measure_method(run, name, e0, e1);
+    wrong += !r.ok;
+    if (p == 0) print_method_line(run, name, r);
+    if (!o.csv.empty() && r.ok) append_method_row(run, csv.get(), name, r);  // on every rank: a collective
   }
   if (p == 0) {
     std::printf("# wrong results: %d%s\n", wrong, wrong ? "  (a wrong result is not written to the CSV)" : "");
