@@ -244,6 +244,11 @@ namespace {
 // The gradients' schedule alone (dp has no scan order to set): a dp row is the reference of a row with the same.
 std::string grad_schedule_of(const Row& r) { return col(r, "grad_overlap") + "|" + col(r, "shard_optimizer"); }
 
+// A model row's --recompute level as written (`none` where the column is empty) and its place in the order none,
+// elementwise, then the attention's forward as well (`all`, written as what it remakes).
+std::string recompute_of(const Row& r) { return col(r, "recompute").empty() ? "none" : col(r, "recompute"); }
+int recompute_rank(const std::string& level) { return level == "none" ? 0 : level == "elementwise" ? 1 : 2; }
+
 }  // namespace
 
 // MFU in the field's sense: model FLOPs/s over the GPU's datasheet dense bf16 peak. Rows with `gemm_ceiling_frac`
@@ -302,7 +307,7 @@ std::string section_model_rows(Context& c) {
   for (const Row* r : order) {
     const auto d = dps.find(where(*r) + "|" + grad_schedule_of(*r));
     const double over_dp = d == dps.end() ? NAN : tokens_per_s(*r) / tokens_per_s(*d->second);
-    const std::string rc = col(*r, "recompute").empty() ? "none" : col(*r, "recompute");
+    const std::string rc = recompute_of(*r);
     const std::string recomputed = rc == "none" ? "" : rc == "elementwise" ? ", recompute elementwise" : ", recompute";
     bool derived = false;
     const double mfu = mfu_of(*r, &derived), frac = ceiling_frac_of(*r);
@@ -351,7 +356,7 @@ std::string section_fla(Context& c) {
        "so no method table shows it): per machine kind, heads and tokens, fla's fastest configuration (its precision: "
        "`bf16` pure bf16 parameters, `fp32-autocast-bf16` fp32 parameters under bf16 autocast; and whether "
        "`torch.compile` ran) against spbench's dp row at world size 1 on the same kind (the newest of the default "
-       "schedule); peak memory against fla's run of matched precision (spbench keeps fp32 master weights and computes "
+       "schedule, one line per `--recompute` level measured, the default first); peak memory against fla's run of matched precision (spbench keeps fp32 master weights and computes "
        "in bf16, as `fp32-autocast-bf16` does), the lower of compile on and off.\n\n";
   using Key = std::tuple<std::string, long long, long long>;  // gpu, heads, tokens per rank
   std::map<Key, std::vector<const Row*>> by;
@@ -359,7 +364,7 @@ std::string section_fla(Context& c) {
   std::vector<std::vector<std::string>> rows;
   std::ostringstream csv;
   csv << "gpu,heads,tokens_per_gpu,fla_tokens_per_s,fla_precision,fla_compile,fla_git_sha,fla_code_state,"
-         "spbench_tokens_per_s,"
+         "spbench_recompute,spbench_tokens_per_s,"
          "spbench_git_sha,spbench_code_state,ratio,fla_matched_peak_mem_gib,spbench_peak_mem_gib,mem_ratio\n";
   for (const auto& [key, rs] : by) {
     const auto& [gpu, heads, L] = key;
@@ -371,32 +376,41 @@ std::string section_fla(Context& c) {
           (!mem || num(*r, "peak_mem_gib") < num(*mem, "peak_mem_gib")))
         mem = r;
     }
-    const Row* ours = nullptr;
+    // spbench's newest dp row at P = 1 per recompute level: its default (none) first, then what each level trades.
+    std::map<int, const Row*> ours_by_level;
     for (const Row& r : c.res.rows)
       if (col(r, "level") == "model" && col(r, "method") == "dp" && lnum(r, "world_size") == 1 && col(r, "gpu") == gpu &&
-          lnum(r, "heads") == heads && lnum(r, "tokens_per_rank") == L && default_order(r) && tokens_per_s(r) > 0 &&
-          (!ours || col(*ours, "date") <= col(r, "date")))
-        ours = &r;
-    const double ratio = ours ? tokens_per_s(*ours) / tokens_per_s(*best) : NAN;
-    const double our_mem = ours ? num(*ours, "peak_mem_gib") : NAN;
+          lnum(r, "heads") == heads && lnum(r, "tokens_per_rank") == L && default_order(r) && tokens_per_s(r) > 0) {
+        const Row*& ours = ours_by_level[recompute_rank(recompute_of(r))];
+        if (!ours || col(*ours, "date") <= col(r, "date")) ours = &r;
+      }
+    if (ours_by_level.empty()) ours_by_level[0] = nullptr;
     const double fla_mem = mem ? num(*mem, "peak_mem_gib") : NAN;
     const std::string compiled = lnum(*best, "compile") ? "compiled" : "eager";
-    rows.push_back({gpu, std::to_string(heads), std::to_string(L),
-                    num_cell(tokens_per_s(*best)) + " (" + col(*best, "precision") + ", " + compiled + ")",
-                    ours ? num_cell(tokens_per_s(*ours)) + stale_mark(*ours) + " (" + col(*ours, "git_sha").substr(0, 7) + ")"
-                         : kNotMeasured,
-                    std::isfinite(ratio) ? fmt("%.2fx", ratio) : "—",
-                    std::isfinite(fla_mem) ? num_cell(fla_mem) + " (" + (lnum(*mem, "compile") ? "compiled" : "eager") + ")"
-                                           : "—",
-                    std::isfinite(our_mem) ? num_cell(our_mem) : "—",
-                    std::isfinite(our_mem / fla_mem) ? fmt("%.2fx", our_mem / fla_mem) : "—"});
-    auto opt = [](double v) { return std::isfinite(v) ? fmt("%.6g", v) : std::string(); };
-    csv << join({csv_field(gpu), std::to_string(heads), std::to_string(L), opt(tokens_per_s(*best)),
-                 col(*best, "precision"), col(*best, "compile"), col(*best, "git_sha"), col(*best, kCodeStateCol),
-                 ours ? opt(tokens_per_s(*ours)) : "", ours ? col(*ours, "git_sha") : "",
-                 ours ? col(*ours, kCodeStateCol) : "", opt(ratio), opt(fla_mem), opt(our_mem), opt(our_mem / fla_mem)},
-                ",")
-        << "\n";
+    for (const auto& [rank, ours] : ours_by_level) {
+      const std::string rc = ours ? recompute_of(*ours) : "none";
+      const double ratio = ours ? tokens_per_s(*ours) / tokens_per_s(*best) : NAN;
+      const double our_mem = ours ? num(*ours, "peak_mem_gib") : NAN;
+      rows.push_back({gpu, std::to_string(heads), std::to_string(L),
+                      num_cell(tokens_per_s(*best)) + " (" + col(*best, "precision") + ", " + compiled + ")",
+                      ours ? num_cell(tokens_per_s(*ours)) + stale_mark(*ours) + " (" + col(*ours, "git_sha").substr(0, 7) +
+                                 (rc == "none" ? "" : ", recompute " + rc) + ")"
+                           : kNotMeasured,
+                      std::isfinite(ratio) ? fmt("%.2fx", ratio) : "—",
+                      std::isfinite(fla_mem) ? num_cell(fla_mem) + " (" + (lnum(*mem, "compile") ? "compiled" : "eager") +
+                                                   ")"
+                                             : "—",
+                      std::isfinite(our_mem) ? num_cell(our_mem) : "—",
+                      std::isfinite(our_mem / fla_mem) ? fmt("%.2fx", our_mem / fla_mem) : "—"});
+      auto opt = [](double v) { return std::isfinite(v) ? fmt("%.6g", v) : std::string(); };
+      csv << join({csv_field(gpu), std::to_string(heads), std::to_string(L), opt(tokens_per_s(*best)),
+                   col(*best, "precision"), col(*best, "compile"), col(*best, "git_sha"), col(*best, kCodeStateCol),
+                   ours ? rc : "", ours ? opt(tokens_per_s(*ours)) : "", ours ? col(*ours, "git_sha") : "",
+                   ours ? col(*ours, kCodeStateCol) : "", opt(ratio), opt(fla_mem), opt(our_mem),
+                   opt(our_mem / fla_mem)},
+                  ",")
+          << "\n";
+    }
   }
   std::ofstream(c.tables_dir + "/spbench_vs_fla.csv") << csv.str();
   s << md_table({"gpu", "heads", "tokens per GPU", "fla's fastest (tokens/s/GPU)", "spbench dp, P = 1 (tokens/s/GPU)",

@@ -236,6 +236,35 @@ TEST(Report, PytorchFlaRowsHaveTheirOwnTable) {
   EXPECT_NE(section.find("| 44 (compiled) |"), std::string::npos) << section;
 }
 
+// A newer spbench row with --recompute does not stand in for the default: each level measured gets its own line, the
+// default first.
+TEST(Report, PytorchFlaTableKeepsEachRecomputeLevel) {
+  const std::string fixture = slurp(SPB_REPORT_DATA_DIR "/../../harness/data/model_level_fixture.csv");
+  const std::string dp = "model,dp,nccl,1,1,32,32,64,32768,";
+  const auto at = fixture.find(dp);
+  ASSERT_NE(at, std::string::npos);
+  std::string planted = fixture.substr(at, fixture.find('\n', at) - at);
+  auto replace_all = [&](const std::string& from, const std::string& to) {
+    for (size_t i = planted.find(from); i != std::string::npos; i = planted.find(from, i + to.size()))
+      planted.replace(i, from.size(), to);
+  };
+  replace_all(",700,", ",800,");  // 32768 tokens in 0.8 s
+  replace_all("46811.4286", "40960");
+  replace_all("2000-01-01", "2000-01-02");
+  replace_all(",none,", ",elementwise,");
+  ASSERT_NE(planted.find(",elementwise,40960,"), std::string::npos) << planted;
+  const Report r = run("fla_recompute", {{"fixture_model.csv", fixture + planted + "\n"},
+                                         {"fixture_model_fla.csv", slurp(SPB_REPORT_DATA_DIR "/fixture_model_fla.csv")}});
+  const auto sec = r.readme.find("## spbench vs PyTorch + fla");
+  ASSERT_NE(sec, std::string::npos);
+  const std::string section = r.readme.substr(sec, r.readme.find("\n## ", sec + 1) - sec);
+  const auto none = section.find("46811 ? (fixture) | 0.91x |");
+  const auto elementwise = section.find("40960 ? (fixture, recompute elementwise) | 0.80x |");
+  EXPECT_NE(none, std::string::npos) << section;
+  EXPECT_NE(elementwise, std::string::npos) << section;
+  EXPECT_LT(none, elementwise) << "the default comes first";
+}
+
 // Every table the report writes names the commits of the rows it derives from: a git_sha column (or one per side,
 // `fla_git_sha`) with its code_state beside it. The report of the committed results/ writes every kind of table there
 // is; the synthetic rows, all of HEAD, show the hold-out and the beyond-one-node tables carrying that commit.
