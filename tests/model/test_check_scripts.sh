@@ -110,55 +110,40 @@ expect fla.usage 2 "usage: $fla_sh SPBENCH OUTDIR" -- usage "$fla_sh"
 expect fla.no_gpu 77 "skipped: no python3 torch with a GPU" -- bash "$fla_sh" "$stubs/spbench" "$work/f0"
 expect fla.no_fla 77 "skipped: fla is not importable (PYTHONPATH=W/fla_src)" -- \
   env -u PYTHONPATH FAKE_CUDA=1 FAKE_FLA=0 bash "$fla_sh" "$stubs/spbench" "$work/f1"
-expect fla.run_fails 1 "== fla's GLA kernels against fp64 (the check uses fused_recurrent)
-probe --require fused_recurrent
-== spbench model --backend gpu, 32 heads -> W/f2/dump_fla_H32
-stub spbench --backend gpu --heads 32
-== fla's GLAForCausalLM vs W/f2/dump_fla_H32
-reference fla_reference.py dump_fla_H32 --precision calibrated --attn-mode fused_recurrent
-dump present
+# What check_against_fla.sh prints for its kernel probe (fla_probe MODE), and for one head count whose run and check
+# both ran (fla_item FOLDER HEADS [PRECISION [MODE]]), with the stubs above.
+fla_probe() {
+  echo "== fla's GLA kernels against fp64 (the check uses $1)"
+  echo "probe --require $1"
+}
+fla_item() {
+  local dump=dump_fla_H$2
+  echo "== spbench model --backend gpu, $2 heads -> W/$1/$dump"
+  echo "stub spbench --backend gpu --heads $2"
+  echo "== fla's GLAForCausalLM vs W/$1/$dump"
+  echo "reference fla_reference.py $dump --precision ${3:-calibrated} --attn-mode ${4:-fused_recurrent}"
+  echo "dump present"
+}
+expect fla.run_fails 1 "$(fla_probe fused_recurrent)
+$(fla_item f2 32)
 == spbench model --backend gpu, 4 heads -> W/f2/dump_fla_H4
 stub spbench: failed
 FAIL: spbench model, 4 heads" -- env FAKE_CUDA=1 FAKE_SPB_FAIL=H4 bash "$fla_sh" "$stubs/spbench" "$work/f2"
-expect fla.check_fails 1 "== fla's GLA kernels against fp64 (the check uses fused_recurrent)
-probe --require fused_recurrent
-== spbench model --backend gpu, 32 heads -> W/f3/dump_fla_H32
-stub spbench --backend gpu --heads 32
-== fla's GLAForCausalLM vs W/f3/dump_fla_H32
-reference fla_reference.py dump_fla_H32 --precision calibrated --attn-mode fused_recurrent
-dump present
-== spbench model --backend gpu, 4 heads -> W/f3/dump_fla_H4
-stub spbench --backend gpu --heads 4
-== fla's GLAForCausalLM vs W/f3/dump_fla_H4
-reference fla_reference.py dump_fla_H4 --precision calibrated --attn-mode fused_recurrent
-dump present
+expect fla.check_fails 1 "$(fla_probe fused_recurrent)
+$(fla_item f3 32)
+$(fla_item f3 4)
 FAIL: 4 heads (fla_reference exit 1)" -- env FAKE_CUDA=1 FAKE_REF_FAIL=dump_fla_H4 \
   bash "$fla_sh" "$stubs/spbench" "$work/f3"
-expect fla.fixed_bar_ref_missing 1 "== fla's GLA kernels against fp64 (the check uses chunk)
-probe --require chunk
-== spbench model --backend gpu, 32 heads -> W/f6/dump_fla_H32
-stub spbench --backend gpu --heads 32
-== fla's GLAForCausalLM vs W/f6/dump_fla_H32
-reference fla_reference.py dump_fla_H32 --precision autocast --attn-mode chunk
-dump present
+expect fla.fixed_bar_ref_missing 1 "$(fla_probe chunk)
+$(fla_item f6 32 autocast chunk)
 FAIL: 32 heads (fla_reference exit 3)" -- env FAKE_CUDA=1 FAKE_REF_FAIL=dump_fla_H32 FAKE_REF_RC=3 \
   FLA_CHECK_HEADS=32 FLA_REF_PRECISION=autocast FLA_ATTN_MODE=chunk bash "$fla_sh" "$stubs/spbench" "$work/f6"
-expect fla.probe_fails 1 "== fla's GLA kernels against fp64 (the check uses fused_recurrent)
-probe --require fused_recurrent
+expect fla.probe_fails 1 "$(fla_probe fused_recurrent)
 FAIL: fla's fused_recurrent kernel disagrees with fp64 (fla_kernel_probe exit 1)" -- \
   env FAKE_CUDA=1 FAKE_PROBE_RC=1 bash "$fla_sh" "$stubs/spbench" "$work/f5"
-expect fla.all_pass 0 "== fla's GLA kernels against fp64 (the check uses fused_recurrent)
-probe --require fused_recurrent
-== spbench model --backend gpu, 32 heads -> W/f4/dump_fla_H32
-stub spbench --backend gpu --heads 32
-== fla's GLAForCausalLM vs W/f4/dump_fla_H32
-reference fla_reference.py dump_fla_H32 --precision calibrated --attn-mode fused_recurrent
-dump present
-== spbench model --backend gpu, 4 heads -> W/f4/dump_fla_H4
-stub spbench --backend gpu --heads 4
-== fla's GLAForCausalLM vs W/f4/dump_fla_H4
-reference fla_reference.py dump_fla_H4 --precision calibrated --attn-mode fused_recurrent
-dump present
+expect fla.all_pass 0 "$(fla_probe fused_recurrent)
+$(fla_item f4 32)
+$(fla_item f4 4)
 fla check: both shapes passed" -- env FAKE_CUDA=1 bash "$fla_sh" "$stubs/spbench" "$work/f4"
 
 if [ "$failed" -ne 0 ]; then echo "check scripts: some cases failed"; exit 1; fi
