@@ -21,6 +21,8 @@ import sys
 import torch
 import torch.nn.functional as F
 
+from fla_env import need_fla
+
 
 def recurrence(q, k, v, g, scale):
     """The GLA recurrence token by token (the fp64 reference)."""
@@ -51,14 +53,10 @@ def main():
     a = ap.parse_args()
     if min(a.T, a.heads, a.dk, a.dv) <= 0 or not a.tol > 0:
         ap.error("--T, --heads, --dk, --dv and --tol must be positive")
-    if not torch.cuda.is_available():
-        print("fla_kernel_probe: no GPU (fla's kernels are Triton)", file=sys.stderr)
+    fla = need_fla("fla_kernel_probe", "fla.ops.gla", "chunk_gla", "fused_recurrent_gla")
+    if fla is None:
         return 3
-    try:
-        from fla.ops.gla import chunk_gla, fused_recurrent_gla
-    except Exception as e:   # noqa: BLE001
-        print(f"fla_kernel_probe: cannot import fla ({type(e).__name__}: {e})", file=sys.stderr)
-        return 3
+    chunk_gla, fused_recurrent_gla = fla
 
     torch.manual_seed(a.seed)
     dev = torch.device("cuda")

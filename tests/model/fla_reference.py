@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fla_env import need_fla  # noqa: E402
 from torch_reference import DumpError, kind_of, read_config, read_manifest, read_npy, rel_rms, run  # noqa: E402
 
 # Calibrated bars (tests/model/README.md). spbench on a GPU computes in bf16 with fp32 accumulation; how far that
@@ -186,14 +187,10 @@ def main():
         a.grad_tol = GRAD_TOL[a.precision]
     if not (a.grad_tol > 0 and a.loss_tol > 0 and a.k > 0):
         ap.error("tolerances and --k must be positive numbers")
-    if not torch.cuda.is_available():
-        print("fla_reference: no GPU (fla's kernels are Triton)", file=sys.stderr)
+    fla = need_fla("fla_reference", "fla.models", "GLAConfig", "GLAForCausalLM")
+    if fla is None:
         return 3
-    try:
-        from fla.models import GLAConfig, GLAForCausalLM
-    except Exception as e:   # noqa: BLE001
-        print(f"fla_reference: cannot import fla ({type(e).__name__}: {e})", file=sys.stderr)
-        return 3
+    GLAConfig, GLAForCausalLM = fla
 
     d = a.dump
     c, entries, n, flat, grads, losses, tokens = load_dump(d)
