@@ -9,7 +9,7 @@ namespace {
 
 class DataParallel final : public SpMethod {
  public:
-  DataParallel(Runtime& rt, const SpConfig& c) : rt_(rt), ws_(*rt.dev, *rt.kern, c.local, c.shared_dhs) {}
+  DataParallel(Runtime& rt, const SpConfig& c) : rt_(rt), ws_(*rt.dev, *rt.kern, c.local, c.shared_dhs, c.remade_states) {}
 
   void forward(const SpForwardArgs& a) override {
     TimelineSpan span(rt_, "gla_forward", Lane::compute);
@@ -17,6 +17,7 @@ class DataParallel final : public SpMethod {
   }
   void backward(const SpForwardArgs& f, const SpBackwardArgs& a) override {
     TimelineSpan span(rt_, "gla_backward", Lane::compute);
+    if (ws_.remakes_states()) gla_remake_states(*rt_.kern, ws_, f.k, f.v, f.g, f.h0, rt_.dev->compute_stream());
     gla_backward_saved(*rt_.kern, ws_, f.q, f.k, f.v, final_state(f), a.d_o, a.dht, a.dq, a.dk, a.dv, a.dg, a.dh_in,
                        rt_.dev->compute_stream(), a.grad_ld);
   }

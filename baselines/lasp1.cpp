@@ -12,7 +12,7 @@ namespace {
 class Lasp1 final : public SpMethod {
  public:
   Lasp1(Runtime& rt, const SpConfig& c)
-      : rt_(rt), ws_(*rt.dev, *rt.kern, c.local, c.shared_dhs), S_in_(*rt.dev, c.local.state_elems() * 4),
+      : rt_(rt), ws_(*rt.dev, *rt.kern, c.local, c.shared_dhs, c.remade_states), S_in_(*rt.dev, c.local.state_elems() * 4),
         dS_out_(*rt.dev, c.local.state_elems() * 4), ht_(*rt.dev, c.local.state_elems() * 4),
         dh_(*rt.dev, c.local.state_elems() * 4) {}
 
@@ -41,6 +41,10 @@ class Lasp1 final : public SpMethod {
     const int p = rt_.rank(), P = rt_.world();
     const Stream st = rt_.dev->compute_stream();
     const size_t bytes = ws_.shape.state_elems() * 4;
+    if (ws_.remakes_states()) {  // from the S_in the forward received, before this rank waits for dS_out
+      TimelineSpan span(rt_, "remake_states", Lane::compute);
+      gla_remake_states(*rt_.kern, ws_, f.k, f.v, f.g, S_in_.f32(), st);
+    }
     if (p == P - 1) {
       copy_or_zero(*rt_.dev, dS_out_.f32(), a.dht, ws_.shape.state_elems(), st);
     } else {

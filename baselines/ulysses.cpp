@@ -29,7 +29,7 @@ class Ulysses final : public SpMethod {
  public:
   Ulysses(Runtime& rt, const SpConfig& c)
       : rt_(rt), L_(c.local), F_(head_shape(c, rt.world())), act_(dtype_size(rt.kern->act_dtype())),
-        ws_(*rt.dev, *rt.kern, F_, c.shared_dhs),
+        ws_(*rt.dev, *rt.kern, F_, c.shared_dhs, c.remade_states),
         q_(*rt.dev, F_.qk_elems() * act_), k_(*rt.dev, F_.qk_elems() * act_), v_(*rt.dev, F_.v_elems() * act_),
         g_(*rt.dev, F_.qk_elems() * act_), x_(*rt.dev, std::max(F_.qk_elems(), F_.v_elems()) * act_),
         y_(*rt.dev, std::max(F_.qk_elems(), F_.v_elems()) * act_),
@@ -62,6 +62,8 @@ class Ulysses final : public SpMethod {
     const float* dht = a.dht ? my_heads(a.dht, dht_.f32()) : nullptr;
     {
       TimelineSpan span(rt_, "gla_backward", Lane::compute);
+      // (q_, k_, v_ and g_ hold the forward's, in this object's head layout)
+      if (ws_.remakes_states()) gla_remake_states(*rt_.kern, ws_, k_.get(), v_.get(), g_.get(), h0, stream());
       gla_backward_saved(*rt_.kern, ws_, q_.get(), k_.get(), v_.get(), ht_.f32(), y_.get(), dht, dq_.get(), dk_.get(),
                          x_.get(), dg_.get(), mine_.f32(), stream());
     }

@@ -73,10 +73,12 @@ void add_model_command(CLI::App& app, ModelOptions& o) {
                  "(tests/model/torch_reference.py checks them)");
   app.add_option("--csv", o.csv, "append result rows to this CSV");
   app.add_flag("--recompute{all}", o.recompute,
-               "less memory: the norms' outputs made again in the backward (SwiGLU's output is at every level); with "
-               "--recompute (=all), also one attention object for every block, its forward run again there; "
-               "--recompute=elementwise keeps each block's attention (its chunk states)")
-      ->check(CLI::IsMember({"none", "elementwise", "all"}));
+               "what the backward makes again instead of keeping it (SwiGLU's output is at every level): states (the "
+               "attention's gates, their cumsum and its chunk states, one buffer each for every block), elementwise "
+               "(the norms' outputs), states+elementwise, or --recompute (=all: the norms' outputs and one attention "
+               "object for every block, its forward run again); auto (the default): states where a block's chunk "
+               "states are larger than its k and v (dk dv / 64 > dk + dv), else none")
+      ->check(CLI::IsMember({"auto", "none", "states", "elementwise", "states+elementwise", "all"}));
   app.add_flag("--grad-overlap,!--no-grad-overlap", o.grad_overlap,
                "at P > 1, sum each block's gradients over the ranks as soon as its backward is done, on the "
                "communication stream beside the blocks still to go (the default on GPUs, unless --shard-optimizer or "
@@ -286,7 +288,7 @@ ModelPlan validated_plan(const Bootstrap& boot, const ModelOptions& opt) {
   SPB_USAGE(T % P == 0, "--seq/-T: " + std::to_string(T) + " tokens is not divisible by the world size " +
                             std::to_string(P) + " (every rank holds T/P tokens)");
   plan.L = T / P;
-  plan.recompute = recompute_from_name(o.recompute);
+  plan.recompute = o.recompute == "auto" ? recompute_auto(mc) : recompute_from_name(o.recompute);
   SPB_USAGE(o.blocks >= 1, "--blocks/-K must be >= 1");
   plan.sp = SpConfig{GlaShape{o.batch, plan.L, mc.heads, mc.dk(), mc.dv()}, o.blocks, o.allscan, SpOverlap(o.overlap),
                      o.head_groups};
@@ -318,8 +320,8 @@ ModelPlan validated_plan(const Bootstrap& boot, const ModelOptions& opt) {
   return plan;
 }
 
-// Memory: the model's own tensors plus the SP methods' chunk states (hs per block, or one block's with
-// --recompute=all, and one dhs for every block: GlaModel::device_bytes), against what the device has free; every rank
+// Memory: the model's own tensors plus the SP methods' chunk states and gc (per block, or one block's with
+// --recompute=all, states or states+elementwise, and one dhs for every block: GlaModel::device_bytes), against what the device has free; every rank
 // agrees before any allocation. Returns GiB per rank.
 double check_memory(const Bootstrap& boot, Runtime& rt, const ModelPlan& plan) {
   const ModelOptions& o = plan.o;
@@ -340,10 +342,11 @@ double check_memory(const Bootstrap& boot, Runtime& rt, const ModelPlan& plan) {
                 " tokens per rank) and " +
                 (gpu ? "a GPU has " : sharing > 1 ? "the " + std::to_string(sharing) + " ranks of a node have " : "a rank has ") +
                 std::to_string(int(free_gib)) + " GiB free: " +
-                (recompute == Recompute::all ? "use fewer tokens per rank (-L) or more ranks"
-                 : recompute == Recompute::elementwise
-                     ? "try --recompute (the attention's too), fewer tokens per rank (-L) or more ranks"
-                     : "try --recompute=elementwise or --recompute, fewer tokens per rank (-L) or more ranks"));
+                (recompute == Recompute::all || recompute == Recompute::states_elementwise
+                     ? "use fewer tokens per rank (-L) or more ranks"
+                     : std::string("try --recompute=") +
+                           (recompute == Recompute::none ? "states, --recompute=elementwise or --recompute=" : "") +
+                           "states+elementwise, fewer tokens per rank (-L) or more ranks"));
 
   return need_gib;
 }

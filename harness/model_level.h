@@ -22,7 +22,8 @@ struct ModelOptions {
   uint64_t seed = 1;
   float lr = 3e-4f, weight_decay = 0.1f;
   std::string data, dump, csv, timeline;
-  std::string recompute = "none";  // none, elementwise, all (--recompute alone)
+  // auto (recompute_auto), none, states, elementwise, states+elementwise, all (--recompute alone)
+  std::string recompute = "auto";
   int grad_overlap = 0;  // 1: --grad-overlap, -1: --no-grad-overlap, 0: grad_overlap_by_default
   bool shard_optimizer = false, wgrad_beside = false, nodes_over_network = false, resume = true;
   int check = 1;

@@ -6,14 +6,12 @@
 
 namespace spb {
 
-Buffer GlaWorkspace::state_gradients(Device& dev, const GlaKernels& kern, const GlaShape& s,
-                                     const Buffer* shared_dhs) {
-  const size_t bytes = chunk_state_bytes(kern, s);
-  if (!shared_dhs) return Buffer(dev, bytes);
-  SPB_CHECK(shared_dhs->bytes() >= bytes, "GlaWorkspace: the shared dhs holds " +
-                                              std::to_string(shared_dhs->bytes()) + " bytes, the chunk states " +
-                                              std::to_string(bytes));
-  return Buffer::borrowed(*shared_dhs);
+Buffer GlaWorkspace::own_or_lent(Device& dev, size_t bytes, const Buffer* lent, const char* what) {
+  if (!lent) return Buffer(dev, bytes);
+  SPB_CHECK(lent->bytes() >= bytes, std::string("GlaWorkspace: the lent ") + what + " holds " +
+                                        std::to_string(lent->bytes()) + " bytes, the shape's " +
+                                        std::to_string(bytes));
+  return Buffer::borrowed(*lent);
 }
 
 void gla_forward(GlaKernels& kern, GlaWorkspace& ws, const void* q, const void* k, const void* v, const void* g,
@@ -31,6 +29,13 @@ void gla_backward(GlaKernels& kern, GlaWorkspace& ws, const void* q, const void*
   kern.chunk_cumsum(s, g, ws.gc.f32(), ws.lambda.f32(), st);
   kern.chunk_states_fwd(s, k, v, ws.gc.f32(), h0, ws.hs.get(), ws.ht.f32(), st);
   gla_backward_saved(kern, ws, q, k, v, ws.ht.f32(), d_o, dht, dq, dk, dv, dg, dh0, st);
+}
+
+void gla_remake_states(GlaKernels& kern, GlaWorkspace& ws, const void* k, const void* v, const void* g,
+                       const float* h0, Stream st) {
+  const GlaShape& s = ws.shape;
+  kern.chunk_cumsum(s, g, ws.gc.f32(), nullptr, st);
+  kern.chunk_states_fwd(s, k, v, ws.gc.f32(), h0, ws.hs.get(), ws.ht.f32(), st);
 }
 
 void gla_backward_saved(GlaKernels& kern, GlaWorkspace& ws, const void* q, const void* k, const void* v,

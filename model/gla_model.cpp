@@ -10,10 +10,15 @@
 
 namespace spb {
 
+constexpr Recompute kRecomputeLevels[] = {Recompute::none, Recompute::states, Recompute::elementwise,
+                                         Recompute::states_elementwise, Recompute::all};
+
 const char* recompute_name(Recompute r) {
   switch (r) {
     case Recompute::none: return "none";
+    case Recompute::states: return "states";
     case Recompute::elementwise: return "elementwise";
+    case Recompute::states_elementwise: return "states+elementwise";
     case Recompute::all: return "attention+elementwise";
   }
   return "?";
@@ -21,9 +26,20 @@ const char* recompute_name(Recompute r) {
 
 Recompute recompute_from_name(const std::string& name) {
   if (name == "all") return Recompute::all;  // --recompute alone
-  for (Recompute r : {Recompute::none, Recompute::elementwise, Recompute::all})
+  for (Recompute r : kRecomputeLevels)
     if (name == recompute_name(r)) return r;
-  throw UsageError("--recompute: '" + name + "' is none of none, elementwise, all (attention+elementwise)");
+  throw UsageError("--recompute: '" + name +
+                   "' is none of none, states, elementwise, states+elementwise, all (attention+elementwise), auto");
+}
+
+bool remakes_states(Recompute r) { return r == Recompute::states || r == Recompute::states_elementwise; }
+bool remakes_elementwise(Recompute r) {
+  return r == Recompute::elementwise || r == Recompute::states_elementwise || r == Recompute::all;
+}
+
+Recompute recompute_auto(const GlaModelConfig& c) {
+  const double per_token_states = double(c.dk()) * c.dv() / kChunk, per_token_kv = double(c.dk()) + c.dv();
+  return per_token_states > per_token_kv ? Recompute::states : Recompute::none;
 }
 
 int GlaModelConfig::logit_chunk(int rows) const {
@@ -72,7 +88,8 @@ struct GlaModel::Acts {
   };
   std::vector<Buffer> x;  // the residual stream entering block l (x[layers]: entering the final norm), f32 [N, D]
   std::vector<PerLayer> layer;
-  Buffer h1s, h2s, ys;  // the blocks' h1, h2, y with recompute
+  Buffer h1s, h2s, ys;  // the blocks' h1, h2, y where the level remakes_elementwise
+  Buffer gs;            // the blocks' g where the level remakes_states
   // SwiGLU's output m, one for every block: the forward's down product reads it right away, and the backward's
   // SwiGLU makes it again (swiglu_bwd's y) for the down product's weight gradient.
   Buffer ms;
@@ -128,7 +145,8 @@ std::vector<ParamInfo> GlaModel::layout(const GlaModelConfig& c, std::vector<Lay
 // The list of the activation buffers (but the dense dq, dk, dv: plan_dense_grads): with a device it makes them,
 // without one it adds them up (device_bytes).
 size_t GlaModel::plan_acts(const GlaModelConfig& c, int rows, DType act, Recompute recompute, Acts& A, Device* dev) {
-  const bool shared = recompute != Recompute::none;  // h1, h2, y: one buffer each for every block
+  const bool shared = spb::remakes_elementwise(recompute);  // h1, h2, y: one buffer each for every block
+  const bool gates_shared = spb::remakes_states(recompute);  // g: one buffer for every block
   const size_t N = rows, D = c.hidden, Kd = c.key_dim(), Vd = c.value_dim(), F = c.mlp_size(), R = c.gate_rank;
   const size_t a = dtype_size(act), f = 4;
   size_t total = 0;
@@ -143,7 +161,8 @@ size_t GlaModel::plan_acts(const GlaModelConfig& c, int rows, DType act, Recompu
     take(p.x_mid, N * D * f);
     take(p.rstd1, N * f), take(p.rstd2, N * f), take(p.rstd_gn, N * c.heads * f);
     if (!shared) take(p.h1, N * D * a), take(p.h2, N * D * a), take(p.y, N * Vd * a);
-    take(p.q, N * Kd * a), take(p.k, N * Kd * a), take(p.pre, N * Kd * a), take(p.g, N * Kd * a);
+    take(p.q, N * Kd * a), take(p.k, N * Kd * a), take(p.pre, N * Kd * a);
+    if (!gates_shared) take(p.g, N * Kd * a);
     take(p.v, N * Vd * a), take(p.z, N * Vd * a), take(p.o, N * Vd * a);
     take(p.gl, N * R * a);
     take(p.ab, N * 2 * F * a);
@@ -151,6 +170,8 @@ size_t GlaModel::plan_acts(const GlaModelConfig& c, int rows, DType act, Recompu
   // With recompute, one block's normalised inputs and gated output at a time: the backward makes them again from
   // what each block keeps (x, rstd, o, z).
   if (shared) take(A.h1s, N * D * a), take(A.h2s, N * D * a), take(A.ys, N * Vd * a);
+  // Remaking the states, one block's forget gates at a time: the backward makes them again from its pre.
+  if (gates_shared) take(A.gs, N * Kd * a);
   take(A.ms, N * F * a);  // SwiGLU's output, at every level: made again from each block's (a | b)
   take(A.delta, N * D * f);
   take(A.tokens, N * 4), take(A.targets, N * 4);
@@ -178,9 +199,10 @@ size_t GlaModel::device_bytes(const GlaModelConfig& c, int batch, int tokens_per
   // fp32 master and gradient, the act copy where act is not fp32, and the two AdamW moments of this rank's part
   const size_t weights = n * (8 + (act == DType::f32 ? 0 : dtype_size(act))) +
                          8 * ((n + size_t(optimizer_shards) - 1) / size_t(optimizer_shards));
-  // hs of every method object, and the one dhs
-  const size_t states = local_shape(c, batch, tokens_per_rank).chunk_state_elems() * dtype_size(chunk_state) *
-                        (method_objects(c, recompute) + 1);
+  // hs and gc of every method object (or the model's one pair they all borrow), and the one dhs
+  const GlaShape s = local_shape(c, batch, tokens_per_rank);
+  const size_t kept = spb::remakes_states(recompute) ? 1 : size_t(method_objects(c, recompute));
+  const size_t states = s.chunk_state_elems() * dtype_size(chunk_state) * (kept + 1) + s.qk_elems() * 4 * kept;
   // The dense dq, dk, dv count too: every rank agrees on the memory before the method is known.
   return weights + plan_acts(c, batch * tokens_per_rank, act, recompute, none, nullptr) +
          plan_dense_grads(c, batch * tokens_per_rank, act, none, nullptr) + states;
@@ -219,7 +241,12 @@ GlaModel::GlaModel(Runtime& rt, const GlaModelConfig& c, int batch, int tokens_p
   reset(seed);
   acts_ = std::make_unique<Acts>();
   plan_acts(c_, N_, act_, recompute_, *acts_, &dev);
-  dhs_ = Buffer(dev, chunk_state_bytes(*rt.kern, local_shape(c_, B_, L_)));
+  const GlaShape local = local_shape(c_, B_, L_);
+  dhs_ = Buffer(dev, chunk_state_bytes(*rt.kern, local));
+  if (remakes_states()) {
+    remade_gc_ = Buffer(dev, local.qk_elems() * 4), remade_hs_ = Buffer(dev, chunk_state_bytes(*rt.kern, local));
+    remade_ = GlaStateBuffers{&remade_gc_, &remade_hs_};
+  }
   set_method(method);
 }
 
@@ -232,6 +259,7 @@ void GlaModel::set_method(const std::string& method) {
   SpConfig cfg = sp_;
   cfg.local = local_shape(c_, B_, L_);
   cfg.shared_dhs = &dhs_;
+  if (remakes_states()) cfg.remade_states = &remade_;
   for (int l = 0; l < method_objects(c_, recompute_); ++l) methods_.push_back(info.make(rt_, cfg));
   grads_in_dproj_ = methods_.front()->takes_grad_ld();
   if (grads_in_dproj_) acts_->dq = Buffer(), acts_->dk = Buffer(), acts_->dv = Buffer();
@@ -326,6 +354,10 @@ GlaModel::Elementwise GlaModel::elementwise_of(int l) const {
   return {A.h1.get(), A.h2.get(), A.y.get(), acts_->ms.get()};
 }
 
+void* GlaModel::gates_of(int l) const {
+  return remakes_states() ? acts_->gs.get() : acts_->layer[size_t(l)].g.get();
+}
+
 void GlaModel::wgrad(Wgrad kind, int n, int k, const void* dY, const void* X, float* dW) {
   Device& dev = *rt_.dev;
   const Stream st = dev.compute_stream();
@@ -382,11 +414,11 @@ void GlaModel::forward_layer(int l) {
   mm(false, true, N, R, D, 1, h1, V.W(y.wgk0), 0, A.gl.get(), t, st);
   mm(false, true, N, Kd, R, 1, A.gl.get(), V.W(y.wgk1), 0, A.pre.get(), t, st);
   stage("forget gate");
-  k.forget_gate_fwd(N, Kd, A.pre.get(), V.P(y.bgk1), c_.gate_normaliser, A.g.get(), st);
+  k.forget_gate_fwd(N, Kd, A.pre.get(), V.P(y.bgk1), c_.gate_normaliser, gates_of(l), st);
   stage("attention (SP method)");
   {
     TimelineSpan span(rt_, "attention", Lane::compute);
-    method(l).forward({A.q.get(), A.k.get(), A.v.get(), A.g.get(), nullptr, A.o.get(), nullptr});
+    method(l).forward({A.q.get(), A.k.get(), A.v.get(), gates_of(l), nullptr, A.o.get(), nullptr});
   }
   stage("output gate norm");
   k.gated_rmsnorm_fwd(N * c_.heads, c_.dv(), A.o.get(), A.z.get(), V.P(y.g_norm), c_.norm_eps, yo,
@@ -462,10 +494,14 @@ void GlaModel::backward_layer(int l) {
   wait_wgrad(kWgradProj);  // the block above's reads dproj
   k.gated_rmsnorm_bwd(N * c_.heads, c_.dv(), A.o.get(), A.z.get(), V.P(y.g_norm), A.rstd_gn.f32(), S.dmy.get(),
                       S.d_o.get(), dproj + size_t(2 * Kd + Vd) * a, V.G(y.g_norm), c_.heads, size_t(P), st);
+  if (remakes_states()) {  // the method makes gc and its chunk states again from them
+    stage("recompute");
+    k.forget_gate_fwd(N, Kd, A.pre.get(), V.P(y.bgk1), c_.gate_normaliser, gates_of(l), st);
+  }
   stage("bwd: attention (SP method)");
   {
     TimelineSpan span(rt_, "attention", Lane::compute);
-    const SpForwardArgs fa{A.q.get(), A.k.get(), A.v.get(), A.g.get(), nullptr, A.o.get(), nullptr};
+    const SpForwardArgs fa{A.q.get(), A.k.get(), A.v.get(), gates_of(l), nullptr, A.o.get(), nullptr};
     if (recompute_ == Recompute::all) method(l).forward(fa);
     SpBackwardArgs ba{S.d_o.get(), nullptr, S.dq.get(), S.dk.get(), S.dv.get(), S.dg.get(), nullptr};
     if (grads_in_dproj_) ba.dq = dproj, ba.dk = dproj + Kd * a, ba.dv = dproj + 2 * Kd * a, ba.grad_ld = P;

@@ -23,6 +23,7 @@
 
 #include "sp/method.h"
 #include "sp/runtime.h"
+#include "kernels/gla.h"
 #include "model/model_kernels.h"
 #include "model/stage_clock.h"
 
@@ -56,13 +57,25 @@ struct AdamWConfig {
 // by SwiGLU's backward (one buffer for every block; the pass writes it beside (da | db), so it costs one more write
 // and no more reads): the levels name what is remade besides.
 enum class Recompute {
-  none,         // every other activation kept
-  elementwise,  // each block's normalised inputs and gated output (one buffer for every block)
-  all,          // and the attention's chunk states: one method object for every block, its forward run again
+  none,                // every other activation kept
+  states,              // the attention's forget gates g, their in-chunk cumsum gc and its chunk states hs, one buffer
+                       // each for every block, made again as each block's attention backward starts (from the gate's
+                       // pre-activation, k, v and the initial state the method used: SpConfig::remade_states)
+  elementwise,         // each block's normalised inputs and gated output (one buffer for every block)
+  states_elementwise,  // both
+  all,                 // elementwise, and one method object for every block, its forward run again (which makes the
+                       // chunk states again)
 };
-// "none", "elementwise", "attention+elementwise": the CSV's recompute column, and --recompute's values
+// "none", "states", "elementwise", "states+elementwise", "attention+elementwise": the CSV's recompute column, and
+// --recompute's values ("all" for the last)
 const char* recompute_name(Recompute r);
 Recompute recompute_from_name(const std::string& name);  // throws UsageError naming --recompute
+bool remakes_states(Recompute r);       // states, states_elementwise
+bool remakes_elementwise(Recompute r);  // elementwise, states_elementwise, all
+// The level `--recompute=auto` picks: `states` where a block's chunk states are larger than the k and v they are
+// made from (dk dv / 64 > dk + dv per head and token: 4 heads of GLA-1B, not 32), so that making them again reads
+// fewer bytes than keeping them holds; `none` otherwise.
+Recompute recompute_auto(const GlaModelConfig& c);
 
 // One parameter tensor in the flat parameter vector (offset in elements; a vector has rows = 1).
 struct ParamInfo {
@@ -75,9 +88,10 @@ class GlaModel {
  public:
   // method, sp: the SP method every block's attention runs (sp.local is filled in here). recompute: with `all`, one
   // method object for every block, whose forward runs again before its backward (the chunk states are not kept
-  // between the passes); otherwise one method object per block. With `elementwise` or `all`, each block's normalised
-  // inputs and gated output are made again in the backward (SwiGLU's output is at every level). Weights are drawn
-  // from `seed`, the same on every rank.
+  // between the passes); otherwise one method object per block, which with `states` and `states_elementwise` borrows
+  // the model's one gc and hs and makes them again in its backward. With `elementwise`, `states_elementwise` or `all`,
+  // each block's normalised inputs and gated output are made again in the backward (SwiGLU's output is at every
+  // level). Weights are drawn from `seed`, the same on every rank.
   GlaModel(Runtime& rt, const GlaModelConfig& c, int batch, int tokens_per_rank, const std::string& method,
            const SpConfig& sp, Recompute recompute, uint64_t seed);
   ~GlaModel();
@@ -129,9 +143,9 @@ class GlaModel {
   void set_wgrad_beside(bool on) { wgrad_beside_ = on; }
 
   // Bytes of device memory the model allocates for `batch` x `tokens_per_rank` tokens, and the attention's chunk states
-  // in `chunk_state` (GlaKernels::chunk_state_type): hs of each SP method object (one per block; one with
-  // Recompute::all) and the one dhs they all use (the model's, SpConfig::shared_dhs); not the rest of the methods' own
-  // memory. optimizer_shards: the ranks AdamW's moments are sharded over (1: not sharded).
+  // in `chunk_state` (GlaKernels::chunk_state_type) and gc: those of each SP method object (one per block; one with
+  // Recompute::all, and the model's one pair that every block borrows where the level remakes_states) and the one dhs
+  // they all use (the model's, SpConfig::shared_dhs); not the rest of the methods' own memory. optimizer_shards: the ranks AdamW's moments are sharded over (1: not sharded).
   static size_t device_bytes(const GlaModelConfig& c, int batch, int tokens_per_rank, DType act, DType chunk_state,
                              Recompute recompute, int optimizer_shards = 1);
   // Bytes of the dense dq, dk, dv it holds now: none for a method that writes them into the stacked projections'
@@ -152,7 +166,10 @@ class GlaModel {
     return GlaShape{batch, tokens_per_rank, c.heads, c.dk(), c.dv()};
   }
   static int method_objects(const GlaModelConfig& c, Recompute r) { return r == Recompute::all ? 1 : c.layers; }
-  bool remakes_elementwise() const { return recompute_ != Recompute::none; }
+  bool remakes_elementwise() const { return spb::remakes_elementwise(recompute_); }
+  bool remakes_states() const { return spb::remakes_states(recompute_); }
+  // Block l's forget gates: its own buffer, or the one every block shares where the level remakes_states.
+  void* gates_of(int l) const;
   struct Elementwise {
     void *h1, *h2, *y, *m;
   };
@@ -206,6 +223,9 @@ class GlaModel {
   // The chunk states' gradients, one buffer for every block's method object (SpConfig::shared_dhs): each block's
   // backward makes and reads them before the next block's starts.
   Buffer dhs_;
+  // Where the level remakes_states: gc and hs, one pair lent to every block's method object (SpConfig::remade_states).
+  Buffer remade_gc_, remade_hs_;
+  GlaStateBuffers remade_{};
   std::vector<std::unique_ptr<SpMethod>> methods_;
   int step_ = 0;
   StageClock* clock_ = nullptr;

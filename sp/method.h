@@ -13,6 +13,8 @@
 
 namespace spb {
 
+struct GlaStateBuffers;  // kernels/gla.h
+
 // What zeco and lasp2 overlap their communication with (--overlap; sp/sp_local.h has the schedules):
 //   none    in order: the boundary state alone, the communication, then the chunk states from the true incoming
 //           state and the outputs;
@@ -38,6 +40,13 @@ struct SpConfig {
   // compute stream before it returns (the next object's backward writes it on that stream's order), and never beside
   // its forward.
   const Buffer* shared_dhs = nullptr;
+  // gc and the chunk states hs the method's workspace borrows instead of keeping its own from the forward for the
+  // backward (nullptr: its own), lent by a caller with the same order of calls as shared_dhs's: it runs every
+  // object's forward, then their backwards, one object at a time. The method's backward then makes them again from
+  // the forward's k, v and g (which the caller keeps) and the initial state it used there (gla_remake_states) before
+  // it reads them; forward() uses them as its own, so they too serve one object at a time, and a method's forward
+  // leaves no work reading them on a stream the next object's forward does not wait for (its streams are joined).
+  const GlaStateBuffers* remade_states = nullptr;
 };
 
 // This rank's tensors (device pointers, layouts of gla_kernels.h). h0 is the initial state of the whole sequence and

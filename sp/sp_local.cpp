@@ -29,11 +29,12 @@ int SpLocalGla::head_groups_for(const SpConfig& c) {
 }
 
 SpLocalGla::SpLocalGla(Runtime& rt, const SpConfig& c, int groups)
-    : SpLocalGla(rt, c.local, groups, c.shared_dhs) {}
+    : SpLocalGla(rt, c.local, groups, c.shared_dhs, c.remade_states) {}
 
-SpLocalGla::SpLocalGla(Runtime& rt, const GlaShape& s, int groups, const Buffer* shared_dhs)
+SpLocalGla::SpLocalGla(Runtime& rt, const GlaShape& s, int groups, const Buffer* shared_dhs,
+                       const GlaStateBuffers* remade_states)
     : rt_(rt),
-      ws_(*rt.dev, *rt.kern, s, shared_dhs),
+      ws_(*rt.dev, *rt.kern, s, shared_dhs, remade_states),
       groups_(s.split_pairs(groups)),
       local_final_(*rt.dev, s.state_elems() * 4),
       local_dh_in_(*rt.dev, s.state_elems() * 4),
@@ -159,11 +160,22 @@ void SpLocalGla::forward_apply_initial(const SpForwardArgs& a) {
 }
 
 void SpLocalGla::backward_boundary(const SpForwardArgs& f, const SpBackwardArgs& a, int group) {
+  if (group == 0 && ws_.remakes_states()) remake_states(f);
   TimelineSpan span(rt_, "boundary_dstate", lane(group));
   if (group == 0) ++epoch_[1];
   SPB_CHECK(gc_ready_, "SpLocalGla: backward_boundary before the forward computed gc");
   rt_.kern->chunk_initial_dstate(groups_.at(size_t(group)), f.q, a.d_o, f.g, ws_.gc.f32(), local_dh_in_.f32(),
                                  stream(group));
+}
+
+void SpLocalGla::remake_states(const SpForwardArgs& f) {
+  TimelineSpan span(rt_, "remake_states", Lane::compute);
+  // The true states straight from S_in, whatever the forward's schedule (backward_true_states then has nothing to
+  // do). Before the boundary kernel: a chunk-state call between it and backward_finish would leave the GPU no
+  // partial states to reuse, and group 1's boundary (on the second stream) waits for group 0's.
+  gla_remake_states(*rt_.kern, ws_, f.k, f.v, f.g, S_in_.f32(), rt_.dev->compute_stream());
+  gc_ready_ = true;
+  states_true_ = true;
 }
 
 void SpLocalGla::backward_true_states() {

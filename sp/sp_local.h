@@ -39,7 +39,8 @@ namespace spb {
 
 class SpLocalGla {
  public:
-  // This rank's GLA over c.local (its workspace's dhs: c.shared_dhs where it is given) in `groups` head groups.
+  // This rank's GLA over c.local (its workspace's dhs: c.shared_dhs where it is given; gc and hs: c.remade_states,
+  // made again by group 0's backward_boundary) in `groups` head groups.
   SpLocalGla(Runtime& rt, const SpConfig& c, int groups = 1);
 
   // -> lambda, local_final (M_p) of the group's pairs. gates_on_comm: where the boundary kernel reads the raw gates
@@ -93,7 +94,8 @@ class SpLocalGla {
   float* spare_state() { return spare_.f32(); }
 
  private:
-  SpLocalGla(Runtime& rt, const GlaShape& s, int groups, const Buffer* shared_dhs);
+  SpLocalGla(Runtime& rt, const GlaShape& s, int groups, const Buffer* shared_dhs,
+             const GlaStateBuffers* remade_states);
 
   Runtime& rt_;
   GlaWorkspace ws_;
@@ -103,6 +105,8 @@ class SpLocalGla {
   void output(const SpForwardArgs& a, int group);
   void grads(const SpForwardArgs& f, const SpBackwardArgs& a, int group);
   GlaKernels::ArrivingState arriving(bool forward);
+  // Where the workspace remakes_states(): gc and the true chunk states, from S_in (group 0's backward_boundary).
+  void remake_states(const SpForwardArgs& f);
 
   bool states_true_ = false;  // hs and ht in the workspace already include S_in
   bool gc_ready_ = false;     // gc in the workspace is chunk_cumsum(g) of the current forward

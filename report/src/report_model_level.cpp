@@ -244,10 +244,17 @@ namespace {
 // The gradients' schedule alone (dp has no scan order to set): a dp row is the reference of a row with the same.
 std::string grad_schedule_of(const Row& r) { return col(r, "grad_overlap") + "|" + col(r, "shard_optimizer"); }
 
-// A model row's --recompute level as written (`none` where the column is empty) and its place in the order none,
-// elementwise, then the attention's forward as well (`all`, written as what it remakes).
+// A model row's --recompute level as written (`none` where the column is empty), its place in the order of
+// `spbench model --recompute` (none, states, elementwise, states+elementwise, then the attention's forward as well:
+// `all`, written as what it remakes), and its name as the flag takes it.
 std::string recompute_of(const Row& r) { return col(r, "recompute").empty() ? "none" : col(r, "recompute"); }
-int recompute_rank(const std::string& level) { return level == "none" ? 0 : level == "elementwise" ? 1 : 2; }
+int recompute_rank(const std::string& level) {
+  const char* order[] = {"none", "states", "elementwise", "states+elementwise", "attention+elementwise"};
+  for (int i = 0; i < 5; ++i)
+    if (level == order[i]) return i;
+  return 5;
+}
+std::string recompute_flag(const std::string& level) { return level == "attention+elementwise" ? "all" : level; }
 
 }  // namespace
 
@@ -308,7 +315,7 @@ std::string section_model_rows(Context& c) {
     const auto d = dps.find(where(*r) + "|" + grad_schedule_of(*r));
     const double over_dp = d == dps.end() ? NAN : tokens_per_s(*r) / tokens_per_s(*d->second);
     const std::string rc = recompute_of(*r);
-    const std::string recomputed = rc == "none" ? "" : rc == "elementwise" ? ", recompute elementwise" : ", recompute";
+    const std::string recomputed = rc == "none" ? "" : ", recompute " + recompute_flag(rc);
     bool derived = false;
     const double mfu = mfu_of(*r, &derived), frac = ceiling_frac_of(*r);
     any_derived |= derived;
@@ -356,7 +363,7 @@ std::string section_fla(Context& c) {
        "so no method table shows it): per machine kind, heads and tokens, fla's fastest configuration (its precision: "
        "`bf16` pure bf16 parameters, `fp32-autocast-bf16` fp32 parameters under bf16 autocast; and whether "
        "`torch.compile` ran) against spbench's dp row at world size 1 on the same kind (the newest of the default "
-       "schedule, one line per `--recompute` level measured, the default first); peak memory against fla's run of matched precision (spbench keeps fp32 master weights and computes "
+       "schedule, one line per `--recompute` level measured, in the flag's order: none, states, elementwise, states+elementwise, all); peak memory against fla's run of matched precision (spbench keeps fp32 master weights and computes "
        "in bf16, as `fp32-autocast-bf16` does), the lower of compile on and off.\n\n";
   using Key = std::tuple<std::string, long long, long long>;  // gpu, heads, tokens per rank
   std::map<Key, std::vector<const Row*>> by;
@@ -376,7 +383,7 @@ std::string section_fla(Context& c) {
           (!mem || num(*r, "peak_mem_gib") < num(*mem, "peak_mem_gib")))
         mem = r;
     }
-    // spbench's newest dp row at P = 1 per recompute level: its default (none) first, then what each level trades.
+    // spbench's newest dp row at P = 1 per recompute level, in the flag's order: what each level trades.
     std::map<int, const Row*> ours_by_level;
     for (const Row& r : c.res.rows)
       if (col(r, "level") == "model" && col(r, "method") == "dp" && lnum(r, "world_size") == 1 && col(r, "gpu") == gpu &&
@@ -394,7 +401,7 @@ std::string section_fla(Context& c) {
       rows.push_back({gpu, std::to_string(heads), std::to_string(L),
                       num_cell(tokens_per_s(*best)) + " (" + col(*best, "precision") + ", " + compiled + ")",
                       ours ? num_cell(tokens_per_s(*ours)) + stale_mark(*ours) + " (" + col(*ours, "git_sha").substr(0, 7) +
-                                 (rc == "none" ? "" : ", recompute " + rc) + ")"
+                                 (rc == "none" ? "" : ", recompute " + recompute_flag(rc)) + ")"
                            : kNotMeasured,
                       std::isfinite(ratio) ? fmt("%.2fx", ratio) : "—",
                       std::isfinite(fla_mem) ? num_cell(fla_mem) + " (" + (lnum(*mem, "compile") ? "compiled" : "eager") +

@@ -320,7 +320,7 @@ spb_model_error(data_vocab 1 "--data: byte tokens need --vocab >= 256 \\(got 100
                 --data ${CMAKE_CURRENT_SOURCE_DIR}/harness/expect_error.sh)
 spb_model_error(too_large 2 "the model needs about [0-9]+ GiB per rank .* try --recompute" --hidden 65536
                 --vocab 1000000)
-spb_model_error(recompute_unknown 2 "--recompute: attention not in \\{none,elementwise,all\\}" --recompute=attention)
+spb_model_error(recompute_unknown 2 "--recompute: attention not in \\{auto,none,states,elementwise,states\\+elementwise,all\\}" --recompute=attention)
 spb_model_error(ulysses_heads 4 "ulysses splits the heads over the ranks" -m ulysses --heads 2 -T 256)
 spb_model_error(grad_overlap_with_states_beside 2 "--grad-overlap with --overlap 2: .* use one of the two"
                 --grad-overlap --overlap 2)

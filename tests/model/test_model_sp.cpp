@@ -116,6 +116,50 @@ TEST(ModelSp, RecomputeGivesTheSameStep) {
   }
 }
 
+// --recompute=states: every block's method borrows the model's one gc and hs (SpConfig::remade_states) and makes them
+// again as its backward starts, from the forward's k, v, g (the gates made again from their pre-activation) and the
+// initial state it used there: the step of the method keeping its own, for every method and every schedule of zeco
+// and lasp2 (whose forward leaves the states zero-start and made true in the backward with --overlap 1, or stored as
+// the scan's state arrives with --overlap 2). A state made again from the wrong initial state, or a block reading
+// another block's gc or hs, moves the gradients far outside the tolerance. On CPU ranks the same sums in the same
+// order give the same bits; on GPUs the states of --overlap 1 and 2 are rounded to bf16 once where the forward
+// rounded them twice.
+TEST(ModelSp, RemadeStatesGiveTheSameStep) {
+  if (!have_devices()) GTEST_SKIP() << "fewer GPUs than ranks";
+  auto rt = make_runtime(*test::boot(), backend());
+  const double tol = gpu() ? 1e-3 : 1e-6;
+  struct Run {
+    std::string method;
+    SpConfig sp;
+    std::string name;
+  };
+  std::vector<Run> runs;
+  for (const std::string& m : method_names()) runs.push_back({m, SpConfig{}, ""});
+  for (const std::string& m : {std::string("zeco"), std::string("lasp2")})
+    for (const SpOverlap o : {SpOverlap::output, SpOverlap::states}) {
+      SpConfig sp;
+      sp.overlap = o;
+      runs.push_back({m, sp, " --overlap " + std::to_string(int(o))});
+    }
+  SpConfig groups;
+  groups.head_groups = 2;
+  runs.push_back({"zeco", groups, " --head-groups 2"});
+  for (const Run& r : runs) {
+    const Trained kept = train(*rt, r.method, false, 2, GradSum::after_backward, Recompute::none, false, r.sp);
+    for (const Recompute level : {Recompute::states, Recompute::states_elementwise}) {
+      const Trained remade = train(*rt, r.method, false, 2, GradSum::after_backward, level, false, r.sp);
+      const std::string what =
+          r.method + r.name + " P=" + std::to_string(rt->world()) + " recompute " + recompute_name(level);
+      for (const ParamInfo& t : kept.params) {
+        const double e = rel_rms(kept.grads.data() + t.offset, remade.grads.data() + t.offset, t.elems());
+        EXPECT_LT(e, tol) << what << " gradient of " << t.name;
+      }
+      for (size_t s = 0; s < kept.losses.size(); ++s)
+        EXPECT_NEAR(remade.losses[s], kept.losses[s], tol * kept.losses[s]) << what << " step " << s + 1;
+    }
+  }
+}
+
 // zeco's and lasp2's other schedules give the in-order step: --overlap 1 and 2, and zeco's two head groups (the odd
 // group's stages on the second compute stream, joined back before the backward returns). Every block's backward
 // writes and reads the one chunk-state gradient buffer (SpConfig::shared_dhs) on the streams its schedule runs it on;
@@ -200,24 +244,46 @@ TEST(ModelSp, LogitChunksGiveTheSameStep) {
 }
 
 // The memory every rank plans before allocating: with --recompute=elementwise the blocks share one buffer each for
-// h1, h2 and y (bf16 here) instead of one per block; `all` keeps the attention's chunk states hs of one block instead
-// of every block's (one SP method object for them all).
+// h1, h2 and y (bf16 here) instead of one per block; `all` keeps the attention's chunk states hs and gc (fp32) of one
+// block instead of every block's (one SP method object for them all); `states` shares one g (bf16), gc and hs.
 TEST(ModelSp, RecomputeLevelsPlanTheirBuffers) {
   const GlaModelConfig c;  // GLA-1B
   const size_t N = 32768, per_block = N * (2 * c.hidden + c.value_dim()) * 2;
   const size_t hs = GlaShape{1, int(N), c.heads, c.dk(), c.dv()}.chunk_state_elems() * 2;
+  const size_t gc = N * c.key_dim() * 4, g = N * c.key_dim() * 2;
   auto bytes = [&](Recompute r) { return GlaModel::device_bytes(c, 1, int(N), DType::bf16, DType::bf16, r); };
   EXPECT_EQ(bytes(Recompute::none) - bytes(Recompute::elementwise), size_t(c.layers - 1) * per_block);
-  EXPECT_EQ(bytes(Recompute::elementwise) - bytes(Recompute::all), size_t(c.layers - 1) * hs);
+  EXPECT_EQ(bytes(Recompute::elementwise) - bytes(Recompute::all), size_t(c.layers - 1) * (hs + gc));
+  EXPECT_EQ(bytes(Recompute::none) - bytes(Recompute::states), size_t(c.layers - 1) * (hs + gc + g));
+  EXPECT_EQ(bytes(Recompute::elementwise) - bytes(Recompute::states_elementwise), size_t(c.layers - 1) * (hs + gc + g));
+}
+
+// --recompute=auto remakes the chunk states where a block's are larger than its k and v: GLA-1B's 4 heads (dk 256, dv
+// 512: 2048 elements a token against 768), not its 32 (dk 32, dv 64: 32 against 96).
+TEST(ModelSp, AutoRemakesTheStatesWhereTheyOutweighKAndV) {
+  GlaModelConfig c;
+  EXPECT_EQ(recompute_auto(c), Recompute::none);
+  c.heads = 4;
+  EXPECT_EQ(recompute_auto(c), Recompute::states);
+  c.heads = 8;  // dk 128, dv 256: 512 against 384
+  EXPECT_EQ(recompute_auto(c), Recompute::states);
+  c.heads = 16;  // dk 64, dv 128: 128 against 192
+  EXPECT_EQ(recompute_auto(c), Recompute::none);
+  for (const Recompute r : {Recompute::none, Recompute::states, Recompute::elementwise, Recompute::states_elementwise,
+                            Recompute::all})
+    EXPECT_EQ(recompute_from_name(recompute_name(r)), r);
+  EXPECT_EQ(recompute_from_name("all"), Recompute::all);
+  EXPECT_THROW(recompute_from_name("attention"), UsageError);
 }
 
 // The attention's chunk states in the plan: each block's SP method object keeps its hs (the forward's, for the
-// backward), and one dhs serves every block (each block's backward makes and reads its state gradients before the
+// backward; one hs for them all where the level remakes them, and with `all`), and one dhs serves every block (each block's backward makes and reads its state gradients before the
 // next block's starts). Told the chunk states are fp32 instead of bf16, the plan grows by 2 bytes an element of each
 // buffer it holds: layers + 1 of them, and one hs more per block.
 TEST(ModelSp, ChunkStateGradientsAreOneBufferForEveryBlock) {
   for (const int heads : {4, 32})
-    for (const Recompute r : {Recompute::none, Recompute::elementwise, Recompute::all}) {
+    for (const Recompute r : {Recompute::none, Recompute::states, Recompute::elementwise,
+                              Recompute::states_elementwise, Recompute::all}) {
       GlaModelConfig c;  // GLA-1B
       c.heads = heads;
       const int N = 16384;
@@ -227,17 +293,19 @@ TEST(ModelSp, ChunkStateGradientsAreOneBufferForEveryBlock) {
         return GlaModel::device_bytes(c, 1, N, DType::bf16, DType::f32, r) -
                GlaModel::device_bytes(c, 1, N, DType::bf16, DType::bf16, r);
       };
-      const size_t hs_buffers = r == Recompute::all ? 1 : 20;
+      const bool one_hs = r == Recompute::all || remakes_states(r);
+      const size_t hs_buffers = one_hs ? 1 : 20;
       const std::string what = "H=" + std::to_string(heads) + " recompute " + recompute_name(r);
       EXPECT_EQ(wider(20), (hs_buffers + 1) * elems * 2) << what;
-      EXPECT_EQ(wider(21) - wider(20), (r == Recompute::all ? 0 : elems * 2)) << what;
+      EXPECT_EQ(wider(21) - wider(20), (one_hs ? 0 : elems * 2)) << what;
     }
 }
 
 // The same in what the model allocates: a device that counts its live allocations by size finds, for every method,
 // the chunk states' size (fp32 on CPU ranks, a shape whose chunk states no other buffer matches) once per block and
-// once more (hs per method object, one dhs lent to them all: SpConfig::shared_dhs), twice with --recompute=all.
-// A method that made its own dhs again would show one buffer more per block.
+// once more (hs per method object, one dhs lent to them all: SpConfig::shared_dhs), twice with --recompute=all and
+// with --recompute=states (the model's one hs lent to them all: SpConfig::remade_states). A method that made its own
+// dhs, or with `states` its own hs, would show one buffer more per block.
 class CountingDevice final : public Device {
  public:
   explicit CountingDevice(std::unique_ptr<Device> d) : d_(std::move(d)) {}
@@ -292,10 +360,10 @@ TEST(ModelSp, BlocksShareOneChunkStateGradientBuffer) {
   std::vector<std::string> left_out;
   for (const std::string& m : methods_to_run("all", SpConfig{GlaShape{kBatch, L, c.heads, c.dk(), c.dv()}},
                                              boot.size(), &left_out))
-    for (const Recompute r : {Recompute::none, Recompute::all}) {
+    for (const Recompute r : {Recompute::none, Recompute::states, Recompute::all}) {
       ASSERT_EQ(counting.live(states), 0u);
       GlaModel model(*rt, c, kBatch, L, m, SpConfig{}, r, 5);
-      EXPECT_EQ(counting.live(states), size_t(r == Recompute::all ? 2 : c.layers + 1))
+      EXPECT_EQ(counting.live(states), size_t(r == Recompute::none ? c.layers + 1 : 2))
           << m << " P=" << boot.size() << " recompute " << recompute_name(r);
     }
 }
