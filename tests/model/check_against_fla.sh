@@ -47,7 +47,7 @@ check_item() {
 }
 check_run() {
   "${mpirun[@]}" "$spbench" model --backend gpu -m dp --vocab 512 --hidden 2048 --layers 4 --heads "$1" \
-    --expand-k 0.5 --expand-v 1 --mlp 5632 -T 1000 -B 1 --steps 20 -w 0 --lr 1e-3 --seed 11 \
+    --expand-k 0.5 --expand-v 1 --mlp 5632 -T 1000 -B 1 --steps 20 -w 0 --lr 3e-4 --seed 11 \
     --data "$text" --log-every 0 --dump "$2"
 }
 check_ref() {
