@@ -401,7 +401,7 @@ std::string section_fla(Context& c) {
       rows.push_back({gpu, std::to_string(heads), std::to_string(L),
                       num_cell(tokens_per_s(*best)) + " (" + col(*best, "precision") + ", " + compiled + ")",
                       ours ? num_cell(tokens_per_s(*ours)) + stale_mark(*ours) + " (" + col(*ours, "git_sha").substr(0, 7) +
-                                 (rc == "none" ? "" : ", recompute " + recompute_flag(rc)) + ")"
+                                 ", recompute " + recompute_flag(rc) + ")"
                            : kNotMeasured,
                       std::isfinite(ratio) ? fmt("%.2fx", ratio) : "—",
                       std::isfinite(fla_mem) ? num_cell(fla_mem) + " (" + (lnum(*mem, "compile") ? "compiled" : "eager") +
