@@ -321,8 +321,8 @@ ModelPlan validated_plan(const Bootstrap& boot, const ModelOptions& opt) {
 }
 
 // Memory: the model's own tensors plus the SP methods' chunk states and gc (per block, or one block's with
-// --recompute=all, states or states+elementwise, and one dhs for every block: GlaModel::device_bytes), against what the device has free; every rank
-// agrees before any allocation. Returns GiB per rank.
+// --recompute=all, states or states+elementwise, and one dhs for every block: GlaModel::device_bytes), against what
+// the device has free; every rank agrees before any allocation. Returns GiB per rank.
 double check_memory(const Bootstrap& boot, Runtime& rt, const ModelPlan& plan) {
   const ModelOptions& o = plan.o;
   const GlaModelConfig& mc = plan.mc;

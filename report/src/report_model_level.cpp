@@ -363,7 +363,9 @@ std::string section_fla(Context& c) {
        "so no method table shows it): per machine kind, heads and tokens, fla's fastest configuration (its precision: "
        "`bf16` pure bf16 parameters, `fp32-autocast-bf16` fp32 parameters under bf16 autocast; and whether "
        "`torch.compile` ran) against spbench's dp row at world size 1 on the same kind (the newest of the default "
-       "schedule, one line per `--recompute` level measured, in the flag's order: none, states, elementwise, states+elementwise, all); peak memory against fla's run of matched precision (spbench keeps fp32 master weights and computes "
+       "schedule, one line per `--recompute` level measured, in the flag's order: none, states, elementwise, "
+       "states+elementwise, all); peak memory against fla's run of matched precision (spbench keeps fp32 master "
+       "weights and computes "
        "in bf16, as `fp32-autocast-bf16` does), the lower of compile on and off.\n\n";
   using Key = std::tuple<std::string, long long, long long>;  // gpu, heads, tokens per rank
   std::map<Key, std::vector<const Row*>> by;

@@ -277,9 +277,10 @@ TEST(ModelSp, AutoRemakesTheStatesWhereTheyOutweighKAndV) {
 }
 
 // The attention's chunk states in the plan: each block's SP method object keeps its hs (the forward's, for the
-// backward; one hs for them all where the level remakes them, and with `all`), and one dhs serves every block (each block's backward makes and reads its state gradients before the
-// next block's starts). Told the chunk states are fp32 instead of bf16, the plan grows by 2 bytes an element of each
-// buffer it holds: layers + 1 of them, and one hs more per block.
+// backward; one hs for them all where the level remakes them, and with `all`), and one dhs serves every block (each
+// block's backward makes and reads its state gradients before the next block's starts). Told the chunk states are
+// fp32 instead of bf16, the plan grows by 2 bytes an element of each buffer it holds: layers + 1 of them (2 with one
+// hs), and one hs more per block where each keeps its own.
 TEST(ModelSp, ChunkStateGradientsAreOneBufferForEveryBlock) {
   for (const int heads : {4, 32})
     for (const Recompute r : {Recompute::none, Recompute::states, Recompute::elementwise,
