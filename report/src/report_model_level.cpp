@@ -8,6 +8,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "model/gla_model.h"
 #include "runtime/gpu_peak.h"
 
 namespace spb {
@@ -244,17 +245,20 @@ namespace {
 // The gradients' schedule alone (dp has no scan order to set): a dp row is the reference of a row with the same.
 std::string grad_schedule_of(const Row& r) { return col(r, "grad_overlap") + "|" + col(r, "shard_optimizer"); }
 
-// A model row's --recompute level as written (`none` where the column is empty), its place in the order of
-// `spbench model --recompute` (none, states, elementwise, states+elementwise, then the attention's forward as well:
-// `all`, written as what it remakes), and its name as the flag takes it.
+// A model row's --recompute level as written (`none` where the column is empty), its place in the order of the
+// model's levels (model/gla_model.h, Recompute: the flag's order; a name the model does not know goes last), and its
+// name as the flag takes it (`all` is written as what it remakes).
 std::string recompute_of(const Row& r) { return col(r, "recompute").empty() ? "none" : col(r, "recompute"); }
 int recompute_rank(const std::string& level) {
-  const char* order[] = {"none", "states", "elementwise", "states+elementwise", "attention+elementwise"};
-  for (int i = 0; i < 5; ++i)
-    if (level == order[i]) return i;
-  return 5;
+  try {
+    return int(recompute_from_name(level));
+  } catch (const UsageError&) {
+    return int(Recompute::all) + 1;
+  }
 }
-std::string recompute_flag(const std::string& level) { return level == "attention+elementwise" ? "all" : level; }
+std::string recompute_flag(const std::string& level) {
+  return level == recompute_name(Recompute::all) ? "all" : level;
+}
 
 }  // namespace
 
