@@ -95,7 +95,7 @@ struct GlaModel::Acts {
   Buffer ms;
   Buffer tokens, targets;              // int32 [N]
   Buffer delta;  // [N, D] f32: a block's o_proj or MLP down product, added to the residual stream by the next norm
-  Buffer rstd_f, hf, logits, dlogits, losses;
+  Buffer rstd_f, hf, logits, dlogits, losses;  // logits, dlogits: one chunk of rows (GlaModelConfig::logit_chunk)
   Buffer dx, dxa, dh, dmy, dab, dq, dk, dv, dg, d_o, dpre, dgl;
   Buffer dproj;  // [N, 2Kd + 2Vd + R]: dq, dk, dv, dz, dgl side by side, for the one GEMM of each product below
 };
@@ -176,7 +176,7 @@ size_t GlaModel::plan_acts(const GlaModelConfig& c, int rows, DType act, Recompu
   take(A.delta, N * D * f);
   take(A.tokens, N * 4), take(A.targets, N * 4);
   take(A.rstd_f, N * f), take(A.hf, N * D * a);
-  take(A.logits, size_t(c.logit_chunk(rows)) * c.vocab * f), take(A.dlogits, N * c.vocab * a), take(A.losses, N * f);
+  take(A.logits, size_t(c.logit_chunk(rows)) * c.vocab * f), take(A.dlogits, size_t(c.logit_chunk(rows)) * c.vocab * a), take(A.losses, N * f);
   take(A.dx, N * D * f), take(A.dxa, N * D * a), take(A.dh, N * D * f);
   take(A.dmy, N * std::max(F, Vd) * a), take(A.dab, N * 2 * F * a);
   take(A.dproj, N * (2 * Kd + 2 * Vd + R) * a);
@@ -556,25 +556,26 @@ double GlaModel::forward_backward(const std::vector<int32_t>& tokens) {
   k.rmsnorm_add_fwd(N, D, S.layer.back().x_mid.f32(), S.delta.f32(), V.P(final_norm_), c_.norm_eps, xl, S.hf.get(),
                     S.rstd_f.f32(), st);
   // The logits a chunk of rows at a time (fp32, [chunk, vocab]); cross-entropy turns each into its rows of the loss
-  // and of dlogits (act type, every row kept for the backward's two products).
+  // and of dlogits (act type, [chunk, vocab]), and the LM head's backward takes that chunk at once: its rows of
+  // dh = dlogits W and its share of dW = dlogits^T hf (accumulated over the chunks, in line on the compute stream,
+  // before the next chunk's cross-entropy overwrites dlogits). Neither the logits nor their gradient is ever whole.
   const double tokens_world = double(N) * rt_.world();
   const size_t a = dtype_size(act_);
   for (int r0 = 0, chunk = c_.logit_chunk(N); r0 < N; r0 += chunk) {
     const int rows = std::min(chunk, N - r0);
+    const char* hf = static_cast<const char*>(S.hf.get()) + size_t(r0) * D * a;
     stage("LM head");
-    mm(false, true, rows, Vc, D, 1, static_cast<const char*>(S.hf.get()) + size_t(r0) * D * a, V.W(lm_head_), 0,
-       S.logits.get(), DType::f32, st);
+    mm(false, true, rows, Vc, D, 1, hf, V.W(lm_head_), 0, S.logits.get(), DType::f32, st);
     stage("cross-entropy");
     k.cross_entropy(rows, Vc, S.logits.f32(), static_cast<const int32_t*>(S.targets.get()) + r0,
-                    float(1.0 / tokens_world), S.losses.f32() + r0,
-                    static_cast<char*>(S.dlogits.get()) + size_t(r0) * Vc * a, st);
+                    float(1.0 / tokens_world), S.losses.f32() + r0, S.dlogits.get(), st);
+    stage("bwd: LM head");
+    mm(true, false, Vc, D, rows, 1, S.dlogits.get(), hf, r0 == 0 ? 0.f : 1.f, V.G(lm_head_), DType::f32, st);
+    mm(false, false, rows, D, Vc, 1, S.dlogits.get(), V.W(lm_head_), 0, S.dh.f32() + size_t(r0) * D, DType::f32, st);
   }
 
   stage("zero gradients");
   for (const ParamInfo* p : fp32_read_) dev.fill_zero(V.G(p->offset), p->elems() * 4, st);
-  stage("bwd: LM head");
-  wgrad(kWgradLmHead, Vc, D, S.dlogits.get(), S.hf.get(), V.G(lm_head_));
-  mm(false, false, N, D, Vc, 1, S.dlogits.get(), V.W(lm_head_), 0, S.dh.get(), DType::f32, st);
   stage("bwd: norms");
   dev.fill_zero(S.dx.get(), S.dx.bytes(), st);
   k.rmsnorm_bwd(N, D, xl, V.P(final_norm_), S.rstd_f.f32(), S.dh.f32(), S.dx.f32(), V.G(final_norm_), S.dxa.get(),

@@ -36,7 +36,8 @@ struct GlaModelConfig {
   int gate_rank = 16;                     // the forget gate's low rank
   float gate_normaliser = 16, norm_eps = 1e-6f;
   float init_std = 0.02f;                 // normal init of every matrix; norms 1, biases 0
-  int logit_rows = 0;  // rows of fp32 logits the LM head makes at a time (0: as many as 512 MiB hold)
+  // rows of fp32 logits (and of their act gradient) the LM head makes at a time (0: as many as 512 MiB hold)
+  int logit_rows = 0;
 
   int key_dim() const { return int(expand_k * hidden + 0.5); }
   int value_dim() const { return int(expand_v * hidden + 0.5); }
@@ -135,8 +136,9 @@ class GlaModel {
   // parameter cross the ranks instead of 8 (bf16 weights), and AdamW reads and writes 1/P of them. Set before the
   // first step; not with set_grad_overlap.
   void set_shard_optimizer(bool on);
-  // The weight gradients' products (dW = dY^T X) on the device's second compute stream, beside the chain of input
-  // gradients that the backward waits on (true), or in line on the compute stream (false, the default). The compute
+  // The blocks' weight gradients' products (dW = dY^T X) on the device's second compute stream, beside the chain of
+  // input gradients that the backward waits on (true), or in line on the compute stream (false, the default; the LM
+  // head's, made chunk by chunk with its logits, always are). The compute
   // stream waits for one before it overwrites a buffer that product reads, and for all of them before the gradients
   // are summed or stepped; the sums are the same. In a profile the backward stages then time the compute stream
   // alone: the input gradients' products and the waits.
@@ -184,7 +186,7 @@ class GlaModel {
   void backward_layer(int l);
   // The products of the weight gradients, one event each: the compute stream waits on a kind's event before it
   // overwrites what that kind's last product read (wait_wgrad).
-  enum Wgrad { kWgradDown, kWgradGateUp, kWgradO, kWgradRank, kWgradProj, kWgradLmHead, kWgradKinds };
+  enum Wgrad { kWgradDown, kWgradGateUp, kWgradO, kWgradRank, kWgradProj, kWgradKinds };
   // dW [n, k] = dY^T X over the N_ rows of dY [N_, n] and X [N_, k], fp32; beside the compute stream (after its work
   // so far) with set_wgrad_beside, else on it.
   void wgrad(Wgrad kind, int n, int k, const void* dY, const void* X, float* dW);

@@ -243,6 +243,18 @@ TEST(ModelSp, LogitChunksGiveTheSameStep) {
   EXPECT_LT(rel_rms(got[0].weights.data(), got[1].weights.data(), got[0].weights.size()), weights_tol);
 }
 
+// The LM head's fp32 logits and their act gradient are one chunk of rows each (the backward of a chunk runs before the
+// next chunk's logits are made): a plan for every row at once holds the rest of the rows of both.
+TEST(ModelSp, LogitsAndTheirGradientsAreOneChunk) {
+  GlaModelConfig c;  // GLA-1B
+  const int N = 16384, chunk = c.logit_chunk(N);
+  ASSERT_LT(chunk, N);
+  const size_t chunked = GlaModel::device_bytes(c, 1, N, DType::bf16, DType::bf16, Recompute::none);
+  c.logit_rows = N;
+  const size_t whole = GlaModel::device_bytes(c, 1, N, DType::bf16, DType::bf16, Recompute::none);
+  EXPECT_EQ(whole - chunked, size_t(N - chunk) * c.vocab * (4 + 2));
+}
+
 // The memory every rank plans before allocating: with --recompute=elementwise the blocks share one buffer each for
 // h1, h2 and y (bf16 here) instead of one per block; `all` keeps the attention's chunk states hs and gc (fp32) of one
 // block instead of every block's (one SP method object for them all); `states` shares one g (bf16), gc and hs.
