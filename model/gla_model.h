@@ -147,7 +147,8 @@ class GlaModel {
   // Bytes of device memory the model allocates for `batch` x `tokens_per_rank` tokens, and the attention's chunk states
   // in `chunk_state` (GlaKernels::chunk_state_type) and gc: those of each SP method object (one per block; one with
   // Recompute::all, and the model's one pair that every block borrows where the level remakes_states) and the one dhs
-  // they all use (the model's, SpConfig::shared_dhs); not the rest of the methods' own memory. optimizer_shards: the ranks AdamW's moments are sharded over (1: not sharded).
+  // they all use (the model's, SpConfig::shared_dhs); not the rest of the methods' own memory. optimizer_shards: the
+  // ranks AdamW's moments are sharded over (1: not sharded).
   static size_t device_bytes(const GlaModelConfig& c, int batch, int tokens_per_rank, DType act, DType chunk_state,
                              Recompute recompute, int optimizer_shards = 1);
   // Bytes of the dense dq, dk, dv it holds now: none for a method that writes them into the stacked projections'
