@@ -9,8 +9,7 @@ namespace {
 
 class DataParallel final : public SpMethod {
  public:
-  DataParallel(Runtime& rt, const SpConfig& c)
-      : rt_(rt), ws_(*rt.dev, *rt.kern, c.local, c.shared_dhs, c.remade_states) {}
+  DataParallel(Runtime& rt, const SpConfig& c) : rt_(rt), ws_(*rt.dev, *rt.kern, c.local, c.shared_dhs, c.remade_states) {}
 
   void forward(const SpForwardArgs& a) override {
     TimelineSpan span(rt_, "gla_forward", Lane::compute);

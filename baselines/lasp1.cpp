@@ -12,8 +12,7 @@ namespace {
 class Lasp1 final : public SpMethod {
  public:
   Lasp1(Runtime& rt, const SpConfig& c)
-      : rt_(rt), ws_(*rt.dev, *rt.kern, c.local, c.shared_dhs, c.remade_states),
-        S_in_(*rt.dev, c.local.state_elems() * 4),
+      : rt_(rt), ws_(*rt.dev, *rt.kern, c.local, c.shared_dhs, c.remade_states), S_in_(*rt.dev, c.local.state_elems() * 4),
         dS_out_(*rt.dev, c.local.state_elems() * 4), ht_(*rt.dev, c.local.state_elems() * 4),
         dh_(*rt.dev, c.local.state_elems() * 4) {}
 

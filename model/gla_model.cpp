@@ -176,7 +176,8 @@ size_t GlaModel::plan_acts(const GlaModelConfig& c, int rows, DType act, Recompu
   take(A.delta, N * D * f);
   take(A.tokens, N * 4), take(A.targets, N * 4);
   take(A.rstd_f, N * f), take(A.hf, N * D * a);
-  take(A.logits, size_t(c.logit_chunk(rows)) * c.vocab * f), take(A.dlogits, size_t(c.logit_chunk(rows)) * c.vocab * a), take(A.losses, N * f);
+  const size_t logit_elems = size_t(c.logit_chunk(rows)) * c.vocab;
+  take(A.logits, logit_elems * f), take(A.dlogits, logit_elems * a), take(A.losses, N * f);
   take(A.dx, N * D * f), take(A.dxa, N * D * a), take(A.dh, N * D * f);
   take(A.dmy, N * std::max(F, Vd) * a), take(A.dab, N * 2 * F * a);
   take(A.dproj, N * (2 * Kd + 2 * Vd + R) * a);

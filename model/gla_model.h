@@ -1,5 +1,5 @@
-// The GLA language model (DESIGN §9), written once for CPU ranks and GPUs and for every SP method: embedding; per block
-// RMSNorm -> GLA attention -> residual -> RMSNorm -> SwiGLU MLP -> residual; final RMSNorm; untied LM head;
+// The GLA language model (DESIGN §9), written once for CPU ranks and GPUs and for every SP method: embedding; per
+// block RMSNorm -> GLA attention -> residual -> RMSNorm -> SwiGLU MLP -> residual; final RMSNorm; untied LM head;
 // cross-entropy; AdamW. Every rank holds the same weights and B x L tokens of the sequence (its slice); everything but
 // the attention's scan is token-local, and each block's attention goes through the SP method, so the method is the
 // only part that talks across the sequence. The weight gradients are summed over the ranks, then AdamW steps every
@@ -220,7 +220,8 @@ class GlaModel {
   std::vector<const ParamInfo*> fp32_read_;
   std::vector<Layer> layers_;
   size_t n_params_ = 0, embed_ = 0, final_norm_ = 0, lm_head_ = 0;
-  size_t shard_elems_ = 0;  // ceil(n_params_ / world), rounded up to 256: params_, grads_ and act_weights_ hold world x it
+  // ceil(n_params_ / world), rounded up to 256: params_, grads_ and act_weights_ hold world x it
+  size_t shard_elems_ = 0;
   Buffer params_, grads_, adam_m_, adam_v_, act_weights_;
   std::unique_ptr<Acts> acts_;
   // The chunk states' gradients, one buffer for every block's method object (SpConfig::shared_dhs): each block's

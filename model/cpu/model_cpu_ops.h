@@ -45,7 +45,10 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, T alpha, const T* A, 
 template <class T>
 void embedding_fwd(int n, int D, const int32_t* tokens, const T* table, T* x) {
 #pragma omp parallel for schedule(static)
-  for (int i = 0; i < n; ++i) std::copy(table + size_t(tokens[i]) * D, table + size_t(tokens[i] + 1) * D, x + size_t(i) * D);
+  for (int i = 0; i < n; ++i) {
+    const T* row = table + size_t(tokens[i]) * D;
+    std::copy(row, row + D, x + size_t(i) * D);
+  }
 }
 
 template <class T>
