@@ -259,6 +259,8 @@ int recompute_rank(const std::string& level) {
 std::string recompute_flag(const std::string& level) {
   return level == recompute_name(Recompute::all) ? "all" : level;
 }
+// A row's commit as the tables name it: its first 7 hex digits.
+std::string short_sha(const Row& r) { return col(r, "git_sha").substr(0, 7); }
 
 }  // namespace
 
@@ -328,7 +330,7 @@ std::string section_model_rows(Context& c) {
                     num_cell(tokens_per_s(*r)) + stale_mark(*r), std::isfinite(over_dp) ? fmt("%.3fx", over_dp) : "—",
                     num_cell(ms(*r)), std::isfinite(mfu) ? fmt("%.3f", mfu) + (derived ? " (derived)" : "") : "—",
                     std::isfinite(frac) ? fmt("%.3f", frac) : "—",
-                    col(*r, "git_sha").substr(0, 7) + (code_changed(*r) ? " †" : code_unknown(*r) ? " ?" : "")});
+                    short_sha(*r) + stale_mark(*r)});
     auto opt = [](double v, const char* f) { return std::isfinite(v) ? fmt(f, v) : std::string(); };
     csv << join({csv_field(col(*r, "gpu")), col(*r, "world_size"), col(*r, "tokens_per_rank"), col(*r, "heads"),
                  col(*r, "dk"), col(*r, "dv"), rc, csv_field(schedule_of(*r)), col(*r, "method"),
@@ -370,7 +372,9 @@ std::string section_fla(Context& c) {
        "schedule, one line per `--recompute` level measured, in the flag's order: none, states, elementwise, "
        "states+elementwise, all); peak memory against fla's run of matched precision (spbench keeps fp32 master "
        "weights and computes "
-       "in bf16, as `fp32-autocast-bf16` does), the lower of compile on and off.\n\n";
+       "in bf16, as `fp32-autocast-bf16` does), the lower of compile on and off. Every cell names the commit of the call "
+       "that measured it: where fla's differs from spbench's, the two sides ran in different calls, on two machines of the "
+       "kind, so their ratio also holds the spread between such machines (up to 3% in the model level's rows).\n\n";
   using Key = std::tuple<std::string, long long, long long>;  // gpu, heads, tokens per rank
   std::map<Key, std::vector<const Row*>> by;
   for (const Row* r : fla) by[{col(*r, "gpu"), lnum(*r, "heads"), lnum(*r, "tokens_per_rank")}].push_back(r);
@@ -405,12 +409,14 @@ std::string section_fla(Context& c) {
       const double ratio = ours ? tokens_per_s(*ours) / tokens_per_s(*best) : NAN;
       const double our_mem = ours ? num(*ours, "peak_mem_gib") : NAN;
       rows.push_back({gpu, std::to_string(heads), std::to_string(L),
-                      num_cell(tokens_per_s(*best)) + " (" + col(*best, "precision") + ", " + compiled + ")",
-                      ours ? num_cell(tokens_per_s(*ours)) + stale_mark(*ours) + " (" + col(*ours, "git_sha").substr(0, 7) +
+                      num_cell(tokens_per_s(*best)) + stale_mark(*best) + " (" + col(*best, "precision") + ", " + compiled +
+                          ", " + short_sha(*best) + ")",
+                      ours ? num_cell(tokens_per_s(*ours)) + stale_mark(*ours) + " (" + short_sha(*ours) +
                                  ", recompute " + recompute_flag(rc) + ")"
                            : kNotMeasured,
                       std::isfinite(ratio) ? fmt("%.2fx", ratio) : "—",
-                      std::isfinite(fla_mem) ? num_cell(fla_mem) + " (" + (lnum(*mem, "compile") ? "compiled" : "eager") +
+                      std::isfinite(fla_mem) ? num_cell(fla_mem) + stale_mark(*mem) + " (" +
+                                                   (lnum(*mem, "compile") ? "compiled" : "eager") + ", " + short_sha(*mem) +
                                                    ")"
                                              : "—",
                       std::isfinite(our_mem) ? num_cell(our_mem) : "—",
