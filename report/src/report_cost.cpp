@@ -81,6 +81,12 @@ std::string holdout_summary(const HoldOut& h) {
                   rows, "lllllrrl");
 }
 
+// A held-out point's measured time as the tables print it: marked † where its row's code changed since, ? where its
+// commit is unknown (as stale_mark marks a row).
+std::string measured_cell(const HeldOutPoint& p) {
+  return num_cell(p.measured_s * 1e3) + (p.code_state == "changed" ? " †" : p.code_state == "unknown" ? " ?" : "");
+}
+
 // "beyond 30%" where a point's error is, as printed.
 std::string beyond(const HeldOutPoint& p) {
   return p.predicted() && std::round(100 * std::fabs(p.rel_error())) > std::round(100 * kHoldOutWarn)
@@ -91,7 +97,7 @@ std::string beyond(const HeldOutPoint& p) {
 std::string holdout_points_table(const HoldOut& h) {
   std::vector<std::vector<std::string>> rows;
   for (const HeldOutPoint& p : h.points)
-    rows.push_back({p.level, p.method, p.backend, std::to_string(p.world), config_of(p), num_cell(p.measured_s * 1e3),
+    rows.push_back({p.level, p.method, p.backend, std::to_string(p.world), config_of(p), measured_cell(p),
                     p.predicted() ? num_cell(p.predicted_s * 1e3) : "— (" + p.why + ")",
                     p.predicted() ? signed_pct(p.rel_error()) : "—", beyond(p)});
   return md_table({"level", "method", "backend", "P", "configuration", "measured (ms)", "predicted (ms)", "error", ""},
@@ -280,7 +286,7 @@ std::string model_holdout_table(const HoldOut& h, long long L, const std::string
     if (p.level != "model" || p.tokens_per_rank != L || (!config.empty() && p.config != config)) continue;
     std::vector<std::string> row = {p.method, p.backend, std::to_string(p.world)};
     if (config.empty()) row.push_back(p.config);
-    row.insert(row.end(), {num_cell(p.measured_s * 1e3),
+    row.insert(row.end(), {measured_cell(p),
                            p.predicted() ? num_cell(p.predicted_s * 1e3) : "— (" + p.why + ")",
                            p.predicted() ? signed_pct(p.rel_error()) : "—",
                            beyond(p).empty() ? "" : beyond(p) + ": not reliable"});

@@ -197,6 +197,11 @@ TEST(Report, AStaleRowIsMarked) {
   EXPECT_NE(stale.readme.find("code changed since: zeco/ ("), std::string::npos);
   EXPECT_NE(stale.table2.find("," + before + ",changed,"), std::string::npos) << stale.table2;
   EXPECT_EQ(stale.table2.find(",current,"), std::string::npos);
+  // The hold-out's measured times too: the P = 4 rows held out of the fit are the stale ones.
+  EXPECT_NE(stale.readme.find("| collective | allscan | device-ll16 | 4 | 256 KiB, block 64 KiB | 0.02062 † |"),
+            std::string::npos);
+  EXPECT_NE(current.readme.find("| collective | allscan | device-ll16 | 4 | 256 KiB, block 64 KiB | 0.02062 |"),
+            std::string::npos);
 
   const Report unknown = run("unknown", {{"synthetic_collective.csv", exact_collective_csv("feedc0ffee1234")}});
   EXPECT_NE(unknown.readme.find("? commit unknown"), std::string::npos);
