@@ -372,9 +372,10 @@ std::string section_fla(Context& c) {
        "schedule, one line per `--recompute` level measured, in the flag's order: none, states, elementwise, "
        "states+elementwise, all); peak memory against fla's run of matched precision (spbench keeps fp32 master "
        "weights and computes "
-       "in bf16, as `fp32-autocast-bf16` does), the lower of compile on and off. Every cell names the commit of the call "
-       "that measured it: where fla's differs from spbench's, the two sides ran in different calls, on two machines of the "
-       "kind, so their ratio also holds the spread between such machines (up to 3% in the model level's rows).\n\n";
+       "in bf16, as `fp32-autocast-bf16` does), the lower of compile on and off. Every cell names the commit of the "
+       "call that measured it: where fla's differs from spbench's, the two sides ran in different calls, on two "
+       "machines of the kind, so their ratio also holds the spread between such machines (up to 3% in the model "
+       "level's rows).\n\n";
   using Key = std::tuple<std::string, long long, long long>;  // gpu, heads, tokens per rank
   std::map<Key, std::vector<const Row*>> by;
   for (const Row* r : fla) by[{col(*r, "gpu"), lnum(*r, "heads"), lnum(*r, "tokens_per_rank")}].push_back(r);
@@ -404,21 +405,22 @@ std::string section_fla(Context& c) {
     if (ours_by_level.empty()) ours_by_level[0] = nullptr;
     const double fla_mem = mem ? num(*mem, "peak_mem_gib") : NAN;
     const std::string compiled = lnum(*best, "compile") ? "compiled" : "eager";
+    const std::string fla_cell = num_cell(tokens_per_s(*best)) + stale_mark(*best) + " (" + col(*best, "precision") +
+                                 ", " + compiled + ", " + short_sha(*best) + ")";
+    const std::string fla_mem_cell =
+        std::isfinite(fla_mem) ? num_cell(fla_mem) + stale_mark(*mem) + " (" +
+                                     (lnum(*mem, "compile") ? "compiled" : "eager") + ", " + short_sha(*mem) + ")"
+                               : "—";
     for (const auto& [rank, ours] : ours_by_level) {
       const std::string rc = ours ? recompute_of(*ours) : "none";
       const double ratio = ours ? tokens_per_s(*ours) / tokens_per_s(*best) : NAN;
       const double our_mem = ours ? num(*ours, "peak_mem_gib") : NAN;
-      rows.push_back({gpu, std::to_string(heads), std::to_string(L),
-                      num_cell(tokens_per_s(*best)) + stale_mark(*best) + " (" + col(*best, "precision") + ", " + compiled +
-                          ", " + short_sha(*best) + ")",
+      rows.push_back({gpu, std::to_string(heads), std::to_string(L), fla_cell,
                       ours ? num_cell(tokens_per_s(*ours)) + stale_mark(*ours) + " (" + short_sha(*ours) +
                                  ", recompute " + recompute_flag(rc) + ")"
                            : kNotMeasured,
                       std::isfinite(ratio) ? fmt("%.2fx", ratio) : "—",
-                      std::isfinite(fla_mem) ? num_cell(fla_mem) + stale_mark(*mem) + " (" +
-                                                   (lnum(*mem, "compile") ? "compiled" : "eager") + ", " + short_sha(*mem) +
-                                                   ")"
-                                             : "—",
+                      fla_mem_cell,
                       std::isfinite(our_mem) ? num_cell(our_mem) : "—",
                       std::isfinite(our_mem / fla_mem) ? fmt("%.2fx", our_mem / fla_mem) : "—"});
       auto opt = [](double v) { return std::isfinite(v) ? fmt("%.6g", v) : std::string(); };
