@@ -81,10 +81,9 @@ std::string holdout_summary(const HoldOut& h) {
                   rows, "lllllrrl");
 }
 
-// A held-out point's measured time as the tables print it: marked † where its row's code changed since, ? where its
-// commit is unknown (as stale_mark marks a row).
+// A held-out point's measured time as the tables print it, marked as its row's code state is (code_state_mark).
 std::string measured_cell(const HeldOutPoint& p) {
-  return num_cell(p.measured_s * 1e3) + (p.code_state == "changed" ? " †" : p.code_state == "unknown" ? " ?" : "");
+  return num_cell(p.measured_s * 1e3) + code_state_mark(p.code_state);
 }
 
 // "beyond 30%" where a point's error is, as printed.

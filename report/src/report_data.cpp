@@ -168,7 +168,10 @@ const CodeState& CodeStates::of(const std::string& git_sha, const std::string& l
 
 bool code_changed(const Row& r) { return col(r, kCodeStateCol) == "changed"; }
 bool code_unknown(const Row& r) { return col(r, kCodeStateCol) == "unknown"; }
-std::string stale_mark(const Row& r) { return code_changed(r) ? " †" : code_unknown(r) ? " ?" : ""; }
+std::string code_state_mark(const std::string& code_state) {
+  return code_state == "changed" ? " †" : code_state == "unknown" ? " ?" : "";
+}
+std::string stale_mark(const Row& r) { return code_state_mark(col(r, kCodeStateCol)); }
 
 void ResultFiles::mark_code(CodeStates& states) {
   for (auto* v : {&rows, &node_rows, &baseline_rows, &timeline})

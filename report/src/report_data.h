@@ -79,6 +79,8 @@ bool code_changed(const Row& r);   // code_state is "changed"
 bool code_unknown(const Row& r);   // code_state is "unknown"
 // " †" for a row of changed code, " ?" for one of unknown code, "" otherwise: the mark beside a measured number.
 std::string stale_mark(const Row& r);
+// The same mark for a `code_state` value (current, changed, unknown), where only that value is kept.
+std::string code_state_mark(const std::string& code_state);
 
 struct ResultFiles {
   std::vector<Row> rows;                         // every result row, files in name order, rows in file order

@@ -371,8 +371,7 @@ std::string section_fla(Context& c) {
        "`torch.compile` ran) against spbench's dp row at world size 1 on the same kind (the newest of the default "
        "schedule, one line per `--recompute` level measured, in the flag's order: none, states, elementwise, "
        "states+elementwise, all); peak memory against fla's run of matched precision (spbench keeps fp32 master "
-       "weights and computes "
-       "in bf16, as `fp32-autocast-bf16` does), the lower of compile on and off. Every cell names the commit of the "
+       "weights and computes in bf16, as `fp32-autocast-bf16` does), the lower of compile on and off. Every cell names the commit of the "
        "call that measured it: where fla's differs from spbench's, the two sides ran in different calls, on two "
        "machines of the kind, so their ratio also holds the spread between such machines (up to 3% in the model "
        "level's rows).\n\n";
@@ -404,13 +403,12 @@ std::string section_fla(Context& c) {
       }
     if (ours_by_level.empty()) ours_by_level[0] = nullptr;
     const double fla_mem = mem ? num(*mem, "peak_mem_gib") : NAN;
-    const std::string compiled = lnum(*best, "compile") ? "compiled" : "eager";
+    auto compile_mode = [](const Row& r) { return std::string(lnum(r, "compile") ? "compiled" : "eager"); };
     const std::string fla_cell = num_cell(tokens_per_s(*best)) + stale_mark(*best) + " (" + col(*best, "precision") +
-                                 ", " + compiled + ", " + short_sha(*best) + ")";
-    const std::string fla_mem_cell =
-        std::isfinite(fla_mem) ? num_cell(fla_mem) + stale_mark(*mem) + " (" +
-                                     (lnum(*mem, "compile") ? "compiled" : "eager") + ", " + short_sha(*mem) + ")"
-                               : "—";
+                                 ", " + compile_mode(*best) + ", " + short_sha(*best) + ")";
+    const std::string fla_mem_cell = std::isfinite(fla_mem) ? num_cell(fla_mem) + stale_mark(*mem) + " (" +
+                                                                  compile_mode(*mem) + ", " + short_sha(*mem) + ")"
+                                                            : "—";
     for (const auto& [rank, ours] : ours_by_level) {
       const std::string rc = ours ? recompute_of(*ours) : "none";
       const double ratio = ours ? tokens_per_s(*ours) / tokens_per_s(*best) : NAN;
