@@ -66,7 +66,7 @@ const std::vector<MeasuredPaths>& measured_paths() {
     model.push_back("model/");
     return std::vector<MeasuredPaths>{
         {"kernel", {"kernels/"}}, {"collective", comm}, {"operator", op}, {"timeline", op}, {"model", model},
-        {kPytorchModelLevel, {"baselines/pytorch/"}}};
+        {kPytorchModelLevel, {"baselines/pytorch/fla_baseline.py", "baselines/pytorch/run_beside_spbench.sh"}}};
   }();
   return table;
 }

@@ -33,7 +33,8 @@ bool is_cpu_row(const Row& r);
 //   operator    kernels/, sp/, zeco/, baselines/* (not baselines/pytorch/), runtime/communicator*, runtime/device*
 //               (timeline: the same)
 //   model       the operator's, and model/
-//   model-pytorch  baselines/pytorch/: the PyTorch + fla baseline's rows (backend pytorch), which run no spbench code
+//   model-pytorch  baselines/pytorch/fla_baseline.py and run_beside_spbench.sh: the PyTorch + fla baseline's rows
+//               (backend pytorch), which run no spbench code and none of the folder's other scripts
 struct MeasuredPaths {
   std::string level;
   std::vector<std::string> paths;

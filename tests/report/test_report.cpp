@@ -158,19 +158,28 @@ TEST(Report, CodeStateOfACommit) {
 }
 
 // The PyTorch + fla baseline's rows run no spbench code, and spbench's levels do not run baselines/pytorch/: each is
-// judged by its own paths.
-TEST(Report, ThePytorchBaselineIsJudgedByItsOwnFolder) {
+// judged by its own paths. The baseline's rows run fla_baseline.py under run_beside_spbench.sh, not the folder's other
+// scripts (the kernel and product probes), so a change to those leaves the rows current.
+TEST(Report, ThePytorchBaselineIsJudgedByItsOwnScripts) {
   const Row fla{{"level", "model"}, {"method", "pytorch-fla"}, {"backend", "pytorch"}};
   const Row spb{{"level", "model"}, {"method", "dp"}, {"backend", "nccl"}};
   EXPECT_EQ(code_level_of(fla), kPytorchModelLevel);
   EXPECT_EQ(code_level_of(spb), "model");
-  EXPECT_EQ(measured_paths_of(kPytorchModelLevel), std::vector<std::string>{"baselines/pytorch/"});
+  EXPECT_EQ(measured_paths_of(kPytorchModelLevel),
+            (std::vector<std::string>{"baselines/pytorch/fla_baseline.py", "baselines/pytorch/run_beside_spbench.sh"}));
   for (const std::string level : {"operator", "timeline", "model"})
     for (const auto& p : measured_paths_of(level)) EXPECT_NE(p, "baselines/") << level << ": takes in baselines/pytorch/";
-  const std::string before = commit_before_change_of("baselines/pytorch/");
+  const std::string before = commit_before_change_of("baselines/pytorch/fla_baseline.py");
   if (before.empty()) GTEST_SKIP() << "no git history here";
   CodeStates states(kSource);
   EXPECT_EQ(states.of(before, kPytorchModelLevel).kind, CodeState::changed);
+  // The commit before the profile script last changed: that script is not the rows' code.
+  const std::string before_probe = commit_before_change_of("baselines/pytorch/fla_profile.py");
+  const std::string scripts_since =
+      before_probe.empty() ? "" : sh("git -C '" + kSource + "' diff --name-only " + before_probe +
+                                     " HEAD -- baselines/pytorch/fla_baseline.py baselines/pytorch/run_beside_spbench.sh");
+  if (!before_probe.empty() && scripts_since.empty())
+    EXPECT_EQ(states.of(before_probe, kPytorchModelLevel).kind, CodeState::current);
   // The operator's pathspec for the methods' files (git's glob, as CodeStates passes it) leaves the baseline out.
   const std::string methods =
       sh("git -C '" + kSource + "' diff --name-only " + before + " HEAD -- ':(top,glob)baselines/*'");
