@@ -93,7 +93,11 @@ def timed(fn, reps=10):
     ts = []
     for _ in range(reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record(); fn(); b.record(); b.synchronize(); ts.append(a.elapsed_time(b))
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b))
     return statistics.median(ts)
 
 
@@ -115,11 +119,13 @@ for name, ta, tb, M, Nn, K, ct in LAYER + HEAD:
     spb(ta, tb, M, Nn, K, bf, A, B, Cb)
     diff = max(((c.float() - ref).norm() / ref.norm()).item() for c in (C, Cb))
     bad += diff > 1e-2
-    w = 20 if name in dict((x[0], 1) for x in LAYER) else 4
-    tot["spb"] += w * t1; tot["spbbf"] += w * t2; tot["torch"] += w * t3
+    calls = 20 if (name, ta, tb, M, Nn, K, ct) in LAYER else 4  # a layer's products 20 times, the head's 4 chunks
+    tot["spb"] += calls * t1
+    tot["spbbf"] += calls * t2
+    tot["torch"] += calls * t3
     fl = 2.0 * M * Nn * K
-    print(f"{name:16s} {M:6d} {Nn:6d} {K:6d}  {ct:4s} {t1:8.3f}  {t2:8.3f}  {t3:8.3f}  {fl / t1 / 1e9:6.0f} {fl / t2 / 1e9:6.0f} "
-          f"{fl / t3 / 1e9:6.0f}  {diff:.1e}")
+    print(f"{name:16s} {M:6d} {Nn:6d} {K:6d}  {ct:4s} {t1:8.3f}  {t2:8.3f}  {t3:8.3f}  {fl / t1 / 1e9:6.0f} "
+          f"{fl / t2 / 1e9:6.0f} {fl / t3 / 1e9:6.0f}  {diff:.1e}")
 print(f"# a step's products, each alone x its calls: spbench {tot['spb']:.1f} ms, with bf16 C {tot['spbbf']:.1f} ms, "
       f"torch {tot['torch']:.1f} ms")
 
@@ -136,7 +142,10 @@ def seq(kind):
         for name, *_r in HEAD:
             ta, tb, M, Nn, K, ct, A, B, C = ops[name]
             for _ in range(4):
-                tor(ta, tb, M, Nn, K, A, B) if kind == "torch" else spb(ta, tb, M, Nn, K, ct, A, B, C)
+                if kind == "torch":
+                    tor(ta, tb, M, Nn, K, A, B)
+                else:
+                    spb(ta, tb, M, Nn, K, ct, A, B, C)
     return run
 
 
