@@ -17,8 +17,9 @@ Exit 0: measured; 1: a gradient or a loss not finite; 2: bad arguments; 3: no GP
 """
 import argparse
 import os
-import statistics
 import sys
+
+from cuda_timing import median_ms
 
 torch = F = need_fla = None  # imported by main() once the arguments are checked (exit 3 without PyTorch)
 
@@ -36,20 +37,6 @@ STAGES = [
 def stage_of(kernel):
     name = kernel.lower()
     return next((stage for stage, pats in STAGES if any(p in name for p in pats)), "other kernels")
-
-
-def timed(fn, warmup, iters):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
 
 
 def kernel_times(fn, passes):
@@ -98,7 +85,7 @@ def attention(a):
         print("fla_profile.py: FAIL: a gradient is not finite", file=sys.stderr)
         return 1
     for name, fn in (("fwd", fwd), ("fwd_bwd", fwd_bwd)):
-        ms = timed(fn, a.warmup, a.iters)
+        ms = median_ms(fn, a.warmup, a.iters)
         print(f"{name:8s} median {ms:.3f} ms  (warm-up {a.warmup}, {a.iters} timed)")
         for kname, kms, calls in kernel_times(fn, 5):
             print(f"    {kms:8.3f} ms  x{calls:<2.0f} {kname[:90]}")

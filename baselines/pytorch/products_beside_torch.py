@@ -18,8 +18,9 @@ import ctypes
 import glob
 import os
 import site
-import statistics
 import sys
+
+from cuda_timing import median_ms
 
 try:
     import torch
@@ -87,20 +88,6 @@ def tor(ta, tb, M, Nn, K, A, B):
     return (A.t() if ta else A) @ (B.t() if tb else B)
 
 
-def timed(fn, reps=10):
-    for _ in range(3):
-        fn()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b))
-    return statistics.median(ts)
-
-
 print(f"# {torch.cuda.get_device_name()}  torch {torch.__version__}  cuBLAS from {libdir[0] if libdir else 'system'}")
 print(f"{'product':16s} {'M':>6s} {'N':>6s} {'K':>6s}  C     spb_ms  spb_bf16C   torch_ms   TFLOP/s spb / torch"
       f"   diff")
@@ -111,9 +98,9 @@ for name, ta, tb, M, Nn, K, ct in LAYER + HEAD:
     A, B, C = operands(ta, tb, M, Nn, K, ct)
     Cb = torch.empty(M, Nn, device="cuda", dtype=torch.bfloat16)
     ops[name] = (ta, tb, M, Nn, K, ct, A, B, C)
-    t1 = timed(lambda: spb(ta, tb, M, Nn, K, ct, A, B, C))
-    t2 = timed(lambda: spb(ta, tb, M, Nn, K, bf, A, B, Cb)) if ct == f32 else t1
-    t3 = timed(lambda: tor(ta, tb, M, Nn, K, A, B))
+    t1 = median_ms(lambda: spb(ta, tb, M, Nn, K, ct, A, B, C), 3, 10)
+    t2 = median_ms(lambda: spb(ta, tb, M, Nn, K, bf, A, B, Cb), 3, 10) if ct == f32 else t1
+    t3 = median_ms(lambda: tor(ta, tb, M, Nn, K, A, B), 3, 10)
     ref = tor(ta, tb, M, Nn, K, A, B).float()
     spb(ta, tb, M, Nn, K, ct, A, B, C)
     spb(ta, tb, M, Nn, K, bf, A, B, Cb)
@@ -130,28 +117,30 @@ print(f"# a step's products, each alone x its calls: spbench {tot['spb']:.1f} ms
       f"torch {tot['torch']:.1f} ms")
 
 
+def call(kind, name):
+    """One of the step's products, spbench's way or PyTorch's, on the operands made for it above."""
+    ta, tb, M, Nn, K, ct, A, B, C = ops[name]
+    if kind == "torch":
+        tor(ta, tb, M, Nn, K, A, B)
+    else:
+        spb(ta, tb, M, Nn, K, ct, A, B, C)
+
+
 def seq(kind):
+    """A whole step's products back to back: every layer's 20 times, then the LM head's 4 chunks."""
     def run():
         for _ in range(20):
             for name, *_r in LAYER:
-                ta, tb, M, Nn, K, ct, A, B, C = ops[name]
-                if kind == "torch":
-                    tor(ta, tb, M, Nn, K, A, B)
-                else:
-                    spb(ta, tb, M, Nn, K, ct, A, B, C)
+                call(kind, name)
         for name, *_r in HEAD:
-            ta, tb, M, Nn, K, ct, A, B, C = ops[name]
             for _ in range(4):
-                if kind == "torch":
-                    tor(ta, tb, M, Nn, K, A, B)
-                else:
-                    spb(ta, tb, M, Nn, K, ct, A, B, C)
+                call(kind, name)
     return run
 
 
 for rnd in range(2):
     for kind in ("spb", "torch"):
-        print(f"# round {rnd}: the step's products back to back, {kind}: {timed(seq(kind), reps=5):.1f} ms")
+        print(f"# round {rnd}: the step's products back to back, {kind}: {median_ms(seq(kind), 3, 5):.1f} ms")
 if bad:
     print(f"products_beside_torch.py: FAIL: {bad} products differ from PyTorch's by more than 1e-2", file=sys.stderr)
 sys.exit(1 if bad else 0)
