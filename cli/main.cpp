@@ -15,6 +15,7 @@
 #include "harness/operator_level.h"
 #include "report/src/report.h"
 #include "runtime/provenance.h"
+#include "runtime/watchdog.h"
 
 int main(int argc, char** argv) {
   spb::Bootstrap boot(&argc, &argv);
@@ -61,6 +62,7 @@ int main(int argc, char** argv) {
   }
 
   try {
+    spb::watchdog_start(boot.rank());  // every blocking wait from here on is bounded by SPB_TIMEOUT_S
     if (*methods_cmd) {
       if (root)
         for (auto& name : spb::method_names()) std::printf("%-10s %s\n", name.c_str(), spb::find_method(name)->summary.c_str());

@@ -12,6 +12,7 @@
 #include "runtime/collective_errors.h"
 #include "runtime/csv.h"
 #include "runtime/error.h"
+#include "runtime/watchdog.h"
 #include "runtime/provenance.h"
 #include "sp/runtime.h"
 #include "runtime/stats.h"
@@ -173,6 +174,8 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
         const long long block = asked == 0 || asked >= (long long)(bytes / 4) ? 0 : asked;  // 0: the whole state
         if (std::find(done.begin(), done.end(), block) != done.end()) continue;
         done.push_back(block);
+        watchdog_set_context("collective, " + name + ", " + std::to_string(bytes) + " bytes, block " +
+                             std::to_string(block));
         CollectiveConfig c{bytes / 4, size_t(o.dv), size_t(block), o.allscan};
         std::unique_ptr<CollectivePattern> pat;
         agree_on_usage_errors(boot, [&] { pat = require_pattern(name).make(*rt, c); });

@@ -16,6 +16,7 @@
 #include "runtime/collective_errors.h"
 #include "runtime/csv.h"
 #include "runtime/error.h"
+#include "runtime/watchdog.h"
 #include "sp/inputs.h"
 #include "sp/method.h"
 #include "runtime/npy.h"
@@ -671,6 +672,7 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
   int wrong = 0;
   EventHandle e0(*rt->dev), e1(*rt->dev);
   for (const std::string& name : todo) {
+    watchdog_set_context("model, " + name + ", " + std::to_string(plan.L) + " tokens per rank");
     const MethodResult r = measure_method(run, name, e0, e1);
     wrong += !r.ok;
     if (p == 0) print_method_line(run, name, r);

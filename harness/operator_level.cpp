@@ -12,6 +12,7 @@
 #include "runtime/collective_errors.h"
 #include "runtime/csv.h"
 #include "runtime/error.h"
+#include "runtime/watchdog.h"
 #include "sp/inputs.h"
 #include "sp/method.h"
 #include "runtime/npy.h"
@@ -317,6 +318,7 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
   EventHandle e0(dev), e1(dev), e2(dev);
   const Stream st = dev.compute_stream();
   for (const std::string& name : todo) {
+    watchdog_set_context("operator, " + name + ", " + std::to_string(local.T) + " tokens per rank");
     std::unique_ptr<SpMethod> method;
     agree_on_usage_errors(boot, [&] { method = require_method(name).make(*rt, cfg); });
     if (p == 0 && !method->notice().empty()) std::printf("# %s\n", method->notice().c_str());

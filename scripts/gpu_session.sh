@@ -3,7 +3,8 @@
 # as .deb files in .deps/ (apt-get download libcli11-dev libfccp-dev nlohmann-json3-dev), then run the stages named
 # on the command line; logs and CSVs go to $OUT.
 #   stages: test (GPU ctest), bench (kernel benchmark), collective, operator, timeline, model (with the checks
-#   against PyTorch and fla), fla (spbench beside PyTorch + fla), model-profile, model-schedules, nodes, all
+#   against PyTorch and fla), fla (spbench beside PyTorch + fla), model-profile, model-schedules, nodes, all;
+#   and, not in all: faults (a rank stopped and a rank killed on two GPUs, tests/harness/rank_fault.sh)
 # Every command of a stage (and every sweep script) is one configuration of scripts/common.sh's spb_config: the last
 # line counts them, the exit status is non-zero where one failed, and SIGINT or SIGTERM stops the session and the
 # running command's ranks at once (exit 130 or 143).
@@ -122,6 +123,25 @@ for stage in "${@:-all}"; do
   nodes|all)
     stamp "nodes simulated on this host, NCCL between them over its network"
     sweep collective sweep_nodes_gpu.sh ;;&
+  faults)
+    # A hung rank and a dead one on GPUs 0 and 1: under zeco's device All-Scan, under NCCL (lasp2), in the model's
+    # step. Each case's last line gives the seconds from the signal to the end of the job (rank_fault.sh).
+    stamp "faults: a rank stopped and a rank killed, two GPUs, SPB_TIMEOUT_S=10"
+    fault_op=(operator --backend gpu -H 16 --dk 128 --dv 128 -L 16384 -w 5 -n 3000 -c 0)
+    fault_model=(model --backend gpu --layers 2 -H 32 -L 16384 -w 2 -n 150 -c 0)
+    for sig in STOP KILL; do
+      for case in "zeco-device|${fault_op[*]} -m dp,zeco --allscan device" "lasp2-nccl|${fault_op[*]} -m dp,lasp2" \
+                  "model-zeco|${fault_model[*]} -m dp,zeco"; do
+        name=${case%%|*}
+        csv=$OUT/fault_${name}_${sig}.csv
+        # shellcheck disable=SC2086  # the case's arguments are words
+        spb_config "fault: SIG$sig to a rank, $name" "" "^ok:|^FAIL|^spbench: error|watchdog" \
+          env SPB_TIMEOUT_S=10 SPB_SPIN_TIMEOUT_S=5 CUDA_VISIBLE_DEVICES=0,1 bash tests/harness/rank_fault.sh \
+          --signal "$sig" "$csv" -- "${MPI[@]}" -x SPB_TIMEOUT_S -x SPB_SPIN_TIMEOUT_S -x CUDA_VISIBLE_DEVICES -np 2 \
+          $B/spbench ${case#*|} --csv "$csv"
+        rm -f "$csv"
+      done
+    done ;;
   timeline|all)
     stamp "timelines"
     for overlap in 0 1 2; do

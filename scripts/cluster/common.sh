@@ -30,7 +30,7 @@ spb_rank_env_names() {
   echo NCCL_NVLS_ENABLE
   [ -n "${LD_LIBRARY_PATH:-}" ] && echo LD_LIBRARY_PATH
   [ -n "${OMP_NUM_THREADS:-}" ] && echo OMP_NUM_THREADS
-  compgen -e | grep -E '^(NCCL_|UCX_|SPB_ALLSCAN_)|^(SPB_SPIN_TIMEOUT_S|SPB_GIT_SHA|SPB_RANKS_PER_NODE)$' |
+  compgen -e | grep -E '^(NCCL_|UCX_|SPB_ALLSCAN_)|^(SPB_TIMEOUT_S|SPB_SPIN_TIMEOUT_S|SPB_GIT_SHA|SPB_RANKS_PER_NODE)$' |
     grep -vx NCCL_NVLS_ENABLE || true
 }
 

@@ -6,7 +6,8 @@
 #   HOSTFILE=hosts SPB_WORLDS="16 32" SPB_LEVELS=operator scripts/cluster/mpirun_hostfile.sh
 # NODES defaults to the hostfile's lines; scripts/cluster/common.sh lists the other settings and what every rank
 # gets. Ranks fill one node before the next (--map-by ppr:8:node), so node n holds ranks [8n, 8n + 8): the layout
-# spbench's node-aware All-Scans expect (each row's nodes and ranks_per_node columns record it).
+# spbench's node-aware All-Scans expect (each row's nodes and ranks_per_node columns record it). Open MPI ends the
+# job when one rank exits non-zero (a rank whose watchdog found a hang exits 2), the stopped ranks included.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 HOSTFILE=${HOSTFILE:?HOSTFILE: a file of node names, one per line, with slots=$GPUS_PER_NODE}
 NODES=${NODES:-$(grep -cvE '^[[:space:]]*(#|$)' "$HOSTFILE")}

@@ -15,7 +15,8 @@
 # (--distribution=block), so node n holds ranks [8n, 8n + 8). Every task must see all of its node's GPUs (spbench
 # takes the GPU of its node-local rank): no --gpus-per-task, and no --gpu-bind that hides the others. Open MPI must
 # have been built with Slurm's PMI: SPB_SRUN_MPI (default pmix) is srun's --mpi. scripts/cluster/common.sh lists
-# the other settings and what every rank gets (srun passes the whole environment).
+# the other settings and what every rank gets (srun passes the whole environment). --kill-on-bad-exit ends a step
+# when one task fails: a rank whose watchdog found a hang (SPB_TIMEOUT_S) exits 2, and srun then ends the stopped one.
 cd "${SLURM_SUBMIT_DIR:-$(dirname "${BASH_SOURCE[0]}")/../..}"
 source scripts/cluster/common.sh
 NODES=${NODES:-${SLURM_JOB_NUM_NODES:-1}}
@@ -25,7 +26,8 @@ spb_launch() {
   shift
   local per=$((P < GPUS_PER_NODE ? P : GPUS_PER_NODE))
   spb_run srun --nodes=$(((P + GPUS_PER_NODE - 1) / GPUS_PER_NODE)) --ntasks="$P" --ntasks-per-node="$per" \
-    --gpus-per-node="$GPUS_PER_NODE" --distribution=block:block --cpu-bind=none --mpi="${SPB_SRUN_MPI:-pmix}" --export=ALL "$SPB" "$@"
+    --gpus-per-node="$GPUS_PER_NODE" --distribution=block:block --cpu-bind=none --mpi="${SPB_SRUN_MPI:-pmix}" \
+    --kill-on-bad-exit=1 --export=ALL "$SPB" "$@"
 }
 
 spb_cluster_sweep

@@ -172,7 +172,8 @@ add_test(NAME cli.cluster.slurm
          COMMAND sh -c "SPB_DRY_RUN=1 SLURM_JOB_NUM_NODES=2 SPB_RESULTS=${CMAKE_CURRENT_BINARY_DIR}/cluster_dry \
 bash ${CMAKE_SOURCE_DIR}/scripts/cluster/slurm_sbatch.sh")
 set_tests_properties(cli.cluster.slurm PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION
-                     "srun --nodes=2 --ntasks=16 --ntasks-per-node=8 [^\n]*--distribution=block[^\n]*--allscan host-logdepth")
+                     "srun --nodes=2 --ntasks=16 --ntasks-per-node=8 [^\n]*--distribution=block[^\n]*--kill-on-bad-exit=1[^\n]*\
+--allscan host-logdepth")
 
 add_test(NAME cli.cluster.model
          COMMAND sh -c "SPB_DRY_RUN=1 SPB_LEVELS=model SPB_RESULTS=${CMAKE_CURRENT_BINARY_DIR}/cluster_dry \

@@ -109,6 +109,34 @@ foreach(np 2 4)
   set_tests_properties(fault.rank_dies.np${np} PROPERTIES TIMEOUT 30 LABELS fault)
 endforeach()
 
+# A rank stopped (SIGSTOP) in the middle of a run at each level: the watchdog of the others (SPB_TIMEOUT_S=5) ends the
+# job within 30 s, with its line and every CSV whole (rank_fault.sh). Each run is long enough to be stopped after its
+# first row: many sizes (collective), many methods or steps (operator, model).
+set(SPB_STOP_OP operator --backend cpu -m dp,lasp1,lasp2,zeco,ring,ulysses -H 4 --dk 16 --dv 16 -L 256 -w 0 -n 30 -c 0)
+set(SPB_STOP_MODEL model --backend cpu -m dp,zeco,lasp2,lasp1 --vocab 256 --hidden 64 --layers 1 --heads 2 -L 64 -w 0
+    -n 30 -c 0)
+set(SPB_STOP_COLL collective --backend cpu -b 1K -e 16M -f 2 -w 0 -n 30 -c 0)
+foreach(np 2 4)
+  foreach(level OP MODEL COLL)
+    string(TOLOWER ${level} name)
+    set(csv ${SPB_FAULT_DIR}/np${np}/rank_stops_${name}.csv)
+    add_test(NAME fault.rank_stops.${name}.np${np}
+             COMMAND env SPB_TIMEOUT_S=5 ${CMAKE_CURRENT_SOURCE_DIR}/harness/rank_fault.sh ${csv} --
+                     ${SPB_MPIEXEC} ${np} ${SPB_MPI_FLAGS} $<TARGET_FILE:spbench> ${SPB_STOP_${level}} --csv ${csv})
+    set_tests_properties(fault.rank_stops.${name}.np${np} PROPERTIES TIMEOUT 90 LABELS fault)
+  endforeach()
+endforeach()
+
+# Long work is not a wait: a training step of about 2 s on one rank under SPB_TIMEOUT_S=1 finishes (exit 0). A
+# watchdog that timed the step instead of the waits would end it.
+spb_fault(long_step_not_a_wait 1 --rc 0 --output "# wrong results: 0"
+          -- model --backend cpu -m dp --vocab 256 --hidden 128 --layers 2 --heads 2 -L 4096 -w 0 -n 1 -c 0)
+set_tests_properties(fault.long_step_not_a_wait.np1 PROPERTIES ENVIRONMENT "SPB_TIMEOUT_S=1;OMP_NUM_THREADS=1")
+foreach(np 1 2)
+  spb_fault(timeout_not_a_number ${np} --error "SPB_TIMEOUT_S='soon' is not a number of seconds >= 0" -- ${SPB_OP} -m dp)
+  set_tests_properties(fault.timeout_not_a_number.np${np} PROPERTIES ENVIRONMENT "SPB_TIMEOUT_S=soon")
+endforeach()
+
 # --- bad input: one line naming the flag or file, exit 2, before anything is allocated or measured ---
 # spb_fault_input(NAME NP REGEX ARGS...): `spbench ARGS` at NP ranks must fail with REGEX.
 function(spb_fault_input name np regex)
