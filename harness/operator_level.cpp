@@ -13,6 +13,7 @@
 #include "runtime/csv.h"
 #include "runtime/error.h"
 #include "runtime/watchdog.h"
+#include "sim/stage_table.h"
 #include "sp/inputs.h"
 #include "sp/method.h"
 #include "runtime/npy.h"
@@ -72,6 +73,10 @@ void add_operator_command(CLI::App& app, OperatorOptions& o) {
   app.add_flag("!--no-resume", o.resume, "rerun configurations already in the CSV");
   app.add_option("--timeline", o.timeline,
                  "append the compute/comm spans of every rank in --timeline-iters more iterations to this CSV");
+  app.add_option("--stage-times", o.stage_times,
+                 "append the time of every kernel stage call in the timed iterations (rows of level `stage`: what the "
+                 "simulated build replays, sim/stage_table.h) to this CSV; not with --csv, whose times the events "
+                 "around each stage would change");
   app.add_option("--timeline-iters", o.timeline_iters, "iterations --timeline records (default 5)")
       ->check(CLI::Range(1, 1000));
 }
@@ -213,10 +218,23 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
   std::vector<std::string> left_out;  // by `all`: the methods that cannot run this configuration
   const std::vector<std::string> methods = methods_to_run(o.method, cfg, P, &left_out);
   SPB_USAGE(o.outputs.empty() || methods.size() == 1, "--outputs: give a single --method");
-  check_outputs(boot, {{"--csv", o.csv}, {"--timeline", o.timeline}, {"--outputs", o.outputs, true}});
+  SPB_USAGE(o.stage_times.empty() || o.csv.empty(),
+            "--stage-times: give no --csv (the events around every stage call change the times its rows would hold)");
+  check_outputs(boot, {{"--csv", o.csv}, {"--timeline", o.timeline}, {"--stage-times", o.stage_times},
+                       {"--outputs", o.outputs, true}});
   check_host_memory(boot, whole, o);
 
   auto rt = make_runtime(boot, o.backend, o.ranks_per_node, o.nodes_over_network);
+  RecordingKernels* recorder = nullptr;  // --stage-times: every stage call timed in the timed iterations
+  std::unique_ptr<CsvAppender> stage_csv;
+  if (!o.stage_times.empty()) {
+    auto rec = std::make_unique<RecordingKernels>(std::move(rt->kern), *rt->dev);
+    recorder = rec.get();
+    rt->kern = std::move(rec);
+    agree_on_usage_errors(boot, [&] {
+      if (p == 0) stage_csv = std::make_unique<CsvAppender>(o.stage_times, stage_columns());
+    });
+  }
   const bool gpu = rt->dev->is_gpu();
   const DType act = rt->kern->act_dtype();
   const double tol = o.tolerance > 0 ? o.tolerance : gpu ? 5e-3 : 1e-5;
@@ -329,6 +347,7 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
     }
     dev.synchronize();
     std::vector<double> fwd_max, all_max, all_mean;
+    if (recorder) recorder->set_recording(true);
     for (int i = 0; i < o.iters; ++i) {
       boot.barrier();
       dev.record(e0.get(), st);
@@ -343,6 +362,12 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
       all_mean.push_back(boot.sum(a) / P);
     }
     method->finish();
+    if (recorder) {
+      recorder->set_recording(false);
+      agree_on_usage_errors(boot, [&] {
+        append_stage_rows(boot, recorder->take(), o.iters, row_for(name, "fwd_bwd", method.get()), stage_csv.get());
+      });
+    }
 
     Errors err;
     bool ok = true;

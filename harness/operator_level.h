@@ -21,6 +21,7 @@ struct OperatorOptions {
   bool h0 = false, dht = false;
   std::string inputs, outputs, csv;
   std::string timeline;  // append timeline_iters more iterations' compute/comm spans of every rank to this CSV
+  std::string stage_times;  // the GPU time of every kernel stage in the timed iterations, as rows of this CSV
   int timeline_iters = 5;
   int check = 1;
   double tolerance = 0;  // 0: 1e-5 on the CPU (fp32), 5e-3 on the GPU (bf16)

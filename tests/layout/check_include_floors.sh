@@ -4,7 +4,7 @@
 # Usage: check_include_floors.sh SOURCE_DIR   (exit 1 and one line per upward include when any is found)
 set -euo pipefail
 root=${1:?usage: check_include_floors.sh SOURCE_DIR}
-declare -A floor=([runtime]=0 [kernels]=1 [sp]=2 [zeco]=3 [baselines]=3 [model]=4 [harness]=5 [report]=6 [cli]=7)
+declare -A floor=([runtime]=0 [kernels]=1 [sp]=2 [zeco]=3 [baselines]=3 [model]=4 [sim]=5 [harness]=6 [report]=7 [cli]=8)
 
 bad=0
 checked=0
