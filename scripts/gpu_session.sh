@@ -4,7 +4,9 @@
 # on the command line; logs and CSVs go to $OUT.
 #   stages: test (GPU ctest), bench (kernel benchmark), collective, operator, timeline, model (with the checks
 #   against PyTorch and fla), fla (spbench beside PyTorch + fla), model-profile, model-schedules, nodes, all;
-#   and, not in all: faults (a rank stopped and a rank killed on two GPUs, tests/harness/rank_fault.sh)
+#   and, not in all: faults (a rank stopped and a rank killed on two GPUs, tests/harness/rank_fault.sh), stages (the
+#   GPU time of every kernel stage, what the simulated build replays), three (every level on 3 GPUs), two-nodes
+#   (every level on 2 simulated nodes of 2 GPUs, NCCL over sockets between them)
 # Every command of a stage (and every sweep script) is one configuration of scripts/common.sh's spb_config: the last
 # line counts them, the exit status is non-zero where one failed, and SIGINT or SIGTERM stops the session and the
 # running command's ranks at once (exit 130 or 143).
@@ -123,6 +125,53 @@ for stage in "${@:-all}"; do
   nodes|all)
     stamp "nodes simulated on this host, NCCL between them over its network"
     sweep collective sweep_nodes_gpu.sh ;;&
+  stages)
+    # Every method's stage calls at the paper's operator shapes on 1, 2 and 4 GPUs (sim/stage_table.h), and the
+    # single-device GLA that ulysses runs on each rank at 8 and 16 GPUs (16 / P heads over P x 16384 tokens).
+    stamp "stage times"
+    stage_csv=$OUT/${machine}_stages.csv
+    for P in 1 2 4; do
+      [ "$P" -le "$gpus" ] || continue
+      for L in 16384 32768; do
+        spb_config "stage times, every method on $P GPUs, -L $L" "" "$shown" "${MPI[@]}" -np $P $B/spbench operator \
+          --backend gpu -m all -B 1 -H 16 --dk 128 --dv 128 -L $L -K 16 -w 5 -n 20 --stage-times "$stage_csv"
+      done
+    done
+    for P in 8 16; do
+      spb_config "stage times, ulysses' GLA at $P GPUs" "" "$shown" "${MPI[@]}" -np 1 $B/spbench operator --backend gpu \
+        -m dp -B 1 -H $((16 / P)) --dk 128 --dv 128 -L $((16384 * P)) -w 5 -n 20 --stage-times "$stage_csv"
+    done ;;
+  three)
+    # Three GPUs at every level: between the P = 2 that calibrates the simulation and the P = 4 it is held out on.
+    # ulysses cannot run there (16 and 32 heads do not split over 3 ranks): `-m all` leaves it out and says so.
+    stamp "three GPUs: collective, operator, model"
+    coll=$OUT/${machine}_collective.csv op=$OUT/${machine}_operator.csv
+    spb_config "collective, every pattern, 3 GPUs" "$coll" "$shown" "${MPI[@]}" -np 3 $B/spbench collective \
+      --backend gpu -b 64K -e 32M -f 2 --block-elems 16384 --csv "$coll"
+    for proto in device-flag device-ll host; do
+      spb_config "collective allscan $proto, 3 GPUs" "$coll" "$shown" "${MPI[@]}" -np 3 $B/spbench collective \
+        --backend gpu -p allscan -b 64K -e 32M -f 2 --block-elems 16384 --allscan $proto --csv "$coll"
+    done
+    for L in 16384 32768; do
+      spb_config "every method on 3 GPUs, -L $L" "$op" "$shown" "${MPI[@]}" -np 3 $B/spbench operator --backend gpu \
+        -m all -B 1 -H 16 --dk 128 --dv 128 -L $L -K 16 -w 5 -n 50 --csv "$op"
+    done
+    SPB_WORLDS=3 SPB_MODEL_LENGTHS=16384 SPB_MODEL_HEADS=32 SPB_MODEL_METHODS=dp,zeco,lasp2 \
+      sweep model sweep_model_gpu.sh ;;
+  two-nodes)
+    # Two nodes of two GPUs on this host, NCCL over sockets between them (DESIGN §10): the collective sweep of
+    # sweep_nodes_gpu.sh, every method at the operator level, dp, zeco and lasp2 at the model level (whose gradient
+    # all-reduce over sockets takes over a second a step: 2 warm-up steps and 10 timed).
+    stamp "two nodes of two GPUs over sockets: collective, operator, model"
+    [ "$gpus" -ge 4 ] || { stamp "two-nodes: needs 4 GPUs, this machine has $gpus"; continue; }
+    sweep collective sweep_nodes_gpu.sh
+    nodes=(--ranks-per-node 2 --nodes-over-network)
+    spb_config "every method on 2 nodes x 2 GPUs, -L 16384" "$OUT/${machine}_operator.csv" "$shown" "${MPI[@]}" \
+      -np 4 $B/spbench operator --backend gpu -m all -B 1 -H 16 --dk 128 --dv 128 -L 16384 -K 16 -w 5 -n 50 \
+      "${nodes[@]}" --csv "$OUT/${machine}_operator.csv"
+    spb_config "GLA-1B on 2 nodes x 2 GPUs" "$OUT/${machine}_model.csv" "$shown|step [0-9]+/" "${MPI[@]}" -np 4 \
+      $B/spbench model --backend gpu -m dp,zeco,lasp2 -H 32 -L 16384 -K 4 -w 2 -n 10 "${nodes[@]}" \
+      --csv "$OUT/${machine}_model.csv" ;;
   faults)
     # A hung rank and a dead one on GPUs 0 and 1: under zeco's device All-Scan, under NCCL (lasp2), in the model's
     # step. Each case's last line gives the seconds from the signal to the end of the job (rank_fault.sh).
