@@ -144,20 +144,29 @@ for stage in "${@:-all}"; do
   three)
     # Three GPUs at every level: between the P = 2 that calibrates the simulation and the P = 4 it is held out on.
     # ulysses cannot run there (16 and 32 heads do not split over 3 ranks): `-m all` leaves it out and says so.
-    stamp "three GPUs: collective, operator, model"
+    # SPB_THREE_LEVELS picks levels (default: collective operator model).
+    levels=" ${SPB_THREE_LEVELS:-collective operator model} "
+    stamp "three GPUs:$levels"
     coll=$OUT/${machine}_collective.csv op=$OUT/${machine}_operator.csv
-    spb_config "collective, every pattern, 3 GPUs" "$coll" "$shown" "${MPI[@]}" -np 3 $B/spbench collective \
-      --backend gpu -b 64K -e 32M -f 2 --block-elems 16384 --csv "$coll"
-    for proto in device-flag device-ll host; do
-      spb_config "collective allscan $proto, 3 GPUs" "$coll" "$shown" "${MPI[@]}" -np 3 $B/spbench collective \
-        --backend gpu -p allscan -b 64K -e 32M -f 2 --block-elems 16384 --allscan $proto --csv "$coll"
-    done
-    for L in 16384 32768; do
-      spb_config "every method on 3 GPUs, -L $L" "$op" "$shown" "${MPI[@]}" -np 3 $B/spbench operator --backend gpu \
-        -m all -B 1 -H 16 --dk 128 --dv 128 -L $L -K 16 -w 5 -n 50 --csv "$op"
-    done
-    SPB_WORLDS=3 SPB_MODEL_LENGTHS=16384 SPB_MODEL_HEADS=32 SPB_MODEL_METHODS=dp,zeco,lasp2 \
-      sweep model sweep_model_gpu.sh ;;
+    if [[ $levels == *" collective "* ]]; then
+      # alltoall splits the state over the ranks: no power of two splits over 3.
+      spb_config "collective, every pattern but alltoall, 3 GPUs" "$coll" "$shown" "${MPI[@]}" -np 3 $B/spbench \
+        collective --backend gpu -p allscan,allgather,chain,ring -b 64K -e 32M -f 2 --block-elems 16384 --csv "$coll"
+      for proto in device-flag device-ll host; do
+        spb_config "collective allscan $proto, 3 GPUs" "$coll" "$shown" "${MPI[@]}" -np 3 $B/spbench collective \
+          --backend gpu -p allscan -b 64K -e 32M -f 2 --block-elems 16384 --allscan $proto --csv "$coll"
+      done
+    fi
+    if [[ $levels == *" operator "* ]]; then
+      for L in 16384 32768; do
+        spb_config "every method on 3 GPUs, -L $L" "$op" "$shown" "${MPI[@]}" -np 3 $B/spbench operator \
+          --backend gpu -m all -B 1 -H 16 --dk 128 --dv 128 -L $L -K 16 -w 5 -n 50 --csv "$op"
+      done
+    fi
+    if [[ $levels == *" model "* ]]; then
+      SPB_WORLDS=3 SPB_MODEL_LENGTHS=16384 SPB_MODEL_HEADS=32 SPB_MODEL_METHODS=dp,zeco,lasp2 \
+        sweep model sweep_model_gpu.sh
+    fi ;;
   two-nodes)
     # Two nodes of two GPUs on this host, NCCL over sockets between them (DESIGN §10): the collective sweep of
     # sweep_nodes_gpu.sh, every method at the operator level, dp, zeco and lasp2 at the model level (whose gradient
@@ -174,7 +183,9 @@ for stage in "${@:-all}"; do
       --csv "$OUT/${machine}_model.csv" ;;
   faults)
     # A hung rank and a dead one on GPUs 0 and 1: under zeco's device All-Scan, under NCCL (lasp2), in the model's
-    # step. Each case's last line gives the seconds from the signal to the end of the job (rank_fault.sh).
+    # step. Each case's last line gives the seconds from the signal to the end of the job (rank_fault.sh). A hang
+    # inside NCCL may be found first by the NCCL communicator's own watchdog, whose line names the NCCL operation.
+    # SPB_FAULT_CASES picks cases by name (default: all).
     stamp "faults: a rank stopped and a rank killed, two GPUs, SPB_TIMEOUT_S=10"
     fault_op=(operator --backend gpu -H 16 --dk 128 --dv 128 -L 16384 -w 5 -n 3000 -c 0)
     fault_model=(model --backend gpu --layers 2 -H 32 -L 16384 -w 2 -n 150 -c 0)
@@ -182,11 +193,12 @@ for stage in "${@:-all}"; do
       for case in "zeco-device|${fault_op[*]} -m dp,zeco --allscan device" "lasp2-nccl|${fault_op[*]} -m dp,lasp2" \
                   "model-zeco|${fault_model[*]} -m dp,zeco"; do
         name=${case%%|*}
+        [[ " ${SPB_FAULT_CASES:-$name-$sig} " == *" $name-$sig "* ]] || continue
         csv=$OUT/fault_${name}_${sig}.csv
         # shellcheck disable=SC2086  # the case's arguments are words
         spb_config "fault: SIG$sig to a rank, $name" "" "^ok:|^FAIL|^spbench: error|watchdog" \
           env SPB_TIMEOUT_S=10 SPB_SPIN_TIMEOUT_S=5 CUDA_VISIBLE_DEVICES=0,1 bash tests/harness/rank_fault.sh \
-          --signal "$sig" "$csv" -- "${MPI[@]}" -x SPB_TIMEOUT_S -x SPB_SPIN_TIMEOUT_S -x CUDA_VISIBLE_DEVICES -np 2 \
+          --signal "$sig" --hang-line '^spbench NCCL watchdog \(rank [0-9]+\): ' "$csv" -- "${MPI[@]}" -x SPB_TIMEOUT_S -x SPB_SPIN_TIMEOUT_S -x CUDA_VISIBLE_DEVICES -np 2 \
           $B/spbench ${case#*|} --csv "$csv"
         rm -f "$csv"
       done

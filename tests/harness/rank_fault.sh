@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# rank_fault.sh [--signal STOP|KILL] CSV -- MPIRUN... SPBENCH ARGS: a rank that hangs or dies ends the job (DESIGN
+# rank_fault.sh [--signal STOP|KILL] [--hang-line REGEX] CSV -- MPIRUN... SPBENCH ARGS: a rank that hangs or dies
+# ends the job (DESIGN
 # §11, runtime/watchdog.h). Starts a multi-rank run that appends rows to CSV (the command's own --csv), sends one rank
 # the signal (default STOP: a hung rank) once the first row is there, and requires: every process of the job gone
 # within 30 s of the signal, a non-zero exit status, the CSV whole (every line has the header's field count, and the
 # file ends in a newline), and for a stopped rank, under SPB_TIMEOUT_S (set by the caller), a line
-# "spbench: error: rank R waited T s in ..." from a rank that waited for it. Its last line says how long the job took
-# to end after the signal (scripts/gpu_session.sh faults logs it).
+# "spbench: error: rank R waited T s in ..." from a rank that waited for it (--hang-line: another form too, such as
+# the NCCL communicator's own watchdog line). Its last line says how long the job took to end after the signal
+# (scripts/gpu_session.sh faults logs it).
 set -u
-signal=STOP
+signal=STOP hang_line='^spbench: error: rank [0-9]* waited [0-9]* s in '
 [ "$1" = --signal ] && { signal=$2; shift 2; }
+[ "$1" = --hang-line ] && { hang_line="$hang_line|$2"; shift 2; }
 csv=$1
 shift 2
 rm -f "$csv"
@@ -52,7 +55,7 @@ for r in "${ranks[@]}"; do
 done
 [ "$rc" -ne 0 ] || fail "exit status 0"
 if [ "$signal" = STOP ]; then
-  grep -q '^spbench: error: rank [0-9]* waited [0-9]* s in ' "$out" || fail "no 'spbench: error: rank R waited T s in' line"
+  grep -qE "$hang_line" "$out" || fail "no line of a rank that waited for the stopped one ($hang_line)"
 fi
 bad=$(awk -F, 'NR == 1 { n = NF } NF != n { print FILENAME ":" NR ": " NF " fields, the header has " n; exit }' "$csv")
 [ -z "$bad" ] || fail "$bad"
