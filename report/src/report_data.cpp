@@ -64,8 +64,12 @@ const std::vector<MeasuredPaths>& measured_paths() {
   static const std::vector<MeasuredPaths> table = [] {
     std::vector<std::string> model = op;
     model.push_back("model/");
+    // A stage row times the kernels one method calls, between the recorder's events.
+    std::vector<std::string> stage = op;
+    stage.push_back("sim/stage_table*");
     return std::vector<MeasuredPaths>{
         {"kernel", {"kernels/"}}, {"collective", comm}, {"operator", op}, {"timeline", op}, {"model", model},
+        {"stage", stage},
         {kPytorchModelLevel, {"baselines/pytorch/fla_baseline.py", "baselines/pytorch/run_beside_spbench.sh"}}};
   }();
   return table;
