@@ -16,6 +16,7 @@
 #include "report/src/report.h"
 #include "runtime/provenance.h"
 #include "runtime/watchdog.h"
+#include "sim/calibration.h"
 
 int main(int argc, char** argv) {
   spb::Bootstrap boot(&argc, &argv);
@@ -45,6 +46,17 @@ int main(int argc, char** argv) {
   CLI::App* repair_cmd = csv_cmd->add_subcommand(
       "repair", "FILE: drop a last row cut short (no newline; by a full disk or a killed run), keeping FILE.bak");
   repair_cmd->add_option("file", repair_file, "the CSV")->required();
+  spb::CalibrationOptions cal;
+  CLI::App* cal_cmd = app.add_subcommand(
+      "sim-calibrate", "a simulated platform's per-call costs from the measured and simulated rows at P = 2");
+  cal_cmd->add_option("--measured-collective", cal.measured_collective, "measured collective rows")->required();
+  cal_cmd->add_option("--measured-operator", cal.measured_operator, "measured operator rows")->required();
+  cal_cmd->add_option("--simulated-collective", cal.simulated_collective, "simulated collective rows at P = 2")
+      ->required();
+  cal_cmd->add_option("--simulated-operator", cal.simulated_operator, "simulated operator rows at P = 2")->required();
+  cal_cmd->add_option("--stages", cal.stages, "the stage table the simulated rows ran with")->required();
+  cal_cmd->add_option("--calibration", cal.calibration, "the constants the simulated rows ran with")->required();
+  cal_cmd->add_option("--out", cal.out, "the .calib file to write")->required();
   CLI::App* methods_cmd = app.add_subcommand("methods", "list the registered SP methods");
   CLI::App* patterns_cmd = app.add_subcommand("patterns", "list the registered collective patterns");
 
@@ -80,6 +92,7 @@ int main(int argc, char** argv) {
     if (*report_cmd) return root ? spb::run_report(ro) : 0;
     if (*compare_cmd) return root ? spb::run_compare(cmp) : 0;
     if (*repair_cmd) return root ? spb::repair_csv(repair_file) : 0;
+    if (*cal_cmd) return root ? spb::run_sim_calibrate(cal) : 0;
   } catch (const spb::UsageError& e) {
     // Raised the same way on every rank (or agreed on through the bootstrap): stop together, one line.
     if (root) std::fprintf(stderr, "spbench: error: %s\n", e.what());

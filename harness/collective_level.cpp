@@ -27,6 +27,7 @@ void add_collective_command(CLI::App& app, CollectiveOptions& o) {
   app.add_option("--pattern,-p", o.patterns, "patterns to run (default: all; spbench patterns lists them)")
       ->delimiter(',');
   add_runtime_options(app, o.backend, o.allscan, o.ranks_per_node, o.nodes_over_network);
+  add_sim_options(app, o.sim);
   app.add_option("-b,--minbytes", o.min_bytes, "smallest per-rank state (bytes; K/M/G suffixes)")
       ->transform(CLI::AsSizeValue(false));
   app.add_option("-e,--maxbytes", o.max_bytes, "largest per-rank state (bytes; K/M/G suffixes)")
@@ -141,17 +142,20 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
   }
 
   o.backend = resolve_backend(o.backend);
-  auto rt = make_runtime(boot, o.backend, o.ranks_per_node, o.nodes_over_network);
+  SimRows sim;
+  auto rt = make_level_runtime(boot, o.backend, o.allscan, o.ranks_per_node, o.nodes_over_network, o.sim, &sim);
   agree_on_usage_errors(boot, [&] { o.allscan = resolve_allscan(o.allscan, rt->dev->is_gpu(), rt->topo); });
+  // The simulation moves no data: there is nothing to check.
+  if (sim.on) o.check = 0;
   Device& dev = *rt->dev;
   const Stream cs = dev.comm_stream();
 
   std::unique_ptr<CsvAppender> csv;
   if (!o.csv.empty())
     agree_on_usage_errors(boot, [&] {
-      if (p == 0)
-        csv = std::make_unique<CsvAppender>(o.csv, std::vector<std::string>{"bytes", "algbw_GBps", "busbw_GBps", "timing",
-                                                                            "nodes", "ranks_per_node"});
+      std::vector<std::string> extra = {"bytes", "algbw_GBps", "busbw_GBps", "timing", "nodes", "ranks_per_node"};
+      if (sim.on) extra.insert(extra.end(), sim_columns().begin(), sim_columns().end());
+      if (p == 0) csv = std::make_unique<CsvAppender>(o.csv, extra);
     });
   if (p == 0) {
     std::printf("# spbench collective  backend %s (%s)  allscan %s  ranks %d (%s)  device %s\n", o.backend.c_str(),
@@ -179,7 +183,10 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
         CollectiveConfig c{bytes / 4, size_t(o.dv), size_t(block), o.allscan};
         std::unique_ptr<CollectivePattern> pat;
         agree_on_usage_errors(boot, [&] { pat = require_pattern(name).make(*rt, c); });
-        const std::string backend = !pat->backend().empty() ? pat->backend() : !dev.is_gpu() ? "cpu" : rt->comm->name();
+        const std::string backend = sim.on                  ? sim.backend(name == "allscan")
+                                    : !pat->backend().empty() ? pat->backend()
+                                    : !dev.is_gpu()           ? "cpu"
+                                                              : rt->comm->name();
         const size_t elems = bytes / 4, dv = size_t(o.dv);
         ResultRow r;
         r.set("level", std::string("collective")).set("method", name).set("backend", backend);
@@ -198,6 +205,7 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
                                         {"check", std::to_string(o.check)},
                                         {"allscan", o.allscan}}));
         add_provenance(r, dev);
+        if (sim.on) sim.mark(r);
         int skip = 0;
         if (p == 0 && csv && o.resume) skip = csv->contains(r);
         boot.broadcast(&skip, sizeof skip, 0);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/runtime_options.h"
 #include "runtime/bootstrap.h"
 
 namespace spb {
@@ -13,6 +14,7 @@ namespace spb {
 struct CollectiveOptions {
   std::vector<std::string> patterns;  // empty: all
   std::string backend = "auto", allscan = "auto";
+  SimOptions sim;  // --backend sim
   size_t min_bytes = 64 << 10, max_bytes = 32 << 20;
   int factor = 2;
   int dv = 128;

@@ -35,6 +35,7 @@ namespace spb {
 void add_operator_command(CLI::App& app, OperatorOptions& o) {
   app.add_option("--method,-m", o.method, "SP method, a comma-separated list, or all (spbench methods lists them)");
   add_runtime_options(app, o.backend, o.allscan, o.ranks_per_node, o.nodes_over_network);
+  add_sim_options(app, o.sim);
   auto* b = app.add_option("--batch,-B", o.batch, "batch size B");
   // Checked here, not only in validate(): -1 is also the value that means "not given".
   auto* t = app.add_option("--seq,-T", o.seq, "tokens of the whole sequence (split evenly over the ranks)")
@@ -214,17 +215,23 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
   }
   GlaShape local = whole;
   local.T = whole.T / P;
-  const SpConfig cfg{local, o.blocks, o.allscan, SpOverlap(o.overlap), o.head_groups};
+  SpConfig cfg{local, o.blocks, o.allscan, SpOverlap(o.overlap), o.head_groups};
   std::vector<std::string> left_out;  // by `all`: the methods that cannot run this configuration
   const std::vector<std::string> methods = methods_to_run(o.method, cfg, P, &left_out);
   SPB_USAGE(o.outputs.empty() || methods.size() == 1, "--outputs: give a single --method");
+  SPB_USAGE(o.backend != "sim" || (o.outputs.empty() && o.inputs.empty() && o.timeline.empty() && o.stage_times.empty()),
+            "--backend sim: no --inputs, --outputs, --timeline or --stage-times (the simulation moves no data)");
   SPB_USAGE(o.stage_times.empty() || o.csv.empty(),
             "--stage-times: give no --csv (the events around every stage call change the times its rows would hold)");
   check_outputs(boot, {{"--csv", o.csv}, {"--timeline", o.timeline}, {"--stage-times", o.stage_times},
                        {"--outputs", o.outputs, true}});
-  check_host_memory(boot, whole, o);
+  const bool simulated = o.backend == "sim";  // no inputs, no data: times alone, nothing to check
+  if (simulated) o.check = 0;
+  if (!simulated) check_host_memory(boot, whole, o);
 
-  auto rt = make_runtime(boot, o.backend, o.ranks_per_node, o.nodes_over_network);
+  SimRows sim;
+  auto rt = make_level_runtime(boot, o.backend, o.allscan, o.ranks_per_node, o.nodes_over_network, o.sim, &sim);
+  cfg.allscan = o.allscan;  // the simulation runs a device protocol as the chain over its device transport
   RecordingKernels* recorder = nullptr;  // --stage-times: every stage call timed in the timed iterations
   std::unique_ptr<CsvAppender> stage_csv;
   if (!o.stage_times.empty()) {
@@ -264,6 +271,7 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
     std::string backend =
         uses_scan && (is_device_allscan(scan_backend) || is_node_aware_allscan(scan_backend)) ? scan_backend : plain;
     if (ran) backend = ran->comm_backend().empty() ? plain : ran->comm_backend();
+    if (sim.on) backend = sim.backend(uses_scan && sim.scan != "host");
     ResultRow r;
     r.set("level", std::string("operator")).set("method", method);
     r.set("backend", backend);
@@ -277,14 +285,17 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
     r.set("nodes", rt->topo.nodes).set("ranks_per_node", rt->topo.ranks_per_node);
     r.set("config_key", key);
     add_provenance(r, *rt->dev);
+    if (sim.on) sim.mark(r);
     return r;
   };
   // A rerun skips the methods whose rows the CSV already holds.
   std::unique_ptr<CsvAppender> csv;
   std::vector<std::string> todo = methods;
   if (!o.csv.empty()) {
+    std::vector<std::string> extra = {"head_groups", "nodes", "ranks_per_node"};
+    if (sim.on) extra.insert(extra.end(), sim_columns().begin(), sim_columns().end());
     todo = methods_to_measure(
-        boot, o.csv, {"head_groups", "nodes", "ranks_per_node"}, o.resume, methods,
+        boot, o.csv, extra, o.resume, methods,
         [&](const CsvAppender& c, const std::string& m) {
           return c.contains(row_for(m, "fwd")) && c.contains(row_for(m, "fwd_bwd"));
         },
@@ -293,17 +304,19 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
   }
 
   // Inputs of the whole sequence on every rank (each rank checks its slice against the whole-sequence reference).
-  HostTensors in;
-  agree_on_usage_errors(boot, [&] {
-    in = o.inputs.empty() ? generate_inputs(whole, o.seed, o.gates == "strong" ? GateKind::strong : GateKind::model,
-                                            o.h0, o.dht)
-                          : read_inputs(o.inputs, whole, o.seed);
-  });
-  const HostTensors mine = local_slice(in, whole, p * local.T, (p + 1) * local.T);
+  HostTensors in, mine;
+  if (!simulated) {
+    agree_on_usage_errors(boot, [&] {
+      in = o.inputs.empty() ? generate_inputs(whole, o.seed, o.gates == "strong" ? GateKind::strong : GateKind::model,
+                                              o.h0, o.dht)
+                            : read_inputs(o.inputs, whole, o.seed);
+    });
+    mine = local_slice(in, whole, p * local.T, (p + 1) * local.T);
+  }
 
   Device& dev = *rt->dev;
   DeviceTensors d(dev, local, act);
-  upload_inputs(dev, act, d, mine);
+  if (!simulated) upload_inputs(dev, act, d, mine);
   const SpForwardArgs fa = forward_args(d, mine);
   const SpBackwardArgs ba = backward_args(d, mine);
 

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+
+#include "harness/runtime_options.h"
 #include <string>
 
 #include "runtime/bootstrap.h"
@@ -13,6 +15,7 @@ struct OperatorOptions {
   std::string method = "zeco";
   std::string backend = "auto";  // cpu, gpu; auto = gpu where this build and node have one, else cpu
   std::string allscan = "auto";  // zeco's All-Scan: host, device; auto = device on GPUs, host on CPUs
+  SimOptions sim;                // --backend sim
   int batch = 1, seq = -1, tokens_per_rank = -1,  // -1: not given
       heads = 2, dk = 16, dv = 16, blocks = 1;
   int warmup = 5, iters = 50;

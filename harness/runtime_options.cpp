@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "runtime/collective_errors.h"
+#include "runtime/csv.h"
 #include "zeco/all_scan.h"
 
 namespace spb {
@@ -35,7 +37,10 @@ CLI::Validator finite_positive(bool zero_ok) {
 
 void add_runtime_options(CLI::App& app, std::string& backend, std::string& allscan, int& ranks_per_node,
                          bool& nodes_over_network) {
-  app.add_option("--backend", backend, "cpu, gpu or auto")->check(CLI::IsMember({"cpu", "gpu", "auto"}));
+  app.add_option("--backend", backend,
+                 "cpu, gpu, auto, or sim (the simulated build under smpirun: GPU stage times on a platform's network, "
+                 "scripts/sim.sh)")
+      ->check(CLI::IsMember({"cpu", "gpu", "auto", "sim"}));
   app.add_option("--allscan", allscan,
                  "the All-Scan backend (zeco's and the allscan pattern's): host (the chain), host-hier, host-logdepth "
                  "(node-aware), device (= device-ll16), device-flag, device-ll, device-ll16 or auto")
@@ -48,6 +53,43 @@ void add_runtime_options(CLI::App& app, std::string& backend, std::string& allsc
                "with --ranks-per-node on one host: each simulated node its own host to NCCL (NCCL_HOSTID), so that "
                "NCCL carries the traffic between nodes over its network transport (NCCL_NET, Socket unless set), "
                "as between real nodes; rows say so in backend/comm (nccl-socket)");
+}
+
+void add_sim_options(CLI::App& app, SimOptions& o) {
+  app.add_option("--sim-stages", o.stages, "--backend sim: the GPU's stage times (results/<kind>_stages.csv)");
+  app.add_option("--sim-calibration", o.calibration,
+                 "--backend sim: the platform's per-call costs (sim/platforms/<platform>.calib)");
+  app.add_option("--sim-platform", o.platform,
+                 "--backend sim: the name rows carry in `platform` (default: the calibration file's)");
+}
+
+std::string SimRows::backend(bool uses_scan) const { return uses_scan ? scan : "nccl"; }
+
+void SimRows::mark(ResultRow& r) const { r.set("simulated", 1).set("platform", platform); }
+
+const std::vector<std::string>& sim_columns() {
+  static const std::vector<std::string> cols = {"simulated", "platform"};
+  return cols;
+}
+
+std::unique_ptr<Runtime> make_level_runtime(Bootstrap& boot, const std::string& backend, std::string& allscan,
+                                            int ranks_per_node, bool nodes_over_network, const SimOptions& sim_opt,
+                                            SimRows* sim) {
+  if (backend != "sim") {
+    SPB_USAGE(sim_opt.stages.empty() && sim_opt.calibration.empty() && sim_opt.platform.empty(),
+              "--sim-stages, --sim-calibration and --sim-platform go with --backend sim");
+    return make_runtime(boot, backend, ranks_per_node, nodes_over_network);
+  }
+  SPB_USAGE(!nodes_over_network, "--nodes-over-network: the simulation's network is its platform file's");
+  SimSetup setup{sim_opt.stages, sim_opt.calibration, sim_opt.platform, false};
+  std::string scan;
+  const Topology topo = sim_topology(boot, ranks_per_node);
+  agree_on_usage_errors(boot, [&] { scan = resolve_allscan(allscan, /*gpu=*/true, topo); });
+  setup.device_transport = is_device_allscan(scan);
+  auto rt = make_sim_runtime(boot, setup, ranks_per_node);
+  if (setup.device_transport) allscan = "host";
+  if (sim) *sim = SimRows{true, scan, sim_platform_name(setup)};
+  return rt;
 }
 
 }  // namespace spb

@@ -3,7 +3,11 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <memory>
 #include <string>
+#include <vector>
+
+#include "sim/sim_runtime.h"
 
 namespace spb {
 
@@ -16,5 +20,29 @@ CLI::Validator finite_positive(bool zero_ok = false);
 
 void add_runtime_options(CLI::App& app, std::string& backend, std::string& allscan, int& ranks_per_node,
                          bool& nodes_over_network);
+
+// --sim-stages, --sim-calibration, --sim-platform: what --backend sim runs on (sim/sim_runtime.h).
+struct SimOptions {
+  std::string stages, calibration, platform;
+};
+void add_sim_options(CLI::App& app, SimOptions& o);
+
+// What a level's rows say of a simulated run: the backend each row stands for, and the platform.
+struct SimRows {
+  bool on = false;
+  std::string scan;      // the All-Scan zeco's rows stand for (device-ll16, host-hier, ...): --allscan resolved as on GPUs
+  std::string platform;  // the `platform` column
+  // The backend column of a row of `method` (zeco or the allscan pattern take `scan`, every other one nccl).
+  std::string backend(bool uses_scan) const;
+  void mark(class ResultRow& r) const;  // simulated = 1, platform
+};
+const std::vector<std::string>& sim_columns();  // simulated, platform: after a level's own extra columns
+
+// The runtime of a level: make_runtime, or for --backend sim make_sim_runtime. For the simulation, `allscan` is
+// resolved as on GPUs (into sim->scan); a device protocol then runs as the host chain over the device transport, and
+// `allscan` says host.
+std::unique_ptr<Runtime> make_level_runtime(Bootstrap& boot, const std::string& backend, std::string& allscan,
+                                            int ranks_per_node, bool nodes_over_network, const SimOptions& sim_opt,
+                                            SimRows* sim);
 
 }  // namespace spb

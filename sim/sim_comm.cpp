@@ -1,0 +1,162 @@
+// The simulated communicator (sim/sim_runtime.h): every operation is MPI in the simulation, run when its stream
+// reaches it, after the per-call cost of the transport it stands for; its stream goes on from where it ended.
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <functional>
+#include <vector>
+
+#include "runtime/bootstrap.h"
+#include "runtime/error.h"
+#include "sim/sim_runtime.h"
+
+namespace spb {
+namespace {
+
+int count_of(size_t bytes) {
+  SPB_CHECK(bytes <= size_t(INT_MAX), "a simulated message of more than 2 GiB");
+  return int(bytes);
+}
+
+class SimComm final : public Communicator {
+ public:
+  SimComm(Bootstrap& boot, SimDevice& dev, const SimTransport& t, bool device_transport)
+      : dev_(dev), t_(t), device_(device_transport) {
+    MPI_Comm_dup(reinterpret_cast<MPI_Comm>(boot.world()), &comm_);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+  }
+  ~SimComm() override {
+    drain();
+    MPI_Comm_free(&comm_);
+  }
+
+  std::string name() const override { return device_ ? "sim-device" : "sim-nccl"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  void send(const void* buf, size_t bytes, int peer, Stream s) override {
+    if (group_) return pend(s, [=] { post_send(buf, bytes, peer); });
+    if (device_) {
+      // A peer write: the kernel pays the block's handshake, starts its bytes and goes on to the next block while
+      // they stream (the receiver's flag wait is its receive).
+      return call(s, t_.device_block_s, [&] {
+        reap();
+        inflight_.emplace_back();
+        MPI_Isend(buf, count_of(bytes), MPI_BYTE, peer, kTag, comm_, &inflight_.back());
+      });
+    }
+    call(s, t_.nccl_p2p_s, [&] { MPI_Send(buf, count_of(bytes), MPI_BYTE, peer, kTag, comm_); });
+  }
+  void recv(void* buf, size_t bytes, int peer, Stream s) override {
+    if (group_) return pend(s, [=] { post_recv(buf, bytes, peer); });
+    call(s, device_ ? 0.0 : t_.nccl_p2p_s,
+         [&] { MPI_Recv(buf, count_of(bytes), MPI_BYTE, peer, kTag, comm_, MPI_STATUS_IGNORE); });
+  }
+  void group_start() override {
+    SPB_CHECK(!group_, "nested group_start");
+    group_ = true;
+  }
+  void group_end() override {
+    SPB_CHECK(group_, "group_end without group_start");
+    group_ = false;
+    if (posts_.empty()) return;
+    // One call for the whole group (NCCL launches one kernel): it starts once every stream in it has reached it.
+    drain();
+    for (Stream s : group_streams_) dev_.host_reaches(s);
+    charge(device_ ? t_.device_block_s : t_.nccl_p2p_s);
+    for (auto& post : posts_) post();
+    MPI_Waitall(int(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+    for (Stream s : group_streams_) dev_.stream_done_now(s);
+    posts_.clear(), requests_.clear(), group_streams_.clear();
+  }
+  void all_gather(const void* send, void* recv, size_t bytes, Stream s) override {
+    const bool in_place = send == static_cast<const char*>(recv) + size_t(rank_) * bytes;
+    drain();
+    call(s, t_.nccl_allgather_s, [&] {
+      MPI_Allgather(in_place ? MPI_IN_PLACE : send, count_of(bytes), MPI_BYTE, recv, count_of(bytes), MPI_BYTE, comm_);
+    });
+  }
+  void all_to_all(const void* send, void* recv, size_t bytes, Stream s) override {
+    drain();
+    call(s, t_.nccl_alltoall_s,
+         [&] { MPI_Alltoall(send, count_of(bytes), MPI_BYTE, recv, count_of(bytes), MPI_BYTE, comm_); });
+  }
+  void barrier(Stream s) override {
+    drain();
+    call(s, t_.nccl_allreduce_s, [&] { MPI_Barrier(comm_); });
+  }
+  void all_reduce_sum(float* buf, size_t n, Stream s) override {
+    drain();
+    call(s, t_.nccl_allreduce_s,
+         [&] { MPI_Allreduce(MPI_IN_PLACE, buf, count_of(n * 4) / 4, MPI_FLOAT, MPI_SUM, comm_); });
+  }
+  void reduce_scatter_sum(float* buf, size_t n, Stream s) override {
+    // The simulation moves no data that matters: the reduce-scatter's traffic, into the rank's own block.
+    drain();
+    call(s, t_.nccl_allreduce_s, [&] {
+      MPI_Reduce_scatter_block(MPI_IN_PLACE, buf, count_of(n * 4) / 4, MPI_FLOAT, MPI_SUM, comm_);
+    });
+  }
+
+ private:
+  static constexpr int kTag = 7;
+  void charge(double seconds) {
+    if (seconds > 0) dev_.clock().advance_to(dev_.clock().now() + seconds);
+  }
+  // The device transport's writes still streaming: finished ones are let go as new ones start, and a collective or
+  // a group (which the device All-Scan never issues) first waits for the rest.
+  void reap() {
+    int done = 0;
+    if (inflight_.empty()) return;
+    MPI_Testall(int(inflight_.size()), inflight_.data(), &done, MPI_STATUSES_IGNORE);
+    if (done) inflight_.clear();
+  }
+  void drain() {
+    if (inflight_.empty()) return;
+    MPI_Waitall(int(inflight_.size()), inflight_.data(), MPI_STATUSES_IGNORE);
+    inflight_.clear();
+  }
+  template <class Op>
+  void call(Stream s, double cost, Op&& op) {
+    dev_.host_reaches(s);
+    charge(cost);
+    op();
+    dev_.stream_done_now(s);
+  }
+  template <class Post>
+  void pend(Stream s, Post post) {
+    if (std::find_if(group_streams_.begin(), group_streams_.end(), [&](Stream x) { return x.handle == s.handle; }) ==
+        group_streams_.end())
+      group_streams_.push_back(s);
+    posts_.push_back(post);
+  }
+  void post_send(const void* buf, size_t bytes, int peer) {
+    requests_.emplace_back();
+    MPI_Isend(buf, count_of(bytes), MPI_BYTE, peer, kTag, comm_, &requests_.back());
+  }
+  void post_recv(void* buf, size_t bytes, int peer) {
+    requests_.emplace_back();
+    MPI_Irecv(buf, count_of(bytes), MPI_BYTE, peer, kTag, comm_, &requests_.back());
+  }
+
+  SimDevice& dev_;
+  SimTransport t_;
+  bool device_;
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1;
+  bool group_ = false;
+  std::vector<std::function<void()>> posts_;
+  std::vector<MPI_Request> requests_, inflight_;
+  std::vector<Stream> group_streams_;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_sim_communicator(Bootstrap& boot, SimDevice& dev, const SimTransport& t,
+                                                    bool device_transport) {
+  return std::make_unique<SimComm>(boot, dev, t, device_transport);
+}
+
+}  // namespace spb

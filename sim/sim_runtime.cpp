@@ -1,0 +1,95 @@
+#include "sim/sim_runtime.h"
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "runtime/collective_errors.h"
+#include "runtime/error.h"
+
+namespace spb {
+
+SimCalibration read_sim_calibration(const std::string& path) {
+  std::ifstream in(path);
+  SPB_USAGE(in.good(), "--sim-calibration " + path + ": cannot be read");
+  std::map<std::string, std::string> kv;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    const size_t hash = line.find('#');
+    if (hash != std::string::npos) line.resize(hash);
+    const size_t eq = line.find('=');
+    std::string key = line.substr(0, eq), value = eq == std::string::npos ? "" : line.substr(eq + 1);
+    auto trim = [](std::string& s) {
+      s.erase(0, s.find_first_not_of(" \t"));
+      s.erase(s.find_last_not_of(" \t\r") + 1);
+    };
+    trim(key), trim(value);
+    if (key.empty()) continue;
+    SPB_USAGE(eq != std::string::npos && !value.empty(),
+              path + ":" + std::to_string(n) + ": expected `key = value`, got `" + line + "`");
+    kv[key] = value;
+  }
+  auto number = [&](const char* key) {
+    auto it = kv.find(key);
+    SPB_USAGE(it != kv.end(), path + ": no `" + key + "`");
+    size_t end = 0;
+    double v = 0;
+    try {
+      v = std::stod(it->second, &end);
+    } catch (const std::exception&) {
+      end = 0;
+    }
+    SPB_USAGE(end == it->second.size() && v >= 0, path + ": `" + key + " = " + it->second + "` is not a number >= 0");
+    return v;
+  };
+  SimCalibration c;
+  c.path = path;
+  c.gpu.name = kv.count("gpu") ? kv["gpu"] : "simulated GPU";
+  c.gpu.copy_Bps = number("gpu_copy_bytes_per_s");
+  c.gpu.launch_s = number("kernel_launch_s");
+  c.transport.nccl_p2p_s = number("nccl_p2p_call_s");
+  c.transport.nccl_allgather_s = number("nccl_allgather_call_s");
+  c.transport.nccl_alltoall_s = number("nccl_alltoall_call_s");
+  c.transport.nccl_allreduce_s = number("nccl_allreduce_call_s");
+  c.transport.device_block_s = number("device_block_s");
+  SPB_USAGE(c.gpu.copy_Bps > 0, path + ": gpu_copy_bytes_per_s must be > 0");
+  return c;
+}
+
+std::string sim_platform_name(const SimSetup& setup) {
+  if (!setup.platform.empty()) return setup.platform;
+  std::string base = setup.calibration.substr(setup.calibration.find_last_of('/') + 1);
+  return base.substr(0, base.find('.'));
+}
+
+Topology sim_topology(const Bootstrap& boot, int ranks_per_node) {
+  Topology t;
+  agree_on_usage_errors(boot, [&] {
+    t = topology_of(std::vector<int>(size_t(boot.size()), 0), ranks_per_node ? ranks_per_node : boot.size(),
+                    "--ranks-per-node");
+  });
+  return t;
+}
+
+std::unique_ptr<Runtime> make_sim_runtime(Bootstrap& boot, const SimSetup& setup, int ranks_per_node) {
+  SimCalibration cal;
+  std::unique_ptr<StageTable> table;
+  std::unique_ptr<SimClock> clock;
+  agree_on_usage_errors(boot, [&] {
+    SPB_USAGE(!setup.stage_table.empty(), "--backend sim: needs --sim-stages (the GPU's stage times, "
+                                          "results/<kind>_stages.csv)");
+    SPB_USAGE(!setup.calibration.empty(), "--backend sim: needs --sim-calibration (sim/platforms/<platform>.calib)");
+    cal = read_sim_calibration(setup.calibration);
+    table = std::make_unique<StageTable>(setup.stage_table);
+    clock = make_smpi_clock();
+  });
+  auto rt = std::unique_ptr<Runtime>(
+      new Runtime{boot, "sim", nullptr, nullptr, nullptr, nullptr, sim_topology(boot, ranks_per_node)});
+  auto dev = std::make_unique<SimDevice>(std::move(clock), cal.gpu);
+  rt->kern = make_sim_kernels(*dev, std::move(*table), setup.device_transport);
+  rt->comm = make_sim_communicator(boot, *dev, cal.transport, setup.device_transport);
+  rt->dev = std::move(dev);
+  return rt;
+}
+
+}  // namespace spb
