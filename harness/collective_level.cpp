@@ -182,6 +182,7 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
                              std::to_string(block));
         CollectiveConfig c{bytes / 4, size_t(o.dv), size_t(block), o.allscan};
         std::unique_ptr<CollectivePattern> pat;
+        if (sim.on) sim_use_device_transport(*rt, sim.device && blocked);  // the chain pattern stays NCCL's
         agree_on_usage_errors(boot, [&] { pat = require_pattern(name).make(*rt, c); });
         const std::string backend = sim.on                  ? sim.backend(name == "allscan")
                                     : !pat->backend().empty() ? pat->backend()

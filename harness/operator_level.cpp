@@ -351,6 +351,7 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
   for (const std::string& name : todo) {
     watchdog_set_context("operator, " + name + ", " + std::to_string(local.T) + " tokens per rank");
     std::unique_ptr<SpMethod> method;
+    if (sim.on) sim_use_device_transport(*rt, sim.device && name == "zeco");
     agree_on_usage_errors(boot, [&] { method = require_method(name).make(*rt, cfg); });
     if (p == 0 && !method->notice().empty()) std::printf("# %s\n", method->notice().c_str());
     poison_outputs(dev, d);  // so the check also proves every element was written

@@ -88,7 +88,7 @@ std::unique_ptr<Runtime> make_level_runtime(Bootstrap& boot, const std::string& 
   setup.device_transport = is_device_allscan(scan);
   auto rt = make_sim_runtime(boot, setup, ranks_per_node);
   if (setup.device_transport) allscan = "host";
-  if (sim) *sim = SimRows{true, scan, sim_platform_name(setup)};
+  if (sim) *sim = SimRows{true, scan, sim_platform_name(setup), setup.device_transport};
   return rt;
 }
 

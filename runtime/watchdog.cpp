@@ -88,6 +88,9 @@ void watchdog_start(int rank) {
   if (s.started) return;
   s.started = true;
   s.timeout_s = watchdog_timeout_s();
+#ifdef SPB_SIM
+  s.timeout_s = 0;  // the simulation's ranks are actors of one process, on its clock: no thread may watch them
+#endif
   if (s.timeout_s > 0) std::thread([&s] { watch_loop(s); }).detach();
 }
 

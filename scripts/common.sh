@@ -7,10 +7,10 @@ SPB_BUILD=${SPB_BUILD:-$SPB_ROOT/build}
 spb_log() { printf '[spbench] %s\n' "$*"; }
 source "$SPB_ROOT/scripts/machine.sh"
 
-# The Debian packages of DESIGN §8 (and the toolchain), installed only where missing.
+# The Debian packages of DESIGN §8 (and the toolchain; SimGrid for the simulated build), installed only where missing.
 spb_install_deps() {
   local pkgs=(cmake ninja-build g++ git libopenmpi-dev openmpi-bin libgtest-dev libgmock-dev libbenchmark-dev
-              libcli11-dev nlohmann-json3-dev libfmt-dev libfccp-dev gnuplot-nox)
+              libcli11-dev nlohmann-json3-dev libfmt-dev libfccp-dev gnuplot-nox libsimgrid-dev)
   local missing=()
   for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

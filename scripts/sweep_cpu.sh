@@ -6,13 +6,14 @@
 # last line counts the configurations: "sweep: N configurations, N ok, N failed, N skipped" (exit 1 where one failed;
 # SIGINT or SIGTERM stops the sweep and its ranks at once, exit 130 or 143).
 # Environment (all optional): SPB_CSV and SPB_MODEL_CSV (the two files), SPB_MACHINE (their prefix, default
-# cpu-<cores>core), SPB_CPU_LEVELS (default "operator model"), SPB_CPU_WORLDS (the world sizes, default "1 2 4"),
+# cpu-<cores>core), SPB_CPU_LEVELS (default "operator model sim"; sim: the simulated build's smoke sweep,
+# scripts/sim_lib.sh, rows in results/local/sim/), SPB_CPU_WORLDS (the world sizes, default "1 2 4"),
 # SPB_CPU_LENGTHS (the operator's tokens per rank, default "256 1024").
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 spb_mpi_env
 SPB=$SPB_BUILD/spbench
 machine=${SPB_MACHINE:-cpu-$(nproc)core}
-levels=" ${SPB_CPU_LEVELS:-operator model} "
+levels=" ${SPB_CPU_LEVELS:-operator model sim} "
 worlds=(${SPB_CPU_WORLDS:-1 2 4})
 filter='^ |skipped|wrong results: [1-9]|error'
 spb_sweep_begin
@@ -39,5 +40,9 @@ if [[ $levels == *" model "* ]]; then
       --mlp 128 -B 2 -T 512 -K 2 -w 5 -n 20 --log-every 0 --csv "$model_csv"
   done
   spb_log "rows in $model_csv"
+fi
+if [[ $levels == *" sim "* ]]; then
+  source "$SPB_ROOT/scripts/sim_lib.sh"
+  sim_smoke
 fi
 spb_sweep_end

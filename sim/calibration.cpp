@@ -76,7 +76,7 @@ int run_sim_calibrate(const CalibrationOptions& o) {
     const auto [gap, n] = median_gap(rows_of(m, method, mbackend, pass), rows_of(s, method, sbackend, pass), per);
     SPB_USAGE(n > 0, std::string("sim-calibrate: no P = 2 row of ") + method + " (" + mbackend + ") in both the "
                          "measured and the simulated files");
-    const double v = std::max(0.0, now + gap);
+    const double v = std::string(key) == "stage_offset_s" ? now + gap : std::max(0.0, now + gap);
     char buf[256];
     std::snprintf(buf, sizeof buf, "%s: %+.3g s median gap over %d sizes at P = 2 (was %.4g s)", what, gap, n, now);
     fits.push_back({key, v, buf});
@@ -84,13 +84,33 @@ int run_sim_calibrate(const CalibrationOptions& o) {
   };
   const SimTransport& t = cur.transport;
   fit("nccl_p2p_call_s", t.nccl_p2p_s, mc, sc, "chain", "nccl", "nccl", "comm", per_call, "chain, per call");
+  fit("nccl_group_call_s", t.nccl_group_s, mc, sc, "ring", "nccl", "nccl", "comm", per_call,
+      "ring (a group of one send and one receive a step), per group");
   const double ag = fit("nccl_allgather_call_s", t.nccl_allgather_s, mc, sc, "allgather", "nccl", "nccl", "comm",
                         per_call, "allgather, per call");
   fit("nccl_alltoall_call_s", t.nccl_alltoall_s, mc, sc, "alltoall", "nccl", "nccl", "comm", per_call,
       "alltoall, per call");
   fits.push_back({"nccl_allreduce_call_s", ag, "no collective row measures an all-reduce alone: the all-gather's"});
-  fit("device_block_s", t.device_block_s, mc, sc, "allscan", "device-ll16", "device-ll16", "comm", per_block,
-      "allscan device-ll16 (blocks of 16384 elements), per block");
+  // The device All-Scan: its start from the one-block state (64 KiB), its blocks from the states of 32 blocks or more.
+  const auto dm = rows_of(mc, "allscan", "device-ll16", "comm"), ds = rows_of(sc, "allscan", "device-ll16", "comm");
+  auto with_blocks = [](const std::map<std::string, const Row*>& all, bool one) {
+    std::map<std::string, const Row*> out;
+    for (const auto& [k, r] : all)
+      if ((std::stod(get(*r, "blocks")) <= 1) == one && (one || std::stod(get(*r, "blocks")) >= 32)) out[k] = r;
+    return out;
+  };
+  auto fit_rows = [&](const char* key, double now, const std::map<std::string, const Row*>& m,
+                      const std::map<std::string, const Row*>& s, const PerRow& per, const char* what) {
+    const auto [gap, n] = median_gap(m, s, per);
+    SPB_USAGE(n > 0, std::string("sim-calibrate: no P = 2 row for ") + key + " in both files");
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%s: %+.3g s median gap over %d sizes at P = 2 (was %.4g s)", what, gap, n, now);
+    fits.push_back({key, std::max(0.0, now + gap), buf});
+  };
+  fit_rows("device_call_s", t.device_call_s, with_blocks(dm, true), with_blocks(ds, true), per_call,
+           "allscan device-ll16, one block (64 KiB), per call");
+  fit_rows("device_block_s", t.device_block_s, with_blocks(dm, false), with_blocks(ds, false), per_block,
+           "allscan device-ll16, 32 blocks of 16384 elements or more, per block");
   // dp's launch gaps: per stage call of its forward and backward (calls_per_iter of its stage rows at P = 2).
   const auto stages = read_csv(o.stages);
   const PerRow dp_calls = [&](const Row& op) {
@@ -101,7 +121,7 @@ int run_sim_calibrate(const CalibrationOptions& o) {
         calls += std::stod(get(r, "calls_per_iter"));
     return std::max(1.0, calls);
   };
-  fit("kernel_launch_s", cur.gpu.launch_s, mo, so, "dp", "nccl", "nccl", "fwd_bwd", dp_calls,
+  fit("stage_offset_s", cur.gpu.stage_offset_s, mo, so, "dp", "nccl", "nccl", "fwd_bwd", dp_calls,
       "dp fwd_bwd at the operator level, per stage call");
 
   std::ofstream out(o.out);

@@ -6,12 +6,15 @@
 // simulated build gave at P = 2 with the current constants, and moves each constant by the median over the state
 // sizes of (measured - simulated), per call or per block:
 //   nccl_p2p_call_s        the chain pattern (one NCCL send and receive of the whole state)
+//   nccl_group_call_s      the ring pattern (each step a group of one send and one receive)
 //   nccl_allgather_call_s  the all-gather pattern
 //   nccl_alltoall_call_s   the all-to-all pattern
 //   nccl_allreduce_call_s  no row measures it alone: the all-gather's, said as such
-//   device_block_s         the device All-Scan (device-ll16, blocks of 16384 elements), per block
-//   kernel_launch_s        dp at the operator level, per stage call (the launch gaps between kernels)
-// scripts/sim.sh runs it from all-zero constants, twice (the second pass takes what the first one's pipelining hid).
+//   device_call_s          the device All-Scan (device-ll16): its one-block state (64 KiB), per call
+//   device_block_s         the same with 32 blocks of 16384 elements or more, per block
+//   stage_offset_s         dp at the operator level, per stage call: the launch gaps between kernels, or (negative)
+//                          the recorder's events, which lengthen every stage they bracket
+// scripts/sim.sh runs it from all-zero constants, three times (each pass takes what the last one's pipelining hid).
 #pragma once
 
 #include <string>

@@ -21,8 +21,7 @@ int count_of(size_t bytes) {
 
 class SimComm final : public Communicator {
  public:
-  SimComm(Bootstrap& boot, SimDevice& dev, const SimTransport& t, bool device_transport)
-      : dev_(dev), t_(t), device_(device_transport) {
+  SimComm(Bootstrap& boot, SimDevice& dev, const SimTransport& t) : dev_(dev), t_(t) {
     MPI_Comm_dup(reinterpret_cast<MPI_Comm>(boot.world()), &comm_);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
@@ -32,16 +31,18 @@ class SimComm final : public Communicator {
     MPI_Comm_free(&comm_);
   }
 
-  std::string name() const override { return device_ ? "sim-device" : "sim-nccl"; }
+  std::string name() const override { return "sim"; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
   void send(const void* buf, size_t bytes, int peer, Stream s) override {
     if (group_) return pend(s, [=] { post_send(buf, bytes, peer); });
-    if (device_) {
+    if (dev_.device_transport()) {
       // A peer write: the kernel pays the block's handshake, starts its bytes and goes on to the next block while
-      // they stream (the receiver's flag wait is its receive).
-      return call(s, t_.device_block_s, [&] {
+      // they stream (the receiver's flag wait is its receive). The chain's first rank starts a call after a kernel
+      // of its own (its carry's copy or zero fill): there the kernel's start is paid once for the call.
+      const double start = dev_.after_kernel(s) ? t_.device_call_s : 0.0;
+      return call(s, start + t_.device_block_s, [&] {
         reap();
         inflight_.emplace_back();
         MPI_Isend(buf, count_of(bytes), MPI_BYTE, peer, kTag, comm_, &inflight_.back());
@@ -51,7 +52,7 @@ class SimComm final : public Communicator {
   }
   void recv(void* buf, size_t bytes, int peer, Stream s) override {
     if (group_) return pend(s, [=] { post_recv(buf, bytes, peer); });
-    call(s, device_ ? 0.0 : t_.nccl_p2p_s,
+    call(s, dev_.device_transport() ? 0.0 : t_.nccl_p2p_s,
          [&] { MPI_Recv(buf, count_of(bytes), MPI_BYTE, peer, kTag, comm_, MPI_STATUS_IGNORE); });
   }
   void group_start() override {
@@ -65,7 +66,7 @@ class SimComm final : public Communicator {
     // One call for the whole group (NCCL launches one kernel): it starts once every stream in it has reached it.
     drain();
     for (Stream s : group_streams_) dev_.host_reaches(s);
-    charge(device_ ? t_.device_block_s : t_.nccl_p2p_s);
+    charge(dev_.device_transport() ? t_.device_block_s : t_.nccl_group_s);
     for (auto& post : posts_) post();
     MPI_Waitall(int(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
     for (Stream s : group_streams_) dev_.stream_done_now(s);
@@ -143,7 +144,6 @@ class SimComm final : public Communicator {
 
   SimDevice& dev_;
   SimTransport t_;
-  bool device_;
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
   bool group_ = false;
@@ -154,9 +154,8 @@ class SimComm final : public Communicator {
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_sim_communicator(Bootstrap& boot, SimDevice& dev, const SimTransport& t,
-                                                    bool device_transport) {
-  return std::make_unique<SimComm>(boot, dev, t, device_transport);
+std::unique_ptr<Communicator> make_sim_communicator(Bootstrap& boot, SimDevice& dev, const SimTransport& t) {
+  return std::make_unique<SimComm>(boot, dev, t);
 }
 
 }  // namespace spb

@@ -44,15 +44,16 @@ double SimDevice::host_time() {
 }
 
 void SimDevice::run_kernel(Stream s, double seconds) {
-  host_ = host_time() + gpu_.launch_s;
   double& r = ready_[index(s)];
-  r = std::max(r, host_) + seconds;
+  r = std::max(r, host_time()) + std::max(0.0, seconds + gpu_.stage_offset_s);
+  after_kernel_[index(s)] = true;
 }
 
 void SimDevice::host_reaches(Stream s) { clock_->advance_to(std::max(ready_[index(s)], host_time())); }
 
 void SimDevice::stream_done_now(Stream s) {
   ready_[index(s)] = clock_->now();
+  after_kernel_[index(s)] = false;
   comm_since_sync_ = true;
 }
 

@@ -35,7 +35,9 @@ std::unique_ptr<SimClock> make_manual_clock();  // now() moves only by advance_t
 struct SimGpu {
   std::string name = "simulated GPU";
   double copy_Bps = 4.3e12;  // device-to-device copy, bytes read plus written per second
-  double launch_s = 0;       // host time to enqueue one kernel
+  // Added to every stage's recorded time (clamped at 0): the launch gaps between kernels where positive; where
+  // negative, the recorder's own events, which bracket each stage on the GPU and lengthen what they measure.
+  double stage_offset_s = 0;
 };
 
 class SimDevice final : public Device {
@@ -51,6 +53,13 @@ class SimDevice final : public Device {
   void stream_done_now(Stream s);
   double stream_time(Stream s) const;
   SimClock& clock() { return *clock_; }
+  // Whether point-to-point operations stand for the device All-Scan's peer writes (its fold then inside the
+  // transport), or NCCL's sends: set for the run of the method or pattern whose All-Scan is a device protocol.
+  bool device_transport() const { return device_transport_; }
+  // Whether the last operation on stream s was a kernel (not a communication call): a device-transport send that
+  // follows one starts an All-Scan call on the first rank of its chain (sim/sim_comm.cpp).
+  bool after_kernel(Stream s) const { return after_kernel_[index(s)]; }
+  void set_device_transport(bool on) { device_transport_ = on; }
 
   std::string name() const override { return gpu_.name + " (simulated)"; }
   bool is_gpu() const override { return false; }  // no CUDA path may run: the methods take their host-driven one
@@ -84,8 +93,10 @@ class SimDevice final : public Device {
   std::unique_ptr<SimClock> clock_;
   SimGpu gpu_;
   double ready_[3] = {0, 0, 0};
+  bool after_kernel_[3] = {false, false, false};
   double host_ = 0;
   bool comm_since_sync_ = false;
+  bool device_transport_ = false;
   std::vector<double> events_;
   std::vector<size_t> free_events_;
 };

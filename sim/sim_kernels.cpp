@@ -14,8 +14,7 @@ namespace {
 
 class SimKernels final : public GlaKernels {
  public:
-  SimKernels(SimDevice& dev, StageTable table, bool fold_in_transport)
-      : dev_(dev), table_(std::move(table)), fold_in_transport_(fold_in_transport) {}
+  SimKernels(SimDevice& dev, StageTable table) : dev_(dev), table_(std::move(table)) {}
 
   DType act_dtype() const override { return DType::bf16; }
   DType chunk_state_type() const override { return DType::bf16; }
@@ -76,7 +75,7 @@ class SimKernels final : public GlaKernels {
   void signal_ready(uint32_t*, uint32_t, Stream) override {}
   void state_fold(size_t rows, size_t cols, const float*, const float*, const float*, float*, Stream st) override {
     // The device All-Scan folds inside its kernel as it forwards each block: its per-block cost holds that.
-    if (fold_in_transport_) return;
+    if (dev_.device_transport()) return;
     sized("state_fold", "rows" + std::to_string(rows) + " cols" + std::to_string(cols), double(rows * cols), st);
   }
   void vec_add(size_t n, const float*, const float*, float*, Stream st) override {
@@ -100,13 +99,12 @@ class SimKernels final : public GlaKernels {
 
   SimDevice& dev_;
   StageTable table_;
-  bool fold_in_transport_;
 };
 
 }  // namespace
 
-std::unique_ptr<GlaKernels> make_sim_kernels(SimDevice& dev, StageTable table, bool fold_in_transport) {
-  return std::make_unique<SimKernels>(dev, std::move(table), fold_in_transport);
+std::unique_ptr<GlaKernels> make_sim_kernels(SimDevice& dev, StageTable table) {
+  return std::make_unique<SimKernels>(dev, std::move(table));
 }
 
 }  // namespace spb

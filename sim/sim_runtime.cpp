@@ -29,6 +29,19 @@ SimCalibration read_sim_calibration(const std::string& path) {
               path + ":" + std::to_string(n) + ": expected `key = value`, got `" + line + "`");
     kv[key] = value;
   }
+  auto signed_number = [&](const char* key) {
+    auto it = kv.find(key);
+    SPB_USAGE(it != kv.end(), path + ": no `" + key + "`");
+    size_t end = 0;
+    double v = 0;
+    try {
+      v = std::stod(it->second, &end);
+    } catch (const std::exception&) {
+      end = 0;
+    }
+    SPB_USAGE(end == it->second.size(), path + ": `" + key + " = " + it->second + "` is not a number");
+    return v;
+  };
   auto number = [&](const char* key) {
     auto it = kv.find(key);
     SPB_USAGE(it != kv.end(), path + ": no `" + key + "`");
@@ -46,14 +59,22 @@ SimCalibration read_sim_calibration(const std::string& path) {
   c.path = path;
   c.gpu.name = kv.count("gpu") ? kv["gpu"] : "simulated GPU";
   c.gpu.copy_Bps = number("gpu_copy_bytes_per_s");
-  c.gpu.launch_s = number("kernel_launch_s");
+  c.gpu.stage_offset_s = signed_number("stage_offset_s");
   c.transport.nccl_p2p_s = number("nccl_p2p_call_s");
+  c.transport.nccl_group_s = number("nccl_group_call_s");
   c.transport.nccl_allgather_s = number("nccl_allgather_call_s");
   c.transport.nccl_alltoall_s = number("nccl_alltoall_call_s");
   c.transport.nccl_allreduce_s = number("nccl_allreduce_call_s");
+  c.transport.device_call_s = number("device_call_s");
   c.transport.device_block_s = number("device_block_s");
   SPB_USAGE(c.gpu.copy_Bps > 0, path + ": gpu_copy_bytes_per_s must be > 0");
   return c;
+}
+
+void sim_use_device_transport(Runtime& rt, bool on) {
+  auto* dev = dynamic_cast<SimDevice*>(rt.dev.get());
+  SPB_CHECK(dev, "sim_use_device_transport on a runtime that is not --backend sim");
+  dev->set_device_transport(on);
 }
 
 std::string sim_platform_name(const SimSetup& setup) {
@@ -86,8 +107,8 @@ std::unique_ptr<Runtime> make_sim_runtime(Bootstrap& boot, const SimSetup& setup
   auto rt = std::unique_ptr<Runtime>(
       new Runtime{boot, "sim", nullptr, nullptr, nullptr, nullptr, sim_topology(boot, ranks_per_node)});
   auto dev = std::make_unique<SimDevice>(std::move(clock), cal.gpu);
-  rt->kern = make_sim_kernels(*dev, std::move(*table), setup.device_transport);
-  rt->comm = make_sim_communicator(boot, *dev, cal.transport, setup.device_transport);
+  rt->kern = make_sim_kernels(*dev, std::move(*table));
+  rt->comm = make_sim_communicator(boot, *dev, cal.transport);
   rt->dev = std::move(dev);
   return rt;
 }

@@ -2,7 +2,7 @@
 // platform file, with a SimDevice (time, no data), the GPU's stage times (SimKernels over the stage table) and a
 // communicator that runs every operation as MPI in the simulation, each call first paying the per-call cost of the
 // transport it stands for (calibrated at P = 2: sim/calibration.h). What each transport is on the wire:
-//   nccl p2p        one MPI message per send (NCCL's send/recv kernels), a group one call for all its messages
+//   nccl p2p        one MPI message per send (NCCL's send/recv kernels); a group one call for all its messages
 //   nccl all-gather MPI_Allgather with SMPI's ring algorithm (smpirun --cfg=smpi/allgather:ring), as NCCL's ring
 //   nccl all-to-all MPI_Alltoall, pairwise (smpi/alltoall:pair): NCCL's grouped sends and receives
 //   nccl all-reduce MPI_Allreduce as a ring reduce-scatter and all-gather (smpi/allreduce:lr)
@@ -22,7 +22,8 @@ namespace spb {
 
 // Seconds each communication call costs before its bytes move (the intercepts of the P = 2 fits).
 struct SimTransport {
-  double nccl_p2p_s = 0, nccl_allgather_s = 0, nccl_alltoall_s = 0, nccl_allreduce_s = 0, device_block_s = 0;
+  double nccl_p2p_s = 0, nccl_group_s = 0, nccl_allgather_s = 0, nccl_alltoall_s = 0, nccl_allreduce_s = 0;
+  double device_call_s = 0, device_block_s = 0;  // the device All-Scan: its start, once a call; each block
 };
 
 // A platform's calibration file: `key = value` lines (# comments say where each value came from).
@@ -38,12 +39,14 @@ struct SimSetup {
   std::string stage_table;  // --sim-stages: the GPU's stage rows (results/<kind>_stages.csv)
   std::string calibration;  // --sim-calibration: the platform's constants (sim/platforms/<platform>.calib)
   std::string platform;     // --sim-platform: the name rows carry in `platform` (the calibration's by default)
-  bool device_transport = false;  // point-to-point operations stand for the device All-Scan's peer writes
+  bool device_transport = false;  // zeco's All-Scan is a device protocol (its runs set sim_use_device_transport)
 };
 
-std::unique_ptr<GlaKernels> make_sim_kernels(SimDevice& dev, StageTable table, bool fold_in_transport);
-std::unique_ptr<Communicator> make_sim_communicator(Bootstrap& boot, SimDevice& dev, const SimTransport& t,
-                                                    bool device_transport);
+std::unique_ptr<GlaKernels> make_sim_kernels(SimDevice& dev, StageTable table);
+std::unique_ptr<Communicator> make_sim_communicator(Bootstrap& boot, SimDevice& dev, const SimTransport& t);
+// Point-to-point operations of `rt` (a --backend sim runtime) stand for the device All-Scan's peer writes (`on`) or
+// NCCL's sends, from now on: the levels set it for each method or pattern they run.
+void sim_use_device_transport(Runtime& rt, bool on);
 // The SMPI clock and shared memory (sim/sim_smpi.cpp); a UsageError in a build without SMPI.
 std::unique_ptr<SimClock> make_smpi_clock();
 

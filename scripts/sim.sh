@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The simulation (DESIGN §10): spbench's own levels and methods, built with SimGrid's smpicxx (build-sim/) and run by
+# smpirun on a platform file, their compute the GPU's stage times (results/<kind>_stages.csv), their communication
+# MPI on the platform's links after each transport's per-call cost (sim/platforms/<platform>.calib).
+#   scripts/sim.sh build        install libsimgrid-dev, configure and build build-sim/spbench
+#   scripts/sim.sh calibrate    fit the lent 4-GPU host's per-call costs at P = 2 (sim/platforms/nvidia-h200-x4.calib)
+#   scripts/sim.sh holdout      P = 2, 3, 4 on that host and 2 nodes x 2 GPUs over sockets, at the collective and
+#                               operator levels: rows to compare with the measured ones (results/sim/)
+#   scripts/sim.sh predict      the paper's Tables 2 and 3 at 8..256 GPUs on the DGX H100 cluster (results/sim/)
+#   scripts/sim.sh smoke        a small sweep at 4 and 16 simulated ranks (the main job and the tests run it)
+#   scripts/sim.sh all          build, calibrate, holdout, predict
+# SPB_SIM_DIR (default results/sim) is where rows go; every run is one configuration of the sweep's count.
+source "$(dirname "${BASH_SOURCE[0]}")/sim_lib.sh"
+spb_sweep_begin
+for step in "${@:-all}"; do
+  case $step in
+    build | all) sim_build ;;&
+    calibrate | all) sim_calibrate ;;&
+    holdout | all) sim_holdout ;;&
+    predict | all) sim_predict ;;&
+    smoke) sim_smoke ;;
+    build | calibrate | holdout | predict | all) ;;
+    *) spb_log "sim.sh: unknown step $step (build, calibrate, holdout, predict, smoke, all)"; exit 2 ;;
+  esac
+done
+spb_sweep_end

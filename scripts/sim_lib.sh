@@ -1,0 +1,157 @@
+# The simulation's functions (DESIGN §10), shared by scripts/sim.sh and the main job's sweep (scripts/sweep_cpu.sh):
+# the simulated build (build-sim/, smpicxx), the platforms' hostfiles, one simulated run, the calibration, the
+# hold-out, the predictions and the smoke sweep. Sourced, not run; scripts/sim.sh says what each step does.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+SIM_BUILD=${SPB_SIM_BUILD:-$SPB_ROOT/build-sim}
+SIM_DIR=${SPB_SIM_DIR:-$SPB_ROOT/results/sim}
+[[ $SIM_DIR == /* ]] || SIM_DIR=$SPB_ROOT/$SIM_DIR
+PLAT=$SPB_ROOT/sim/platforms
+STAGES=$SPB_ROOT/results/nvidia-h200-x4_stages.csv
+# The network model without SMPI's Ethernet-fitted correction factors (CM02), no reverse-path traffic; the host code
+# between MPI calls costs no simulated time (only the stage times do); sends up to 64 KiB eager (the device
+# All-Scan's blocks stream without a handshake), larger ones a rendezvous (SimGrid 3.32 walks its list of eager sends
+# at every completion, quadratic in the sends in flight); NCCL's collective algorithms (ring all-gather, pairwise
+# all-to-all, ring all-reduce); MPI_Test costs nothing; shared memory mapped in 256 MiB blocks (1 MiB ones exceed
+# the kernel's map count past 64 ranks of the paper's shapes).
+SIMFLAGS=(--cfg=smpi/host-speed:1Gf --cfg=network/model:CM02 --cfg=network/crosstraffic:0
+          --cfg=smpi/simulate-computation:no --cfg=smpi/send-is-detached-thresh:65537
+          --cfg=smpi/async-small-thresh:65537 --cfg=smpi/allgather:ring --cfg=smpi/alltoall:pair
+          --cfg=smpi/allreduce:lr --cfg=smpi/test:0 --cfg=smpi/shared-malloc-blocksize:268435456
+          --log=root.thres:warning --log=smpi_coll.thres:error)
+
+sim_build() {
+  spb_install_deps
+  spb_log "configuring $SIM_BUILD (smpicxx)"
+  CXX=smpicxx cmake -S "$SPB_ROOT" -B "$SIM_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPB_SIM=ON >/dev/null
+  cmake --build "$SIM_BUILD" -j "$(nproc)" --target spbench
+}
+
+# hosts PLATFORM: the platform's hosts in rank order, one a line.
+hosts() {
+  case $1 in
+    dgx-h100) bash "$SPB_ROOT/scripts/sim_platform_dgx.sh" --hostfile 32 ;;
+    *) local i; for i in 0 1 2 3; do echo "gpu-$i"; done ;;
+  esac
+}
+
+# sim PLATFORM CALIB NP ARGS...: the simulated spbench on NP ranks of PLATFORM.
+sim() {
+  local platform=$1 calib=$2 np=$3 hostfile
+  shift 3
+  hostfile=$(mktemp)
+  hosts "$platform" >"$hostfile"
+  (cd "$(mktemp -d)" && smpirun -np "$np" -platform "$PLAT/$platform.xml" -hostfile "$hostfile" "${SIMFLAGS[@]}" \
+    "$SIM_BUILD/spbench" "$@" --backend sim --sim-stages "$STAGES" --sim-calibration "$calib" \
+    --sim-platform "$platform")
+  local rc=$?
+  rm -f "$hostfile"
+  return $rc
+}
+
+# P = 2 on the 4-GPU host, what the calibration compares: the four collective patterns it fits and dp's operator.
+calibration_runs() {
+  local calib=$1 coll=$2 op=$3
+  rm -f "$coll" "$op"
+  sim nvidia-h200-x4 "$calib" 2 collective -p chain,ring,allgather,alltoall -b 64K -e 32M -f 2 -w 2 -n 10 --csv "$coll"
+  sim nvidia-h200-x4 "$calib" 2 collective -p allscan --allscan device-ll16 -b 64K -e 32M -f 2 --block-elems 16384 \
+    -w 2 -n 10 --csv "$coll"
+  sim nvidia-h200-x4 "$calib" 2 operator -m dp -B 1 -H 16 --dk 128 --dv 128 -L 16384 -K 16 -w 2 -n 5 --csv "$op"
+  sim nvidia-h200-x4 "$calib" 2 operator -m dp -B 1 -H 16 --dk 128 --dv 128 -L 32768 -K 16 -w 2 -n 5 --csv "$op"
+}
+
+sim_calibrate() {
+  local tmp out=$PLAT/nvidia-h200-x4.calib
+  tmp=$(mktemp -d)
+  cat >"$tmp/c0.calib" <<EOF
+gpu = NVIDIA H200
+gpu_copy_bytes_per_s = 4.3e12
+stage_offset_s = 0
+nccl_p2p_call_s = 0
+nccl_group_call_s = 0
+nccl_allgather_call_s = 0
+nccl_alltoall_call_s = 0
+nccl_allreduce_call_s = 0
+device_call_s = 0
+device_block_s = 0
+EOF
+  local i
+  for i in 1 2 3; do
+    spb_log "calibration pass $i: P = 2 simulated with $tmp/c$((i - 1)).calib"
+    calibration_runs "$tmp/c$((i - 1)).calib" "$tmp/coll$i.csv" "$tmp/op$i.csv" >/dev/null
+    "$SPB_ROOT/build/spbench" sim-calibrate --measured-collective "$SPB_ROOT/results/nvidia-h200-x4_collective.csv" \
+      --measured-operator "$SPB_ROOT/results/nvidia-h200-x4_operator.csv" --simulated-collective "$tmp/coll$i.csv" \
+      --simulated-operator "$tmp/op$i.csv" --stages "$STAGES" --calibration "$tmp/c$((i - 1)).calib" \
+      --out "$tmp/c$i.calib"
+  done
+  # Sources named by their place in the repository, not the temporary files the passes ran in.
+  sed -e "s|$tmp/c2.calib|the second pass's constants|; s|$tmp/coll3.csv|the simulated P = 2 rows|" \
+      -e "s|$tmp/op3.csv|the simulated dp rows|; s|$SPB_ROOT/||g" "$tmp/c3.calib" >"$out"
+  rm -rf "$tmp"
+  spb_log "wrote $out"
+}
+
+# run LABEL CSV PLATFORM NP ARGS...: one simulated configuration of the sweep (rows appended to CSV).
+run() {
+  local label=$1 csv=$2 platform=$3 np=$4
+  shift 4
+  spb_config "$label" "$csv" '^ |error|Deadlock' sim "$platform" "$PLAT/${calib_of[$platform]}" "$np" "$@" \
+    --csv "$csv"
+}
+declare -A calib_of=([nvidia-h200-x4]=nvidia-h200-x4.calib [nvidia-h200-x4-sockets]=nvidia-h200-x4.calib
+                     [dgx-h100]=nvidia-h200-x4.calib)
+
+sim_holdout() {
+  local coll=$SIM_DIR/nvidia-h200-x4_collective.csv op=$SIM_DIR/nvidia-h200-x4_operator.csv P L
+  mkdir -p "$SIM_DIR"
+  for P in 2 3 4; do
+    local pats=chain,allgather,ring,alltoall; [ "$P" -eq 3 ] && pats=chain,allgather,ring
+    run "collective, P = $P, NCCL patterns" "$coll" nvidia-h200-x4 "$P" collective -p "$pats" -b 64K -e 32M -f 2 \
+      -w 2 -n 10
+    for scan in device-ll16 host; do
+      run "collective, P = $P, allscan $scan" "$coll" nvidia-h200-x4 "$P" collective -p allscan --allscan "$scan" \
+        -b 64K -e 32M -f 2 --block-elems 16384 -w 2 -n 10
+    done
+    for L in 16384 32768; do
+      run "operator, P = $P, every method, L = $L" "$op" nvidia-h200-x4 "$P" operator -m all -B 1 -H 16 --dk 128 \
+        --dv 128 -L "$L" -K 16 --allscan device -w 2 -n 5
+    done
+  done
+  if [ -f "$PLAT/nvidia-h200-x4-sockets.xml" ]; then
+    for scan in host host-hier host-logdepth; do
+      run "collective, 2 nodes x 2 over sockets, allscan $scan" "$coll" nvidia-h200-x4-sockets 4 collective \
+        -p allscan --allscan "$scan" -b 64K -e 8M -f 2 --block-elems 16384,0 --ranks-per-node 2 -w 2 -n 10
+    done
+    run "collective, 2 nodes x 2 over sockets, chain" "$coll" nvidia-h200-x4-sockets 4 collective -p chain -b 64K \
+      -e 8M -f 2 --ranks-per-node 2 -w 2 -n 10
+    run "operator, 2 nodes x 2 over sockets, every method" "$op" nvidia-h200-x4-sockets 4 operator -m all -B 1 -H 16 \
+      --dk 128 --dv 128 -L 16384 -K 16 --ranks-per-node 2 -w 2 -n 5
+  fi
+}
+
+# The paper's settings (report/paper/README.md): Table 2, 32 heads of 128 x 128 fp32 (2 MiB) in All-Scan blocks of
+# 16384 elements; Table 3, 16 heads of 128 x 128, 16384 tokens per GPU, K = 16 (blocks of 16384 elements).
+sim_predict() {
+  local coll=$SIM_DIR/dgx-h100_collective.csv op=$SIM_DIR/dgx-h100_operator.csv P
+  mkdir -p "$SIM_DIR"
+  for P in ${SPB_SIM_WORLDS:-8 16 32 64 128 256}; do
+    run "collective, $P GPUs of DGX H100 nodes" "$coll" dgx-h100 "$P" collective -b 2M -e 2M --block-elems 16384 \
+      --ranks-per-node 8 -w 2 -n 10
+    local methods=dp,zeco,lasp2,lasp1,ring; [ "$P" -le 16 ] && methods=$methods,ulysses
+    run "operator, $P GPUs of DGX H100 nodes" "$op" dgx-h100 "$P" operator -m "$methods" -B 1 -H 16 --dk 128 \
+      --dv 128 -L 16384 -K 16 --ranks-per-node 8 -w 1 -n 3
+  done
+}
+
+# A small sweep (the main job's last part, the tests): 4 and 16 simulated ranks of the DGX H100 platform at the paper's
+# shapes, every pattern and method; rows in results/local/sim/ (smoke rows are never committed), resumed on a rerun.
+sim_smoke() {
+  local dir=$SPB_ROOT/results/local/sim P
+  mkdir -p "$dir"
+  for P in 4 16; do
+    local per=$((P < 8 ? P : 8))  # the platform's nodes hold 8 GPUs; 4 ranks fill half of one
+    run "[sim] collective, $P simulated ranks of DGX H100 nodes" "$dir/smoke_collective.csv" dgx-h100 "$P" \
+      collective -b 1M -e 2M --block-elems 16384 --ranks-per-node "$per" -w 1 -n 3
+    run "[sim] every method, $P simulated ranks of DGX H100 nodes" "$dir/smoke_operator.csv" dgx-h100 "$P" \
+      operator -m all -B 1 -H 16 --dk 128 --dv 128 -L 16384 -K 16 --ranks-per-node "$per" -w 1 -n 2
+  done
+}

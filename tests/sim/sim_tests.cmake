@@ -1,0 +1,16 @@
+# The simulation (sim/): the simulated device's clocks and the stage table here; the simulated build itself
+# (build-sim/spbench, made by scripts/sim.sh build, which scripts/test.sh runs first) under smpirun at 4 and 16
+# simulated ranks (sim_run.sh: exit 77, skipped, where it was not built).
+spb_test(test_sim_device sim/test_sim_device.cpp)
+target_link_libraries(test_sim_device PRIVATE spb_sim)
+add_test(NAME sim.device COMMAND test_sim_device)
+
+set(SPB_SIM_RUN ${CMAKE_CURRENT_SOURCE_DIR}/sim/sim_run.sh ${CMAKE_SOURCE_DIR})
+foreach(np 4 16)
+  add_test(NAME sim.smoke.np${np} COMMAND ${SPB_SIM_RUN} smoke ${np} ${CMAKE_CURRENT_BINARY_DIR}/sim_np${np})
+  set_tests_properties(sim.smoke.np${np} PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS sim)
+endforeach()
+add_test(NAME sim.cpu_check.np4 COMMAND ${SPB_SIM_RUN} cpu_check 4 ${CMAKE_CURRENT_BINARY_DIR}/sim_cpu_np4)
+set_tests_properties(sim.cpu_check.np4 PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS sim)
+set_tests_properties(sim.smoke.np4 sim.smoke.np16 PROPERTIES PASS_REGULAR_EXPRESSION "SIM_SMOKE_OK")
+set_tests_properties(sim.cpu_check.np4 PROPERTIES PASS_REGULAR_EXPRESSION "SIM_CPU_CHECK_OK")
