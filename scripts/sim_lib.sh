@@ -129,16 +129,19 @@ sim_holdout() {
 }
 
 # The paper's settings (report/paper/README.md): Table 2, 32 heads of 128 x 128 fp32 (2 MiB) in All-Scan blocks of
-# 16384 elements; Table 3, 16 heads of 128 x 128, 16384 tokens per GPU, K = 16 (blocks of 16384 elements).
+# 16384 elements; Tables 3 and 4, 16 heads of 128 x 128, 16384 and 32768 tokens per GPU, K = 16 (blocks of 16384
+# elements). SPB_SIM_WORLDS and SPB_SIM_LENGTHS pick some of them.
 sim_predict() {
   local coll=$SIM_DIR/dgx-h100_collective.csv op=$SIM_DIR/dgx-h100_operator.csv P
   mkdir -p "$SIM_DIR"
   for P in ${SPB_SIM_WORLDS:-8 16 32 64 128 256}; do
     run "collective, $P GPUs of DGX H100 nodes" "$coll" dgx-h100 "$P" collective -b 2M -e 2M --block-elems 16384 \
       --ranks-per-node 8 -w 2 -n 10
-    local methods=dp,zeco,lasp2,lasp1,ring; [ "$P" -le 16 ] && methods=$methods,ulysses
-    run "operator, $P GPUs of DGX H100 nodes" "$op" dgx-h100 "$P" operator -m "$methods" -B 1 -H 16 --dk 128 \
-      --dv 128 -L 16384 -K 16 --ranks-per-node 8 -w 1 -n 3
+    local methods=dp,zeco,lasp2,lasp1,ring L; [ "$P" -le 16 ] && methods=$methods,ulysses
+    for L in ${SPB_SIM_LENGTHS:-16384 32768}; do
+      run "operator, $P GPUs of DGX H100 nodes, $L tokens per GPU" "$op" dgx-h100 "$P" operator -m "$methods" -B 1 \
+        -H 16 --dk 128 --dv 128 -L "$L" -K 16 --ranks-per-node 8 -w 1 -n 3
+    done
   done
 }
 
