@@ -271,7 +271,7 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
     std::string backend =
         uses_scan && (is_device_allscan(scan_backend) || is_node_aware_allscan(scan_backend)) ? scan_backend : plain;
     if (ran) backend = ran->comm_backend().empty() ? plain : ran->comm_backend();
-    if (sim.on) backend = sim.backend(uses_scan && sim.scan != "host");
+    if (sim.on) backend = sim.backend(uses_scan);
     ResultRow r;
     r.set("level", std::string("operator")).set("method", method);
     r.set("backend", backend);

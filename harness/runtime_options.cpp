@@ -63,7 +63,8 @@ void add_sim_options(CLI::App& app, SimOptions& o) {
                  "--backend sim: the name rows carry in `platform` (default: the calibration file's)");
 }
 
-std::string SimRows::backend(bool uses_scan) const { return uses_scan ? scan : "nccl"; }
+// The chain over the communicator (`host`) is NCCL's on GPUs, as a measured row names it.
+std::string SimRows::backend(bool uses_scan) const { return uses_scan && scan != "host" ? scan : "nccl"; }
 
 void SimRows::mark(ResultRow& r) const { r.set("simulated", 1).set("platform", platform); }
 

@@ -33,7 +33,8 @@ struct SimRows {
   std::string scan;      // the All-Scan zeco's rows stand for (device-ll16, host-hier, ...): --allscan resolved as on GPUs
   std::string platform;  // the `platform` column
   bool device = false;   // `scan` is a device protocol: zeco's and the allscan pattern's runs take the device transport
-  // The backend column of a row of `method` (zeco or the allscan pattern take `scan`, every other one nccl).
+  // The backend column of a row (zeco's or the allscan pattern's take `scan` but for the plain chain, every other
+  // one nccl).
   std::string backend(bool uses_scan) const;
   void mark(class ResultRow& r) const;  // simulated = 1, platform
 };

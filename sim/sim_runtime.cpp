@@ -29,7 +29,8 @@ SimCalibration read_sim_calibration(const std::string& path) {
               path + ":" + std::to_string(n) + ": expected `key = value`, got `" + line + "`");
     kv[key] = value;
   }
-  auto signed_number = [&](const char* key) {
+  // A number (>= 0 unless `any_sign`: stage_offset_s may take time off).
+  auto number = [&](const char* key, bool any_sign = false) {
     auto it = kv.find(key);
     SPB_USAGE(it != kv.end(), path + ": no `" + key + "`");
     size_t end = 0;
@@ -39,27 +40,15 @@ SimCalibration read_sim_calibration(const std::string& path) {
     } catch (const std::exception&) {
       end = 0;
     }
-    SPB_USAGE(end == it->second.size(), path + ": `" + key + " = " + it->second + "` is not a number");
-    return v;
-  };
-  auto number = [&](const char* key) {
-    auto it = kv.find(key);
-    SPB_USAGE(it != kv.end(), path + ": no `" + key + "`");
-    size_t end = 0;
-    double v = 0;
-    try {
-      v = std::stod(it->second, &end);
-    } catch (const std::exception&) {
-      end = 0;
-    }
-    SPB_USAGE(end == it->second.size() && v >= 0, path + ": `" + key + " = " + it->second + "` is not a number >= 0");
+    SPB_USAGE(end == it->second.size() && (any_sign || v >= 0),
+              path + ": `" + key + " = " + it->second + "` is not a number" + (any_sign ? "" : " >= 0"));
     return v;
   };
   SimCalibration c;
   c.path = path;
   c.gpu.name = kv.count("gpu") ? kv["gpu"] : "simulated GPU";
   c.gpu.copy_Bps = number("gpu_copy_bytes_per_s");
-  c.gpu.stage_offset_s = signed_number("stage_offset_s");
+  c.gpu.stage_offset_s = number("stage_offset_s", /*any_sign=*/true);
   c.transport.nccl_p2p_s = number("nccl_p2p_call_s");
   c.transport.nccl_group_s = number("nccl_group_call_s");
   c.transport.nccl_allgather_s = number("nccl_allgather_call_s");
