@@ -137,8 +137,10 @@ sim_predict() {
   for P in ${SPB_SIM_WORLDS:-8 16 32 64 128 256}; do
     run "collective, $P GPUs of DGX H100 nodes" "$coll" dgx-h100 "$P" collective -b 2M -e 2M --block-elems 16384 \
       --ranks-per-node 8 -w 2 -n 10
-    local methods=dp,zeco,lasp2,lasp1,ring L; [ "$P" -le 16 ] && methods=$methods,ulysses
+    local methods L
     for L in ${SPB_SIM_LENGTHS:-16384 32768}; do
+      # ulysses: 16 heads split over at most 16 ranks, and its stage times were recorded at 16384 tokens per GPU
+      methods=dp,zeco,lasp2,lasp1,ring; [ "$P" -le 16 ] && [ "$L" -eq 16384 ] && methods=$methods,ulysses
       run "operator, $P GPUs of DGX H100 nodes, $L tokens per GPU" "$op" dgx-h100 "$P" operator -m "$methods" -B 1 \
         -H 16 --dk 128 --dv 128 -L "$L" -K 16 --ranks-per-node 8 -w 1 -n 3
     done
