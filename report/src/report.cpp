@@ -18,7 +18,7 @@ namespace spb {
 namespace fs = std::filesystem;
 
 void add_report_command(CLI::App& app, ReportOptions& o) {
-  app.add_option("--results", o.results, "directory of result CSVs (every *.csv is read)");
+  app.add_option("--results", o.results, "directory of result CSVs (every *.csv is read; sim/*.csv as simulated rows)");
   app.add_option("--paper", o.paper, "the paper's numbers (paper_tables.csv)");
   app.add_option("--out", o.out, "output directory (README.md, tables/, plots/)");
   app.add_flag("!--no-plots", o.plots, "write the gnuplot scripts and data but do not run gnuplot");
@@ -155,6 +155,7 @@ int run_report(const ReportOptions& o) {
   md << section_cost_model(c);
   md << section_simulated_nodes(c);
   md << section_beyond_one_node(c);
+  md << section_simulation(c);
   md << section_paper_figures(c);
 
   std::set<std::string> gpu_backends;

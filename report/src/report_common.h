@@ -191,6 +191,54 @@ std::string section_model_level(Context& c, long long L, const std::string& tabl
 // kind, heads and tokens (tables/spbench_vs_fla.csv).
 std::string section_fla(Context& c);
 
+// --- beyond the lent machines: the simulation (report_sim.cpp) ---------------------------------------------------
+// The simulated rows (ResultFiles::sim_rows, results/sim/*.csv) of the lent kinds' platforms against the measured rows
+// of the same configuration (the hold-out), and the paper's Tables 2 and 3 predicted on kSimPredictPlatform.
+inline const char* const kSimPredictPlatform = "dgx-h100";  // the paper's cluster: predictions, never held out
+constexpr double kSimWithin = 0.15;  // a hold-out row is within where |simulated - measured| <= 15% of measured
+constexpr double kSimMedian = 0.05;  // and a level's hold-out holds where every row is, and the median |error| <= 5%
+// One simulated row joined to its measured row.
+struct SimPair {
+  const Row* sim = nullptr;
+  const Row* meas = nullptr;
+  double sim_ms = NAN, meas_ms = NAN;  // time_ms_median of each
+  double err = NAN;                    // (sim - meas) / meas
+  bool calibration = false;            // P = 2 on one node: the platform's constants were fitted there
+  bool within = false;                 // |err| <= kSimWithin
+};
+struct SimHoldOut {
+  std::string level;
+  std::vector<SimPair> pairs;  // calibration rows first, then by P, nodes, method, backend, size, pass
+  // Simulated rows of a lent platform without a measured row of their configuration (left out of the hold-out).
+  std::vector<const Row*> unmatched;
+  int holdout = 0, within = 0;  // the hold-out rows (not calibration), and how many of them are within kSimWithin
+  double median_abs = NAN;      // the median |err| of the hold-out rows
+  bool held = false;  // some hold-out rows, every one within kSimWithin, and median_abs <= kSimMedian
+  struct Miss {
+    std::string method, backend;
+    int P = 0, rows = 0;
+    double worst = 0;  // the error of largest magnitude
+  };
+  std::vector<Miss> misses;  // the hold-out rows outside kSimWithin by (method, backend, P)
+  // "hold-out rows within 15%: n of N, median |error| x%: **held**" (or **missed** and why).
+  std::string summary() const;
+  // "" where held, else "no verdict: the LEVEL hold-out missed" (or "... no LEVEL hold-out rows"): what a comparison
+  // with the paper says instead.
+  std::string gate() const;
+};
+// The hold-out of `level` (collective or operator): each simulated row (`simulated` = 1) whose platform is not
+// kSimPredictPlatform, the newest per configuration, joined to the newest `measured` row (not simulated) of the same
+// configuration. Collective: method, backend, world size, bytes, block_elems, nodes, ranks per node; measured rows
+// timed back_to_back, pass comm. Operator: method, backend, world size, batch, heads, dk, dv, tokens per rank, dtype,
+// pass, schedule (schedule_of), nodes, ranks per node. Backends match as equal strings, but a simulated `nccl` row over
+// several nodes matches the measured `nccl-socket` row (the network transport is the platform's).
+SimHoldOut sim_holdout(const std::string& level, const std::vector<const Row*>& measured,
+                       const std::vector<const Row*>& simulated);
+// The section: what is simulated, the calibration constants (sim/platforms/*.calib) and platform files, the hold-out
+// tables (tables/sim_holdout_LEVEL.csv), the paper's Tables 2 and 3 on kSimPredictPlatform (tables/sim_table2.csv,
+// sim_table3.csv; a verdict only where the level's hold-out held) and their plots (plots/sim_LEVEL_vs_gpus.*).
+std::string section_simulation(Context& c);
+
 // --- the paper's two headline figures (report_paper_figures.cpp) --------------------------------------------------
 // Tokens/s per GPU against GPUs (the paper's Figure 1: the operator level, and the model level where rows exist) and
 // "1M tokens on 64 GPUs versus 16K on one", each point measured (a results row, its file named) or modelled (the cost

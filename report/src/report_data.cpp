@@ -48,7 +48,8 @@ bool is_cpu_row(const Row& r) { return col(r, "backend") == "cpu"; }
 const std::string& ResultFiles::file_of(const Row& r) const {
   static const std::string none;
   const std::less<const Row*> before;
-  for (auto [v, f] : {std::pair{&rows, &row_file}, {&node_rows, &node_row_file}, {&baseline_rows, &baseline_row_file}})
+  for (auto [v, f] : {std::pair{&rows, &row_file}, {&node_rows, &node_row_file}, {&baseline_rows, &baseline_row_file},
+                      {&sim_rows, &sim_row_file}})
     if (!v->empty() && !before(&r, v->data()) && before(&r, v->data() + v->size())) return (*f)[size_t(&r - v->data())];
   return none;
 }
@@ -67,9 +68,15 @@ const std::vector<MeasuredPaths>& measured_paths() {
     // A stage row times the kernels one method calls, between the recorder's events.
     std::vector<std::string> stage = op;
     stage.push_back("sim/stage_table*");
+    // A simulated row runs its level's code in the simulation (sim/, its platforms under sim/platforms/).
+    auto with_sim = [](std::vector<std::string> v) {
+      v.push_back("sim/");
+      return v;
+    };
     return std::vector<MeasuredPaths>{
         {"kernel", {"kernels/"}}, {"collective", comm}, {"operator", op}, {"timeline", op}, {"model", model},
         {"stage", stage},
+        {kSimLevelPrefix + "collective", with_sim(comm)}, {kSimLevelPrefix + "operator", with_sim(op)},
         {kPytorchModelLevel, {"baselines/pytorch/fla_baseline.py", "baselines/pytorch/run_beside_spbench.sh"}}};
   }();
   return table;
@@ -82,7 +89,12 @@ const std::vector<std::string>& measured_paths_of(const std::string& level) {
   return none;
 }
 
-std::string code_level_of(const Row& r) { return col(r, "backend") == "pytorch" ? kPytorchModelLevel : level_of(r); }
+bool is_simulated(const Row& r) { return col(r, "simulated") == "1"; }
+
+std::string code_level_of(const Row& r) {
+  if (col(r, "backend") == "pytorch") return kPytorchModelLevel;
+  return is_simulated(r) ? kSimLevelPrefix + level_of(r) : level_of(r);
+}
 
 std::string level_of(const Row& r) {
   const std::string& l = col(r, "level");
@@ -178,7 +190,7 @@ std::string code_state_mark(const std::string& code_state) {
 std::string stale_mark(const Row& r) { return code_state_mark(col(r, kCodeStateCol)); }
 
 void ResultFiles::mark_code(CodeStates& states) {
-  for (auto* v : {&rows, &node_rows, &baseline_rows, &timeline})
+  for (auto* v : {&rows, &node_rows, &baseline_rows, &sim_rows, &timeline})
     for (Row& r : *v) {
       const CodeState& st = states.of(r);
       r[kCodeStateCol] = st.kind == CodeState::current ? "current" : st.kind == CodeState::changed ? "changed" : "unknown";
@@ -195,6 +207,14 @@ ResultFiles load_results(const std::string& dir) {
   for (const auto& e : fs::directory_iterator(dir))
     if (e.is_regular_file() && e.path().extension() == ".csv") names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());  // the order rows are read in, so ties between rows resolve the same way
+  // The simulation's rows (results/sim/*.csv), after the measured files, named "sim/NAME.csv".
+  std::vector<std::string> sim_names;
+  if (fs::is_directory(dir + "/sim", ec))
+    for (const auto& e : fs::directory_iterator(dir + "/sim"))
+      if (e.is_regular_file() && e.path().extension() == ".csv")
+        sim_names.push_back("sim/" + e.path().filename().string());
+  std::sort(sim_names.begin(), sim_names.end());
+  names.insert(names.end(), sim_names.begin(), sim_names.end());
   ResultFiles out;
   for (const std::string& name : names) {
     auto rows = read_csv(dir + "/" + name);
@@ -216,6 +236,22 @@ ResultFiles load_results(const std::string& dir) {
     }
     if (!rows.empty() && !(rows[0].count("level") && rows[0].count("method") && rows[0].count("time_ms_mean"))) {
       out.skipped.push_back({name, "not a results CSV (no level, method or time_ms_mean column)"});
+      continue;
+    }
+    const bool sim_file = name.rfind("sim/", 0) == 0;
+    if (sim_file) {  // simulated rows: kept apart from every measured row (ResultFiles::sim_rows)
+      out.file_rows.push_back({name, rows});
+      size_t bad = 0;
+      for (auto& r : rows) {
+        if (col(r, "level").empty() || col(r, "method").empty() || lnum(r, "world_size") < 1 || !is_simulated(r)) {
+          ++bad;
+          continue;
+        }
+        out.sim_rows.push_back(std::move(r));
+        out.sim_row_file.push_back(name);
+      }
+      if (bad)
+        out.skipped.push_back({name, std::to_string(bad) + " rows without a level, method, world size or simulated"});
       continue;
     }
     out.files.push_back({name, rows.size()});

@@ -35,6 +35,9 @@ bool is_cpu_row(const Row& r);
 //   model       the operator's, and model/
 //   model-pytorch  baselines/pytorch/fla_baseline.py and run_beside_spbench.sh: the PyTorch + fla baseline's rows
 //               (backend pytorch), which run no spbench code and none of the folder's other scripts
+//   stage       the operator's, and sim/stage_table*
+//   sim-collective, sim-operator  a simulated row (results/sim/): its level's paths and sim/ (the simulation and
+//               its platforms)
 struct MeasuredPaths {
   std::string level;
   std::vector<std::string> paths;
@@ -70,8 +73,10 @@ class CodeStates {
 // A row's level: its `level`, "timeline" for a timeline row.
 std::string level_of(const Row& r);
 // The level whose measured paths judge a row's code state: level_of, but kPytorchModelLevel for a row of the PyTorch
-// + fla baseline.
+// + fla baseline, and kSimLevelPrefix + level_of for a simulated row (`simulated` = 1: its level's paths and sim/).
 inline const std::string kPytorchModelLevel = "model-pytorch";
+inline const std::string kSimLevelPrefix = "sim-";
+bool is_simulated(const Row& r);
 std::string code_level_of(const Row& r);
 // The columns every row gets from the report (never from a results file): code_state (current, changed, unknown)
 // and code_changed (the changed paths, "; "-separated).
@@ -98,14 +103,20 @@ struct ResultFiles {
   // method and no method table shows them; the model level compares spbench's dp with them.
   std::vector<Row> baseline_rows;
   std::vector<std::string> baseline_row_file;
+  // Rows of the simulation (results/sim/*.csv, `simulated` = 1, each with its SimGrid `platform`), apart from every
+  // measured row: no table, fit or plot of measured rows mixes them in; the simulation's section (report_sim.cpp)
+  // reads them. sim_row_file[i] is "sim/NAME.csv".
+  std::vector<Row> sim_rows;
+  std::vector<std::string> sim_row_file;
   // Every results file as read: its name and rows (timeline files included), for the index of results/.
   std::vector<std::pair<std::string, std::vector<Row>>> file_rows;
-  // Sets code_state/code_changed on every row (rows, node_rows, baseline_rows, timeline) through `states`.
+  // Sets code_state/code_changed on every row (rows, node_rows, baseline_rows, sim_rows, timeline) through `states`.
   void mark_code(CodeStates& states);
-  // The basename of the file a row of `rows` or `node_rows` came from ("" for a row of neither).
+  // The basename of the file a row of `rows`, `node_rows`, `baseline_rows` or `sim_rows` came from ("" for none).
   const std::string& file_of(const Row& r) const;
 };
-// Reads every *.csv of `dir` (a UsageError if `dir` is not a directory or a file is malformed).
+// Reads every *.csv of `dir`, and of `dir`/sim (the simulated rows, ResultFiles::sim_rows) where it exists (a
+// UsageError if `dir` is not a directory or a file is malformed).
 ResultFiles load_results(const std::string& dir);
 
 struct PaperValue {

@@ -79,6 +79,7 @@ const char* kind_name(SeriesKind kind) {
   switch (kind) {
     case SeriesKind::measured: return "measured";
     case SeriesKind::modelled: return "modelled";
+    case SeriesKind::simulated: return "simulated";
     case SeriesKind::paper: return "paper";
     case SeriesKind::reference: return "reference";
     case SeriesKind::bars: return "bars";
@@ -215,7 +216,9 @@ std::string plot_styles_md(const std::vector<std::string>& backends) {
   }
   s << "); a legend entry names both, as \"zeco (device-ll16) measured, NVIDIA H200\". The cost model's predictions "
        "are thin dotted lines with open diamonds (\"modelled\", naming the backend whose fitted link they use), the "
-       "paper's published numbers open circles without a line (\"paper\"). An axis is logarithmic where its data "
+       "paper's published numbers open circles without a line (\"paper\"). The simulation's two plots add its rows "
+       "(\"simulated\"): on the lent machine's platform large open circles without a line, on the paper's cluster a "
+       "dashed line of open squares, the paper's numbers there large stars. An axis is logarithmic where its data "
        "spans more than a decade.\n\n";
   return s.str();
 }

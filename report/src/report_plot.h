@@ -13,6 +13,7 @@ namespace spb {
 enum class SeriesKind {
   measured,   // rows of results/: colour per method, dash type and filled point per backend, "M (BACKEND) measured"
   modelled,   // the cost model's prediction: the method's colour, dotted, open diamonds, "M (BACKEND) modelled"
+  simulated,  // rows of the simulation (results/sim/): the method's colour, open points, "M (BACKEND) simulated, P"
   paper,      // the paper's published numbers: the method's colour, open circles, no line, "M paper"
   reference,  // a guide line (the ideal): thin, dotted, black
   bars,       // the timelines' spans

@@ -110,6 +110,8 @@ std::string section_data(const Context& c) {
   std::map<std::tuple<std::string, std::string, std::string>, int> counts;  // (level, gpu, backend)
   for (auto& r : c.res.rows) counts[{col(r, "level"), col(r, "gpu"), col(r, "backend")}]++;
   for (auto& r : c.res.node_rows) counts[{col(r, "level"), col(r, "gpu"), col(r, "backend") + " (several nodes)"}]++;
+  for (auto& r : c.res.sim_rows)
+    counts[{col(r, "level"), col(r, "gpu"), col(r, "backend") + " (simulated, `" + col(r, "platform") + "`)"}]++;
   if (!counts.empty()) {
     std::vector<std::vector<std::string>> rows;
     for (auto& [k, n] : counts) rows.push_back({std::get<0>(k), std::get<1>(k), std::get<2>(k), std::to_string(n)});
@@ -183,8 +185,9 @@ std::string section_code_changed(const Context& c) {
 std::string results_index_md(const Context& c) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& [name, file_rows] : c.res.file_rows) {
-    std::set<std::string> levels, code_levels, shas, kinds, states, hosts, drivers;
+    std::set<std::string> levels, code_levels, shas, kinds, states, hosts, drivers, platforms;
     for (const Row& r : file_rows) {
+      if (is_simulated(r)) platforms.insert(col(r, "platform"));
       if (!col(r, "host").empty()) hosts.insert(col(r, "host"));
       // Rows written before the driver's version was read carry the CUDA driver API's version as "cuda-X".
       const std::string& d = col(r, "driver");
@@ -192,7 +195,7 @@ std::string results_index_md(const Context& c) {
       const std::string level = level_of(r).empty() && name.find("timeline") != std::string::npos ? "timeline"
                                                                                                    : level_of(r);
       levels.insert(level);
-      code_levels.insert(level == "timeline" ? level : code_level_of(r));
+      code_levels.insert(level == "timeline" ? level : code_level_of(r));  // a simulated row: sim-<level>
       shas.insert(col(r, "git_sha").substr(0, 12));
       kinds.insert(col(r, "gpu"));
     }
@@ -206,7 +209,11 @@ std::string results_index_md(const Context& c) {
                                                                           : "commit unknown");
     std::vector<std::string> q;
     for (const auto& x : shas) q.push_back(x.empty() ? "—" : "`" + x + "`");
-    rows.push_back({"`" + name + "`", join({kinds.begin(), kinds.end()}, ", "), join({levels.begin(), levels.end()}, ", "),
+    // A file of the simulation (results/sim/) says so, and on which SimGrid platform(s) its rows were simulated.
+    std::string machine = join({kinds.begin(), kinds.end()}, ", ");
+    if (!platforms.empty())
+      machine += "; `simulated`, platform `" + join({platforms.begin(), platforms.end()}, "`, `") + "`";
+    rows.push_back({"`" + name + "`", machine, join({levels.begin(), levels.end()}, ", "),
                     join(q, ", "), std::to_string(file_rows.size()), join({states.begin(), states.end()}, "; "),
                     hosts.empty() ? "—" : join({hosts.begin(), hosts.end()}, ", "),
                     drivers.empty() ? "—" : join({drivers.begin(), drivers.end()}, ", ")});

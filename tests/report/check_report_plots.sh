@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The report's plots say what each series is, and its two headline figures label every point.
 # Generates a report (--no-plots: the .gp and .dat are what is checked) from RESULTS_DIR, then:
-#   1. every plot but the timelines: each series' style is one of the four kinds (measured: lw 2 and a dash type;
-#      modelled: dotted dt 3 with open diamonds; paper: open circles, no line; reference: black) and its legend title
-#      says so: "METHOD (BACKEND) measured[, ...]", "METHOD (BACKEND) modelled[, ...]", "METHOD paper[, ...]"; the data
+#   1. every plot but the timelines: each series' style is one of the five kinds (measured: lw 2 and a dash type;
+#      modelled: dotted dt 3 with open diamonds; paper: open circles or large stars, no line; simulated (the
+#      simulation's plots, report_sim.cpp): large open circles without a line, or a dashed line of open squares;
+#      reference: black) and its legend title says so: "METHOD (BACKEND) measured[, ...]", "METHOD (BACKEND)
+#      modelled[, ...]", "METHOD paper[, ...]", "METHOD[ (BACKEND)] simulated, PLATFORM"; the data
 #      file heads its block with the same kind and title; within a plot a backend keeps one dash type and two backends
 #      never share one, and a method keeps one colour (but in allscan_vs_block, coloured by world size);
 #   2. each figure named in FIGURES (plots/NAME.gp, tables/NAME.csv) has a measured and a modelled series; every point
@@ -39,7 +41,9 @@ check() {
       idx=${BASH_REMATCH[1]} style=${BASH_REMATCH[2]} title=${BASH_REMATCH[3]}
       if [[ $style =~ ^with\ linespoints\ lw\ 2\  ]]; then kind=measured
       elif [[ $style =~ dt\ 3\ pt\ 12 ]]; then kind=modelled
-      elif [[ $style =~ ^with\ points\ pt\ 6\  ]]; then kind=paper
+      elif [[ $style =~ ^with\ points\ pt\ (6|3\ ps\ 2\.6)\  ]]; then kind=paper
+      elif [[ $style =~ ^with\ points\ lw\ 1\.5\ pt\ 6\ ps\ 2\.0\  || $style =~ ^with\ linespoints\ lw\ 1\.5\ dt\ 2\ pt\ 4\  ]]
+      then kind=simulated
       elif [[ $style =~ \#000000 ]]; then kind=reference
       else echo "$name.gp [$idx]: a series of no known kind: $style"; fail=1; continue; fi
       head=$(grep -xF -- "# [$idx] $kind: $title" "$out/plots/$name.dat" || true)
@@ -80,6 +84,11 @@ check() {
               echo "$name.gp: method $method drawn in ${colour_of[$method|$gk]} and $colour"; fail=1; fi
             colour_of[$method|$gk]=$colour
           fi
+          ;;
+        simulated)
+          [[ $title =~ ^[A-Za-z0-9_]+(\ \([^\)]+\))?\ simulated,\ .+$ ]] || {
+            echo "$name.gp [$idx]: a simulated series not labelled 'METHOD[ (BACKEND)] simulated, PLATFORM': \"$title\""
+            fail=1; }
           ;;
         paper)
           [[ $title =~ ^[A-Za-z0-9_]+\ paper(,\ .*)?$ ]] || {
