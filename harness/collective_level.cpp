@@ -153,9 +153,9 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
   std::unique_ptr<CsvAppender> csv;
   if (!o.csv.empty())
     agree_on_usage_errors(boot, [&] {
-      std::vector<std::string> extra = {"bytes", "algbw_GBps", "busbw_GBps", "timing", "nodes", "ranks_per_node"};
-      if (sim.on) extra.insert(extra.end(), sim_columns().begin(), sim_columns().end());
-      if (p == 0) csv = std::make_unique<CsvAppender>(o.csv, extra);
+      if (p == 0)
+        csv = std::make_unique<CsvAppender>(
+            o.csv, sim.columns({"bytes", "algbw_GBps", "busbw_GBps", "timing", "nodes", "ranks_per_node"}));
     });
   if (p == 0) {
     std::printf("# spbench collective  backend %s (%s)  allscan %s  ranks %d (%s)  device %s\n", o.backend.c_str(),
@@ -182,7 +182,7 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
                              std::to_string(block));
         CollectiveConfig c{bytes / 4, size_t(o.dv), size_t(block), o.allscan};
         std::unique_ptr<CollectivePattern> pat;
-        if (sim.on) sim_use_device_transport(*rt, sim.device && blocked);  // the chain pattern stays NCCL's
+        if (sim.on) sim_use_device_transport(*rt, sim.device() && blocked);  // the chain pattern stays NCCL's
         agree_on_usage_errors(boot, [&] { pat = require_pattern(name).make(*rt, c); });
         const std::string backend = sim.on                  ? sim.backend(name == "allscan")
                                     : !pat->backend().empty() ? pat->backend()

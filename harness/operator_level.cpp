@@ -219,13 +219,13 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
   std::vector<std::string> left_out;  // by `all`: the methods that cannot run this configuration
   const std::vector<std::string> methods = methods_to_run(o.method, cfg, P, &left_out);
   SPB_USAGE(o.outputs.empty() || methods.size() == 1, "--outputs: give a single --method");
-  SPB_USAGE(o.backend != "sim" || (o.outputs.empty() && o.inputs.empty() && o.timeline.empty() && o.stage_times.empty()),
+  const bool simulated = o.backend == "sim";  // no inputs, no data: times alone, nothing to check
+  SPB_USAGE(!simulated || (o.outputs.empty() && o.inputs.empty() && o.timeline.empty() && o.stage_times.empty()),
             "--backend sim: no --inputs, --outputs, --timeline or --stage-times (the simulation moves no data)");
   SPB_USAGE(o.stage_times.empty() || o.csv.empty(),
             "--stage-times: give no --csv (the events around every stage call change the times its rows would hold)");
   check_outputs(boot, {{"--csv", o.csv}, {"--timeline", o.timeline}, {"--stage-times", o.stage_times},
                        {"--outputs", o.outputs, true}});
-  const bool simulated = o.backend == "sim";  // no inputs, no data: times alone, nothing to check
   if (simulated) o.check = 0;
   if (!simulated) check_host_memory(boot, whole, o);
 
@@ -292,10 +292,8 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
   std::unique_ptr<CsvAppender> csv;
   std::vector<std::string> todo = methods;
   if (!o.csv.empty()) {
-    std::vector<std::string> extra = {"head_groups", "nodes", "ranks_per_node"};
-    if (sim.on) extra.insert(extra.end(), sim_columns().begin(), sim_columns().end());
     todo = methods_to_measure(
-        boot, o.csv, extra, o.resume, methods,
+        boot, o.csv, sim.columns({"head_groups", "nodes", "ranks_per_node"}), o.resume, methods,
         [&](const CsvAppender& c, const std::string& m) {
           return c.contains(row_for(m, "fwd")) && c.contains(row_for(m, "fwd_bwd"));
         },
@@ -351,7 +349,7 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
   for (const std::string& name : todo) {
     watchdog_set_context("operator, " + name + ", " + std::to_string(local.T) + " tokens per rank");
     std::unique_ptr<SpMethod> method;
-    if (sim.on) sim_use_device_transport(*rt, sim.device && name == "zeco");
+    if (sim.on) sim_use_device_transport(*rt, sim.device() && name == "zeco");
     agree_on_usage_errors(boot, [&] { method = require_method(name).make(*rt, cfg); });
     if (p == 0 && !method->notice().empty()) std::printf("# %s\n", method->notice().c_str());
     poison_outputs(dev, d);  // so the check also proves every element was written

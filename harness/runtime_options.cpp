@@ -66,11 +66,13 @@ void add_sim_options(CLI::App& app, SimOptions& o) {
 // The chain over the communicator (`host`) is NCCL's on GPUs, as a measured row names it.
 std::string SimRows::backend(bool uses_scan) const { return uses_scan && scan != "host" ? scan : "nccl"; }
 
+bool SimRows::device() const { return is_device_allscan(scan); }
+
 void SimRows::mark(ResultRow& r) const { r.set("simulated", 1).set("platform", platform); }
 
-const std::vector<std::string>& sim_columns() {
-  static const std::vector<std::string> cols = {"simulated", "platform"};
-  return cols;
+std::vector<std::string> SimRows::columns(std::vector<std::string> extra) const {
+  if (on) extra.insert(extra.end(), {"simulated", "platform"});
+  return extra;
 }
 
 std::unique_ptr<Runtime> make_level_runtime(Bootstrap& boot, const std::string& backend, std::string& allscan,
@@ -82,14 +84,12 @@ std::unique_ptr<Runtime> make_level_runtime(Bootstrap& boot, const std::string& 
     return make_runtime(boot, backend, ranks_per_node, nodes_over_network);
   }
   SPB_USAGE(!nodes_over_network, "--nodes-over-network: the simulation's network is its platform file's");
-  SimSetup setup{sim_opt.stages, sim_opt.calibration, sim_opt.platform, false};
-  std::string scan;
-  const Topology topo = sim_topology(boot, ranks_per_node);
-  agree_on_usage_errors(boot, [&] { scan = resolve_allscan(allscan, /*gpu=*/true, topo); });
-  setup.device_transport = is_device_allscan(scan);
+  const SimSetup setup{sim_opt.stages, sim_opt.calibration, sim_opt.platform};
   auto rt = make_sim_runtime(boot, setup, ranks_per_node);
-  if (setup.device_transport) allscan = "host";
-  if (sim) *sim = SimRows{true, scan, sim_platform_name(setup), setup.device_transport};
+  std::string scan;
+  agree_on_usage_errors(boot, [&] { scan = resolve_allscan(allscan, /*gpu=*/true, rt->topo); });
+  if (sim) *sim = SimRows{true, scan, sim_platform_name(setup)};
+  if (is_device_allscan(scan)) allscan = "host";
   return rt;
 }
 

@@ -30,15 +30,17 @@ void add_sim_options(CLI::App& app, SimOptions& o);
 // What a level's rows say of a simulated run: the backend each row stands for, and the platform.
 struct SimRows {
   bool on = false;
-  std::string scan;      // the All-Scan zeco's rows stand for (device-ll16, host-hier, ...): --allscan resolved as on GPUs
+  std::string scan;      // the All-Scan zeco's rows stand for (device-ll16, host-hier, ...): --allscan as on GPUs
   std::string platform;  // the `platform` column
-  bool device = false;   // `scan` is a device protocol: zeco's and the allscan pattern's runs take the device transport
+  // `scan` is a device protocol: zeco's and the allscan pattern's runs take the device transport.
+  bool device() const;
   // The backend column of a row (zeco's or the allscan pattern's take `scan` but for the plain chain, every other
   // one nccl).
   std::string backend(bool uses_scan) const;
   void mark(class ResultRow& r) const;  // simulated = 1, platform
+  // A level's extra CSV columns, with simulated and platform after them where the run is simulated.
+  std::vector<std::string> columns(std::vector<std::string> extra) const;
 };
-const std::vector<std::string>& sim_columns();  // simulated, platform: after a level's own extra columns
 
 // The runtime of a level: make_runtime, or for --backend sim make_sim_runtime. For the simulation, `allscan` is
 // resolved as on GPUs (into sim->scan); a device protocol then runs as the host chain over the device transport, and
