@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """GLA-1B training steps in PyTorch with fla's GLAForCausalLM: the stack a user would run instead of `spbench model`.
 
-usage: fla_baseline.py --heads H --seq T --precision {bf16,fp32-autocast-bf16} --compile {0,1} [--csv FILE] ...
+usage: fla_baseline.py --heads H --seq T --precision {bf16,fp32-autocast-bf16,bf16-fp32-master}
+                       --compile {none,block,model} [--csv FILE] ...
 
 One configuration per process (so that peak memory is this configuration's alone). The model is spbench's GLA-1B
 configuration (20 layers, hidden 2048, vocab 32000, expand_k 0.5, expand_v 1, MLP 5632, untied head, gate rank 16,
@@ -11,8 +12,18 @@ clipping), B = 1, random tokens. `--warmup` steps first, then `--steps` timed wi
 
 Precisions:
   bf16                  every parameter, gradient and AdamW state in bf16 (fla's own benchmark convention)
-  fp32-autocast-bf16    fp32 parameters, gradients and AdamW states, the step under torch.autocast(bfloat16): the
-                        same work as spbench's fp32 master weights with bf16 activations
+  fp32-autocast-bf16    fp32 parameters, gradients and AdamW states, the step under torch.autocast(bfloat16)
+  bf16-fp32-master      mixed precision as Megatron trains: bf16 parameters for the forward and backward, fp32 master
+                        weights beside them, each bf16 gradient added into an fp32 main gradient as soon as it is
+                        made (and freed), AdamW on the fp32 masters with fp32 moments, the bf16 weights written from
+                        the masters after each step; no autocast
+The last two do the work of spbench's step (fp32 master weights, bf16 products, fp32 optimizer).
+
+Compile modes:
+  none                  eager
+  block                 each of the 20 blocks compiled on its own (module.compile(), as torchtitan and fla's trainer
+                        do), the layer index kept out of the guards so that one graph serves every block
+  model                 the whole model under torch.compile
 Peak memory is read three ways: the device's used memory as the driver counts it after each step (the context,
 cuBLAS and Triton modules included: what `spbench model` reports as peak_mem_gib), and torch's own peaks of allocated
 and reserved bytes.
@@ -45,6 +56,9 @@ COLUMNS = [
 KEY = ["gpu", "git_sha", "heads", "tokens_per_rank", "layers", "hidden", "vocab", "mlp", "precision", "compile",
        "warmup", "iters", "seed", "fla_commit"]
 
+PRECISIONS = ["bf16", "fp32-autocast-bf16", "bf16-fp32-master"]
+COMPILE_MODES = ["none", "block", "model"]
+
 # Dense bf16 tensor-core peak (TFLOP/s) from the vendors' datasheets, as runtime/gpu_peak.cpp holds it for spbench.
 DATASHEET_BF16 = [("H200 NVL", 835.5), ("H200", 989.4), ("H100 NVL", 835.5), ("H100 PCIe", 756.5),
                   ("H100", 989.4), ("A100", 312.0)]
@@ -59,8 +73,9 @@ def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--heads", type=int, required=True)
     ap.add_argument("--seq", type=int, required=True, help="tokens of the sequence (B = 1)")
-    ap.add_argument("--precision", choices=["bf16", "fp32-autocast-bf16"], required=True)
-    ap.add_argument("--compile", type=int, choices=[0, 1], default=0, help="torch.compile the model (1) or not")
+    ap.add_argument("--precision", choices=PRECISIONS, required=True)
+    ap.add_argument("--compile", choices=COMPILE_MODES, default="none",
+                    help="none (eager), block (each block compiled on its own) or model (the whole model)")
     ap.add_argument("--layers", type=int, default=20)
     ap.add_argument("--hidden", type=int, default=2048)
     ap.add_argument("--vocab", type=int, default=32000)
@@ -137,9 +152,71 @@ def driver_version():
     return ""
 
 
+def compiled(torch, model, mode):
+    """What the step calls: the model eager, with each block compiled on its own, or compiled whole."""
+    if mode == "none":
+        return model
+    if mode == "model":
+        return torch.compile(model)
+    # fla's blocks keep their index as an int attribute; dynamo would make it a constant of each block's guards, and
+    # compile a graph per block until its recompile limit. Kept out of the guards, one graph serves all 20 blocks.
+    if hasattr(torch._dynamo.config, "allow_unspec_int_on_nn_module"):
+        torch._dynamo.config.allow_unspec_int_on_nn_module = True
+    else:
+        print("# this torch has no allow_unspec_int_on_nn_module: a block's index stays in its guards", flush=True)
+    for block in model.model.layers:
+        block.compile()
+    return model
+
+
+def make_step(torch, model, precision, forward):
+    """One training step for `precision`: the forward with labels, the backward, the AdamW step; returns the loss."""
+    adamw = dict(lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
+    if precision != "bf16-fp32-master":
+        opt = torch.optim.AdamW(model.parameters(), **adamw)
+        autocast = precision == "fp32-autocast-bf16"
+
+        def step(tokens):
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+                loss = forward(input_ids=tokens, labels=tokens).loss
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            return loss
+        return step
+
+    # Megatron's main params and main grads: the model's bf16 weights are what the forward and backward read; each
+    # has an fp32 master and an fp32 main gradient. A bf16 gradient is added into its main gradient the moment the
+    # backward has made it, and freed; AdamW (fp32 moments) steps the masters, which are then written back as bf16.
+    weights = [p for p in model.parameters() if p.requires_grad]
+    masters = [torch.nn.Parameter(w.detach().float()) for w in weights]
+    for w, m in zip(weights, masters):
+        m.grad = torch.zeros_like(m)
+
+        def accumulate(p, main=m):
+            main.grad.add_(p.grad)
+            p.grad = None
+        w.register_post_accumulate_grad_hook(accumulate)
+    main_grads = [m.grad for m in masters]
+    opt = torch.optim.AdamW(masters, **adamw)
+
+    def step(tokens):
+        loss = forward(input_ids=tokens, labels=tokens).loss
+        loss.backward()
+        opt.step()
+        with torch.no_grad():
+            torch._foreach_copy_(weights, masters)
+            torch._foreach_zero_(main_grads)
+        return loss
+    return step
+
+
 def main():
     a = parse_args()
-    import torch
+    try:
+        import torch
+    except ImportError as e:
+        fail(3, f"cannot import torch ({e})")
     if not torch.cuda.is_available():
         fail(2, "no GPU: torch.cuda.is_available() is False")
     try:
@@ -182,8 +259,8 @@ def main():
                        num_hidden_layers=a.layers, num_heads=a.heads, vocab_size=a.vocab, tie_word_embeddings=False,
                        fuse_norm=True, fuse_swiglu=True, fuse_cross_entropy=True, use_cache=False,
                        attn_mode="chunk")
-    pure_bf16 = a.precision == "bf16"
-    model = GLAForCausalLM(config).to(dev, dtype=torch.bfloat16 if pure_bf16 else torch.float32)
+    bf16_weights = a.precision in ("bf16", "bf16-fp32-master")
+    model = GLAForCausalLM(config).to(dev, dtype=torch.bfloat16 if bf16_weights else torch.float32)
     model.train()
     params = sum(p.numel() for p in model.parameters())
     embed = model.model.embeddings.weight.numel()
@@ -191,19 +268,10 @@ def main():
     # spbench's count (model/gla_model.cpp, flops_per_token): 6 x non-embedding parameters + the attention's own.
     flops_tok = 6.0 * (params - embed) + a.layers * 3.0 * H * (4.0 * dk * dv + 64.0 * (dk + dv))
     row.update(params=params, flops_per_token=flops_tok)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
-    fwd = torch.compile(model) if a.compile else model
+    step = make_step(torch, model, a.precision, compiled(torch, model, a.compile))
 
     gen = torch.Generator(device=dev).manual_seed(a.seed)
     total = a.warmup + a.steps
-
-    def step(tokens):
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=not pure_bf16):
-            loss = fwd(input_ids=tokens, labels=tokens).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return loss
 
     print(f"# fla GLAForCausalLM  {gpu}  {a.layers} layers  hidden {a.hidden}  heads {H} (dk {dk}, dv {dv})  "
           f"mlp {a.mlp}  vocab {a.vocab}  params {params / 1e6:.1f} M  T {a.seq}  {a.precision}  "
@@ -235,6 +303,11 @@ def main():
         print(f"fla_baseline: error: step {s + 1} failed ({type(e).__name__}: {str(e).splitlines()[0][:300]})",
               file=sys.stderr, flush=True)
         return 3
+
+    if a.compile != "none":
+        from torch._dynamo.utils import counters
+        print(f"# torch.compile: {dict(counters['stats'])}; graph breaks {sum(counters['graph_break'].values())}",
+              flush=True)
 
     gib = float(1 << 30)
     mean = statistics.fmean(times)

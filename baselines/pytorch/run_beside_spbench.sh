@@ -5,7 +5,7 @@
 #   fla:      fla_baseline.py in each precision of FLA_PRECISIONS and compile mode of FLA_COMPILE
 #                                                                               -> OUTDIR/MACHINE_model_fla.csv
 # Knobs (environment): FLA_CONFIGS, the "heads:tokens" pairs (default "32:16384 4:16384"); FLA_PRECISIONS (default
-# "bf16 fp32-autocast-bf16"); FLA_COMPILE (default "0 1"); SPB_MODEL_ARGS, more flags for spbench (e.g.
+# "bf16 fp32-autocast-bf16 bf16-fp32-master"); FLA_COMPILE (default "none block"; "model" compiles the whole model); SPB_MODEL_ARGS, more flags for spbench (e.g.
 # --recompute=elementwise); DEADLINE, seconds since the epoch after which no new configuration starts (a lent
 # machine's call has a hard limit). fla's source must be importable (PYTHONPATH); TRITON_CACHE_DIR keeps its
 # compiled kernels and autotune choices between calls (the first compile and autotune takes minutes).
@@ -45,8 +45,8 @@ for cfg in ${FLA_CONFIGS:-32:16384 4:16384}; do
   # shellcheck disable=SC2086  # SPB_MODEL_ARGS is split into words on purpose
   one "spbench dp, $heads heads, $tokens tokens" "${mpirun[@]}" "$spbench" model --backend gpu -m dp -H "$heads" \
     -L "$tokens" --log-every 0 --csv "$model_csv" ${SPB_MODEL_ARGS:-}
-  for compile in ${FLA_COMPILE:-0 1}; do
-    for precision in ${FLA_PRECISIONS:-bf16 fp32-autocast-bf16}; do
+  for compile in ${FLA_COMPILE:-none block}; do
+    for precision in ${FLA_PRECISIONS:-bf16 fp32-autocast-bf16 bf16-fp32-master}; do
       one "fla, $heads heads, $tokens tokens, $precision, compile $compile" python3 "$here/fla_baseline.py" \
         --heads "$heads" --seq "$tokens" --precision "$precision" --compile "$compile" --csv "$fla_csv"
     done
