@@ -48,7 +48,8 @@ int main(int argc, char** argv) {
   repair_cmd->add_option("file", repair_file, "the CSV")->required();
   spb::CalibrationOptions cal;
   CLI::App* cal_cmd = app.add_subcommand(
-      "sim-calibrate", "a simulated platform's per-call costs from the measured and simulated rows at P = 2");
+      "sim-calibrate",
+      "a simulated platform's transport costs (per call, per byte) from the measured and simulated rows at P = 2");
   cal_cmd->add_option("--measured-collective", cal.measured_collective, "measured collective rows")->required();
   cal_cmd->add_option("--measured-operator", cal.measured_operator, "measured operator rows")->required();
   cal_cmd->add_option("--simulated-collective", cal.simulated_collective, "simulated collective rows at P = 2")

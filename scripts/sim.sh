@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The simulation (DESIGN §10): spbench's own levels and methods, built with SimGrid's smpicxx (build-sim/) and run by
 # smpirun on a platform file, their compute the GPU's stage times (results/<kind>_stages.csv), their communication
-# MPI on the platform's links after each transport's per-call cost (sim/platforms/<platform>.calib).
+# MPI on the platform's links after each transport's cost per call and per byte (sim/platforms/<platform>.calib).
 #   scripts/sim.sh build        install libsimgrid-dev, configure and build build-sim/spbench
-#   scripts/sim.sh calibrate    fit the lent 4-GPU host's per-call costs at P = 2 (sim/platforms/nvidia-h200-x4.calib)
+#   scripts/sim.sh calibrate    fit the lent 4-GPU host's transport costs at P = 2 (sim/platforms/nvidia-h200-x4.calib)
 #   scripts/sim.sh holdout      P = 2, 3, 4 on that host and 2 nodes x 2 GPUs over sockets, at the collective and
 #                               operator levels: rows to compare with the measured ones (results/sim/)
 #   scripts/sim.sh predict      the paper's Tables 2, 3 and 4 at 8..256 GPUs on the DGX H100 cluster (results/sim/)

@@ -67,10 +67,15 @@ gpu = NVIDIA H200
 gpu_copy_bytes_per_s = 4.3e12
 stage_offset_s = 0
 nccl_p2p_call_s = 0
+nccl_p2p_byte_s = 0
 nccl_group_call_s = 0
+nccl_group_byte_s = 0
 nccl_allgather_call_s = 0
+nccl_allgather_byte_s = 0
 nccl_alltoall_call_s = 0
+nccl_alltoall_byte_s = 0
 nccl_allreduce_call_s = 0
+nccl_allreduce_byte_s = 0
 device_call_s = 0
 device_block_s = 0
 EOF
@@ -84,8 +89,8 @@ EOF
       --out "$tmp/c$i.calib"
   done
   # Sources named by their place in the repository, not the temporary files the passes ran in.
-  sed -e "s|$tmp/c2.calib|the second pass's constants|; s|$tmp/coll3.csv|the simulated P = 2 rows|" \
-      -e "s|$tmp/op3.csv|the simulated dp rows|; s|$SPB_ROOT/||g" "$tmp/c3.calib" >"$out"
+  sed -e "s|$tmp/c2.calib|the second pass's constants|; s|$tmp/coll3.csv|the third pass's simulated P = 2 rows|" \
+      -e "s|$tmp/op3.csv|its dp rows|; s|$SPB_ROOT/||g" "$tmp/c3.calib" >"$out"
   rm -rf "$tmp"
   spb_log "wrote $out"
 }

@@ -1,5 +1,6 @@
 // The simulated communicator (sim/sim_runtime.h): every operation is MPI in the simulation, run when its stream
-// reaches it, after the per-call cost of the transport it stands for; its stream goes on from where it ended.
+// reaches it, after the cost of the transport it stands for (per call and per byte of the call); its stream goes on
+// from where it ended.
 #include <mpi.h>
 
 #include <algorithm>
@@ -36,7 +37,10 @@ class SimComm final : public Communicator {
   int size() const override { return size_; }
 
   void send(const void* buf, size_t bytes, int peer, Stream s) override {
-    if (group_) return pend(s, [=] { post_send(buf, bytes, peer); });
+    if (group_) {
+      group_sent_ += bytes;
+      return pend(s, [=] { post_send(buf, bytes, peer); });
+    }
     if (dev_.device_transport()) {
       // A peer write: the kernel pays the block's handshake, starts its bytes and goes on to the next block while
       // they stream (the receiver's flag wait is its receive). The chain's first rank starts a call after a kernel
@@ -48,11 +52,15 @@ class SimComm final : public Communicator {
         MPI_Isend(buf, count_of(bytes), MPI_BYTE, peer, kTag, comm_, &inflight_.back());
       });
     }
-    call(s, t_.nccl_p2p_s, [&] { MPI_Send(buf, count_of(bytes), MPI_BYTE, peer, kTag, comm_); });
+    call(s, t_.nccl_p2p.seconds(double(bytes)),
+         [&] { MPI_Send(buf, count_of(bytes), MPI_BYTE, peer, kTag, comm_); });
   }
   void recv(void* buf, size_t bytes, int peer, Stream s) override {
-    if (group_) return pend(s, [=] { post_recv(buf, bytes, peer); });
-    call(s, dev_.device_transport() ? 0.0 : t_.nccl_p2p_s,
+    if (group_) {
+      group_received_ += bytes;
+      return pend(s, [=] { post_recv(buf, bytes, peer); });
+    }
+    call(s, dev_.device_transport() ? 0.0 : t_.nccl_p2p.seconds(double(bytes)),
          [&] { MPI_Recv(buf, count_of(bytes), MPI_BYTE, peer, kTag, comm_, MPI_STATUS_IGNORE); });
   }
   void group_start() override {
@@ -66,37 +74,40 @@ class SimComm final : public Communicator {
     // One call for the whole group (NCCL launches one kernel): it starts once every stream in it has reached it.
     drain();
     for (Stream s : group_streams_) dev_.host_reaches(s);
-    charge(dev_.device_transport() ? t_.device_block_s : t_.nccl_group_s);
+    // Its bytes: the more of what this rank sends and receives in it.
+    charge(dev_.device_transport() ? t_.device_block_s
+                                   : t_.nccl_group.seconds(double(std::max(group_sent_, group_received_))));
     for (auto& post : posts_) post();
     MPI_Waitall(int(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
     for (Stream s : group_streams_) dev_.stream_done_now(s);
     posts_.clear(), requests_.clear(), group_streams_.clear();
+    group_sent_ = group_received_ = 0;
   }
   void all_gather(const void* send, void* recv, size_t bytes, Stream s) override {
     const bool in_place = send == static_cast<const char*>(recv) + size_t(rank_) * bytes;
     drain();
-    call(s, t_.nccl_allgather_s, [&] {
+    call(s, t_.nccl_allgather.seconds(double(bytes)), [&] {
       MPI_Allgather(in_place ? MPI_IN_PLACE : send, count_of(bytes), MPI_BYTE, recv, count_of(bytes), MPI_BYTE, comm_);
     });
   }
   void all_to_all(const void* send, void* recv, size_t bytes, Stream s) override {
     drain();
-    call(s, t_.nccl_alltoall_s,
+    call(s, t_.nccl_alltoall.seconds(double(bytes)),
          [&] { MPI_Alltoall(send, count_of(bytes), MPI_BYTE, recv, count_of(bytes), MPI_BYTE, comm_); });
   }
   void barrier(Stream s) override {
     drain();
-    call(s, t_.nccl_allreduce_s, [&] { MPI_Barrier(comm_); });
+    call(s, t_.nccl_allreduce.seconds(0), [&] { MPI_Barrier(comm_); });
   }
   void all_reduce_sum(float* buf, size_t n, Stream s) override {
     drain();
-    call(s, t_.nccl_allreduce_s,
+    call(s, t_.nccl_allreduce.seconds(double(n) * 4),
          [&] { MPI_Allreduce(MPI_IN_PLACE, buf, count_of(n * 4) / 4, MPI_FLOAT, MPI_SUM, comm_); });
   }
   void reduce_scatter_sum(float* buf, size_t n, Stream s) override {
     // The simulation moves no data that matters: the reduce-scatter's traffic, into the rank's own block.
     drain();
-    call(s, t_.nccl_allreduce_s, [&] {
+    call(s, t_.nccl_allreduce.seconds(double(n) * 4), [&] {
       MPI_Reduce_scatter_block(MPI_IN_PLACE, buf, count_of(n * 4) / 4, MPI_FLOAT, MPI_SUM, comm_);
     });
   }
@@ -147,6 +158,7 @@ class SimComm final : public Communicator {
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
   bool group_ = false;
+  size_t group_sent_ = 0, group_received_ = 0;  // this rank's bytes in the open group
   std::vector<std::function<void()>> posts_;
   std::vector<MPI_Request> requests_, inflight_;
   std::vector<Stream> group_streams_;

@@ -31,7 +31,7 @@ class SimClock {
 };
 std::unique_ptr<SimClock> make_manual_clock();  // now() moves only by advance_to; plain heap memory
 
-// What a simulated GPU costs besides its stages (sim/sim_calibration.h).
+// What a simulated GPU costs besides its stages (the calibration file: sim/sim_runtime.h).
 struct SimGpu {
   std::string name = "simulated GPU";
   double copy_Bps = 4.3e12;  // device-to-device copy, bytes read plus written per second
@@ -53,6 +53,7 @@ class SimDevice final : public Device {
   void stream_done_now(Stream s);
   double stream_time(Stream s) const;
   SimClock& clock() { return *clock_; }
+  const SimGpu& gpu() const { return gpu_; }
   // Whether point-to-point operations stand for the device All-Scan's peer writes (its fold then inside the
   // transport), or NCCL's sends: set for the run of the method or pattern whose All-Scan is a device protocol.
   bool device_transport() const { return device_transport_; }

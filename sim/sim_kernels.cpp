@@ -1,12 +1,18 @@
 // The simulated GLA stages: each call runs no arithmetic and advances its stream by the GPU's time for that stage at
 // that shape (sim/stage_table.h). The state algebra (state_fold, vec_add, copy_4d) is memory-bound: a size the table
-// lacks takes the bytes per second of that stage's recorded sizes (their median), since its time is its bytes'.
+// lacks takes the time of the stage's nearest recorded size, plus (or less) the difference in size at the stage's
+// marginal rate, the least-squares slope of its recorded times where the table holds two sizes of it or more (copy_4d,
+// a strided copy), else the bytes it moves at the device's copy rate (a fold and a vector add read two fp32 operands
+// and write one). A recorded time holds the kernel's launch, which a rate through zero would scale with the size.
 #include "sim/sim_runtime.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <map>
 #include <vector>
 
+#include "runtime/csv.h"
 #include "runtime/error.h"
 
 namespace spb {
@@ -14,7 +20,19 @@ namespace {
 
 class SimKernels final : public GlaKernels {
  public:
-  SimKernels(SimDevice& dev, StageTable table) : dev_(dev), table_(std::move(table)) {}
+  SimKernels(SimDevice& dev, StageTable table) : dev_(dev), table_(std::move(table)) {
+    for (const auto& row : read_csv(table_.path())) {
+      auto get = [&](const char* c) {
+        auto it = row.find(c);
+        return it == row.end() ? std::string() : it->second;
+      };
+      const std::string stage = get("stage"), shape = get("shape");
+      if (get("level") != "stage" || !(stage == "state_fold" || stage == "vec_add" || stage == "copy_4d")) continue;
+      auto& v = recorded_[stage];
+      if (std::none_of(v.begin(), v.end(), [&](const Recorded& r) { return r.shape == shape; }))
+        v.push_back({shape, size_of(shape), table_.seconds(stage, shape)});
+    }
+  }
 
   DType act_dtype() const override { return DType::bf16; }
   DType chunk_state_type() const override { return DType::bf16; }
@@ -76,29 +94,57 @@ class SimKernels final : public GlaKernels {
   void state_fold(size_t rows, size_t cols, const float*, const float*, const float*, float*, Stream st) override {
     // The device All-Scan folds inside its kernel as it forwards each block: its per-block cost holds that.
     if (dev_.device_transport()) return;
-    sized("state_fold", "rows" + std::to_string(rows) + " cols" + std::to_string(cols), double(rows * cols), st);
+    sized("state_fold", "rows" + std::to_string(rows) + " cols" + std::to_string(cols), double(rows * cols), 12, st);
   }
   void vec_add(size_t n, const float*, const float*, float*, Stream st) override {
-    sized("vec_add", "n" + std::to_string(n), double(n), st);
+    sized("vec_add", "n" + std::to_string(n), double(n), 12, st);
   }
   void copy_4d(void*, const void*, size_t elem_bytes, const int64_t dims[4], const int64_t*, const int64_t*,
                Stream st) override {
     const size_t bytes = elem_bytes * size_t(dims[0] * dims[1] * dims[2] * dims[3]);
-    sized("copy_4d", "bytes" + std::to_string(bytes), double(bytes), st);
+    sized("copy_4d", "bytes" + std::to_string(bytes), double(bytes), 2, st);
   }
 
  private:
   void run(const char* stage, const GlaShape& s, Stream st) {
     dev_.run_kernel(st, table_.seconds(stage, stage_shape_key(s)));
   }
-  // A memory-bound stage: the table's time at this size, else this size at the stage's recorded rate.
-  void sized(const char* stage, const std::string& shape, double size, Stream st) {
+  struct Recorded {
+    std::string shape;
+    double size, seconds;
+  };
+  // The size a shape key counts: the product of its numbers ("rows2048 cols128": 262144).
+  static double size_of(const std::string& shape) {
+    double count = 1;
+    for (size_t at = shape.find_first_of("0123456789"); at != std::string::npos;
+         at = shape.find_first_of("0123456789", at)) {
+      size_t len = 0;
+      count *= std::stod(shape.substr(at), &len);
+      at += len;
+    }
+    return count;
+  }
+  // A memory-bound stage of `size` (elements or bytes, as its shape key counts), moving `bytes_per` bytes of memory
+  // traffic per unit of size: the table's time at this shape, else from its nearest recorded size (the header).
+  void sized(const char* stage, const std::string& shape, double size, double bytes_per, Stream st) {
     if (table_.has(stage, shape)) return dev_.run_kernel(st, table_.seconds(stage, shape));
-    dev_.run_kernel(st, size / table_.rate(stage));
+    auto it = recorded_.find(stage);
+    SPB_USAGE(it != recorded_.end(), "the stage table " + table_.path() + " has no row of " + stage);
+    const std::vector<Recorded>& v = it->second;
+    const Recorded& near = *std::min_element(v.begin(), v.end(), [&](const Recorded& a, const Recorded& b) {
+      return std::fabs(std::log(size / a.size)) < std::fabs(std::log(size / b.size));
+    });
+    double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+    for (const Recorded& r : v)
+      n += 1, sx += r.size, sy += r.seconds, sxx += r.size * r.size, sxy += r.size * r.seconds;
+    const double den = n * sxx - sx * sx, slope = den > 0 ? (n * sxy - sx * sy) / den : 0;
+    const double per = slope > 0 ? slope : bytes_per / dev_.gpu().copy_Bps;
+    dev_.run_kernel(st, std::max(0.0, near.seconds + (size - near.size) * per));
   }
 
   SimDevice& dev_;
   StageTable table_;
+  std::map<std::string, std::vector<Recorded>> recorded_;  // the memory-bound stages' recorded shapes
 };
 
 }  // namespace

@@ -1,7 +1,9 @@
 #include "sim/sim_runtime.h"
 
+#include <cmath>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "runtime/collective_errors.h"
@@ -9,10 +11,20 @@
 
 namespace spb {
 
+const std::vector<SimCostKey>& sim_cost_keys() {
+  static const std::vector<SimCostKey> keys = {{"nccl_p2p", &SimTransport::nccl_p2p},
+                                               {"nccl_group", &SimTransport::nccl_group},
+                                               {"nccl_allgather", &SimTransport::nccl_allgather},
+                                               {"nccl_alltoall", &SimTransport::nccl_alltoall},
+                                               {"nccl_allreduce", &SimTransport::nccl_allreduce}};
+  return keys;
+}
+
 SimCalibration read_sim_calibration(const std::string& path) {
   std::ifstream in(path);
   SPB_USAGE(in.good(), "--sim-calibration " + path + ": cannot be read");
   std::map<std::string, std::string> kv;
+  std::map<std::string, int> line_of;
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
     const size_t hash = line.find('#');
@@ -24,13 +36,22 @@ SimCalibration read_sim_calibration(const std::string& path) {
       s.erase(s.find_last_not_of(" \t\r") + 1);
     };
     trim(key), trim(value);
-    if (key.empty()) continue;
-    SPB_USAGE(eq != std::string::npos && !value.empty(),
-              path + ":" + std::to_string(n) + ": expected `key = value`, got `" + line + "`");
+    if (key.empty() && value.empty() && eq == std::string::npos) continue;
+    const std::string at = path + ":" + std::to_string(n) + ": ";
+    SPB_USAGE(eq != std::string::npos && !key.empty() && !value.empty(),
+              at + "expected `key = value`, got `" + line + "`");
+    SPB_USAGE(!kv.count(key), at + "`" + key + "` given twice (first on line " + std::to_string(line_of[key]) + ")");
     kv[key] = value;
+    line_of[key] = n;
   }
+  std::set<std::string> known = {"gpu", "gpu_copy_bytes_per_s", "stage_offset_s", "device_call_s", "device_block_s"};
+  for (const SimCostKey& t : sim_cost_keys())
+    for (const char* part : {"_call_s", "_byte_s", "_split_bytes", "_above_call_s", "_above_byte_s"})
+      known.insert(std::string(t.name) + part);
+  for (const auto& [key, value] : kv)
+    SPB_USAGE(known.count(key), path + ":" + std::to_string(line_of[key]) + ": unknown key `" + key + "`");
   // A number (>= 0 unless `any_sign`: stage_offset_s may take time off).
-  auto number = [&](const char* key, bool any_sign = false) {
+  auto number = [&](const std::string& key, bool any_sign = false) {
     auto it = kv.find(key);
     SPB_USAGE(it != kv.end(), path + ": no `" + key + "`");
     size_t end = 0;
@@ -40,8 +61,9 @@ SimCalibration read_sim_calibration(const std::string& path) {
     } catch (const std::exception&) {
       end = 0;
     }
-    SPB_USAGE(end == it->second.size() && (any_sign || v >= 0),
-              path + ": `" + key + " = " + it->second + "` is not a number" + (any_sign ? "" : " >= 0"));
+    SPB_USAGE(end == it->second.size() && std::isfinite(v) && (any_sign || v >= 0),
+              path + ":" + std::to_string(line_of[key]) + ": `" + key + " = " + it->second + "` is not a number" +
+                  (any_sign ? "" : " >= 0"));
     return v;
   };
   SimCalibration c;
@@ -49,11 +71,21 @@ SimCalibration read_sim_calibration(const std::string& path) {
   c.gpu.name = kv.count("gpu") ? kv["gpu"] : "simulated GPU";
   c.gpu.copy_Bps = number("gpu_copy_bytes_per_s");
   c.gpu.stage_offset_s = number("stage_offset_s", /*any_sign=*/true);
-  c.transport.nccl_p2p_s = number("nccl_p2p_call_s");
-  c.transport.nccl_group_s = number("nccl_group_call_s");
-  c.transport.nccl_allgather_s = number("nccl_allgather_call_s");
-  c.transport.nccl_alltoall_s = number("nccl_alltoall_call_s");
-  c.transport.nccl_allreduce_s = number("nccl_allreduce_call_s");
+  for (const SimCostKey& t : sim_cost_keys()) {
+    const std::string k = t.name;
+    SimCost& cost = c.transport.*t.cost;
+    cost.call_s = number(k + "_call_s");
+    cost.byte_s = number(k + "_byte_s");
+    const int second = int(kv.count(k + "_split_bytes")) + int(kv.count(k + "_above_call_s")) +
+                       int(kv.count(k + "_above_byte_s"));
+    SPB_USAGE(second == 0 || second == 3, path + ": `" + k + "`'s second line needs all of " + k + "_split_bytes, " +
+                                              k + "_above_call_s and " + k + "_above_byte_s");
+    if (!second) continue;
+    cost.split_bytes = number(k + "_split_bytes");
+    SPB_USAGE(cost.split_bytes > 0, path + ": " + k + "_split_bytes must be > 0");
+    cost.above_call_s = number(k + "_above_call_s");
+    cost.above_byte_s = number(k + "_above_byte_s");
+  }
   c.transport.device_call_s = number("device_call_s");
   c.transport.device_block_s = number("device_block_s");
   SPB_USAGE(c.gpu.copy_Bps > 0, path + ": gpu_copy_bytes_per_s must be > 0");

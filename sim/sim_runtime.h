@@ -1,7 +1,7 @@
 // The simulated backend (`--backend sim`, DESIGN §10): spbench's own levels and methods, run by SimGrid's SMPI on a
 // platform file, with a SimDevice (time, no data), the GPU's stage times (SimKernels over the stage table) and a
-// communicator that runs every operation as MPI in the simulation, each call first paying the per-call cost of the
-// transport it stands for (calibrated at P = 2: sim/calibration.h). What each transport is on the wire:
+// communicator that runs every operation as MPI in the simulation, each call first paying its transport's cost,
+// a per-call and a per-byte part (calibrated at P = 2: sim/calibration.h). What each transport is on the wire:
 //   nccl p2p        one MPI message per send (NCCL's send/recv kernels); a group one call for all its messages
 //   nccl all-gather MPI_Allgather with SMPI's ring algorithm (smpirun --cfg=smpi/allgather:ring), as NCCL's ring
 //   nccl all-to-all MPI_Alltoall, pairwise (smpi/alltoall:pair): NCCL's grouped sends and receives
@@ -13,6 +13,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "sim/sim_device.h"
 #include "sim/stage_table.h"
@@ -20,13 +21,36 @@
 
 namespace spb {
 
-// Seconds each communication call costs before its bytes move (the intercepts of the P = 2 fits).
+// What one call of a transport costs before its bytes move: per_call + per_byte * bytes, the bytes being the call's
+// (a send's or a receive's message, the more of what a rank sends and receives in a group, an all-gather's own
+// piece, an all-to-all's piece per peer, an all-reduce's buffer). Where the transport's protocol changes with the
+// size (NCCL's collectives: LL, LL128, Simple), a second line holds from `split_bytes` on.
+struct SimCost {
+  double call_s = 0, byte_s = 0;              // the line below split_bytes (everywhere where split_bytes is 0)
+  double split_bytes = 0;                     // 0: one line
+  double above_call_s = 0, above_byte_s = 0;  // the line from split_bytes on
+  double seconds(double bytes) const {
+    return split_bytes > 0 && bytes >= split_bytes ? above_call_s + above_byte_s * bytes : call_s + byte_s * bytes;
+  }
+};
+
 struct SimTransport {
-  double nccl_p2p_s = 0, nccl_group_s = 0, nccl_allgather_s = 0, nccl_alltoall_s = 0, nccl_allreduce_s = 0;
+  SimCost nccl_p2p, nccl_group, nccl_allgather, nccl_alltoall, nccl_allreduce;
   double device_call_s = 0, device_block_s = 0;  // the device All-Scan: its start, once a call; each block
 };
 
-// A platform's calibration file: `key = value` lines (# comments say where each value came from).
+// The calibration file's name of each NCCL transport's cost: keys <name>_call_s and <name>_byte_s, and for a second
+// line <name>_split_bytes, <name>_above_call_s and <name>_above_byte_s (all three or none).
+struct SimCostKey {
+  const char* name;
+  SimCost SimTransport::*cost;
+};
+const std::vector<SimCostKey>& sim_cost_keys();
+
+// A platform's calibration file: `key = value` lines (# comments say where each value came from). A UsageError
+// naming the file and the line or key where it is malformed: a line that is not `key = value`, a key given twice or
+// unknown, a value that is not a number (or is negative, but for stage_offset_s), a required key missing, a second
+// line given in part.
 struct SimCalibration {
   std::string path;
   SimGpu gpu;
@@ -39,7 +63,6 @@ struct SimSetup {
   std::string stage_table;  // --sim-stages: the GPU's stage rows (results/<kind>_stages.csv)
   std::string calibration;  // --sim-calibration: the platform's constants (sim/platforms/<platform>.calib)
   std::string platform;     // --sim-platform: the name rows carry in `platform` (the calibration's by default)
-  bool device_transport = false;  // zeco's All-Scan is a device protocol (its runs set sim_use_device_transport)
 };
 
 std::unique_ptr<GlaKernels> make_sim_kernels(SimDevice& dev, StageTable table);

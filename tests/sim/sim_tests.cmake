@@ -1,9 +1,22 @@
-# The simulation (sim/): the simulated device's clocks and the stage table here; the simulated build itself
+# The simulation (sim/): the simulated device's clocks and the stage table, the memory-bound stages' times, the
+# calibration file and its fits, and the communicator's costs on two MPI ranks here; the simulated build itself
 # (build-sim/spbench, made by scripts/sim.sh build, which scripts/test.sh runs first) under smpirun at 4 and 16
 # simulated ranks (sim_run.sh: exit 77, skipped, where it was not built).
 spb_test(test_sim_device sim/test_sim_device.cpp)
 target_link_libraries(test_sim_device PRIVATE spb_sim)
 add_test(NAME sim.device COMMAND test_sim_device)
+spb_test(test_sim_kernels sim/test_sim_kernels.cpp)
+target_link_libraries(test_sim_kernels PRIVATE spb_sim)
+add_test(NAME sim.kernels COMMAND test_sim_kernels)
+spb_test(test_sim_runtime sim/test_sim_runtime.cpp)
+target_link_libraries(test_sim_runtime PRIVATE spb_sim)
+add_test(NAME sim.runtime COMMAND test_sim_runtime)
+spb_test(test_calibration sim/test_calibration.cpp)
+target_link_libraries(test_calibration PRIVATE spb_sim)
+add_test(NAME sim.calibration COMMAND test_calibration)
+spb_mpi_test(test_sim_comm sim/test_sim_comm.cpp)
+target_link_libraries(test_sim_comm PRIVATE spb_sim)
+add_test(NAME sim.comm.np2 COMMAND ${SPB_MPIEXEC} 2 ${SPB_MPI_FLAGS} $<TARGET_FILE:test_sim_comm>)
 
 set(SPB_SIM_RUN ${CMAKE_CURRENT_SOURCE_DIR}/sim/sim_run.sh ${CMAKE_SOURCE_DIR})
 foreach(np 4 16)
