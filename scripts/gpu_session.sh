@@ -107,7 +107,18 @@ for stage in "${@:-all}"; do
     # PyTorch + fla beside spbench on this machine's first GPU (fla's source in .fla/, its Triton cache in
     # .triton/triton when carried: baselines/pytorch/README.md).
     stamp "GLA-1B: spbench beside PyTorch + fla, one GPU"
-    export PYTHONPATH=$PWD/.fla${PYTHONPATH:+:$PYTHONPATH} TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$PWD/.triton/triton}
+    export PYTHONPATH=$PWD/.fla${PYTHONPATH:+:$PYTHONPATH} TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$PWD/.triton/triton} \
+      TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-$PWD/.triton/inductor}
+    # fla autotunes its kernels in the first process of a shape and keeps every candidate loaded there (about 3.6 GiB
+    # at GLA-1B's shapes, which the driver's used memory counts): one step per shape and precision in a process of its
+    # own fills the cache first, so that each measured process loads only the kernels chosen.
+    for cfg in ${FLA_CONFIGS:-32:16384 4:16384}; do
+      for precision in ${FLA_PRECISIONS:-bf16 fp32-autocast-bf16 bf16-fp32-master}; do
+        spb_config "fla's kernels autotuned, ${cfg%%:*} heads, ${cfg##*:} tokens, $precision" "" "first step|error" \
+          python3 baselines/pytorch/fla_baseline.py --heads "${cfg%%:*}" --seq "${cfg##*:}" --precision "$precision" \
+          --warmup 0 --steps 1
+      done
+    done
     spb_config "spbench beside PyTorch + fla" "" "^\[beside\]|^  |^ +dp|FAIL|error" \
       bash baselines/pytorch/run_beside_spbench.sh $B/spbench "$OUT" "$machine" ;;&
   model-profile|all)
