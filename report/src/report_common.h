@@ -192,6 +192,10 @@ std::string section_model_level(Context& c, long long L, const std::string& tabl
 std::string section_fla(Context& c);
 
 // --- beyond the lent machines: the simulation (report_sim.cpp) ---------------------------------------------------
+// The constants of the calibration file DIR/NAME (sim/platforms/*.calib) in markdown: its header, the transports' costs
+// in one table (per call and per byte, below and from the split, and the fit's comment), every other key in another.
+std::string calib_md(const std::string& dir, const std::string& name);
+
 // The simulated rows (ResultFiles::sim_rows, results/sim/*.csv) of the lent kinds' platforms against the measured rows
 // of the same configuration (the hold-out), and the paper's Tables 2 and 3 predicted on kSimPredictPlatform.
 inline const char* const kSimPredictPlatform = "dgx-h100";  // the paper's cluster: predictions, never held out

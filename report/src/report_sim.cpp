@@ -4,6 +4,7 @@
 // paper only where that level's hold-out held), the calibration constants (sim/platforms/*.calib) and the plots.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -226,7 +227,7 @@ std::string holdout_md(const Context& c, const SimHoldOut& h) {
                                 "per node; the default schedule")
     << "), the newest of each; a simulated `nccl` row over several nodes against the measured `nccl-socket` one (the "
        "network transport is the platform's). Times are each row's `time_ms_median`; error = (simulated - measured) "
-       "÷ measured. The rows at P = 2 on one node are the **calibration** (the platform's per-call constants were "
+       "÷ measured. The rows at P = 2 on one node are the **calibration** (the platform's transport constants were "
        "fitted there), not part of the hold-out.\n\n"
     << "The hold-out holds only where every hold-out row is within " << fmt("%.0f%%", 100 * kSimWithin)
     << " and the median |error| is at most " << fmt("%.0f%%", 100 * kSimMedian) << ". Here: " << h.summary()
@@ -364,12 +365,15 @@ std::string predict_md(const Context& c, const PredictDef& d, const SimHoldOut& 
   return s.str();
 }
 
-// The calibration constants of one .calib file: its header (the comment lines before the first key), and per key its
-// value and the comment lines right above it.
+}  // namespace
+
 std::string calib_md(const std::string& dir, const std::string& name) {
   std::ifstream f(dir + "/" + name);
+  struct Key {
+    std::string key, value, comment;  // the comment lines right above it
+  };
   std::vector<std::string> header, pending;
-  std::vector<std::vector<std::string>> rows;
+  std::vector<Key> keys;
   for (std::string line; std::getline(f, line);) {
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
     if (line.empty()) continue;
@@ -384,15 +388,55 @@ std::string calib_md(const std::string& dir, const std::string& name) {
       const size_t a = v.find_first_not_of(' '), b = v.find_last_not_of(' ');
       return a == std::string::npos ? std::string() : v.substr(a, b - a + 1);
     };
-    if (rows.empty() && header.empty()) header.swap(pending);
-    rows.push_back({"`" + trim(line.substr(0, eq)) + "`", trim(line.substr(eq + 1)), join(pending, " ")});
+    if (keys.empty() && header.empty()) header.swap(pending);
+    keys.push_back({trim(line.substr(0, eq)), trim(line.substr(eq + 1)), join(pending, " ")});
     pending.clear();
   }
+  auto find = [&](const std::string& k) -> const Key* {
+    for (const Key& x : keys)
+      if (x.key == k) return &x;
+    return nullptr;
+  };
+  auto ends_with = [](const std::string& s, const std::string& tail) {
+    return s.size() > tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  // A transport: a prefix with <prefix>_call_s and <prefix>_byte_s, maybe a second line (sim/sim_runtime.h).
+  const std::vector<std::string> parts = {"_call_s", "_byte_s", "_split_bytes", "_above_call_s", "_above_byte_s"};
+  std::vector<std::vector<std::string>> transports, others;
+  std::set<std::string> shown;
+  for (const Key& k : keys) {
+    if (!ends_with(k.key, "_call_s") || ends_with(k.key, "_above_call_s")) continue;
+    const std::string t = k.key.substr(0, k.key.size() - 7);
+    if (!find(t + "_byte_s")) continue;
+    auto value = [&](const std::string& part, double scale, const char* f) {
+      const Key* x = find(t + part);
+      if (!x) return std::string("—");
+      const double v = std::atof(x->value.c_str());
+      return scale ? fmt(f, v * scale) : bytes_str(v);
+    };
+    for (const std::string& part : parts)
+      if (const Key* x = find(t + part)) shown.insert(x->key);
+    // The fit's own comment stands above <transport>_call_s (sim/calibration.cpp).
+    transports.push_back({"`" + t + "`", value("_call_s", 1e6, "%.2f"), value("_byte_s", 1e12, "%.3g"),
+                          value("_split_bytes", 0, ""), value("_above_call_s", 1e6, "%.2f"),
+                          value("_above_byte_s", 1e12, "%.3g"), k.comment});
+  }
+  for (const Key& k : keys)
+    if (!shown.count(k.key)) others.push_back({"`" + k.key + "`", k.value, k.comment});
   std::ostringstream s;
-  s << "`sim/platforms/" << name << "`" << (header.empty() ? "" : ": " + join(header, " ")) << "\n\n"
-    << md_table({"key", "value", "its fit (the file's comment)"}, rows) << "\n";
+  s << "`sim/platforms/" << name << "`" << (header.empty() ? "" : ": " + join(header, " ")) << "\n\n";
+  if (!transports.empty())
+    s << "Each transport's cost of a call before its bytes move, per call and per byte of the call: one line below the "
+         "split, the other from it on.\n\n"
+      << md_table({"transport", "per call (µs)", "per byte (ps)", "split", "from the split: per call (µs)",
+                   "per byte (ps)", "its fit (the file's comment)"},
+                  transports, "lrrrrrl")
+      << "\n";
+  if (!others.empty()) s << md_table({"key", "value", "its fit (the file's comment)"}, others) << "\n";
   return s.str();
 }
+
+namespace {
 
 // The first sentence of a platform file's first comment.
 std::string platform_brief(const std::string& path) {
@@ -536,8 +580,8 @@ std::string section_simulation(Context& c) {
        "baselines, their collectives) runs under SimGrid's SMPI, one simulated process per GPU, on a platform file "
        "that describes the machine's links. Compute is not simulated but replayed: each GPU stage takes the time "
        "recorded for it on the real GPU (`results/<kind>_stages.csv`, level `stage`). Communication is MPI on the "
-       "platform's links, each call after its transport's per-call cost (the constants below, fitted on the measured "
-       "rows at P = 2). The simulated rows (`results/sim/*.csv`, `simulated` = 1, platforms "
+       "platform's links, each call after its transport's cost per call and per byte (the constants below, fitted on "
+       "the measured rows at P = 2). The simulated rows (`results/sim/*.csv`, `simulated` = 1, platforms "
     << "`" << join({platforms.begin(), platforms.end()}, "`, `") << "`"
     << ") are checked against the measured rows of the lent machine at every other P and node split (the hold-out "
        "below) before their predictions for the paper's cluster are compared with the paper.\n\n";

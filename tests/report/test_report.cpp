@@ -480,5 +480,31 @@ TEST(Report, SimulationHoldOut) {
       << r_held.readme.substr(0, 3000);
 }
 
+// The calibration file's constants in the report: the transports' costs a row each, one line or two, in µs and ps a
+// byte, the fit's comment beside them; the other keys as they are.
+TEST(Report, SimulationCalibrationConstants) {
+  const fs::path dir = fs::path(testing::TempDir()) / "spb_sim_calib";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "test.calib") << "# the file's header\n"
+                                       "gpu = NVIDIA H200\n"
+                                       "# chain: a line\nnccl_p2p_call_s = 1.5e-05\n"
+                                       "# its slope\nnccl_p2p_byte_s = 5e-13\n"
+                                       "# allgather: two lines\nnccl_allgather_call_s = 1e-05\n"
+                                       "nccl_allgather_byte_s = 3.7e-12\nnccl_allgather_split_bytes = 2097152\n"
+                                       "nccl_allgather_above_call_s = 2e-05\nnccl_allgather_above_byte_s = 1.48e-12\n"
+                                       "# per call\ndevice_call_s = 8.5e-06\n";
+  const std::string md = report_detail::calib_md(dir.string(), "test.calib");
+  EXPECT_NE(md.find("`sim/platforms/test.calib`: the file's header"), std::string::npos) << md;
+  EXPECT_NE(md.find("| `nccl_p2p` | 15.00 | 0.5 | — | — | — | chain: a line |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| `nccl_allgather` | 10.00 | 3.7 | 2 MiB | 20.00 | 1.48 | allgather: two lines |"),
+            std::string::npos)
+      << md;
+  // device_call_s has no byte cost: not a transport of the first table.
+  EXPECT_NE(md.find("| `device_call_s` | 8.5e-06 | per call |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| `gpu` | NVIDIA H200 |"), std::string::npos) << md;
+  EXPECT_EQ(md.find("`nccl_p2p_byte_s`"), std::string::npos) << md;  // shown in the transports' row only
+}
+
 }  // namespace
 }  // namespace spb
