@@ -127,10 +127,11 @@ class SimKernels final : public GlaKernels {
   // A memory-bound stage of `size` (elements or bytes, as its shape key counts), moving `bytes_per` bytes of memory
   // traffic per unit of size: the table's time at this shape, else from its nearest recorded size (the header).
   void sized(const char* stage, const std::string& shape, double size, double bytes_per, Stream st) {
-    if (table_.has(stage, shape)) return dev_.run_kernel(st, table_.seconds(stage, shape));
     auto it = recorded_.find(stage);
     SPB_USAGE(it != recorded_.end(), "the stage table " + table_.path() + " has no row of " + stage);
     const std::vector<Recorded>& v = it->second;
+    for (const Recorded& r : v)
+      if (r.shape == shape) return dev_.run_kernel(st, r.seconds);
     const Recorded& near = *std::min_element(v.begin(), v.end(), [&](const Recorded& a, const Recorded& b) {
       return std::fabs(std::log(size / a.size)) < std::fabs(std::log(size / b.size));
     });

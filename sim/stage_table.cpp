@@ -52,26 +52,6 @@ double StageTable::seconds(const std::string& stage, const std::string& shape) c
   return it->second * 1e-3;
 }
 
-double StageTable::rate(const std::string& stage) const {
-  std::vector<double> per_s;
-  for (const auto& [key, ms] : ms_) {
-    if (key.first != stage || ms <= 0) continue;
-    double count = 1;
-    size_t at = 0;
-    while (at < key.second.size()) {  // the product of the numbers in the key
-      const size_t digit = key.second.find_first_of("0123456789", at);
-      if (digit == std::string::npos) break;
-      size_t end = digit;
-      count *= std::stod(key.second.substr(digit), &end);
-      at = digit + end;
-    }
-    per_s.push_back(count / (ms * 1e-3));
-  }
-  SPB_USAGE(!per_s.empty(), "the stage table " + path_ + " has no row of " + stage);
-  std::sort(per_s.begin(), per_s.end());
-  return per_s[per_s.size() / 2];
-}
-
 // --- recording -------------------------------------------------------------------------------------------------
 
 RecordingKernels::RecordingKernels(std::unique_ptr<GlaKernels> inner, Device& dev)

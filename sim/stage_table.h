@@ -39,10 +39,6 @@ class StageTable {
   // Seconds per call of `stage` at `shape`; a UsageError naming the stage, the shape and the file where the table has
   // no row of it (a shape the GPU run did not cover: run it there at this shape).
   double seconds(const std::string& stage, const std::string& shape) const;
-  bool has(const std::string& stage, const std::string& shape) const { return ms_.count({stage, shape}) > 0; }
-  // For a memory-bound stage whose shape key is one count ("rows2048 cols128": their product, "n2048", "bytes4096"):
-  // the median over its rows of that count per second (a UsageError where the table has no row of the stage).
-  double rate(const std::string& stage) const;
   const std::string& path() const { return path_; }
   size_t size() const { return ms_.size(); }
 
