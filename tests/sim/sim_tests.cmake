@@ -2,18 +2,12 @@
 # calibration file and its fits, and the communicator's costs on two MPI ranks here; the simulated build itself
 # (build-sim/spbench, made by scripts/sim.sh build, which scripts/test.sh runs first) under smpirun at 4 and 16
 # simulated ranks (sim_run.sh: exit 77, skipped, where it was not built).
-spb_test(test_sim_device sim/test_sim_device.cpp)
-target_link_libraries(test_sim_device PRIVATE spb_sim)
-add_test(NAME sim.device COMMAND test_sim_device)
-spb_test(test_sim_kernels sim/test_sim_kernels.cpp)
-target_link_libraries(test_sim_kernels PRIVATE spb_sim)
-add_test(NAME sim.kernels COMMAND test_sim_kernels)
-spb_test(test_sim_runtime sim/test_sim_runtime.cpp)
-target_link_libraries(test_sim_runtime PRIVATE spb_sim)
-add_test(NAME sim.runtime COMMAND test_sim_runtime)
-spb_test(test_calibration sim/test_calibration.cpp)
-target_link_libraries(test_calibration PRIVATE spb_sim)
-add_test(NAME sim.calibration COMMAND test_calibration)
+foreach(source sim_device sim_kernels sim_runtime calibration)  # tests/sim/test_<source>.cpp, test sim.<part>
+  string(REGEX REPLACE "^sim_" "" part ${source})
+  spb_test(test_${source} sim/test_${source}.cpp)
+  target_link_libraries(test_${source} PRIVATE spb_sim)
+  add_test(NAME sim.${part} COMMAND test_${source})
+endforeach()
 spb_mpi_test(test_sim_comm sim/test_sim_comm.cpp)
 target_link_libraries(test_sim_comm PRIVATE spb_sim)
 add_test(NAME sim.comm.np2 COMMAND ${SPB_MPIEXEC} 2 ${SPB_MPI_FLAGS} $<TARGET_FILE:test_sim_comm>)
