@@ -404,15 +404,15 @@ std::string section_fla(Context& c) {
          "spbench_code_state,ratio,mem_ratio\n";
   for (const auto& [key, rs] : by) {
     const auto& [gpu, heads, L] = key;
-    const Row* best_matched = nullptr;
-    const Row* best_bf16 = nullptr;
-    for (const Row* r : rs) {
-      const Row*& best = fla_matched_precision(*r) ? best_matched : best_bf16;
-      if (col(*r, "precision") != "bf16" && !fla_matched_precision(*r)) continue;
-      if (!best || tokens_per_s(*r) > tokens_per_s(*best)) best = r;
-    }
-    std::vector<const Row*> sorted = rs;
-    std::sort(sorted.begin(), sorted.end(), [](const Row* x, const Row* y) { return tokens_per_s(*x) > tokens_per_s(*y); });
+    std::vector<const Row*> sorted = rs;  // fastest first: each comparison takes the first row of its precisions
+    std::stable_sort(sorted.begin(), sorted.end(),
+                     [](const Row* x, const Row* y) { return tokens_per_s(*x) > tokens_per_s(*y); });
+    auto fastest = [&](auto pick) {
+      const auto it = std::find_if(sorted.begin(), sorted.end(), [&](const Row* r) { return pick(*r); });
+      return it == sorted.end() ? nullptr : *it;
+    };
+    const Row* best_matched = fastest(fla_matched_precision);
+    const Row* best_bf16 = fastest([](const Row& r) { return col(r, "precision") == "bf16"; });
     for (const Row* r : sorted)
       every_row.push_back({gpu, std::to_string(heads), std::to_string(L), col(*r, "precision"), fla_compile_mode(*r),
                            num_cell(tokens_per_s(*r)) + stale_mark(*r), num_cell(num(*r, "peak_mem_gib")),
