@@ -1,24 +1,26 @@
 // The NCCL communicator: device buffers, every operation ordered on a CUDA stream (DESIGN §3 `nccl`).
 //
-// Hang protection: a rank that dies or stops calling must not leave the others waiting forever. A watchdog thread
-// (started before ncclCommInitRank, so a rank that never joins is caught too) follows two kinds of wait:
+// Hang protection: a rank that dies or stops calling must not leave the others waiting forever. The process's
+// progress watchdog (runtime/watchdog.h, DESIGN §11) follows two kinds of NCCL wait through a probe of this
+// communicator's, registered before ncclCommInitRank so that a rank that never joins is caught too:
 //
 //  1. Host side: every NCCL call that can block the calling thread (init, a send/recv that sets up a connection
 //     to a new peer, a group end, a collective's enqueue, finalize) is bracketed; a call still inside NCCL after
-//     SPB_TIMEOUT_S seconds is reported.
+//     SPB_TIMEOUT_S seconds is a hang.
 //  2. GPU side: once enqueued, a send/recv/collective whose peer never arrives spins inside NCCL's kernel, and the
 //     host only finds out in some later synchronising call, anywhere in the program. So every operation gets an
 //     event recorded on its stream just before it ("started": the stream reached the operation) and one just after
-//     ("done"). An operation that has started and is not done SPB_TIMEOUT_S seconds later is reported. The clock
-//     starts when the watchdog first sees the start event complete, so time queued behind other work does not count.
+//     ("done"). An operation that has started and is not done SPB_TIMEOUT_S seconds later is a hang. The clock
+//     starts when the probe first sees the start event complete, so time queued behind other work does not count.
 //
-//  A report names the operation and the peer rank(s) that did not arrive, calls ncclCommAbort (which makes NCCL's
-//  kernels and blocking calls return) and ends the process with status 3 (mpirun then ends the other ranks): the
-//  main thread may be blocked in any CUDA or NCCL call at that moment, so ending the process is the only dependable
-//  way out. Point-to-point operations name their peer; for collectives (all_gather, all_to_all, barrier) NCCL offers
-//  no way to tell which rank is missing, so every other rank is named as a suspect.
+//  The watchdog's line names the NCCL operation and the peer rank(s) waited on; its abort hook calls ncclCommAbort
+//  (which makes NCCL's kernels and blocking calls return) before the process ends with the watchdog's status 2
+//  (mpirun then ends the other ranks): the main thread may be blocked in any CUDA or NCCL call at that moment, so
+//  ending the process is the only dependable way out. Point-to-point operations name their peer; for collectives
+//  (all_gather, all_to_all, barrier) NCCL offers no way to tell which rank is missing, so every other rank is named
+//  as a suspect.
 //
-//  SPB_TIMEOUT_S: seconds, default 120; 0 disables the watchdog (waits forever).
+//  SPB_TIMEOUT_S: the watchdog's (default 120; 0, or no watchdog started, tracks nothing and waits forever).
 //  SPB_NCCL_NONBLOCKING=1 makes the communicator non-blocking (ncclConfig_t::blocking = 0): NCCL then returns
 //  ncclInProgress instead of blocking and each call is polled with ncclCommGetAsyncError, so a host-side wait that
 //  exceeds SPB_TIMEOUT_S throws spb::Error (after ncclCommAbort) instead of ending the process. It is not the default
@@ -32,10 +34,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cctype>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <deque>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -45,6 +45,7 @@
 #include "runtime/communicator.h"
 #include "runtime/cuda_check.h"
 #include "runtime/error.h"
+#include "runtime/watchdog.h"
 
 // An NCCL call that must return ncclSuccess; a failure names the call, the file, the line and the rank.
 #define SPB_NCCL(call)                                                                                          \
@@ -59,15 +60,6 @@ namespace spb {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double timeout_seconds() {
-  const char* s = std::getenv("SPB_TIMEOUT_S");
-  if (!s || !*s) return 120.0;
-  char* end = nullptr;
-  double v = std::strtod(s, &end);
-  SPB_USAGE(end && *end == '\0' && v >= 0, std::string("SPB_TIMEOUT_S='") + s + "' is not a number of seconds >= 0");
-  return v;
-}
 
 bool env_flag(const char* name) {
   const char* s = std::getenv(name);
@@ -114,7 +106,7 @@ class NcclCommunicator final : public Communicator {
     default_stream_ = static_cast<cudaStream_t>(dev.compute_stream().handle);
     SPB_CUDA(cudaStreamGetDevice(default_stream_, &cuda_dev_));
     SPB_CUDA(cudaSetDevice(cuda_dev_));
-    timeout_s_ = timeout_seconds();
+    timeout_s_ = watchdog_running() ? watchdog_timeout_s() : 0;
     nonblocking_ = env_flag("SPB_NCCL_NONBLOCKING");
     for (int r = 0; r < size_; ++r)
       if (r != rank_) others_.push_back(r);
@@ -123,7 +115,15 @@ class NcclCommunicator final : public Communicator {
     if (rank_ == 0) SPB_NCCL(ncclGetUniqueId(&id));
     boot.broadcast(&id, sizeof(id), 0);
 
-    if (timeout_s_ > 0) watchdog_ = std::thread([this] { watch(); });
+    if (timeout_s_ > 0) {
+      probe_id_ = watchdog_add_probe([this](double timeout_s, std::string& what, double& waited_s) {
+        return probe(timeout_s, what, waited_s);
+      });
+      hook_id_ = watchdog_add_abort_hook([this] {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (comm_) ncclCommAbort(comm_);
+      });
+    }
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = nonblocking_ ? 0 : 1;
     ncclComm_t comm = nullptr;
@@ -155,17 +155,19 @@ class NcclCommunicator final : public Communicator {
         std::this_thread::sleep_for(std::chrono::microseconds(100));
       }
       end_host();
-      if (state == ncclSuccess) ncclCommDestroy(comm_);
-      else ncclCommAbort(comm_);
+      ncclComm_t comm = nullptr;
+      {
+        std::lock_guard<std::mutex> lk(mu_);  // the abort hook no longer sees it
+        std::swap(comm, comm_);
+      }
+      if (state == ncclSuccess) ncclCommDestroy(comm);
+      else ncclCommAbort(comm);
     }
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      stop_ = true;
-      comm_ = nullptr;
-    }
-    cv_.notify_all();
-    if (watchdog_.joinable()) watchdog_.join();
-    for (auto& p : pending_) recycle(p);
+    // The probe is not running once removed, so what it watched is this thread's again.
+    if (probe_id_) watchdog_remove_probe(probe_id_);
+    if (hook_id_) watchdog_remove_abort_hook(hook_id_);
+    for (auto& p : arrived_) recycle(p);
+    for (auto& p : watching_) recycle(p);
     for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
     if (barrier_buf_) cudaFree(barrier_buf_);
   }
@@ -364,58 +366,69 @@ class NcclCommunicator final : public Communicator {
   }
   void push(Pending&& p) {
     std::lock_guard<std::mutex> lk(mu_);
-    pending_.push_back(std::move(p));
+    arrived_.push_back(std::move(p));
   }
 
-  // --- the watchdog thread -------------------------------------------------------------------------------------
-  [[noreturn]] void report(const std::string& what, const std::string& who) {
-    std::fprintf(stderr,
-                 "spbench NCCL watchdog (rank %d): %s for more than SPB_TIMEOUT_S=%g s; %s did not arrive (dead, "
-                 "hung, or posting a different operation). Aborting the NCCL communicator and exiting.\n",
-                 rank_, what.c_str(), timeout_s_, who.c_str());
-    std::fflush(stderr);
-    if (comm_) ncclCommAbort(comm_);
-    std::_Exit(3);
-  }
-
-  void watch() {
+  // --- the watchdog's probe (its thread) -------------------------------------------------------------------
+  // True, with the operation and its wait, where one has made no progress for `timeout_s`. The operations queued
+  // since the last call move to watching_ under the lock; their events are queried outside it, so the main thread
+  // never waits behind the queries.
+  bool probe(double timeout_s, std::string& what, double& waited_s) {
     cudaSetDevice(cuda_dev_);
-    const auto period = std::chrono::milliseconds(timeout_s_ < 2 ? 10 : 50);
-    std::unique_lock<std::mutex> lk(mu_);
-    while (!stop_) {
-      cv_.wait_for(lk, period);
-      if (stop_) break;
-      const auto now = Clock::now();
-      if (host_busy_ && std::chrono::duration<double>(now - host_since_).count() > timeout_s_)
-        report(host_op_.describe() + " has blocked the host", host_op_.who());
-      for (auto it = pending_.begin(); it != pending_.end();) {
-        // Any answer but "not ready" counts as done: a CUDA error is the main thread's to report, not a hang.
-        bool done = true;
-        for (cudaEvent_t e : it->ends) done = done && cudaEventQuery(e) != cudaErrorNotReady;
-        if (done) {
-          recycle(*it);
-          it = pending_.erase(it);
-          continue;
-        }
-        if (!it->started && cudaEventQuery(it->start) != cudaErrorNotReady) {
-          it->started = true;
-          it->started_at = now;
-        }
-        if (it->started && std::chrono::duration<double>(now - it->started_at).count() > timeout_s_)
-          report(it->op.describe() + " has been running on the GPU", it->op.who());
-        ++it;
+    const auto now = Clock::now();
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (host_busy_ && std::chrono::duration<double>(now - host_since_).count() > timeout_s) {
+        what = "NCCL " + host_op_.describe() + ", blocking the host, for " + host_op_.who();
+        waited_s = std::chrono::duration<double>(now - host_since_).count();
+        return true;
       }
-      while (free_events_.size() > 256) {  // a long run does not hoard events
-        cudaEventDestroy(free_events_.back());
+      for (Pending& p : arrived_) watching_.push_back(std::move(p));
+      arrived_.clear();
+    }
+    std::vector<Pending> done;
+    size_t kept = 0;
+    for (size_t i = 0; i < watching_.size(); ++i) {
+      Pending& p = watching_[i];
+      // Any answer but "not ready" counts as done: a CUDA error is the main thread's to report, not a hang.
+      bool finished = true;
+      for (cudaEvent_t e : p.ends) finished = finished && cudaEventQuery(e) != cudaErrorNotReady;
+      if (finished) {
+        done.push_back(std::move(p));
+        continue;
+      }
+      if (!p.started && cudaEventQuery(p.start) != cudaErrorNotReady) {
+        p.started = true;
+        p.started_at = now;
+      }
+      if (p.started && std::chrono::duration<double>(now - p.started_at).count() > timeout_s) {
+        what = "NCCL " + p.op.describe() + ", on the GPU, for " + p.op.who();
+        waited_s = std::chrono::duration<double>(now - p.started_at).count();
+        return true;
+      }
+      if (kept != i) watching_[kept] = std::move(p);
+      ++kept;
+    }
+    watching_.resize(kept);
+    std::vector<cudaEvent_t> extra;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      for (Pending& p : done) recycle(p);
+      // The pool keeps what one watchdog period enqueues (up to 500 ms of operations), so that the timed loops take
+      // events from it instead of creating them; past that, a long run does not hoard them.
+      while (free_events_.size() > 65536) {
+        extra.push_back(free_events_.back());
         free_events_.pop_back();
       }
     }
+    for (cudaEvent_t e : extra) cudaEventDestroy(e);
+    return false;
   }
 
   int rank_, size_;
   std::string name_;  // "nccl", or "nccl-<net>" where each node of simulated ones has its own host id
   int cuda_dev_ = 0;
-  double timeout_s_ = 120;
+  double timeout_s_ = 0;  // SPB_TIMEOUT_S where the process watchdog runs; 0 tracks nothing
   bool nonblocking_ = false;
   std::vector<int> others_;
   cudaStream_t default_stream_ = nullptr;
@@ -427,16 +440,16 @@ class NcclCommunicator final : public Communicator {
   Pending current_, group_;
   std::vector<cudaStream_t> group_streams_;
 
-  // Shared with the watchdog, under mu_.
+  // Shared with the watchdog's probe, under mu_.
   std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
   bool host_busy_ = false;
   OpInfo host_op_;
   Clock::time_point host_since_;
-  std::deque<Pending> pending_;
+  std::vector<Pending> arrived_;  // enqueued since the probe last looked
   std::vector<cudaEvent_t> free_events_;
-  std::thread watchdog_;
+  // The probe's own.
+  std::vector<Pending> watching_;
+  int probe_id_ = 0, hook_id_ = 0;
 };
 
 }  // namespace

@@ -1,17 +1,14 @@
 #!/usr/bin/env bash
-# rank_fault.sh [--signal STOP|KILL] [--hang-line REGEX] CSV -- MPIRUN... SPBENCH ARGS: a rank that hangs or dies
-# ends the job (DESIGN
-# §11, runtime/watchdog.h). Starts a multi-rank run that appends rows to CSV (the command's own --csv), sends one rank
-# the signal (default STOP: a hung rank) once the first row is there, and requires: every process of the job gone
-# within 30 s of the signal, a non-zero exit status, the CSV whole (every line has the header's field count, and the
-# file ends in a newline), and for a stopped rank, under SPB_TIMEOUT_S (set by the caller), a line
-# "spbench: error: rank R waited T s in ..." from a rank that waited for it (--hang-line: another form too, such as
-# the NCCL communicator's own watchdog line). Its last line says how long the job took to end after the signal
-# (scripts/gpu_session.sh faults logs it).
+# rank_fault.sh [--signal STOP|KILL] CSV -- MPIRUN... SPBENCH ARGS: a rank that hangs or dies ends the job (DESIGN §11,
+# runtime/watchdog.h). Starts a multi-rank run that appends rows to CSV (the command's own --csv), sends one rank the
+# signal (default STOP: a hung rank) once the first row is there, and requires: every process of the job gone within
+# 30 s of the signal, a non-zero exit status, the CSV whole (every line has the header's field count, and the file
+# ends in a newline), and for a stopped rank, under SPB_TIMEOUT_S (set by the caller), the watchdog's line
+# "spbench: error: rank R waited T s in ..." from a rank that waited for it. Its last line says how long the job took
+# to end after the signal (scripts/gpu_session.sh faults logs it).
 set -u
 signal=STOP hang_line='^spbench: error: rank [0-9]* waited [0-9]* s in '
 [ "$1" = --signal ] && { signal=$2; shift 2; }
-[ "$1" = --hang-line ] && { hang_line="$hang_line|$2"; shift 2; }
 csv=$1
 shift 2
 rm -f "$csv"

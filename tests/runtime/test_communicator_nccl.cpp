@@ -13,6 +13,7 @@
 
 #include "runtime/bootstrap.h"
 #include "runtime/communicator.h"
+#include "runtime/watchdog.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
 #include "communicator_checks.h"
@@ -173,9 +174,9 @@ TEST(CommunicatorNccl, EmptyGroupAndBadPeer) {
 //   SPB_TIMEOUT_S=3 mpirun -np 2 test_communicator_nccl --gtest_also_run_disabled_tests \
 //       --gtest_filter='*MissingPeerFirstContact'
 // Rank 0 never sends what rank 1 waits for. On first contact the connection never completes: with the default
-// (blocking) communicator the watchdog prints "recv (1024 bytes) has blocked the host ...; rank(s) 0 did not
-// arrive" and ends the job with status 3; with SPB_NCCL_NONBLOCKING=1 the recv throws an Error naming rank 0 and
-// the test passes.
+// (blocking) communicator the process watchdog prints "spbench: error: rank 1 waited 3 s in NCCL recv (1024 bytes),
+// blocking the host, for rank(s) 0 ..." and ends the job with status 2; with SPB_NCCL_NONBLOCKING=1 the recv throws
+// an Error naming rank 0 and the test passes.
 TEST(CommunicatorNccl, DISABLED_MissingPeerFirstContact) {
   SKIP_IF_NO_GPU();
   const int p = g_comm->rank();
@@ -195,8 +196,8 @@ TEST(CommunicatorNccl, DISABLED_MissingPeerFirstContact) {
 }
 
 // After one good exchange (the connection exists), rank 1 waits on the GPU for a second message that never comes:
-// only the watchdog can see that. Expected: "recv (1024 bytes) has been running on the GPU ...; rank(s) 0 did not
-// arrive" and exit status 3.
+// only the watchdog can see that. Expected: "spbench: error: rank 1 waited 3 s in NCCL recv (1024 bytes), on the
+// GPU, for rank(s) 0 ..." and exit status 2.
 TEST(CommunicatorNccl, DISABLED_MissingPeerOnTheGpu) {
   SKIP_IF_NO_GPU();
   const int p = g_comm->rank();
@@ -219,6 +220,7 @@ TEST(CommunicatorNccl, DISABLED_MissingPeerOnTheGpu) {
 int main(int argc, char** argv) {
   spb::Bootstrap boot(&argc, &argv);
   spb::g_boot = &boot;
+  spb::watchdog_start(boot.rank());  // the communicator's waits are the process watchdog's, as in spbench
   return spb::test::run_gpu_mpi_tests(
       &argc, argv, boot,
       [&] {
