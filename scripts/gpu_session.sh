@@ -6,7 +6,7 @@
 #   against PyTorch and fla), fla (spbench beside PyTorch + fla), model-profile, model-schedules, nodes, all;
 #   and, not in all: faults (a rank stopped and a rank killed on two GPUs, tests/harness/rank_fault.sh), stages (the
 #   GPU time of every kernel stage, what the simulated build replays), three (every level on 3 GPUs), two-nodes
-#   (every level on 2 simulated nodes of 2 GPUs, NCCL over sockets between them)
+#   (every level on 2 simulated nodes of 2 GPUs, NCCL over sockets between them), model-sweep (the GLA-1B sweep alone)
 # Every command of a stage (and every sweep script) is one configuration of scripts/common.sh's spb_config: the last
 # line counts them, the exit status is non-zero where one failed, and SIGINT or SIGTERM stops the session and the
 # running command's ranks at once (exit 130 or 143).
@@ -213,7 +213,26 @@ for stage in "${@:-all}"; do
           $B/spbench ${case#*|} --csv "$csv"
         rm -f "$csv"
       done
-    done ;;
+    done
+    # The NCCL communicator's own fault cases (tests/runtime/test_communicator_nccl.cpp, disabled in ctest because
+    # they end the process): a peer that never arrives on first contact (the host blocks in NCCL) and on the GPU.
+    t=$B/tests/test_communicator_nccl
+    if [[ -x $t && " ${SPB_FAULT_CASES:-nccl-first-contact nccl-on-gpu} " == *" nccl-"* ]]; then
+      for case in FirstContact:nccl-first-contact OnTheGpu:nccl-on-gpu; do
+        [[ " ${SPB_FAULT_CASES:-${case#*:}} " == *" ${case#*:} "* ]] || continue
+        spb_config "fault: NCCL peer missing, ${case#*:}" "" "^spbench: error|^ok:|^FAIL" bash -c '
+          out=$("$@" 2>&1); rc=$?; echo "$out" | grep -E "^spbench: error|\[fault\]"
+          if [ $rc -ne 0 ] && echo "$out" | grep -qE "^spbench: error: rank 1 waited [0-9]+ s in NCCL recv"; then
+            echo "ok: exit $rc, the watchdog line above"; else echo "FAIL: exit $rc"; echo "$out" | tail -20; exit 1; fi
+        ' _ env SPB_TIMEOUT_S=5 CUDA_VISIBLE_DEVICES=0,1 "${MPI[@]}" -x SPB_TIMEOUT_S -x CUDA_VISIBLE_DEVICES -np 2 \
+          "$t" --gtest_also_run_disabled_tests --gtest_filter="*MissingPeer${case%%:*}"
+      done
+    fi ;;
+  model-sweep)
+    # The GLA-1B sweep alone (no tests, no reference checks): SPB_WORLDS, SPB_MODEL_LENGTHS, SPB_MODEL_HEADS and
+    # SPB_MODEL_METHODS pick its configurations (scripts/sweep_model_gpu.sh).
+    stamp "model sweep: worlds ${SPB_WORLDS:-all}, ${SPB_MODEL_LENGTHS:-16384 32768} tokens, ${SPB_MODEL_HEADS:-32 4} heads"
+    sweep model sweep_model_gpu.sh ;;
   timeline|all)
     stamp "timelines"
     for overlap in 0 1 2; do
