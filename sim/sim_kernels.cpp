@@ -8,11 +8,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <map>
 #include <vector>
 
-#include "runtime/csv.h"
 #include "runtime/error.h"
 
 namespace spb {
@@ -21,16 +19,19 @@ namespace {
 class SimKernels final : public GlaKernels {
  public:
   SimKernels(SimDevice& dev, StageTable table) : dev_(dev), table_(std::move(table)) {
-    for (const auto& row : read_csv(table_.path())) {
-      auto get = [&](const char* c) {
-        auto it = row.find(c);
-        return it == row.end() ? std::string() : it->second;
-      };
-      const std::string stage = get("stage"), shape = get("shape");
-      if (get("level") != "stage" || !(stage == "state_fold" || stage == "vec_add" || stage == "copy_4d")) continue;
-      auto& v = recorded_[stage];
-      if (std::none_of(v.begin(), v.end(), [&](const Recorded& r) { return r.shape == shape; }))
-        v.push_back({shape, size_of(shape), table_.seconds(stage, shape)});
+    for (const char* stage : {"state_fold", "vec_add", "copy_4d"}) {
+      Sized& z = sized_[stage];
+      for (const std::string& shape : table_.shapes(stage))
+        z.recorded.push_back({shape, size_of(shape), table_.seconds(stage, shape)});
+      // By size, so that of two recorded sizes equally near (in ratio) the smaller is taken.
+      std::sort(z.recorded.begin(), z.recorded.end(), [](const Recorded& a, const Recorded& b) {
+        return a.size < b.size;
+      });
+      double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+      for (const Recorded& r : z.recorded)
+        n += 1, sx += r.size, sy += r.seconds, sxx += r.size * r.size, sxy += r.size * r.seconds;
+      const double den = n * sxx - sx * sx;
+      z.slope = den > 0 ? (n * sxy - sx * sy) / den : 0;
     }
   }
 
@@ -127,25 +128,26 @@ class SimKernels final : public GlaKernels {
   // A memory-bound stage of `size` (elements or bytes, as its shape key counts), moving `bytes_per` bytes of memory
   // traffic per unit of size: the table's time at this shape, else from its nearest recorded size (the header).
   void sized(const char* stage, const std::string& shape, double size, double bytes_per, Stream st) {
-    auto it = recorded_.find(stage);
-    SPB_USAGE(it != recorded_.end(), "the stage table " + table_.path() + " has no row of " + stage);
-    const std::vector<Recorded>& v = it->second;
-    for (const Recorded& r : v)
+    const Sized& z = sized_.at(stage);
+    SPB_USAGE(!z.recorded.empty(), "the stage table " + table_.path() + " has no row of " + stage);
+    for (const Recorded& r : z.recorded)
       if (r.shape == shape) return dev_.run_kernel(st, r.seconds);
-    const Recorded& near = *std::min_element(v.begin(), v.end(), [&](const Recorded& a, const Recorded& b) {
+    const Recorded& near = *std::min_element(z.recorded.begin(), z.recorded.end(), [&](const Recorded& a,
+                                                                                        const Recorded& b) {
       return std::fabs(std::log(size / a.size)) < std::fabs(std::log(size / b.size));
     });
-    double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
-    for (const Recorded& r : v)
-      n += 1, sx += r.size, sy += r.seconds, sxx += r.size * r.size, sxy += r.size * r.seconds;
-    const double den = n * sxx - sx * sx, slope = den > 0 ? (n * sxy - sx * sy) / den : 0;
-    const double per = slope > 0 ? slope : bytes_per / dev_.gpu().copy_Bps;
+    const double per = z.slope > 0 ? z.slope : bytes_per / dev_.gpu().copy_Bps;
     dev_.run_kernel(st, std::max(0.0, near.seconds + (size - near.size) * per));
   }
 
   SimDevice& dev_;
   StageTable table_;
-  std::map<std::string, std::vector<Recorded>> recorded_;  // the memory-bound stages' recorded shapes
+  // A memory-bound stage's recorded shapes, and the least-squares slope of their times over their sizes.
+  struct Sized {
+    std::vector<Recorded> recorded;
+    double slope = 0;
+  };
+  std::map<std::string, Sized> sized_;
 };
 
 }  // namespace

@@ -52,6 +52,13 @@ double StageTable::seconds(const std::string& stage, const std::string& shape) c
   return it->second * 1e-3;
 }
 
+std::vector<std::string> StageTable::shapes(const std::string& stage) const {
+  std::vector<std::string> out;
+  for (auto it = ms_.lower_bound({stage, std::string()}); it != ms_.end() && it->first.first == stage; ++it)
+    out.push_back(it->first.second);
+  return out;
+}
+
 // --- recording -------------------------------------------------------------------------------------------------
 
 RecordingKernels::RecordingKernels(std::unique_ptr<GlaKernels> inner, Device& dev)

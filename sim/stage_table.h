@@ -39,6 +39,8 @@ class StageTable {
   // Seconds per call of `stage` at `shape`; a UsageError naming the stage, the shape and the file where the table has
   // no row of it (a shape the GPU run did not cover: run it there at this shape).
   double seconds(const std::string& stage, const std::string& shape) const;
+  // The shapes the table holds a time for at `stage` (none where it has no row of it), in key order.
+  std::vector<std::string> shapes(const std::string& stage) const;
   const std::string& path() const { return path_; }
   size_t size() const { return ms_.size(); }
 
