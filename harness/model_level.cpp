@@ -481,8 +481,8 @@ ModelRun prepare_model_run(const Bootstrap& boot, const ModelPlan& plan, Runtime
   run.need_gib = check_memory(boot, rt, plan);
   run.ceiling_tflops = gemm_ceiling_tflops(*rt.dev);
   run.peak_tflops = gpu ? datasheet_bf16_tflops(rt.dev->name()) : NAN;
-  run.model = std::make_unique<GlaModel>(rt, plan.mc, o.batch, plan.L, plan.methods.front(), plan.sp, plan.recompute,
-                                         o.seed);
+  run.model = std::make_unique<GlaModel>(rt, make_model_kernels(*rt.dev), plan.mc, o.batch, plan.L,
+                                         plan.methods.front(), plan.sp, plan.recompute, o.seed);
   run.model->set_grad_overlap(run.grad_overlap);
   run.model->set_shard_optimizer(o.shard_optimizer);
   run.model->set_wgrad_beside(o.wgrad_beside);

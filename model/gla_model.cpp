@@ -209,14 +209,15 @@ size_t GlaModel::device_bytes(const GlaModelConfig& c, int batch, int tokens_per
          plan_dense_grads(c, batch * tokens_per_rank, act, none, nullptr) + states;
 }
 
-GlaModel::GlaModel(Runtime& rt, const GlaModelConfig& c, int batch, int tokens_per_rank, const std::string& method,
-                   const SpConfig& sp, Recompute recompute, uint64_t seed)
+GlaModel::GlaModel(Runtime& rt, std::unique_ptr<ModelKernels> kernels, const GlaModelConfig& c, int batch,
+                   int tokens_per_rank, const std::string& method, const SpConfig& sp, Recompute recompute,
+                   uint64_t seed)
     : rt_(rt), c_(c), B_(batch), L_(tokens_per_rank), N_(batch * tokens_per_rank), sp_(sp), recompute_(recompute),
-      grads_ready_(*rt.dev, EventUse::order), grads_reduced_(*rt.dev, EventUse::order),
+      mk_(std::move(kernels)), grads_ready_(*rt.dev, EventUse::order), grads_reduced_(*rt.dev, EventUse::order),
       wgrad_fork_(*rt.dev, EventUse::order), wgrads_done_(*rt.dev, EventUse::order) {
   c_.validate();
   for (int k = 0; k < kWgradKinds; ++k) wgrad_done_.push_back(std::make_unique<EventHandle>(*rt.dev, EventUse::order));
-  mk_ = make_model_kernels(*rt.dev);
+  SPB_CHECK(mk_ != nullptr, "GlaModel: no model kernels");
   act_ = mk_->act_dtype();
   SPB_CHECK(act_ == rt.kern->act_dtype(), "the model's and the GLA stages' activations differ in type");
   info_ = layout(c_, &layers_, &n_params_);
@@ -298,6 +299,7 @@ void GlaModel::reset(uint64_t seed) {
 }
 
 void GlaModel::init_params(uint64_t seed) {
+  if (!mk_->computes()) return;  // no values to draw: 4 bytes a parameter on the host per rank, for nothing
   std::vector<float> host(n_params_, 0.0f);
   const uint64_t base = splitmix64(seed ^ 0x6d6f64656cULL);  // "model": apart from the operator's input streams
   for (const ParamInfo& p : info_) {
@@ -532,22 +534,24 @@ void GlaModel::backward_layer(int l) {
 
 double GlaModel::forward_backward(const std::vector<int32_t>& tokens) {
   const Views V = views();
-  SPB_CHECK(tokens.size() == size_t(B_) * (L_ + 1), "forward_backward: B x (L + 1) tokens per rank");
   ModelKernels& k = *mk_;
   Acts& S = *acts_;
   Device& dev = *rt_.dev;
   const Stream st = dev.compute_stream();
   const int N = N_, D = c_.hidden, Vc = c_.vocab;
 
-  std::vector<int32_t> in(static_cast<size_t>(N)), out(static_cast<size_t>(N));
-  for (int b = 0; b < B_; ++b)
-    for (int t = 0; t < L_; ++t) {
-      in[size_t(b) * L_ + t] = tokens[size_t(b) * (L_ + 1) + t];
-      out[size_t(b) * L_ + t] = tokens[size_t(b) * (L_ + 1) + t + 1];
-    }
   dev.synchronize();  // the previous step may still read the token buffers
-  dev.upload(S.tokens.get(), in.data(), in.size() * 4);
-  dev.upload(S.targets.get(), out.data(), out.size() * 4);
+  if (k.computes()) {
+    SPB_CHECK(tokens.size() == size_t(B_) * (L_ + 1), "forward_backward: B x (L + 1) tokens per rank");
+    std::vector<int32_t> in(static_cast<size_t>(N)), out(static_cast<size_t>(N));
+    for (int b = 0; b < B_; ++b)
+      for (int t = 0; t < L_; ++t) {
+        in[size_t(b) * L_ + t] = tokens[size_t(b) * (L_ + 1) + t];
+        out[size_t(b) * L_ + t] = tokens[size_t(b) * (L_ + 1) + t + 1];
+      }
+    dev.upload(S.tokens.get(), in.data(), in.size() * 4);
+    dev.upload(S.targets.get(), out.data(), out.size() * 4);
+  }
 
   stage("embedding");
   k.embedding_fwd(N, D, static_cast<const int32_t*>(S.tokens.get()), V.P(embed_), S.x[0].f32(), st);

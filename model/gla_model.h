@@ -92,17 +92,20 @@ class GlaModel {
   // between the passes); otherwise one method object per block, which with `states` and `states_elementwise` borrows
   // the model's one gc and hs and makes them again in its backward. With `elementwise`, `states_elementwise` or `all`,
   // each block's normalised inputs and gated output are made again in the backward (SwiGLU's output is at every
-  // level). Weights are drawn from `seed`, the same on every rank.
-  GlaModel(Runtime& rt, const GlaModelConfig& c, int batch, int tokens_per_rank, const std::string& method,
-           const SpConfig& sp, Recompute recompute, uint64_t seed);
+  // level). Weights are drawn from `seed`, the same on every rank. kernels: the model's kernels outside the attention,
+  // chosen by the caller (make_model_kernels(*rt.dev), a recording wrapper of them, or a simulated device's); their
+  // act_dtype() must be rt.kern's.
+  GlaModel(Runtime& rt, std::unique_ptr<ModelKernels> kernels, const GlaModelConfig& c, int batch, int tokens_per_rank,
+           const std::string& method, const SpConfig& sp, Recompute recompute, uint64_t seed);
   ~GlaModel();
 
-  // tokens: this rank's B x (L + 1) tokens (inputs [b, 0, L), targets [b, 1, L + 1)). Forward and backward; the
-  // gradients are then summed over the ranks (grads()). Returns the loss: the mean over every rank's B x L tokens.
+  // tokens: this rank's B x (L + 1) tokens (inputs [b, 0, L), targets [b, 1, L + 1)); not read where the kernels do
+  // not compute (ModelKernels::computes). Forward and backward; the gradients are then summed over the ranks
+  // (grads()). Returns the loss: the mean over every rank's B x L tokens.
   double forward_backward(const std::vector<int32_t>& tokens);
   void optimizer_step(const AdamWConfig& o);  // AdamW from grads(); step counts from 1
-  // Back to the initial weights drawn from `seed`, a fresh AdamW state (its moments made, zero, at the next step)
-  // and step 0.
+  // Back to the initial weights drawn from `seed` (left as they are where the kernels do not compute), a fresh AdamW
+  // state (its moments made, zero, at the next step) and step 0.
   void reset(uint64_t seed);
   // Replaces every block's SP method (the weights and the optimizer's state stay).
   void set_method(const std::string& method);
@@ -123,6 +126,7 @@ class GlaModel {
   int steps_done() const { return step_; }
   const GlaModelConfig& config() const { return c_; }
   Runtime& runtime() { return rt_; }
+  ModelKernels& kernels() { return *mk_; }
   // Stage marks for a profile (nullptr: none); the caller ends each step on the clock.
   void set_clock(StageClock* clock) { clock_ = clock; }
   // The gradients' all-reduce at P > 1: one call after the whole backward (false, the default), or one call per

@@ -21,6 +21,9 @@ class ModelKernels {
  public:
   virtual ~ModelKernels() = default;
   virtual DType act_dtype() const = 0;
+  // Whether the calls compute values (false: a simulated device's kernels, which only advance its clocks): the model
+  // skips the host work that only matters for values (drawing the weights, laying out and copying the tokens).
+  virtual bool computes() const { return true; }
 
   // C[M, N] = alpha * op(A) op(B) + beta * C, op(A) [M, K] and op(B) [K, N]; trans_a: A is stored [K, M], trans_b:
   // B is stored [N, K]. A and B are act; C is act or f32 (c_type). beta = 0 never reads C. fp32 accumulation.
@@ -102,7 +105,8 @@ std::unique_ptr<ModelKernels> make_cpu_model_kernels();
 #ifdef SPB_HAVE_CUDA
 std::unique_ptr<ModelKernels> make_cuda_model_kernels();  // model/cuda/model_cuda.cu
 #endif
-// The kernels for `dev`: the GPU's where it is one, the CPU's otherwise.
+// The kernels for `dev`: the GPU's where it is one, the CPU's otherwise (what a level gives GlaModel unless it wraps
+// or replaces them).
 std::unique_ptr<ModelKernels> make_model_kernels(Device& dev);
 
 }  // namespace spb

@@ -57,7 +57,7 @@ Trained train(Runtime& rt, const std::string& method, bool whole, int steps,
               GradSum sum = GradSum::after_backward, Recompute recompute = Recompute::none,
               bool wgrad_beside = false, const SpConfig& sp = SpConfig{}) {
   const int P = rt.world(), p = rt.rank(), L = whole ? kSeq : kSeq / P;
-  GlaModel model(rt, tiny(), kBatch, L, method, sp, recompute, 5);
+  GlaModel model(rt, make_model_kernels(*rt.dev), tiny(), kBatch, L, method, sp, recompute, 5);
   model.set_grad_overlap(sum == GradSum::beside_backward);
   model.set_shard_optimizer(sum == GradSum::sharded_optimizer);
   model.set_wgrad_beside(wgrad_beside);
@@ -105,7 +105,7 @@ TEST(ModelSp, RecomputeGivesTheSameStep) {
   std::vector<float> grads[3];
   double loss[3];
   for (int i = 0; i < 3; ++i) {
-    GlaModel model(*rt, tiny(), kBatch, L, "zeco", SpConfig{}, kinds[i], 5);
+    GlaModel model(*rt, make_model_kernels(*rt->dev), tiny(), kBatch, L, "zeco", SpConfig{}, kinds[i], 5);
     loss[i] = model.forward_backward(data.window(0, p * L, (p + 1) * L));
     grads[i] = model.download_grads();
   }
@@ -227,7 +227,7 @@ TEST(ModelSp, LogitChunksGiveTheSameStep) {
   for (int chunked = 0; chunked < 2; ++chunked) {
     GlaModelConfig c = tiny();
     c.logit_rows = chunked ? 52 : 0;
-    GlaModel model(*rt, c, kBatch, L, "zeco", SpConfig{}, Recompute::none, 5);
+    GlaModel model(*rt, make_model_kernels(*rt->dev), c, kBatch, L, "zeco", SpConfig{}, Recompute::none, 5);
     ASSERT_EQ(c.logit_chunk(kBatch * L), chunked ? 52 : kBatch * L);
     for (int s = 0; s < 3; ++s) {
       got[chunked].losses.push_back(model.forward_backward(data.window(s, p * L, (p + 1) * L)));
@@ -375,7 +375,7 @@ TEST(ModelSp, BlocksShareOneChunkStateGradientBuffer) {
                                              boot.size(), &left_out))
     for (const Recompute r : {Recompute::none, Recompute::states, Recompute::all}) {
       ASSERT_EQ(counting.live(states), 0u);
-      GlaModel model(*rt, c, kBatch, L, m, SpConfig{}, r, 5);
+      GlaModel model(*rt, make_model_kernels(*rt->dev), c, kBatch, L, m, SpConfig{}, r, 5);
       EXPECT_EQ(counting.live(states), size_t(r == Recompute::none ? c.layers + 1 : 2))
           << m << " P=" << boot.size() << " recompute " << recompute_name(r);
     }
@@ -410,7 +410,7 @@ TEST(ModelSp, DenseGradientsOnlyWhereTheMethodWritesThem) {
   const int P = rt->world(), p = rt->rank(), L = kSeq / P;
   const GlaModelConfig c = tiny();
   const size_t dense = size_t(kBatch) * L * (2 * c.key_dim() + c.value_dim()) * dtype_size(rt->kern->act_dtype());
-  GlaModel model(*rt, c, kBatch, L, "zeco", SpConfig{}, Recompute::none, 5);
+  GlaModel model(*rt, make_model_kernels(*rt->dev), c, kBatch, L, "zeco", SpConfig{}, Recompute::none, 5);
   EXPECT_EQ(model.dense_grad_bytes(), 0u);
   model.set_method("ulysses");
   EXPECT_EQ(model.dense_grad_bytes(), dense);
@@ -487,7 +487,7 @@ TEST(ModelSp, GradientMatchesFiniteDifferencesOfTheLoss) {
   auto rt = make_runtime(boot, backend());
   const int P = boot.size(), p = boot.rank(), L = kSeq / P;
   const GlaModelConfig c = tiny();
-  GlaModel model(*rt, c, kBatch, L, "zeco", SpConfig{}, Recompute::none, 5);
+  GlaModel model(*rt, make_model_kernels(*rt->dev), c, kBatch, L, "zeco", SpConfig{}, Recompute::none, 5);
   const TokenData data("", c.vocab, kBatch, kSeq, 9);
   const std::vector<int32_t> toks = data.window(0, p * L, (p + 1) * L);
   const std::vector<float> w0 = model.download_params();
@@ -528,7 +528,7 @@ TEST(ModelLearns, LossFallsByAThirdOnText) {
   const int P = boot.size(), p = boot.rank(), T = 256, L = T / P;
   GlaModelConfig c;
   c.vocab = 256, c.hidden = 64, c.layers = 2, c.heads = 2, c.mlp = 128;
-  GlaModel model(*rt, c, 4, L, "zeco", SpConfig{}, Recompute::none, 1);
+  GlaModel model(*rt, make_model_kernels(*rt->dev), c, 4, L, "zeco", SpConfig{}, Recompute::none, 1);
   const TokenData data(text, c.vocab, 4, T, 1);
   const AdamWConfig adam{3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f};
   double first = 0, last10 = 0;
