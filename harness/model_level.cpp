@@ -30,6 +30,8 @@
 #include "runtime/stats.h"
 #include "model/gla_model.h"
 #include "model/token_data.h"
+#include "sim/model_stage_table.h"
+#include "sim/stage_table.h"
 #include "zeco/all_scan.h"
 
 namespace spb {
@@ -73,6 +75,10 @@ void add_model_command(CLI::App& app, ModelOptions& o) {
                  "write config, manifest, initial params, tokens, the first step's gradients and every loss here "
                  "(tests/model/torch_reference.py checks them)");
   app.add_option("--csv", o.csv, "append result rows to this CSV");
+  app.add_option("--stage-times", o.stage_times,
+                 "append the time of every kernel call in the timed steps, the model's (sim/model_stage_table.h) and "
+                 "the SP method's GLA stages (sim/stage_table.h), as rows of level `stage` to this CSV; not with "
+                 "--csv, whose times the events around each call would change");
   app.add_flag("--recompute{all}", o.recompute,
                "what the backward makes again instead of keeping it (SwiGLU's output is at every level): states (the "
                "attention's gates, their cumsum and its chunk states, one buffer each for every block), elementwise "
@@ -309,7 +315,12 @@ ModelPlan validated_plan(const Bootstrap& boot, const ModelOptions& opt) {
   SPB_USAGE(o.dump.empty() || !o.shard_optimizer,
             "--dump with --shard-optimizer: the dump is written by rank 0 alone, and a sharded optimizer's weights and "
             "gradients must be gathered by every rank; dump without it");
-  check_outputs(boot, {{"--csv", o.csv}, {"--timeline", o.timeline}, {"--dump", o.dump, true}});
+  SPB_USAGE(o.stage_times.empty() || o.csv.empty(),
+            "--stage-times: give no --csv (the events around every kernel call change the times its rows would hold)");
+  SPB_USAGE(o.stage_times.empty() || o.backend != "sim",
+            "--backend sim: no --stage-times (the simulation replays stage times, it does not measure them)");
+  check_outputs(boot, {{"--csv", o.csv}, {"--timeline", o.timeline}, {"--stage-times", o.stage_times},
+                       {"--dump", o.dump, true}});
   // --data is read whole: a directory, a device (/dev/zero never ends) or a pipe is refused before it is opened.
   if (!o.data.empty())
     agree_on_usage_errors(boot, [&] {
@@ -382,9 +393,11 @@ struct StepTimes {
   std::vector<double> max, mean;  // per timed step: over ranks
   double loss = 0, peak_gib = 0;  // the last step's loss; the most memory a rank used
 };
+// record(on): called with true before the first timed step and false after the last (--stage-times).
 StepTimes timed_steps(const Bootstrap& boot, GlaModel& model, const ModelPlan& plan, const std::string& name,
                       const AdamWConfig& adam, const std::function<std::vector<int32_t>(int)>& tokens_of,
-                      const TokenData& data, Dump& dump, EventHandle& e0, EventHandle& e1) {
+                      const TokenData& data, Dump& dump, EventHandle& e0, EventHandle& e1,
+                      const std::function<void(bool)>& record) {
   const ModelOptions& o = plan.o;
   const int P = boot.size(), p = boot.rank(), T = plan.T, L = plan.L;
   Device& dev = *model.runtime().dev;
@@ -392,6 +405,7 @@ StepTimes timed_steps(const Bootstrap& boot, GlaModel& model, const ModelPlan& p
   StepTimes t;
   const int total = o.warmup + o.steps;
   for (int s = 0; s < total; ++s) {
+    if (s == o.warmup) record(true);
     const std::vector<int32_t> toks = tokens_of(s);
     if (!o.dump.empty() && p == 0)
       for (int32_t x : data.window(s, 0, T)) dump.tokens.push_back(float(x));
@@ -416,6 +430,7 @@ StepTimes timed_steps(const Bootstrap& boot, GlaModel& model, const ModelPlan& p
       std::fflush(stdout);
     }
   }
+  record(false);
   t.peak_gib = std::max(t.peak_gib, boot.max(double(dev.used_memory_bytes()) / double(1ull << 30)));
   return t;
 }
@@ -436,6 +451,10 @@ struct ModelRun {
   double peak_tflops = NAN;     // the datasheet's dense bf16 peak, MFU's denominator; NaN: MFU left empty
   double flops_per_token = 0;
   std::string key;  // the rows' config_key
+  // --stage-times: the recorders around the model's kernels and rt.kern, and the stage CSV (rank 0's)
+  RecordingModelKernels* model_recorder = nullptr;
+  RecordingKernels* gla_recorder = nullptr;
+  std::unique_ptr<CsvAppender> stage_csv;
 
   // This rank's tokens of training step `step`.
   std::vector<int32_t> rank_tokens(int step) const {
@@ -466,13 +485,21 @@ std::string model_config_key(const ModelPlan& plan, double tolerance) {
 }
 
 // What every method's measurement shares, made once and in this order on every rank (the All-Scan's choice and the
-// memory check are collectives): the gradient sum's schedule, the tolerance, the All-Scan, the memory check (before
-// any allocation), the GEMM ceiling, then the model.
+// memory check are collectives): --stage-times' recorders, the gradient sum's schedule, the tolerance, the All-Scan,
+// the memory check (before any allocation), the GEMM ceiling, then the model.
 ModelRun prepare_model_run(const Bootstrap& boot, const ModelPlan& plan, Runtime& rt, const TokenData& data) {
   const ModelOptions& o = plan.o;
   const int P = boot.size();
   const bool gpu = rt.dev->is_gpu();
   ModelRun run{boot, plan, rt, data};
+  if (!o.stage_times.empty()) {  // every kernel call of the timed steps timed: the GLA stages' here, the model's below
+    auto gla_rec = std::make_unique<RecordingKernels>(std::move(rt.kern), *rt.dev);
+    run.gla_recorder = gla_rec.get();
+    rt.kern = std::move(gla_rec);
+    agree_on_usage_errors(boot, [&] {
+      if (boot.rank() == 0) run.stage_csv = std::make_unique<CsvAppender>(o.stage_times, model_stage_columns());
+    });
+  }
   run.grad_overlap = P > 1 && (o.grad_overlap > 0 || (o.grad_overlap == 0 &&
                                                       grad_overlap_by_default(gpu, P, o.shard_optimizer, o.overlap)));
   run.tolerance = o.tolerance > 0 ? o.tolerance : gpu ? 5e-3 : 1e-5;
@@ -481,8 +508,14 @@ ModelRun prepare_model_run(const Bootstrap& boot, const ModelPlan& plan, Runtime
   run.need_gib = check_memory(boot, rt, plan);
   run.ceiling_tflops = gemm_ceiling_tflops(*rt.dev);
   run.peak_tflops = gpu ? datasheet_bf16_tflops(rt.dev->name()) : NAN;
-  run.model = std::make_unique<GlaModel>(rt, make_model_kernels(*rt.dev), plan.mc, o.batch, plan.L,
-                                         plan.methods.front(), plan.sp, plan.recompute, o.seed);
+  std::unique_ptr<ModelKernels> kernels = make_model_kernels(*rt.dev);
+  if (run.gla_recorder) {
+    auto model_rec = std::make_unique<RecordingModelKernels>(std::move(kernels), *rt.dev);
+    run.model_recorder = model_rec.get();
+    kernels = std::move(model_rec);
+  }
+  run.model = std::make_unique<GlaModel>(rt, std::move(kernels), plan.mc, o.batch, plan.L, plan.methods.front(),
+                                         plan.sp, plan.recompute, o.seed);
   run.model->set_grad_overlap(run.grad_overlap);
   run.model->set_shard_optimizer(o.shard_optimizer);
   run.model->set_wgrad_beside(o.wgrad_beside);
@@ -578,6 +611,8 @@ void print_model_header(const ModelRun& run) {
               o.data.empty() ? "random tokens" : o.data.c_str(), o.warmup, o.steps, (unsigned long long)o.seed,
               double(o.lr), run.tolerance, run.need_gib);
   for (const std::string& m : run.plan.left_out) std::printf("# left out of all: %s\n", m.c_str());
+  if (!o.stage_times.empty())
+    std::printf("# stage times: every kernel call of the timed steps, appended to %s\n", o.stage_times.c_str());
   std::printf("#\n# %8s %5s %11s %9s %10s %10s %10s %10s %12s %6s %8s %9s %6s\n", "method", "ranks", "tokens/rank",
               "loss", "mean_ms", "median_ms", "min_ms", "max_ms", "tok/s/GPU", "mfu", "mem_GiB", "error", "check");
   std::fflush(stdout);
@@ -608,7 +643,17 @@ MethodResult measure_method(const ModelRun& run, const std::string& name, EventH
   Dump dump{o.dump, {}, {}};
   if (!o.dump.empty()) dump.write_start(run.boot, model, run.plan.mc, o, run.plan.T, run.adam);
   const int total = o.warmup + o.steps;
-  r.steps = timed_steps(run.boot, model, run.plan, name, run.adam, tokens_of, run.data, dump, e0, e1);
+  auto record = [&](bool on) {
+    if (run.model_recorder) run.model_recorder->set_recording(on), run.gla_recorder->set_recording(on);
+  };
+  r.steps = timed_steps(run.boot, model, run.plan, name, run.adam, tokens_of, run.data, dump, e0, e1, record);
+  if (run.model_recorder) {  // every rank's calls of both recorders, one row per stage and shape
+    std::vector<StageSample> samples = run.model_recorder->take(), gla = run.gla_recorder->take();
+    samples.insert(samples.end(), std::make_move_iterator(gla.begin()), std::make_move_iterator(gla.end()));
+    agree_on_usage_errors(run.boot, [&] {
+      append_stage_rows(run.boot, samples, o.steps, model_row(run, name, &model.method(0)), run.stage_csv.get());
+    });
+  }
   if (!o.timeline.empty() && r.ok)
     timeline_steps(model, o.timeline_steps, total, tokens_of, run.adam,
                    timeline_prefix(model_row(run, name, &model.method(0))), o.timeline);

@@ -22,6 +22,7 @@ struct ModelOptions {
   uint64_t seed = 1;
   float lr = 3e-4f, weight_decay = 0.1f;
   std::string data, dump, csv, timeline;
+  std::string stage_times;  // --stage-times: the model's and the GLA stages' kernel calls timed, to this CSV
   // auto (recompute_auto), none, states, elementwise, states+elementwise, all (--recompute alone)
   std::string recompute = "auto";
   int grad_overlap = 0;  // 1: --grad-overlap, -1: --no-grad-overlap, 0: grad_overlap_by_default

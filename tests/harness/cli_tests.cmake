@@ -332,6 +332,22 @@ spb_model_error(dump_with_shard_optimizer 2 "--dump with --shard-optimizer: .* d
 spb_model_error(nodes_over_network_one_node 2
                 "--nodes-over-network: needs nodes simulated on one host .* this launch has 1 node x 2 ranks"
                 --nodes-over-network)
+spb_model_error(stage_times_with_csv 1 "--stage-times: give no --csv" --stage-times model_stages_refused.csv
+                --csv model_refused.csv)
+# --stage-times at the model level: rows of level `stage` only, the model's kernels (gemm, AdamW once a step) and the
+# SP method's GLA stages (chunk_output) beside them, each with the run's world size and the model's columns.
+foreach(np 1 2)
+  add_test(NAME cli.model.stage_times.np${np}
+           COMMAND sh -c "rm -f model_stages_np${np}.csv && ${SPB_MPIRUN_STR} ${np} ${SPB_MPI_FLAGS_STR} \
+$<TARGET_FILE:spbench> model --backend cpu -m zeco -w 1 -n 2 --vocab 256 --hidden 64 --layers 1 --heads 2 -T 128 \
+--stage-times model_stages_np${np}.csv | grep 'wrong results' && awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) \
+c[$i] = i; next } { n += $c[\"level\"] == \"stage\"; s[$c[\"stage\"]] = 1; w = $c[\"world_size\"]; \
+l = $c[\"layers\"]; if ($c[\"stage\"] == \"adamw\") a = $c[\"calls_per_iter\"] } END { print \"stage rows\", \
+(n == NR - 1 && n > 0) ? \"all\" : \"not all\", \"gemm\", s[\"gemm\"] + 0, \"adamw\", a, \"chunk_output\", \
+s[\"chunk_output\"] + 0, \"world\", w, \"layers\", l }' model_stages_np${np}.csv")
+  set_tests_properties(cli.model.stage_times.np${np} PROPERTIES TIMEOUT 150 PASS_REGULAR_EXPRESSION
+                       "wrong results: 0.*stage rows all gemm 1 adamw 1 chunk_output 1 world ${np} layers 1")
+endforeach()
 # A good run writes its row and a rerun skips it (nothing measured twice, nothing lost).
 # --timeline at the model level: every rank's steps, each with its whole step, a span per block's attention
 # (forward and backward: 2 blocks x 2) and, with --grad-overlap, a gradient bucket per block and the head and
