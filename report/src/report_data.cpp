@@ -68,6 +68,9 @@ const std::vector<MeasuredPaths>& measured_paths() {
     // A stage row times the kernels one method calls, between the recorder's events.
     std::vector<std::string> stage = op;
     stage.push_back("sim/stage_table*");
+    // A model stage row times the model's kernels too, and is recorded by both recorders.
+    std::vector<std::string> model_stage = model;
+    model_stage.insert(model_stage.end(), {"sim/model_stage_table*", "sim/stage_table*"});
     // A simulated row runs its level's code in the simulation (sim/, its platforms under sim/platforms/).
     auto with_sim = [](std::vector<std::string> v) {
       v.push_back("sim/");
@@ -75,7 +78,7 @@ const std::vector<MeasuredPaths>& measured_paths() {
     };
     return std::vector<MeasuredPaths>{
         {"kernel", {"kernels/"}}, {"collective", comm}, {"operator", op}, {"timeline", op}, {"model", model},
-        {"stage", stage},
+        {"stage", stage}, {kModelStageLevel, model_stage},
         {kSimLevelPrefix + "collective", with_sim(comm)}, {kSimLevelPrefix + "operator", with_sim(op)},
         {kPytorchModelLevel, {"baselines/pytorch/fla_baseline.py", "baselines/pytorch/run_beside_spbench.sh"}}};
   }();
@@ -93,6 +96,7 @@ bool is_simulated(const Row& r) { return col(r, "simulated") == "1"; }
 
 std::string code_level_of(const Row& r) {
   if (col(r, "backend") == "pytorch") return kPytorchModelLevel;
+  if (level_of(r) == "stage" && !col(r, "layers").empty()) return kModelStageLevel;
   return is_simulated(r) ? kSimLevelPrefix + level_of(r) : level_of(r);
 }
 

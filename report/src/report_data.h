@@ -36,6 +36,8 @@ bool is_cpu_row(const Row& r);
 //   model-pytorch  baselines/pytorch/fla_baseline.py and run_beside_spbench.sh: the PyTorch + fla baseline's rows
 //               (backend pytorch), which run no spbench code and none of the folder's other scripts
 //   stage       the operator's, and sim/stage_table*
+//   model-stage a stage row of the model level (`spbench model --stage-times`; its rows carry the model's columns,
+//               `layers` among them): the model's paths, sim/model_stage_table* and sim/stage_table*
 //   sim-collective, sim-operator  a simulated row (results/sim/): its level's paths and sim/ (the simulation and
 //               its platforms)
 struct MeasuredPaths {
@@ -73,8 +75,10 @@ class CodeStates {
 // A row's level: its `level`, "timeline" for a timeline row.
 std::string level_of(const Row& r);
 // The level whose measured paths judge a row's code state: level_of, but kPytorchModelLevel for a row of the PyTorch
-// + fla baseline, and kSimLevelPrefix + level_of for a simulated row (`simulated` = 1: its level's paths and sim/).
+// + fla baseline, kModelStageLevel for a stage row of the model level (one with a `layers` value), and
+// kSimLevelPrefix + level_of for a simulated row (`simulated` = 1: its level's paths and sim/).
 inline const std::string kPytorchModelLevel = "model-pytorch";
+inline const std::string kModelStageLevel = "model-stage";
 inline const std::string kSimLevelPrefix = "sim-";
 bool is_simulated(const Row& r);
 std::string code_level_of(const Row& r);

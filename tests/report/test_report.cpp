@@ -158,6 +158,23 @@ TEST(Report, CodeStateOfACommit) {
     for (const auto& p : m.paths) EXPECT_NE(p.rfind("harness/", 0), 0u) << m.level;
 }
 
+// A stage row of the model level (its rows carry the model's columns) times the model's kernels beside the GLA
+// stages: judged by the model's paths and both recorders'; an operator stage row is not marked by a change to model/.
+TEST(Report, AModelStageRowIsJudgedByTheModelsPaths) {
+  const Row gla{{"level", "stage"}, {"method", "zeco"}, {"backend", "nccl"}};
+  const Row model{{"level", "stage"}, {"method", "zeco"}, {"backend", "nccl"}, {"layers", "20"}};
+  EXPECT_EQ(code_level_of(gla), "stage");
+  EXPECT_EQ(code_level_of(model), kModelStageLevel);
+  std::vector<std::string> want = measured_paths_of("model");
+  want.insert(want.end(), {"sim/model_stage_table*", "sim/stage_table*"});
+  EXPECT_EQ(measured_paths_of(kModelStageLevel), want);
+  for (const auto& p : measured_paths_of("stage")) EXPECT_NE(p, "model/");
+  const std::string before = commit_before_change_of("model/");
+  if (before.empty()) GTEST_SKIP() << "no git history here";
+  CodeStates states(kSource);
+  EXPECT_EQ(states.of(before, kModelStageLevel).kind, CodeState::changed);
+}
+
 // The PyTorch + fla baseline's rows run no spbench code, and spbench's levels do not run baselines/pytorch/: each is
 // judged by its own paths. The baseline's rows run fla_baseline.py under run_beside_spbench.sh, not the folder's other
 // scripts (the kernel and product probes), so a change to those leaves the rows current.
