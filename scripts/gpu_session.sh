@@ -6,7 +6,8 @@
 #   against PyTorch and fla), fla (spbench beside PyTorch + fla), model-profile, model-schedules, nodes, all;
 #   and, not in all: faults (a rank stopped and a rank killed on two GPUs, tests/harness/rank_fault.sh), stages (the
 #   GPU time of every kernel stage, what the simulated build replays), three (every level on 3 GPUs), two-nodes
-#   (every level on 2 simulated nodes of 2 GPUs, NCCL over sockets between them), model-sweep (the GLA-1B sweep alone)
+#   (every level on 2 simulated nodes of 2 GPUs, NCCL over sockets between them), model-sweep (the GLA-1B sweep alone),
+#   model-stages (the GPU time of every kernel call of a GLA-1B step)
 # Every command of a stage (and every sweep script) is one configuration of scripts/common.sh's spb_config: the last
 # line counts them, the exit status is non-zero where one failed, and SIGINT or SIGTERM stops the session and the
 # running command's ranks at once (exit 130 or 143).
@@ -151,6 +152,18 @@ for stage in "${@:-all}"; do
     for P in 8 16; do
       spb_config "stage times, ulysses' GLA at $P GPUs" "" "$shown" "${MPI[@]}" -np 1 $B/spbench operator --backend gpu \
         -m dp -B 1 -H $((16 / P)) --dk 128 --dv 128 -L $((16384 * P)) -w 5 -n 20 --stage-times "$stage_csv"
+    done ;;
+  model-stages)
+    # The GPU time of every kernel call of a GLA-1B step (the model's and the SP method's GLA stages, by shape) at the
+    # model rows' configurations on 4 GPUs: what a simulated model step replays (sim/model_stage_table.h). Each
+    # rank's shapes are those of every P at these tokens per GPU.
+    stamp "model stage times"
+    [ "$gpus" -ge 4 ] || { stamp "model-stages: needs 4 GPUs, this machine has $gpus"; continue; }
+    for cfg in "all 32 16384 4" "dp,zeco 4 16384 32" "dp,zeco 32 32768 4"; do
+      read -r m H L K <<<"$cfg"
+      spb_config "model stage times, $m on 4 GPUs, $H heads, $L tokens per GPU" "" "$shown" "${MPI[@]}" -np 4 \
+        $B/spbench model --backend gpu -m "$m" -H "$H" -L "$L" -K "$K" -w 2 -n 10 --log-every 0 \
+        --stage-times "$OUT/${machine}_model_stages.csv"
     done ;;
   three)
     # Three GPUs at every level: between the P = 2 that calibrates the simulation and the P = 4 it is held out on.
