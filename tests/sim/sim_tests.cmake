@@ -28,3 +28,10 @@ foreach(np 1 2)
   add_test(NAME sim.model_stage_table.np${np}
            COMMAND ${SPB_MPIEXEC} ${np} ${SPB_MPI_FLAGS} $<TARGET_FILE:test_model_stage_table>)
 endforeach()
+# The model's simulated kernels (sim/sim_model_kernels.h): every call of a tiny model's dp and zeco steps found in the
+# table its recorder wrote; at 1 and 2 ranks.
+spb_mpi_test(test_sim_model_kernels sim/test_sim_model_kernels.cpp spb_sim spb_model)
+foreach(np 1 2)
+  add_test(NAME sim.model_kernels.np${np}
+           COMMAND ${SPB_MPIEXEC} ${np} ${SPB_MPI_FLAGS} $<TARGET_FILE:test_sim_model_kernels>)
+endforeach()
