@@ -71,15 +71,21 @@ const std::vector<MeasuredPaths>& measured_paths() {
     // A model stage row times the model's kernels too, and is recorded by both recorders.
     std::vector<std::string> model_stage = model;
     model_stage.insert(model_stage.end(), {"sim/model_stage_table*", "sim/stage_table*"});
-    // A simulated row runs its level's code in the simulation (sim/, its platforms under sim/platforms/).
+    // A simulated row runs its level's code in the simulation (sim/, its platforms under sim/platforms/); the
+    // collective and operator levels run none of the model's simulated kernels (sim/*model*), as their measured rows
+    // run none of model/.
     auto with_sim = [](std::vector<std::string> v) {
-      v.push_back("sim/");
+      v.insert(v.end(), {"sim/", "!sim/*model*"});
       return v;
     };
+    // A simulated model row runs the model and every part of the simulation, its model kernels among them.
+    std::vector<std::string> sim_model = model;
+    sim_model.push_back("sim/");
     return std::vector<MeasuredPaths>{
         {"kernel", {"kernels/"}}, {"collective", comm}, {"operator", op}, {"timeline", op}, {"model", model},
         {"stage", stage}, {kModelStageLevel, model_stage},
         {kSimLevelPrefix + "collective", with_sim(comm)}, {kSimLevelPrefix + "operator", with_sim(op)},
+        {kSimLevelPrefix + "model", sim_model},
         {kPytorchModelLevel, {"baselines/pytorch/fla_baseline.py", "baselines/pytorch/run_beside_spbench.sh"}}};
   }();
   return table;
@@ -171,7 +177,12 @@ const CodeState& CodeStates::of(const std::string& git_sha, const std::string& l
     return st;
   }
   std::string cmd = git + " diff --name-only " + st.sha + " HEAD --";
-  for (const auto& p : paths) cmd += " " + shell_quoted(":(top,glob)" + (p.back() == '/' ? p + "**" : p));
+  for (const auto& p : paths) {  // "!spec": a path that does not count, though an earlier spec holds it
+    const bool exclude = p[0] == '!';
+    const std::string spec = exclude ? p.substr(1) : p;
+    cmd += " " + shell_quoted((exclude ? ":(top,exclude,glob)" : ":(top,glob)") +
+                              (spec.back() == '/' ? spec + "**" : spec));
+  }
   cmd += " " + shell_quoted(":(top,exclude,glob)**/*.md");  // the folders' notes describe the code, they aren't it
   auto [ok, files] = run_lines(cmd);
   if (!ok) {
@@ -180,6 +191,7 @@ const CodeState& CodeStates::of(const std::string& git_sha, const std::string& l
   }
   st.kind = files.empty() ? CodeState::current : CodeState::changed;
   for (const auto& p : paths) {
+    if (p[0] == '!') continue;
     const auto n = std::count_if(files.begin(), files.end(), [&](const std::string& f) { return matches(p, f); });
     if (n) st.changed_paths.push_back(p + " (" + std::to_string(n) + (n == 1 ? " file)" : " files)"));
   }

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "report/src/cost_model.h"
 #include "report/src/report.h"
 #include "report/src/report_common.h"
@@ -173,6 +175,41 @@ TEST(Report, AModelStageRowIsJudgedByTheModelsPaths) {
   if (before.empty()) GTEST_SKIP() << "no git history here";
   CodeStates states(kSource);
   EXPECT_EQ(states.of(before, kModelStageLevel).kind, CodeState::changed);
+}
+
+// The simulated collective and operator levels run none of the model's simulated kernels (sim/*model*): a change
+// there alone leaves their rows current, as a change to model/ leaves the measured operator rows current. Checked in
+// a repository of the test's own, so that the commits it compares are the ones it made.
+TEST(Report, TheSimulatedOperatorIsNotJudgedByTheModelsSimulatedKernels) {
+  for (const std::string level : {"collective", "operator"}) {
+    const auto& paths = measured_paths_of(kSimLevelPrefix + level);
+    EXPECT_NE(std::find(paths.begin(), paths.end(), "sim/"), paths.end()) << level;
+    EXPECT_NE(std::find(paths.begin(), paths.end(), "!sim/*model*"), paths.end()) << level;
+  }
+  const fs::path dir = fs::temp_directory_path() / ("spb_report_git_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "sim");
+  auto write = [&](const std::string& file, const std::string& text) { std::ofstream(dir / file) << text; };
+  const std::string git = "git -C '" + dir.string() + "' -c user.name=spbench -c user.email=spbench@example.com ";
+  auto commit = [&](const std::string& msg) {
+    sh(git + "add -A && " + git + "commit -q -m " + msg);
+    return sh(git + "rev-parse HEAD");
+  };
+  write("sim/sim_comm.cpp", "1\n");
+  write("sim/sim_model_kernels.cpp", "1\n");
+  sh(git + "init -q");
+  const std::string first = commit("first");
+  if (first.empty()) GTEST_SKIP() << "no git here";
+  write("sim/sim_model_kernels.cpp", "2\n");
+  commit("model");
+  const std::string op = kSimLevelPrefix + "operator";
+  EXPECT_EQ(CodeStates(dir.string()).of(first, op).kind, CodeState::current);
+  write("sim/sim_comm.cpp", "2\n");
+  commit("comm");
+  CodeStates after(dir.string());
+  EXPECT_EQ(after.of(first, op).kind, CodeState::changed);
+  EXPECT_EQ(after.of(first, op).changed_paths, std::vector<std::string>{"sim/ (1 file)"});
+  fs::remove_all(dir);
 }
 
 // The PyTorch + fla baseline's rows run no spbench code, and spbench's levels do not run baselines/pytorch/: each is
