@@ -1,7 +1,9 @@
 // spbench model: the driver of the model level (DESIGN §5, §9). Per method: validate, build the model once (its
 // weights drawn from the seed), check the first step against a reference method, run -w warm-up steps and -n timed
 // steps (time = max over ranks of the compute stream's events around forward, backward, gradient all-reduce and AdamW),
-// print an nccl-tests-style table and append one row per method to the CSV.
+// print an nccl-tests-style table and append one row per method to the CSV. Under --backend sim (DESIGN §10) the
+// model's kernels and the GLA stages advance the simulated streams by the model stage table's times
+// (sim/sim_model_kernels.h), the communication runs in the simulation, and no weights, tokens or check are made.
 #include "harness/model_level.h"
 
 #include <sys/stat.h>
@@ -31,6 +33,7 @@
 #include "model/gla_model.h"
 #include "model/token_data.h"
 #include "sim/model_stage_table.h"
+#include "sim/sim_model_kernels.h"
 #include "sim/stage_table.h"
 #include "zeco/all_scan.h"
 
@@ -39,6 +42,10 @@ namespace spb {
 void add_model_command(CLI::App& app, ModelOptions& o) {
   app.add_option("--method,-m", o.method, "SP method, a comma-separated list, or all (spbench methods lists them)");
   add_runtime_options(app, o.backend, o.allscan, o.ranks_per_node, o.nodes_over_network);
+  add_sim_options(app, o.sim);
+  app.get_option("--sim-stages")
+      ->description("--backend sim: the GPU's model stage times, the model's kernels and the GLA stages at its shapes "
+                    "(results/<kind>_model_stages.csv, spbench model --stage-times)");
   app.add_option("--batch,-B", o.batch, "sequences per step B");
   // Checked here: -1 is also the value that means "not given".
   auto* t = app.add_option("--seq,-T", o.seq, "tokens of each whole sequence (split evenly over the ranks)")
@@ -319,6 +326,9 @@ ModelPlan validated_plan(const Bootstrap& boot, const ModelOptions& opt) {
             "--stage-times: give no --csv (the events around every kernel call change the times its rows would hold)");
   SPB_USAGE(o.stage_times.empty() || o.backend != "sim",
             "--backend sim: no --stage-times (the simulation replays stage times, it does not measure them)");
+  SPB_USAGE(o.backend != "sim" || (o.dump.empty() && o.data.empty() && o.timeline.empty() && o.profile == 0),
+            "--backend sim: no --dump, --data, --timeline or --profile (the simulation moves no data)");
+  if (o.backend == "sim") o.check = 0;  // no values to compare
   check_outputs(boot, {{"--csv", o.csv}, {"--timeline", o.timeline}, {"--stage-times", o.stage_times},
                        {"--dump", o.dump, true}});
   // --data is read whole: a directory, a device (/dev/zero never ends) or a pipe is refused before it is opened.
@@ -335,13 +345,12 @@ ModelPlan validated_plan(const Bootstrap& boot, const ModelOptions& opt) {
 // Memory: the model's own tensors plus the SP methods' chunk states and gc (per block, or one block's with
 // --recompute=all, states or states+elementwise, and one dhs for every block: GlaModel::device_bytes), against what
 // the device has free; every rank agrees before any allocation. Returns GiB per rank.
-double check_memory(const Bootstrap& boot, Runtime& rt, const ModelPlan& plan) {
+double check_memory(const Bootstrap& boot, Runtime& rt, const ModelPlan& plan, bool gpu) {
   const ModelOptions& o = plan.o;
   const GlaModelConfig& mc = plan.mc;
   const int P = boot.size(), L = plan.L;
   const Recompute recompute = plan.recompute;
   Device& dev = *rt.dev;
-  const bool gpu = dev.is_gpu();
   const size_t model_bytes = GlaModel::device_bytes(mc, o.batch, L, rt.kern->act_dtype(),
                                                     rt.kern->chunk_state_type(), recompute, o.shard_optimizer ? P : 1);
   const double need_gib = double(model_bytes) / double(1ull << 30);
@@ -396,7 +405,7 @@ struct StepTimes {
 // record(on): called with true before the first timed step and false after the last (--stage-times).
 StepTimes timed_steps(const Bootstrap& boot, GlaModel& model, const ModelPlan& plan, const std::string& name,
                       const AdamWConfig& adam, const std::function<std::vector<int32_t>(int)>& tokens_of,
-                      const TokenData& data, Dump& dump, EventHandle& e0, EventHandle& e1,
+                      const TokenData* data, Dump& dump, EventHandle& e0, EventHandle& e1,
                       const std::function<void(bool)>& record) {
   const ModelOptions& o = plan.o;
   const int P = boot.size(), p = boot.rank(), T = plan.T, L = plan.L;
@@ -408,7 +417,7 @@ StepTimes timed_steps(const Bootstrap& boot, GlaModel& model, const ModelPlan& p
     if (s == o.warmup) record(true);
     const std::vector<int32_t> toks = tokens_of(s);
     if (!o.dump.empty() && p == 0)
-      for (int32_t x : data.window(s, 0, T)) dump.tokens.push_back(float(x));
+      for (int32_t x : data->window(s, 0, T)) dump.tokens.push_back(float(x));
     dev.synchronize();
     boot.barrier();
     dev.record(e0.get(), st);
@@ -440,7 +449,8 @@ struct ModelRun {
   const Bootstrap& boot;
   const ModelPlan& plan;
   Runtime& rt;
-  const TokenData& data;
+  const TokenData* data;  // none under --backend sim: the simulated kernels read no tokens
+  const SimRows& sim;     // what a simulated run's rows say (sim.on: --backend sim)
   std::unique_ptr<GlaModel> model;  // built once, reset for every method (reference_step)
   AdamWConfig adam;
   bool grad_overlap = false;    // the gradients summed beside the backward
@@ -456,10 +466,10 @@ struct ModelRun {
   RecordingKernels* gla_recorder = nullptr;
   std::unique_ptr<CsvAppender> stage_csv;
 
-  // This rank's tokens of training step `step`.
+  // This rank's tokens of training step `step` (none under --backend sim).
   std::vector<int32_t> rank_tokens(int step) const {
     const int p = boot.rank(), L = plan.L;
-    return data.window(step, p * L, (p + 1) * L);
+    return data ? data->window(step, p * L, (p + 1) * L) : std::vector<int32_t>();
   }
 };
 
@@ -487,11 +497,13 @@ std::string model_config_key(const ModelPlan& plan, double tolerance) {
 // What every method's measurement shares, made once and in this order on every rank (the All-Scan's choice and the
 // memory check are collectives): --stage-times' recorders, the gradient sum's schedule, the tolerance, the All-Scan,
 // the memory check (before any allocation), the GEMM ceiling, then the model.
-ModelRun prepare_model_run(const Bootstrap& boot, const ModelPlan& plan, Runtime& rt, const TokenData& data) {
+ModelRun prepare_model_run(const Bootstrap& boot, const ModelPlan& plan, Runtime& rt, const TokenData* data,
+                           const SimRows& sim) {
   const ModelOptions& o = plan.o;
   const int P = boot.size();
-  const bool gpu = rt.dev->is_gpu();
-  ModelRun run{boot, plan, rt, data};
+  // The simulation stands for GPUs: their default schedule and datasheet peak.
+  const bool gpu = rt.dev->is_gpu() || sim.on;
+  ModelRun run{boot, plan, rt, data, sim};
   if (!o.stage_times.empty()) {  // every kernel call of the timed steps timed: the GLA stages' here, the model's below
     auto gla_rec = std::make_unique<RecordingKernels>(std::move(rt.kern), *rt.dev);
     run.gla_recorder = gla_rec.get();
@@ -505,10 +517,16 @@ ModelRun prepare_model_run(const Bootstrap& boot, const ModelPlan& plan, Runtime
   run.tolerance = o.tolerance > 0 ? o.tolerance : gpu ? 5e-3 : 1e-5;
   agree_on_usage_errors(boot, [&] { run.scan_backend = resolve_allscan(o.allscan, gpu, rt.topo); });
   run.adam = AdamWConfig{o.lr, 0.9f, 0.95f, 1e-8f, o.weight_decay};
-  run.need_gib = check_memory(boot, rt, plan);
+  run.need_gib = check_memory(boot, rt, plan, gpu);
   run.ceiling_tflops = gemm_ceiling_tflops(*rt.dev);
   run.peak_tflops = gpu ? datasheet_bf16_tflops(rt.dev->name()) : NAN;
-  std::unique_ptr<ModelKernels> kernels = make_model_kernels(*rt.dev);
+  std::unique_ptr<ModelKernels> kernels;
+  if (sim.on)
+    agree_on_usage_errors(boot, [&] {
+      kernels = make_sim_model_kernels(dynamic_cast<SimDevice&>(*rt.dev), StageTable(o.sim.stages));
+    });
+  else
+    kernels = make_model_kernels(*rt.dev);
   if (run.gla_recorder) {
     auto model_rec = std::make_unique<RecordingModelKernels>(std::move(kernels), *rt.dev);
     run.model_recorder = model_rec.get();
@@ -541,6 +559,7 @@ ResultRow model_row(const ModelRun& run, const std::string& method, const SpMeth
                             ? run.scan_backend
                             : plain;
   if (ran) backend = ran->comm_backend().empty() ? plain : ran->comm_backend();
+  if (run.sim.on) backend = run.sim.backend(method == "zeco");
   ResultRow r;
   r.set("level", std::string("model")).set("method", method).set("backend", backend);
   r.set("world_size", P).set("batch", o.batch).set("heads", mc.heads).set("dk", mc.dk()).set("dv", mc.dv());
@@ -560,6 +579,7 @@ ResultRow model_row(const ModelRun& run, const std::string& method, const SpMeth
   r.set("nodes", rt.topo.nodes).set("ranks_per_node", rt.topo.ranks_per_node);
   r.set("config_key", run.key);
   add_provenance(r, *rt.dev);
+  if (run.sim.on) run.sim.mark(r);
   return r;
 }
 
@@ -570,9 +590,10 @@ std::vector<std::string> model_methods_to_measure(const ModelRun& run, std::uniq
   if (o.csv.empty()) return run.plan.methods;
   return methods_to_measure(
       run.boot, o.csv,
-      {"layers", "hidden", "vocab", "expand_k", "expand_v", "mlp", "steps", "seed", "loss", "peak_mem_gib", "mfu",
-       "recompute", "tokens_per_s", "gemm_tflops", "peak_tflops", "gemm_ceiling_frac", "params", "flops_per_token",
-       "nodes", "ranks_per_node", "head_groups", "grad_overlap", "shard_optimizer", "wgrad_beside"},
+      run.sim.columns({"layers", "hidden", "vocab", "expand_k", "expand_v", "mlp", "steps", "seed", "loss",
+                       "peak_mem_gib", "mfu", "recompute", "tokens_per_s", "gemm_tflops", "peak_tflops",
+                       "gemm_ceiling_frac", "params", "flops_per_token", "nodes", "ranks_per_node", "head_groups",
+                       "grad_overlap", "shard_optimizer", "wgrad_beside"}),
       o.resume, run.plan.methods,
       [&](const CsvAppender& c, const std::string& m) { return c.contains(model_row(run, m, nullptr)); },
       "P=" + std::to_string(run.boot.size()) + " L=" + std::to_string(run.plan.L), csv);
@@ -637,6 +658,7 @@ MethodResult measure_method(const ModelRun& run, const std::string& name, EventH
   GlaModel& model = *run.model;
   auto tokens_of = [&](int step) { return run.rank_tokens(step); };
   MethodResult r;
+  if (run.sim.on) sim_use_device_transport(run.rt, run.sim.device() && name == "zeco");
   r.err = reference_step(run.boot, model, name, o.check ? reference_method(name, P) : "", tokens_of(0), o.seed);
   r.ok = std::isnan(r.err) || r.err <= run.tolerance;
 
@@ -701,13 +723,17 @@ void append_method_row(const ModelRun& run, CsvAppender* csv, const std::string&
 
 int run_model(Bootstrap& boot, const ModelOptions& opt) {
   const int p = boot.rank();
-  const ModelPlan plan = validated_plan(boot, opt);
+  ModelPlan plan = validated_plan(boot, opt);
   const ModelOptions& o = plan.o;
   std::unique_ptr<TokenData> data;
-  agree_on_usage_errors(boot,
-                        [&] { data = std::make_unique<TokenData>(o.data, plan.mc.vocab, o.batch, plan.T, o.seed); });
-  const std::unique_ptr<Runtime> rt = make_runtime(boot, o.backend, o.ranks_per_node, o.nodes_over_network);
-  const ModelRun run = prepare_model_run(boot, plan, *rt, *data);
+  if (o.backend != "sim")
+    agree_on_usage_errors(boot,
+                          [&] { data = std::make_unique<TokenData>(o.data, plan.mc.vocab, o.batch, plan.T, o.seed); });
+  SimRows sim;
+  const std::unique_ptr<Runtime> rt =
+      make_level_runtime(boot, o.backend, plan.o.allscan, o.ranks_per_node, o.nodes_over_network, o.sim, &sim);
+  plan.sp.allscan = o.allscan;  // the simulation runs a device protocol as the chain over its device transport
+  const ModelRun run = prepare_model_run(boot, plan, *rt, data.get(), sim);
 
   std::unique_ptr<CsvAppender> csv;
   const std::vector<std::string> todo = model_methods_to_measure(run, csv);

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "harness/runtime_options.h"
 #include "runtime/bootstrap.h"
 
 namespace spb {
@@ -29,6 +30,7 @@ struct ModelOptions {
   bool shard_optimizer = false, wgrad_beside = false, nodes_over_network = false, resume = true;
   int check = 1;
   double tolerance = 0;  // 0: 1e-5 on the CPU (fp32), 5e-3 on the GPU (bf16)
+  SimOptions sim;        // --backend sim: --sim-stages is the model's stage table (results/<kind>_model_stages.csv)
 };
 
 // Whether a step sums its gradients beside the backward (an all-reduce per block on the communication stream) unless
