@@ -7,6 +7,9 @@ SIM_DIR=${SPB_SIM_DIR:-$SPB_ROOT/results/sim}
 [[ $SIM_DIR == /* ]] || SIM_DIR=$SPB_ROOT/$SIM_DIR
 PLAT=$SPB_ROOT/sim/platforms
 STAGES=$SPB_ROOT/results/nvidia-h200-x4_stages.csv
+# The model level's: the GLA-1B step's kernel calls and its GLA stages at the model's shapes (spbench model
+# --stage-times on 4 GPUs).
+MODEL_STAGES=$SPB_ROOT/results/nvidia-h200-x4_model_stages.csv
 # The network model without SMPI's Ethernet-fitted correction factors (CM02), no reverse-path traffic; the host code
 # between MPI calls costs no simulated time (only the stage times do); sends up to 64 KiB eager (the device
 # All-Scan's blocks stream without a handshake), larger ones a rendezvous (SimGrid 3.32 walks its list of eager sends
@@ -34,14 +37,16 @@ hosts() {
   esac
 }
 
-# sim PLATFORM CALIB NP ARGS...: the simulated spbench on NP ranks of PLATFORM.
+# sim PLATFORM CALIB NP LEVEL ARGS...: the simulated spbench on NP ranks of PLATFORM (the model level replays the
+# model's stage table, the others the GLA stages').
 sim() {
-  local platform=$1 calib=$2 np=$3 hostfile
+  local platform=$1 calib=$2 np=$3 hostfile stages=$STAGES
   shift 3
+  [ "$1" = model ] && stages=$MODEL_STAGES
   hostfile=$(mktemp)
   hosts "$platform" >"$hostfile"
   (cd "$(mktemp -d)" && smpirun -np "$np" -platform "$PLAT/$platform.xml" -hostfile "$hostfile" "${SIMFLAGS[@]}" \
-    "$SIM_BUILD/spbench" "$@" --backend sim --sim-stages "$STAGES" --sim-calibration "$calib" \
+    "$SIM_BUILD/spbench" "$@" --backend sim --sim-stages "$stages" --sim-calibration "$calib" \
     --sim-platform "$platform")
   local rc=$?
   rm -f "$hostfile"
@@ -107,6 +112,7 @@ declare -A calib_of=([nvidia-h200-x4]=nvidia-h200-x4.calib [nvidia-h200-x4-socke
 
 sim_holdout() {
   local coll=$SIM_DIR/nvidia-h200-x4_collective.csv op=$SIM_DIR/nvidia-h200-x4_operator.csv P L
+  local model=$SIM_DIR/nvidia-h200-x4_model.csv
   mkdir -p "$SIM_DIR"
   for P in 2 3 4; do
     local pats=chain,allgather,ring,alltoall; [ "$P" -eq 3 ] && pats=chain,allgather,ring
@@ -131,6 +137,31 @@ sim_holdout() {
     run "operator, 2 nodes x 2 over sockets, every method" "$op" nvidia-h200-x4-sockets 4 operator -m all -B 1 -H 16 \
       --dk 128 --dv 128 -L 16384 -K 16 --ranks-per-node 2 -w 2 -n 5
   fi
+  [ "${SPB_SIM_MODEL:-0}" = 1 ] && sim_holdout_model "$model"
+  return 0
+}
+
+# GLA-1B at the measured model rows' configurations (scripts/gpu_session.sh: three, model-sweep, two-nodes): P = 3
+# and 4 at 16384 tokens per GPU and 32 heads, the other methods of P = 4 there, 4 heads and 32768 tokens at P = 4,
+# and two nodes of two over sockets. zeco's blocks hold 16384 elements (-K 4 at 32 heads, 32 at 4). Run by the
+# hold-out and the predictions only with SPB_SIM_MODEL=1: a simulated step takes about 22 s per rank on this machine
+# (sim/NOTES.md, "The model level": SMPI's all-reduce sums the gradients' bytes for real).
+sim_holdout_model() {
+  local model=$1 P
+  for P in 3 4; do
+    run "model, P = $P, dp, zeco, lasp2, 32 heads, L = 16384" "$model" nvidia-h200-x4 "$P" model -m dp,zeco,lasp2 \
+      -H 32 -L 16384 -K 4 -w 1 -n 2 --log-every 0
+  done
+  run "model, P = 4, lasp1, ring, ulysses, 32 heads, L = 16384" "$model" nvidia-h200-x4 4 model \
+    -m lasp1,ring,ulysses -H 32 -L 16384 -K 4 -w 1 -n 2 --log-every 0
+  run "model, P = 4, dp, zeco, 4 heads, L = 16384" "$model" nvidia-h200-x4 4 model -m dp,zeco -H 4 -L 16384 -K 32 \
+    -w 1 -n 2 --log-every 0
+  run "model, P = 4, dp, zeco, 32 heads, L = 32768" "$model" nvidia-h200-x4 4 model -m dp,zeco -H 32 -L 32768 -K 4 \
+    -w 1 -n 2 --log-every 0
+  if [ -f "$PLAT/nvidia-h200-x4-sockets.xml" ]; then
+    run "model, 2 nodes x 2 over sockets, dp, zeco, lasp2" "$model" nvidia-h200-x4-sockets 4 model \
+      -m dp,zeco,lasp2 -H 32 -L 16384 -K 4 --ranks-per-node 2 -w 1 -n 2 --log-every 0
+  fi
 }
 
 # The paper's settings (report/paper/README.md): Table 2, 32 heads of 128 x 128 fp32 (2 MiB) in All-Scan blocks of
@@ -149,6 +180,18 @@ sim_predict() {
       run "operator, $P GPUs of DGX H100 nodes, $L tokens per GPU" "$op" dgx-h100 "$P" operator -m "$methods" -B 1 \
         -H 16 --dk 128 --dv 128 -L "$L" -K 16 --ranks-per-node 8 -w 1 -n 3
     done
+    [ "${SPB_SIM_MODEL:-0}" = 1 ] && sim_predict_model "$P"
+  done
+  return 0
+}
+
+# The paper's Tables 5 and 6 (report/paper/README.md): GLA-1B (32 heads, 20 layers, hidden 2048) at 16384 and 32768
+# tokens per GPU, dp, zeco, lasp2 and lasp1, zeco's blocks of 16384 elements; on P GPUs of DGX H100 nodes.
+sim_predict_model() {
+  local P=$1 L
+  for L in ${SPB_SIM_LENGTHS:-16384 32768}; do
+    run "model, $P GPUs of DGX H100 nodes, $L tokens per GPU" "$SIM_DIR/dgx-h100_model.csv" dgx-h100 "$P" model \
+      -m dp,zeco,lasp2,lasp1 -H 32 -L "$L" -K 4 --ranks-per-node 8 -w 1 -n 2 --log-every 0
   done
 }
 
