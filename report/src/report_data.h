@@ -38,8 +38,8 @@ bool is_cpu_row(const Row& r);
 //   stage       the operator's, and sim/stage_table*
 //   model-stage a stage row of the model level (`spbench model --stage-times`; its rows carry the model's columns,
 //               `layers` among them): the model's paths, sim/model_stage_table* and sim/stage_table*
-//   sim-collective, sim-operator  a simulated row (results/sim/): its level's paths and sim/ (the simulation and
-//               its platforms)
+//   sim-collective, sim-operator, sim-model  a simulated row (results/sim/): its level's paths and sim/ (the
+//               simulation and its platforms)
 struct MeasuredPaths {
   std::string level;
   std::vector<std::string> paths;

@@ -1,6 +1,6 @@
 // spbench report: beyond the lent machines, the simulation (SimGrid SMPI, sim/). Its rows (results/sim/*.csv,
 // `simulated` = 1, each with its `platform`) against the measured rows of the same configuration on the lent kind's
-// platforms (the hold-out), the paper's Tables 2 and 3 predicted on the DGX H100 platform (a verdict against the
+// platforms (the hold-out), the paper's Tables 2 to 6 predicted on the DGX H100 platform (a verdict against the
 // paper only where that level's hold-out held), the calibration constants (sim/platforms/*.calib) and the plots.
 #include <algorithm>
 #include <cmath>
@@ -36,9 +36,11 @@ std::string config_key(const std::string& level, const Row& r, const std::string
                   std::to_string(nodes_of(r)) + "|" + std::to_string(ranks_per_node_of(r));
   if (level == "collective") return k + "|" + std::to_string(lnum(r, "bytes")) + "|" +
                                     std::to_string(lnum(r, "block_elems"));
-  // The operator: its shape and pass, and the schedule (a row of --overlap or --head-groups is another run).
+  // The operator: its shape and pass, and the schedule (a row of --overlap or --head-groups is another run); the
+  // model: its configuration too (hidden, layers, recompute, ...).
   for (const char* c : {"batch", "heads", "dk", "dv", "tokens_per_rank"}) k += "|" + std::to_string(lnum(r, c));
-  return k + "|" + col(r, "dtype") + "|" + col(r, "pass") + "|" + schedule_of(r);
+  k += "|" + col(r, "dtype") + "|" + col(r, "pass") + "|" + schedule_of(r);
+  return level == "model" ? k + "|" + model_config_key(r) : k;
 }
 
 bool level_row(const std::string& level, const Row& r) {
@@ -49,6 +51,7 @@ bool level_row(const std::string& level, const Row& r) {
 
 std::string size_cell(const std::string& level, const Row& r) {
   if (level == "operator") return int_str(num(r, "tokens_per_rank")) + " tokens/rank";
+  if (level == "model") return int_str(num(r, "tokens_per_rank")) + " tokens/rank, H=" + col(r, "heads");
   return bytes_str(num(r, "bytes")) + (lnum(r, "block_elems") > 0 ? ", blocks " + col(r, "block_elems") : "");
 }
 
@@ -223,6 +226,8 @@ std::string holdout_md(const Context& c, const SimHoldOut& h) {
   s << "Every simulated " << level << " row of a lent platform joined to the measured row of its configuration ("
     << (level == "collective" ? "method, backend, P, state bytes, block, nodes and ranks per node; measured rows timed "
                                 "back to back, pass comm"
+        : level == "model"    ? "method, backend, P, batch, heads, dk, dv, tokens per rank, the model's configuration, "
+                                "nodes and ranks per node; the schedule; a step's time"
                               : "method, backend, P, batch, heads, dk, dv, tokens per rank, pass, nodes and ranks "
                                 "per node; the default schedule")
     << "), the newest of each; a simulated `nccl` row over several nodes against the measured `nccl-socket` one (the "
@@ -264,15 +269,31 @@ std::string holdout_md(const Context& c, const SimHoldOut& h) {
   return s.str();
 }
 
-// The paper's Table 2 (collective) or Tables 3 and 4 (operator at `tokens` per GPU) on the prediction platform.
+// The paper's Table 2 (collective), Tables 3 and 4 (operator at `tokens` per GPU) or Tables 5 and 6 (model) on the
+// prediction platform.
 struct PredictDef {
   std::string level, id, heading, ref, setting;
   long long paper_seq;
   std::vector<std::string> first;  // the methods' order
   std::function<bool(const Row&)> keep;
+  bool throughput = false;  // the model: tokens/s/GPU (the paper's metric), higher is better; else a time in ms
 };
 
 PredictDef predict_def(const Context& c, const std::string& level, long long tokens = 16384) {
+  if (level == "model") {
+    const std::string table = tokens == 16384 ? "5" : "6";
+    PredictDef d{level, "sim_table" + table,
+                 "Table " + table + " predicted: GLA-1B training on " + std::string(kSimPredictPlatform), "dp",
+                 "GLA-1B (H=32, 20 layers, hidden 2048), B=1, " + int_str(tokens) +
+                     " tokens per GPU, bf16, one training step (forward, backward, gradient all-reduce beside it, "
+                     "AdamW); tokens/s/GPU (`tokens_per_s_per_gpu`, of the steps' mean)",
+                 tokens, {"dp", "zeco", "lasp2", "lasp1", "ring", "ulysses"}, [tokens](const Row& r) {
+                   return is(r, "tokens_per_rank", tokens) && is(r, "batch", 1) && paper_model_config(r) &&
+                          default_order(r);
+                 }};
+    d.throughput = true;
+    return d;
+  }
   if (level == "collective")
     return {level, "sim_table2", "Table 2 predicted: the collective call on " + std::string(kSimPredictPlatform),
             "allscan",
@@ -292,6 +313,9 @@ PredictDef predict_def(const Context& c, const std::string& level, long long tok
                    is(r, "heads", 16) && is(r, "dk", 128) && is(r, "dv", 128) && default_order(r);
           }};
 }
+
+// What a prediction table shows of a row: its time (ms), or the model's throughput (tokens/s/GPU).
+double predict_value(const PredictDef& d, const Row& r) { return d.throughput ? tokens_per_s(r) : median_ms(r); }
 
 // Per (GPUs, method) the simulated row of the prediction platform (the fastest backend where several).
 std::map<std::pair<int, std::string>, const Row*> predicted_rows(const Context& c, const PredictDef& d) {
@@ -313,16 +337,19 @@ std::string predict_md(const Context& c, const PredictDef& d, const SimHoldOut& 
   std::set<std::string> names;
   for (auto& [k, r] : pred) gpus.insert(k.first), names.insert(k.second);
   for (const auto& v : c.paper)
-    if (v.level == d.level && v.seq_per_gpu == d.paper_seq && (v.metric == "time" || v.metric == "time_fwd_bwd"))
+    if (v.level == d.level && v.seq_per_gpu == d.paper_seq &&
+        (d.throughput ? v.metric == "throughput" : v.metric == "time" || v.metric == "time_fwd_bwd"))
       gpus.insert(v.gpus), names.insert(v.method);
+  const std::string unit = d.throughput ? "tokens/s/GPU" : "ms";
   std::ostringstream s, csv;
   s << "### " << d.heading << "\n\n" << d.setting << ". The simulated column is spbench's own code run under SMPI on "
     << "the `" << kSimPredictPlatform << "` platform (`sim/platforms/" << kSimPredictPlatform << ".xml`); the paper's "
     << "numbers are its H100 cluster's. Ratios are method ÷ " << d.ref << " at the same GPU count; a verdict compares "
     << "our ratio with the paper's (quotient within 0.80-1.25: agrees), and only where this level's hold-out held.\n\n"
     << "The " << d.level << " hold-out (above): " << h.summary() << ".\n\n";
-  csv << "gpus,method,backend,simulated_ms,paper_ms,ratio_simulated,ratio_paper,quotient,verdict,platform,nodes,"
-         "ranks_per_node,date,git_sha,code_state\n";
+  csv << "gpus,method,backend," << (d.throughput ? "simulated_tokens_per_s_per_gpu,paper_tokens_per_s_per_gpu"
+                                                 : "simulated_ms,paper_ms")
+      << ",ratio_simulated,ratio_paper,quotient,verdict,platform,nodes,ranks_per_node,date,git_sha,code_state\n";
   if (pred.empty()) {
     s << "No simulated row of `" << kSimPredictPlatform << "` at this setting (results/sim/" << kSimPredictPlatform
       << "_" << d.level << ".csv).\n\n";
@@ -338,8 +365,8 @@ std::string predict_md(const Context& c, const PredictDef& d, const SimHoldOut& 
       const double paper = paper_value(c.paper, d.level, P, d.paper_seq, m);
       if (!r && !std::isfinite(paper)) continue;
       const auto ref_it = pred.find({P, d.ref});
-      const double sim = r ? median_ms(*r) : NAN;
-      const double sim_ref = ref_it == pred.end() ? NAN : median_ms(*ref_it->second);
+      const double sim = r ? predict_value(d, *r) : NAN;
+      const double sim_ref = ref_it == pred.end() ? NAN : predict_value(d, *ref_it->second);
       const double paper_ref = paper_value(c.paper, d.level, P, d.paper_seq, d.ref);
       const double rs = sim / sim_ref, rp = paper / paper_ref, q = rs / rp;
       std::string verdict = "—";
@@ -358,7 +385,8 @@ std::string predict_md(const Context& c, const PredictDef& d, const SimHoldOut& 
           << (r ? col(*r, kCodeStateCol) : "") << "\n";
     }
   std::ofstream(c.tables_dir + "/" + d.id + ".csv") << csv.str();
-  s << md_table({"GPUs", "method", "backend", "simulated, " + std::string(kSimPredictPlatform) + " (ms)", "paper (ms)",
+  s << md_table({"GPUs", "method", "backend", "simulated, " + std::string(kSimPredictPlatform) + " (" + unit + ")",
+                 "paper (" + unit + ")",
                  "÷ " + d.ref + ", simulated", "÷ " + d.ref + ", paper", "verdict"},
                 rows, "rllrrrrl")
     << "\n";
@@ -608,8 +636,9 @@ std::string section_simulation(Context& c) {
     s << "\n";
   }
   std::set<std::string> kinds;
-  const SimHoldOut coll = holdout_of(c, "collective", &kinds), op = holdout_of(c, "operator", &kinds);
-  s << holdout_md(c, coll) << holdout_md(c, op);
+  const SimHoldOut coll = holdout_of(c, "collective", &kinds), op = holdout_of(c, "operator", &kinds),
+                   model = holdout_of(c, "model", &kinds);
+  s << holdout_md(c, coll) << holdout_md(c, op) << holdout_md(c, model);
   s << "### The paper's Tables 2, 3 and 4 on the `" << kSimPredictPlatform << "` platform (simulated)\n\n"
     << "`" << kSimPredictPlatform << "`: " << platform_brief(dir + "/" + kSimPredictPlatform + ".xml")
     << " The stage times the simulation replays are the H200's (no H100 stage table exists yet), so the absolute "
@@ -620,6 +649,12 @@ std::string section_simulation(Context& c) {
   s << predict_md(c, t2, coll) << figure_md(plot_sim_vs_gpus(c, t2, kinds));
   s << predict_md(c, t3, op) << figure_md(plot_sim_vs_gpus(c, t3, kinds));
   s << predict_md(c, t4, op);
+  s << "### The paper's Tables 5 and 6 on the `" << kSimPredictPlatform << "` platform (simulated)\n\n"
+    << "The GLA-1B step replays the model's kernel times and its GLA stages recorded on 4 H200s "
+       "(`results/<kind>_model_stages.csv`, `spbench model --stage-times`); the gradient all-reduce, zeco's All-Scan "
+       "and lasp2's all-gather run on the platform's network as above. The model level's own tables (above) keep the "
+       "cost model's estimates beside these, labelled as such.\n\n";
+  s << predict_md(c, predict_def(c, "model"), model) << predict_md(c, predict_def(c, "model", 32768), model);
   return s.str();
 }
 

@@ -212,6 +212,16 @@ TEST(Report, TheSimulatedOperatorIsNotJudgedByTheModelsSimulatedKernels) {
   fs::remove_all(dir);
 }
 
+// A simulated model row (results/sim/*_model.csv) runs the model's code and all of the simulation, the model's
+// simulated kernels among it (sim/*model*, which the simulated collective and operator levels leave out).
+TEST(Report, ASimulatedModelRowIsJudgedByTheModelsPathsAndAllOfSim) {
+  const Row sim{{"level", "model"}, {"method", "zeco"}, {"backend", "device-ll16"}, {"simulated", "1"}};
+  EXPECT_EQ(code_level_of(sim), kSimLevelPrefix + "model");
+  std::vector<std::string> want = measured_paths_of("model");
+  want.push_back("sim/");
+  EXPECT_EQ(measured_paths_of(kSimLevelPrefix + "model"), want);
+}
+
 // The PyTorch + fla baseline's rows run no spbench code, and spbench's levels do not run baselines/pytorch/: each is
 // judged by its own paths. The baseline's rows run fla_baseline.py under run_beside_spbench.sh, not the folder's other
 // scripts (the kernel and product probes), so a change to those leaves the rows current.
