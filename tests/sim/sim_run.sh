@@ -5,10 +5,13 @@
 #              times growing with the state, and the simulated clock alone (the same run twice gives the same times)
 #   cpu_check  NP ranks of the same build running the arithmetic (--backend cpu, small shapes): every method's
 #              outputs and gradients against the single-device run, as on every other backend ("wrong results: 0")
-# Exit 77 (skipped) where build-sim/spbench or smpirun is missing.
+#   model      GLA-1B (32 heads, 16384 tokens per GPU) on NP simulated ranks of the lent 4-GPU host, dp and zeco, one
+#              step each, replaying the model stage table: every row simulated = 1 on its platform, and each method's
+#              step within 0.9-1.5x the sum of its recorded kernel calls (the table's time per call x calls per step)
+# Exit 77 (skipped) where build-sim/spbench (SPB_SIM_BUILD/spbench where set) or smpirun is missing.
 set -u
 root=$1 what=$2 np=$3 dir=$4
-spb=$root/build-sim/spbench
+spb=${SPB_SIM_BUILD:-$root/build-sim}/spbench
 [ -x "$spb" ] && command -v smpirun >/dev/null || { echo "SKIP: no $spb (scripts/sim.sh build) or no smpirun"; exit 77; }
 source "$root/scripts/sim_lib.sh"
 rm -rf "$dir" && mkdir -p "$dir"
@@ -54,5 +57,26 @@ case $what in
     grep -q "^# wrong results: 0" "$dir/check.log" || { cat "$dir/check.log"; fail "a method's result was wrong"; }
     echo "SIM_CPU_CHECK_OK: every method matches the single-device run on $np ranks of the simulated build"
     ;;
-  *) fail "sim_run.sh: smoke or cpu_check, not $what" ;;
+  model)
+    sim nvidia-h200-x4 "$PLAT/nvidia-h200-x4.calib" "$np" model -m dp,zeco -H 32 -L 16384 -K 4 -w 0 -n 1 \
+      --log-every 0 --csv "$dir/model.csv" >"$dir/model.log" 2>&1 || { cat "$dir/model.log"; fail "model at $np"; }
+    cat "$dir/model.log"
+    f=$dir/model.csv
+    col() { awk -F, -v n="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == n) print i; exit }' "$1"; }
+    [ "$(wc -l <"$f")" -eq 3 ] || fail "not one row for each of dp and zeco"
+    for m in dp zeco; do
+      # The table's kernel time of one step of m (its rows at 32 heads and 16384 tokens per GPU).
+      sum=$(awk -F, -v m="$(col "$MODEL_STAGES" method)" -v h="$(col "$MODEL_STAGES" heads)" \
+        -v l="$(col "$MODEL_STAGES" tokens_per_rank)" -v t="$(col "$MODEL_STAGES" time_ms_median)" \
+        -v c="$(col "$MODEL_STAGES" calls_per_iter)" -v want="$m" \
+        'NR > 1 && $m == want && $h == 32 && $l == 16384 { s += $t * $c } END { print s + 0 }' "$MODEL_STAGES")
+      ok=$(awk -F, -v m="$(col "$f" method)" -v s="$(col "$f" simulated)" -v p="$(col "$f" platform)" \
+        -v t="$(col "$f" time_ms_median)" -v want="$m" -v sum="$sum" \
+        'NR > 1 && $m == want { print ($s == 1 && $p == "nvidia-h200-x4" && sum > 0 && $t >= 0.9 * sum &&
+                                      $t <= 1.5 * sum) ? "yes" : "no: " $t " ms against " sum " ms" }' "$f")
+      [ "$ok" = yes ] || fail "$m: not simulated on nvidia-h200-x4 with a step of 0.9-1.5x its kernels' ($ok)"
+    done
+    echo "SIM_MODEL_OK np $np: dp and zeco simulated, each step within 0.9-1.5x its recorded kernel calls"
+    ;;
+  *) fail "sim_run.sh: smoke, cpu_check or model, not $what" ;;
 esac
