@@ -614,7 +614,7 @@ void print_model_header(const ModelRun& run) {
               model.param_count() / 1e6, (model.param_count() - model.embedding_params()) / 1e6);
   const double peak = run.peak_tflops;
   char peak_note[96];
-  if (!dev.is_gpu()) std::snprintf(peak_note, sizeof peak_note, "none on CPU ranks");
+  if (!dev.is_gpu() && !run.sim.on) std::snprintf(peak_note, sizeof peak_note, "none on CPU ranks");
   else if (std::isnan(peak)) std::snprintf(peak_note, sizeof peak_note, "unknown for this GPU: mfu left empty");
   else std::snprintf(peak_note, sizeof peak_note, "%.1f TFLOP/s", peak);
   std::printf("# model FLOPs per token %.4g (6 x non-embedding params + attention)  bf16 GEMM ceiling %.1f TFLOP/s"
