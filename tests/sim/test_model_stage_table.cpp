@@ -10,17 +10,14 @@
 #include "model/token_data.h"
 #include "sim/model_stage_table.h"
 #include "sp/runtime.h"
+#include "tiny_model.h"
 
 namespace spb {
 namespace {
 
-GlaModelConfig tiny() {
-  GlaModelConfig c;
-  // hidden 96, key dim 48, value dim 96, 12 heads of dk 4, dv 8; MLP 64, gate rank 16 (the default)
-  c.vocab = 64, c.hidden = 96, c.layers = 2, c.heads = 12, c.mlp = 64;
-  return c;
-}
-constexpr int kBatch = 2, kSeq = 240, kSteps = 2;
+GlaModelConfig tiny() { return test::tiny_model(); }
+constexpr int kBatch = test::kTinyBatch, kSeq = test::kTinySeq;
+constexpr int kSteps = 2;
 
 struct Trained {
   std::vector<double> losses;

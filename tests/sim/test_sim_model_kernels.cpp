@@ -11,16 +11,13 @@
 #include "sim/model_stage_table.h"
 #include "sim/sim_model_kernels.h"
 #include "sp/runtime.h"
+#include "tiny_model.h"
 
 namespace spb {
 namespace {
 
-GlaModelConfig tiny() {
-  GlaModelConfig c;
-  c.vocab = 64, c.hidden = 96, c.layers = 2, c.heads = 12, c.mlp = 64;
-  return c;
-}
-constexpr int kBatch = 2, kSeq = 240;
+GlaModelConfig tiny() { return test::tiny_model(); }
+constexpr int kBatch = test::kTinyBatch, kSeq = test::kTinySeq;
 
 // Step 1 (after an unrecorded step 0) of `method` on CPU ranks with both recorders, written by rank 0 to `path` as
 // `spbench model --stage-times` writes it. Returns this rank's model samples.
