@@ -137,7 +137,7 @@ std::string section_code_changed(const Context& c) {
     paths.push_back({m.level, join(q, ", ")});
   }
   s << md_table({"level", "the source paths its numbers depend on"}, paths)
-    << "\nLeft out on purpose: the harness's option parsing and CSV writing (`harness/`, `runtime/csv*`, "
+    << "\nA path after `!` does not count, though a folder listed before it holds it.\n\nLeft out on purpose: the harness's option parsing and CSV writing (`harness/`, `runtime/csv*`, "
        "`runtime/error*`, `cli/`) and the report itself, which time nothing, so that a fix there does not mark every "
        "row. A change there that moves a timing (where a timer starts, what a warm-up does) would need its path listed "
        "here (report/src/report_data.cpp, `measured_paths`).\n\n";
