@@ -4,9 +4,9 @@
 # MPI on the platform's links after each transport's cost per call and per byte (sim/platforms/<platform>.calib).
 #   scripts/sim.sh build        install libsimgrid-dev, configure and build build-sim/spbench
 #   scripts/sim.sh calibrate    fit the lent 4-GPU host's transport costs at P = 2 (sim/platforms/nvidia-h200-x4.calib)
-#   scripts/sim.sh holdout      P = 2, 3, 4 on that host and 2 nodes x 2 GPUs over sockets, at the collective and
-#                               operator levels: rows to compare with the measured ones (results/sim/)
-#   scripts/sim.sh predict      the paper's Tables 2, 3 and 4 at 8..256 GPUs on the DGX H100 cluster (results/sim/)
+#   scripts/sim.sh holdout      P = 2, 3, 4 on that host and 2 nodes x 2 GPUs over sockets, at the collective,
+#                               operator and model levels: rows to compare with the measured ones (results/sim/)
+#   scripts/sim.sh predict      the paper's Tables 2 to 6 at 8..256 GPUs on the DGX H100 cluster (results/sim/)
 #   scripts/sim.sh smoke        a small sweep at 4 and 16 simulated ranks (the main job and the tests run it)
 #   scripts/sim.sh all          build, calibrate, holdout, predict
 # SPB_SIM_DIR (default results/sim) is where rows go; every run is one configuration of the sweep's count.

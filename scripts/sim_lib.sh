@@ -14,7 +14,7 @@ MODEL_STAGES=$SPB_ROOT/results/nvidia-h200-x4_model_stages.csv
 # between MPI calls costs no simulated time (only the stage times do); sends up to 64 KiB eager (the device
 # All-Scan's blocks stream without a handshake), larger ones a rendezvous (SimGrid 3.32 walks its list of eager sends
 # at every completion, quadratic in the sends in flight); NCCL's collective algorithms (ring all-gather, pairwise
-# all-to-all, ring all-reduce); MPI_Test costs nothing; shared memory mapped in 256 MiB blocks (1 MiB ones exceed
+# all-to-all; its all-reduce is spbench's own, sim/sim_comm.cpp), a ring for the host's sums; MPI_Test costs nothing; shared memory mapped in 256 MiB blocks (1 MiB ones exceed
 # the kernel's map count past 64 ranks of the paper's shapes).
 SIMFLAGS=(--cfg=smpi/host-speed:1Gf --cfg=network/model:CM02 --cfg=network/crosstraffic:0
           --cfg=smpi/simulate-computation:no --cfg=smpi/send-is-detached-thresh:65537
@@ -137,15 +137,12 @@ sim_holdout() {
     run "operator, 2 nodes x 2 over sockets, every method" "$op" nvidia-h200-x4-sockets 4 operator -m all -B 1 -H 16 \
       --dk 128 --dv 128 -L 16384 -K 16 --ranks-per-node 2 -w 2 -n 5
   fi
-  [ "${SPB_SIM_MODEL:-0}" = 1 ] && sim_holdout_model "$model"
-  return 0
+  sim_holdout_model "$model"
 }
 
 # GLA-1B at the measured model rows' configurations (scripts/gpu_session.sh: three, model-sweep, two-nodes): P = 3
 # and 4 at 16384 tokens per GPU and 32 heads, the other methods of P = 4 there, 4 heads and 32768 tokens at P = 4,
-# and two nodes of two over sockets. zeco's blocks hold 16384 elements (-K 4 at 32 heads, 32 at 4). Run by the
-# hold-out and the predictions only with SPB_SIM_MODEL=1: a simulated step takes about 22 s per rank on this machine
-# (sim/NOTES.md, "The model level": SMPI's all-reduce sums the gradients' bytes for real).
+# and two nodes of two over sockets. zeco's blocks hold 16384 elements (-K 4 at 32 heads, 32 at 4).
 sim_holdout_model() {
   local model=$1 P
   for P in 3 4; do
@@ -180,9 +177,8 @@ sim_predict() {
       run "operator, $P GPUs of DGX H100 nodes, $L tokens per GPU" "$op" dgx-h100 "$P" operator -m "$methods" -B 1 \
         -H 16 --dk 128 --dv 128 -L "$L" -K 16 --ranks-per-node 8 -w 1 -n 3
     done
-    [ "${SPB_SIM_MODEL:-0}" = 1 ] && sim_predict_model "$P"
+    sim_predict_model "$P"
   done
-  return 0
 }
 
 # The paper's Tables 5 and 6 (report/paper/README.md): GLA-1B (32 heads, 20 layers, hidden 2048) at 16384 and 32768

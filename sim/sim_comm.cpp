@@ -29,6 +29,7 @@ class SimComm final : public Communicator {
   }
   ~SimComm() override {
     drain();
+    if (scratch_) dev_.clock().shared_free(scratch_);
     MPI_Comm_free(&comm_);
   }
 
@@ -99,21 +100,21 @@ class SimComm final : public Communicator {
     drain();
     call(s, t_.nccl_allreduce.seconds(0), [&] { MPI_Barrier(comm_); });
   }
+  // NCCL's ring (sim/sim_runtime.h): P - 1 steps for the reduce-scatter, P - 1 more for the all-reduce's all-gather.
   void all_reduce_sum(float* buf, size_t n, Stream s) override {
     drain();
-    call(s, t_.nccl_allreduce.seconds(double(n) * 4),
-         [&] { MPI_Allreduce(MPI_IN_PLACE, buf, count_of(n * 4) / 4, MPI_FLOAT, MPI_SUM, comm_); });
+    call(s, t_.nccl_allreduce.seconds(double(n) * 4), [&] { ring(buf, n * 4, 2 * (size_ - 1)); });
   }
   void reduce_scatter_sum(float* buf, size_t n, Stream s) override {
-    // The simulation moves no data that matters: the reduce-scatter's traffic, into the rank's own block.
     drain();
-    call(s, t_.nccl_allreduce.seconds(double(n) * 4), [&] {
-      MPI_Reduce_scatter_block(MPI_IN_PLACE, buf, count_of(n * 4) / 4, MPI_FLOAT, MPI_SUM, comm_);
-    });
+    call(s, t_.nccl_allreduce.seconds(double(n) * 4), [&] { ring(buf, n * 4 * size_t(size_), size_ - 1); });
   }
 
  private:
   static constexpr int kTag = 7;
+  // NCCL runs a ring on several channels: across DGX H100 nodes, one a NIC (8), so a node's crossing uses its 8
+  // NICs (sim/platforms/dgx-h100.xml gives each flow a NIC). On one node the flows share the GPUs' links as one would.
+  static constexpr int kRingChannels = 8;
   void charge(double seconds) {
     if (seconds > 0) dev_.clock().advance_to(dev_.clock().now() + seconds);
   }
@@ -153,6 +154,42 @@ class SimComm final : public Communicator {
     MPI_Irecv(buf, count_of(bytes), MPI_BYTE, peer, kTag, comm_, &requests_.back());
   }
 
+  // `steps` steps of a ring over a buffer of `bytes`, each passing one P-th of it to the next rank. Nothing is
+  // summed (the simulation's values do not matter), and the steps' bytes move at once: the rank sends steps / P of
+  // the buffer to the next rank, in kRingChannels flows, and pays the other steps' latency, each the ring's slowest
+  // hop. So a call is P x kRingChannels messages whatever P, where step by step it would be P x steps (2 P^2 for an
+  // all-reduce: hours at 256 ranks), and it takes what the steps would: every step's latency, and the bytes at the
+  // rate of the ring's slowest link (each step moves the same piece over every hop at once).
+  void ring(float* buf, size_t bytes, int steps) {
+    if (size_ == 1 || bytes == 0) return;
+    const size_t total = bytes / size_t(size_) * size_t(steps), flow = (total + kRingChannels - 1) / kRingChannels;
+    if (scratch_bytes_ < flow) {
+      if (scratch_) dev_.clock().shared_free(scratch_);
+      scratch_ = dev_.clock().shared_alloc(scratch_bytes_ = flow);
+    }
+    charge(double(steps - 1) * ring_hop_latency());
+    const int next = (rank_ + 1) % size_, prev = (rank_ + size_ - 1) % size_;
+    MPI_Request r[2 * kRingChannels];
+    for (int c = 0; c < kRingChannels; ++c) {  // every flow reads the buffer's first bytes and lands on the scratch's
+      const size_t b = std::min(flow, total - std::min(total, size_t(c) * flow));
+      MPI_Irecv(scratch_, count_of(b), MPI_BYTE, prev, kTag, comm_, &r[2 * c]);
+      MPI_Isend(buf, count_of(b), MPI_BYTE, next, kTag, comm_, &r[2 * c + 1]);
+    }
+    MPI_Waitall(2 * kRingChannels, r, MPI_STATUSES_IGNORE);
+  }
+  // The slowest hop of the ring on the platform (found at the first ring: every rank's latency to the next).
+  double ring_hop_latency() {
+    if (ring_hop_s_ >= 0) return ring_hop_s_;
+    char name[MPI_MAX_PROCESSOR_NAME] = {}, next_name[MPI_MAX_PROCESSOR_NAME] = {};
+    int len = 0;
+    MPI_Get_processor_name(name, &len);
+    MPI_Sendrecv(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, (rank_ + size_ - 1) % size_, kTag, next_name,
+                 MPI_MAX_PROCESSOR_NAME, MPI_CHAR, (rank_ + 1) % size_, kTag, comm_, MPI_STATUS_IGNORE);
+    double hop = dev_.clock().route_latency_s(next_name);
+    MPI_Allreduce(MPI_IN_PLACE, &hop, 1, MPI_DOUBLE, MPI_MAX, comm_);
+    return ring_hop_s_ = hop;
+  }
+
   SimDevice& dev_;
   SimTransport t_;
   MPI_Comm comm_;
@@ -162,6 +199,9 @@ class SimComm final : public Communicator {
   std::vector<std::function<void()>> posts_;
   std::vector<MPI_Request> requests_, inflight_;
   std::vector<Stream> group_streams_;
+  void* scratch_ = nullptr;  // where the ring's flows arrive (shared memory: what they carry does not matter)
+  size_t scratch_bytes_ = 0;
+  double ring_hop_s_ = -1;  // not yet found
 };
 
 }  // namespace

@@ -26,8 +26,11 @@ class SimClock {
   virtual ~SimClock() = default;
   virtual double now() = 0;                     // seconds
   virtual void advance_to(double t) = 0;        // spends simulated time until t (nothing where now() >= t)
-  virtual void* shared_alloc(size_t bytes) = 0;  // memory whose contents do not matter
+  virtual void* shared_alloc(size_t bytes) = 0;  // memory whose contents do not matter (it may be another's too)
   virtual void shared_free(void* p) = 0;
+  // The platform's latency from this rank's host to the host named `to` (MPI_Get_processor_name's name in the
+  // simulation); 0 on a clock moved by hand, whose messages take no time.
+  virtual double route_latency_s(const std::string& /*to*/) { return 0; }
 };
 std::unique_ptr<SimClock> make_manual_clock();  // now() moves only by advance_to; plain heap memory
 

@@ -5,7 +5,9 @@
 //   nccl p2p        one MPI message per send (NCCL's send/recv kernels); a group one call for all its messages
 //   nccl all-gather MPI_Allgather with SMPI's ring algorithm (smpirun --cfg=smpi/allgather:ring), as NCCL's ring
 //   nccl all-to-all MPI_Alltoall, pairwise (smpi/alltoall:pair): NCCL's grouped sends and receives
-//   nccl all-reduce MPI_Allreduce as a ring reduce-scatter and all-gather (smpi/allreduce:lr)
+//   nccl all-reduce NCCL's ring, a reduce-scatter and an all-gather of P - 1 steps each (a reduce-scatter alone, the
+//                   first P - 1), the steps' bytes in one pass of 8 flows to the next rank (NCCL's channels) and
+//                   every other step's latency paid, summing nothing (sim/sim_comm.cpp)
 //   device          zeco's device All-Scan: the same chain of blocks (the host All-Scan's code), each block one
 //                   peer write of its bytes plus the per-block handshake (flag, ack); the fold runs inside the kernel,
 //                   so the stage table's state_fold is not charged again

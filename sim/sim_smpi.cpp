@@ -5,6 +5,9 @@
 #include "runtime/error.h"
 
 #ifdef SPB_SIM
+#include <algorithm>
+#include <vector>
+
 #include <simgrid/engine.h>
 #include <simgrid/host.h>
 #include <smpi/smpi.h>
@@ -20,8 +23,30 @@ class SmpiClock final : public SimClock {
     const double gap = t - now();
     if (gap > 0) smpi_execute_flops(gap * sg_host_get_speed(sg_host_self()));
   }
-  void* shared_alloc(size_t bytes) override { return SMPI_SHARED_MALLOC(bytes ? bytes : 1); }
-  void shared_free(void* p) override { SMPI_SHARED_FREE(p); }
+  ~SmpiClock() override {
+    for (void* r : regions_) SMPI_SHARED_FREE(r);
+  }
+  // Every buffer of the rank is one region, as large as the largest so far: their contents do not matter, and SMPI
+  // maps every page of a shared allocation when it makes it (MAP_POPULATE), in maps of its own. GLA-1B's 526 buffers
+  // a rank (51 GB) took most of a run's time at 16 ranks that way, and more maps than the kernel allows at 256.
+  void* shared_alloc(size_t bytes) override {
+    if (regions_.empty() || bytes > region_bytes_) {
+      region_bytes_ = std::max(bytes, kLeastRegionBytes);
+      regions_.push_back(SMPI_SHARED_MALLOC(region_bytes_));
+    }
+    return regions_.back();
+  }
+  void shared_free(void*) override {}  // the regions go with the clock
+  double route_latency_s(const std::string& to) override {
+    const sg_host_t host = sg_host_by_name(to.c_str());
+    SPB_CHECK(host, "no host " + to + " on the simulated platform");
+    return sg_host_get_route_latency(sg_host_self(), host);
+  }
+
+ private:
+  static constexpr size_t kLeastRegionBytes = size_t(64) << 20;
+  std::vector<void*> regions_;  // each larger than the last; the newest is the one handed out
+  size_t region_bytes_ = 0;
 };
 
 }  // namespace

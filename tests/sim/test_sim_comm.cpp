@@ -4,7 +4,10 @@
 #include "../mpi_test_main.h"
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "sim/sim_runtime.h"
@@ -93,6 +96,39 @@ TEST(SimComm, TheDeviceTransportPaysItsStartOnceACallAndEachBlock) {
   // The sender: the kernel, the start once and a handshake a block; the receiver's flag waits cost nothing.
   if (r.comm->rank() == 0) EXPECT_NEAR(chain, fill + 6 + 3 * 0.5, 1e-9);
   else EXPECT_DOUBLE_EQ(chain, 0);
+}
+
+// A clock moved by hand on a platform whose every route takes `hop_s` (the ring's hops among them).
+class HopClock final : public SimClock {
+ public:
+  explicit HopClock(double hop_s) : hop_s_(hop_s) {}
+  double now() override { return t_; }
+  void advance_to(double t) override { t_ = std::max(t_, t); }
+  void* shared_alloc(size_t bytes) override { return std::calloc(1, bytes ? bytes : 1); }
+  void shared_free(void* p) override { std::free(p); }
+  double route_latency_s(const std::string&) override { return hop_s_; }
+
+ private:
+  double t_ = 0, hop_s_;
+};
+
+TEST(SimComm, TheRingPaysEveryStepsLatencyBesidesItsCost) {
+  if (test::boot()->size() != 2) GTEST_SKIP() << "two ranks";
+  SimDevice dev(std::make_unique<HopClock>(0.25), SimGpu{});
+  std::unique_ptr<Communicator> comm = make_sim_communicator(*test::boot(), dev, costs());
+  const SimTransport t = costs();
+  std::vector<float> x(10, 1.f);
+  auto charged = [&](auto&& call) {
+    const double t0 = dev.clock().now();
+    call();
+    return dev.clock().now() - t0;
+  };
+  // Here MPI moves the bytes in no time: the all-reduce's 2 (P - 1) = 2 steps pay the cost and one more hop (the
+  // first step's is the messages' own), the reduce-scatter's P - 1 = 1 step the cost alone.
+  EXPECT_DOUBLE_EQ(charged([&] { comm->all_reduce_sum(x.data(), x.size(), dev.comm_stream()); }),
+                   t.nccl_allreduce.seconds(40) + 0.25);
+  EXPECT_DOUBLE_EQ(charged([&] { comm->reduce_scatter_sum(x.data(), x.size() / 2, dev.comm_stream()); }),
+                   t.nccl_allreduce.seconds(20));
 }
 
 }  // namespace
