@@ -22,13 +22,7 @@ plot "allscan_vs_block.dat" index 0 using 1:2 with linespoints lw 2 dt 5 pt 11 p
      "allscan_vs_block.dat" index 8 using 1:2 with linespoints lw 2 dt 5 pt 11 ps 1.1 lc rgb "#2ca02c" title "allscan (device-flag) measured, P=4, NVIDIA H200", \
      "allscan_vs_block.dat" index 9 using 1:2 with linespoints lw 2 dt 4 pt 9 ps 1.1 lc rgb "#2ca02c" title "allscan (device-ll) measured, P=4, NVIDIA H200", \
      "allscan_vs_block.dat" index 10 using 1:2 with linespoints lw 2 dt 2 pt 7 ps 1.1 lc rgb "#2ca02c" title "allscan (device-ll16) measured, P=4, NVIDIA H200", \
-     "allscan_vs_block.dat" index 11 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#2ca02c" title "allscan (nccl) measured, P=4, NVIDIA H200", \
-     "allscan_vs_block.dat" index 12 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#1f77b4" title "allscan (device-ll16) modelled, P=2, fitted on NVIDIA H200 at P <= 2", \
-     "allscan_vs_block.dat" index 13 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#d62728" title "allscan (device-ll16) modelled, P=3, fitted on NVIDIA H200 at P <= 2", \
-     "allscan_vs_block.dat" index 14 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#2ca02c" title "allscan (device-ll16) modelled, P=4, fitted on NVIDIA H200 at P <= 2", \
-     "allscan_vs_block.dat" index 15 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#ff7f0e" title "allscan (device-ll16) modelled, P=8, fitted on NVIDIA H200 at P <= 2", \
-     "allscan_vs_block.dat" index 16 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#9467bd" title "allscan (device-ll16) modelled, P=64, fitted on NVIDIA H200 at P <= 2", \
-     "allscan_vs_block.dat" index 17 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#8c564b" title "allscan (device-ll16) modelled, P=256, fitted on NVIDIA H200 at P <= 2"
+     "allscan_vs_block.dat" index 11 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#2ca02c" title "allscan (nccl) measured, P=4, NVIDIA H200"
 set terminal svg size 1200,560 font "sans,10" noenhanced
 set output "allscan_vs_block.svg"
 replot

@@ -19,12 +19,7 @@ plot "collective_vs_bytes.dat" index 0 using 1:2 with linespoints lw 2 dt 5 pt 1
      "collective_vs_bytes.dat" index 4 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#d62728" title "allgather (nccl) measured, NVIDIA H200", \
      "collective_vs_bytes.dat" index 5 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#2ca02c" title "chain (nccl) measured, NVIDIA H200", \
      "collective_vs_bytes.dat" index 6 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#ff7f0e" title "ring (nccl) measured, NVIDIA H200", \
-     "collective_vs_bytes.dat" index 7 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#9467bd" title "alltoall (nccl) measured, NVIDIA H200", \
-     "collective_vs_bytes.dat" index 8 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#1f77b4" title "allscan (device-ll16) modelled, fitted on NVIDIA H200 at P <= 2", \
-     "collective_vs_bytes.dat" index 9 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#d62728" title "allgather (nccl) modelled, fitted on NVIDIA H200 at P <= 2", \
-     "collective_vs_bytes.dat" index 10 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#2ca02c" title "chain (nccl) modelled, fitted on NVIDIA H200 at P <= 2", \
-     "collective_vs_bytes.dat" index 11 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#ff7f0e" title "ring (nccl) modelled, fitted on NVIDIA H200 at P <= 2", \
-     "collective_vs_bytes.dat" index 12 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#9467bd" title "alltoall (nccl) modelled, fitted on NVIDIA H200 at P <= 2"
+     "collective_vs_bytes.dat" index 7 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#9467bd" title "alltoall (nccl) measured, NVIDIA H200"
 set terminal svg size 1200,560 font "sans,10" noenhanced
 set output "collective_vs_bytes.svg"
 replot

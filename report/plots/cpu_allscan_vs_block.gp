@@ -7,14 +7,10 @@ set key outside right top noenhanced
 set grid
 set logscale x 2
 set format x "%g"
-set logscale y
-set format y "%g"
 set terminal pngcairo size 1200,560 font "sans,10" noenhanced
 set output "cpu_allscan_vs_block.png"
 plot "cpu_allscan_vs_block.dat" index 0 using 1:2 with linespoints lw 2 dt 1 pt 7 ps 1.1 lc rgb "#1f77b4" title "allscan (cpu) measured, P=2", \
-     "cpu_allscan_vs_block.dat" index 1 using 1:2 with linespoints lw 2 dt 1 pt 7 ps 1.1 lc rgb "#d62728" title "allscan (cpu) measured, P=4", \
-     "cpu_allscan_vs_block.dat" index 2 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#1f77b4" title "allscan (cpu) modelled, P=2, fitted on CPU ranks at P <= 2", \
-     "cpu_allscan_vs_block.dat" index 3 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#d62728" title "allscan (cpu) modelled, P=4, fitted on CPU ranks at P <= 2"
+     "cpu_allscan_vs_block.dat" index 1 using 1:2 with linespoints lw 2 dt 1 pt 7 ps 1.1 lc rgb "#d62728" title "allscan (cpu) measured, P=4"
 set terminal svg size 1200,560 font "sans,10" noenhanced
 set output "cpu_allscan_vs_block.svg"
 replot

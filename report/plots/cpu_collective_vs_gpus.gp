@@ -15,12 +15,7 @@ plot "cpu_collective_vs_gpus.dat" index 0 using 1:2 with linespoints lw 2 dt 1 p
      "cpu_collective_vs_gpus.dat" index 1 using 1:2 with linespoints lw 2 dt 1 pt 7 ps 1.1 lc rgb "#d62728" title "allgather (cpu) measured", \
      "cpu_collective_vs_gpus.dat" index 2 using 1:2 with linespoints lw 2 dt 1 pt 7 ps 1.1 lc rgb "#2ca02c" title "chain (cpu) measured", \
      "cpu_collective_vs_gpus.dat" index 3 using 1:2 with linespoints lw 2 dt 1 pt 7 ps 1.1 lc rgb "#ff7f0e" title "ring (cpu) measured", \
-     "cpu_collective_vs_gpus.dat" index 4 using 1:2 with linespoints lw 2 dt 1 pt 7 ps 1.1 lc rgb "#9467bd" title "alltoall (cpu) measured", \
-     "cpu_collective_vs_gpus.dat" index 5 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#1f77b4" title "allscan (cpu) modelled, fitted on CPU ranks at P <= 2", \
-     "cpu_collective_vs_gpus.dat" index 6 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#d62728" title "allgather (cpu) modelled, fitted on CPU ranks at P <= 2", \
-     "cpu_collective_vs_gpus.dat" index 7 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#2ca02c" title "chain (cpu) modelled, fitted on CPU ranks at P <= 2", \
-     "cpu_collective_vs_gpus.dat" index 8 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#ff7f0e" title "ring (cpu) modelled, fitted on CPU ranks at P <= 2", \
-     "cpu_collective_vs_gpus.dat" index 9 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#9467bd" title "alltoall (cpu) modelled, fitted on CPU ranks at P <= 2"
+     "cpu_collective_vs_gpus.dat" index 4 using 1:2 with linespoints lw 2 dt 1 pt 7 ps 1.1 lc rgb "#9467bd" title "alltoall (cpu) measured"
 set terminal svg size 1200,560 font "sans,10" noenhanced
 set output "cpu_collective_vs_gpus.svg"
 replot

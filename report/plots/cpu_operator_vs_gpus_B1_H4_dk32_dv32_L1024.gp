@@ -14,13 +14,7 @@ plot "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.dat" index 0 using 1:2 with lin
      "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.dat" index 2 using 1:2 with linespoints lw 2 dt 1 pt 7 ps 1.1 lc rgb "#d62728" title "lasp2 (cpu) measured", \
      "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.dat" index 3 using 1:2 with linespoints lw 2 dt 1 pt 7 ps 1.1 lc rgb "#2ca02c" title "lasp1 (cpu) measured", \
      "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.dat" index 4 using 1:2 with linespoints lw 2 dt 1 pt 7 ps 1.1 lc rgb "#ff7f0e" title "ring (cpu) measured", \
-     "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.dat" index 5 using 1:2 with linespoints lw 2 dt 1 pt 7 ps 1.1 lc rgb "#9467bd" title "ulysses (cpu) measured", \
-     "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.dat" index 6 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#7f7f7f" title "dp (no communication) modelled, fitted on CPU ranks at P <= 2", \
-     "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.dat" index 7 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#1f77b4" title "zeco (cpu) modelled, fitted on CPU ranks at P <= 2", \
-     "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.dat" index 8 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#d62728" title "lasp2 (cpu) modelled, fitted on CPU ranks at P <= 2", \
-     "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.dat" index 9 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#2ca02c" title "lasp1 (cpu) modelled, fitted on CPU ranks at P <= 2", \
-     "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.dat" index 10 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#ff7f0e" title "ring (cpu) modelled, fitted on CPU ranks at P <= 2", \
-     "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.dat" index 11 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#9467bd" title "ulysses (cpu) modelled, fitted on CPU ranks at P <= 2"
+     "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.dat" index 5 using 1:2 with linespoints lw 2 dt 1 pt 7 ps 1.1 lc rgb "#9467bd" title "ulysses (cpu) measured"
 set terminal svg size 1200,560 font "sans,10" noenhanced
 set output "cpu_operator_vs_gpus_B1_H4_dk32_dv32_L1024.svg"
 replot

@@ -20,19 +20,15 @@ plot "fig_1m_tokens_on_64_gpus.dat" index 0 using 1:2 with linespoints lw 2 dt 1
      "fig_1m_tokens_on_64_gpus.dat" index 1 using 1:2 with linespoints lw 2 dt 2 pt 7 ps 1.1 lc rgb "#1f77b4" title "zeco (device-ll16) measured, NVIDIA H200", \
      "fig_1m_tokens_on_64_gpus.dat" index 2 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#d62728" title "lasp2 (nccl) measured, NVIDIA H200", \
      "fig_1m_tokens_on_64_gpus.dat" index 3 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#2ca02c" title "lasp1 (nccl) measured, NVIDIA H200", \
-     "fig_1m_tokens_on_64_gpus.dat" index 4 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#7f7f7f" title "dp (no communication) modelled, fitted on NVIDIA H200 at P <= 2", \
-     "fig_1m_tokens_on_64_gpus.dat" index 5 using 1:2 with linespoints lw 1 dt 3 pt 12 ps 0.5 lc rgb "#7f7f7f" title "dp (no communication) modelled, beyond 8 GPUs: network measured 18 us, 4.699 GB/s", \
-     "fig_1m_tokens_on_64_gpus.dat" index 6 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#1f77b4" title "zeco (device-ll16) modelled, fitted on NVIDIA H200 at P <= 2", \
-     "fig_1m_tokens_on_64_gpus.dat" index 7 using 1:2 with linespoints lw 1 dt 3 pt 12 ps 0.5 lc rgb "#1f77b4" title "zeco (device-ll16) modelled, beyond 8 GPUs: network measured 18 us, 4.699 GB/s", \
-     "fig_1m_tokens_on_64_gpus.dat" index 8 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#d62728" title "lasp2 (nccl) modelled, fitted on NVIDIA H200 at P <= 2", \
-     "fig_1m_tokens_on_64_gpus.dat" index 9 using 1:2 with linespoints lw 1 dt 3 pt 12 ps 0.5 lc rgb "#d62728" title "lasp2 (nccl) modelled, beyond 8 GPUs: network measured 18 us, 4.699 GB/s", \
-     "fig_1m_tokens_on_64_gpus.dat" index 10 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#2ca02c" title "lasp1 (nccl) modelled, fitted on NVIDIA H200 at P <= 2", \
-     "fig_1m_tokens_on_64_gpus.dat" index 11 using 1:2 with linespoints lw 1 dt 3 pt 12 ps 0.5 lc rgb "#2ca02c" title "lasp1 (nccl) modelled, beyond 8 GPUs: network measured 18 us, 4.699 GB/s", \
-     "fig_1m_tokens_on_64_gpus.dat" index 12 using 1:2 with points pt 6 ps 1.6 lw 2 lc rgb "#7f7f7f" title "dp paper, H100, Table 3", \
-     "fig_1m_tokens_on_64_gpus.dat" index 13 using 1:2 with points pt 6 ps 1.6 lw 2 lc rgb "#1f77b4" title "zeco paper, H100, Table 3", \
-     "fig_1m_tokens_on_64_gpus.dat" index 14 using 1:2 with points pt 6 ps 1.6 lw 2 lc rgb "#d62728" title "lasp2 paper, H100, Table 3", \
-     "fig_1m_tokens_on_64_gpus.dat" index 15 using 1:2 with points pt 6 ps 1.6 lw 2 lc rgb "#2ca02c" title "lasp1 paper, H100, Table 3", \
-     "fig_1m_tokens_on_64_gpus.dat" index 16 using 1:2 with lines lw 1 dt 3 lc rgb "#000000" title "16K tokens on one GPU: dp measured, 1.628 ms"
+     "fig_1m_tokens_on_64_gpus.dat" index 4 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#7f7f7f" title "dp simulated, dgx-h100", \
+     "fig_1m_tokens_on_64_gpus.dat" index 5 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#1f77b4" title "zeco simulated, dgx-h100", \
+     "fig_1m_tokens_on_64_gpus.dat" index 6 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#d62728" title "lasp2 simulated, dgx-h100", \
+     "fig_1m_tokens_on_64_gpus.dat" index 7 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#2ca02c" title "lasp1 simulated, dgx-h100", \
+     "fig_1m_tokens_on_64_gpus.dat" index 8 using 1:2 with points pt 6 ps 1.6 lw 2 lc rgb "#7f7f7f" title "dp paper, H100, Table 3", \
+     "fig_1m_tokens_on_64_gpus.dat" index 9 using 1:2 with points pt 6 ps 1.6 lw 2 lc rgb "#1f77b4" title "zeco paper, H100, Table 3", \
+     "fig_1m_tokens_on_64_gpus.dat" index 10 using 1:2 with points pt 6 ps 1.6 lw 2 lc rgb "#d62728" title "lasp2 paper, H100, Table 3", \
+     "fig_1m_tokens_on_64_gpus.dat" index 11 using 1:2 with points pt 6 ps 1.6 lw 2 lc rgb "#2ca02c" title "lasp1 paper, H100, Table 3", \
+     "fig_1m_tokens_on_64_gpus.dat" index 12 using 1:2 with lines lw 1 dt 3 lc rgb "#000000" title "16K tokens on one GPU: dp measured, 1.628 ms"
 set terminal svg size 1200,560 font "sans,10" noenhanced
 set output "fig_1m_tokens_on_64_gpus.svg"
 replot

@@ -22,19 +22,7 @@ plot "model_throughput_L16384.dat" index 0 using 1:2 with linespoints lw 2 dt (1
      "model_throughput_L16384.dat" index 10 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#ff7f0e" title "ring (nccl) measured, NVIDIA H200", \
      "model_throughput_L16384.dat" index 11 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#ff7f0e" title "ring (nccl) measured, NVIDIA H200, stale", \
      "model_throughput_L16384.dat" index 12 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#9467bd" title "ulysses (nccl) measured, NVIDIA H200", \
-     "model_throughput_L16384.dat" index 13 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#9467bd" title "ulysses (nccl) measured, NVIDIA H200, stale", \
-     "model_throughput_L16384.dat" index 14 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#7f7f7f" title "dp (no communication) modelled, fitted on NVIDIA H200 at P <= 2", \
-     "model_throughput_L16384.dat" index 15 using 1:2 with linespoints lw 1 dt 3 pt 12 ps 0.5 lc rgb "#7f7f7f" title "dp (no communication) modelled, beyond 8 GPUs: network measured 18 us, 4.699 GB/s", \
-     "model_throughput_L16384.dat" index 16 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#1f77b4" title "zeco (device-ll16) modelled, fitted on NVIDIA H200 at P <= 2", \
-     "model_throughput_L16384.dat" index 17 using 1:2 with linespoints lw 1 dt 3 pt 12 ps 0.5 lc rgb "#1f77b4" title "zeco (device-ll16) modelled, beyond 8 GPUs: network measured 18 us, 4.699 GB/s", \
-     "model_throughput_L16384.dat" index 18 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#d62728" title "lasp2 (nccl) modelled, fitted on NVIDIA H200 at P <= 2", \
-     "model_throughput_L16384.dat" index 19 using 1:2 with linespoints lw 1 dt 3 pt 12 ps 0.5 lc rgb "#d62728" title "lasp2 (nccl) modelled, beyond 8 GPUs: network measured 18 us, 4.699 GB/s", \
-     "model_throughput_L16384.dat" index 20 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#2ca02c" title "lasp1 (nccl) modelled, fitted on NVIDIA H200 at P <= 2", \
-     "model_throughput_L16384.dat" index 21 using 1:2 with linespoints lw 1 dt 3 pt 12 ps 0.5 lc rgb "#2ca02c" title "lasp1 (nccl) modelled, beyond 8 GPUs: network measured 18 us, 4.699 GB/s", \
-     "model_throughput_L16384.dat" index 22 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#ff7f0e" title "ring (nccl) modelled, fitted on NVIDIA H200 at P <= 2", \
-     "model_throughput_L16384.dat" index 23 using 1:2 with linespoints lw 1 dt 3 pt 12 ps 0.5 lc rgb "#ff7f0e" title "ring (nccl) modelled, beyond 8 GPUs: network measured 18 us, 4.699 GB/s", \
-     "model_throughput_L16384.dat" index 24 using 1:2 with linespoints lw 1.5 dt 3 pt 12 ps 0.9 lc rgb "#9467bd" title "ulysses (nccl) modelled, fitted on NVIDIA H200 at P <= 2", \
-     "model_throughput_L16384.dat" index 25 using 1:2 with linespoints lw 1 dt 3 pt 12 ps 0.5 lc rgb "#9467bd" title "ulysses (nccl) modelled, beyond 8 GPUs: network measured 18 us, 4.699 GB/s"
+     "model_throughput_L16384.dat" index 13 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#9467bd" title "ulysses (nccl) measured, NVIDIA H200, stale"
 set terminal svg size 1200,560 font "sans,10" noenhanced
 set output "model_throughput_L16384.svg"
 replot

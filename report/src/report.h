@@ -1,7 +1,7 @@
-// spbench report: results/*.csv and the paper's numbers into report/ (tables, plots, the cost model's predictions).
+// spbench report: results/*.csv and the paper's numbers into report/ (tables, plots, the simulation's predictions).
 //
 // Output (deterministic: the same inputs give byte-identical text files; no dates or hosts but the rows' own):
-//   OUT/README.md             the report: one table per paper table, the cost model, the plots, the CPU-rank section
+//   OUT/README.md             the report: one table per paper table, the simulation, the plots, the CPU-rank section
 //   OUT/results_index.md      per results file its machine, level, commits, rows and code state: the generated part of
 //                             results/README.md (scripts/check_report.sh checks that they agree)
 //   OUT/tables/*.csv          the tables' numbers, machine-readable
@@ -10,8 +10,6 @@
 
 #include <CLI/CLI.hpp>
 #include <string>
-
-#include "report/src/cost_model.h"
 
 namespace spb {
 
@@ -23,15 +21,6 @@ struct ReportOptions {
   // The git repository whose history each row's commit is checked against (report_data.h CodeStates); "" for the one
   // that holds `results`.
   std::string repo;
-  // The cost model's parameters that are not fitted (report/src/cost_model.h).
-  int gpus_per_node = 8;
-  double net_gbps = 400, net_latency_us = 5;  // the link between nodes
-  bool net_given = false;                      // --net-gbps or --net-latency-us was given
-  std::string constants;                       // --constants FILE (cost_model.h read_link_constants), "" for none
-  // Share of a pass's local compute that can hide zeco's/lasp2's collective: 0 by default, as in their default order
-  // (the incoming state is folded into the chunk states before the output; --overlap 1 of spbench operator hides it).
-  double overlap = 0.0;
-  ModelParams model_params() const;
 };
 
 void add_report_command(CLI::App& app, ReportOptions& o);

@@ -82,24 +82,6 @@ PlotSeries measured_of(const std::string& method, const Row& r, const std::strin
   return s;
 }
 
-std::string model_backend(const MachineFit& fit, const std::string& method) {
-  // The collective pattern each method's prediction rests on (cost_model.h's operator formulas).
-  static const std::map<std::string, std::string> pattern = {
-      {"zeco", "allscan"}, {"lasp2", "allgather"}, {"lasp1", "chain"}, {"ring", "ring"}, {"ulysses", "alltoall"}};
-  if (method == "dp") return "no communication";
-  auto it = pattern.find(method);
-  const std::string be = fit.backend_for(it == pattern.end() ? method : it->second);
-  return be.empty() ? "no fitted link" : be;
-}
-
-PlotSeries modelled_of(const MachineFit& fit, const std::string& method, const std::string& extra, int colour) {
-  std::vector<std::string> where;
-  if (!extra.empty()) where.push_back(extra);
-  where.push_back((fit.gpu == "cpu" ? "fitted on CPU ranks" : "fitted on " + fit.gpu) + " at P <= " +
-                  std::to_string(fit.fit_max_world));
-  return modelled_series(method, model_backend(fit, method), join(where, ", "), colour);
-}
-
 PlotSeries& add_series(std::map<std::string, PlotSeries>& series, const std::vector<std::string>& order,
                        PlotSeries fresh) {
   const std::string method = fresh.title.substr(0, fresh.title.find(' '));
@@ -126,7 +108,7 @@ std::vector<Line> build_lines(const Context& c, const TableDef& t) {
   };
   const auto measured = newest_by(c.res.rows, keep, key);
   std::set<int> gpus;
-  if (!t.cpu) gpus.insert(kPredictGpus.begin(), kPredictGpus.end());
+  if (!t.cpu) gpus.insert(kPaperGpus.begin(), kPaperGpus.end());
   for (auto& [k, r] : measured) gpus.insert(inum(*r, "world_size"));
   // The reference method's time per (gpu, world size, code): ratios compare rows of one machine, and of one run
   // where the reference was measured by the same code (git_sha); otherwise the reference's best on that machine.
@@ -146,16 +128,13 @@ std::vector<Line> build_lines(const Context& c, const TableDef& t) {
   std::vector<Line> lines;
   for (int P : gpus) {
     const double paper_ref = paper_value(c.paper, t.paper_level, P, t.paper_seq, t.ref);
-    auto [model_ref, ignored] = t.model(t.ref, P);
     bool paper_row = false;  // the paper published this GPU count: every method gets a line there
     for (auto& m : t.methods) paper_row |= std::isfinite(paper_value(c.paper, t.paper_level, P, t.paper_seq, m));
     for (auto& m : t.methods) {
       Line base;
       base.gpus = P, base.method = m;
       base.paper = paper_value(c.paper, t.paper_level, P, t.paper_seq, m);
-      std::tie(base.model, base.model_note) = t.model(m, P);
       base.r_paper = base.paper / paper_ref;
-      base.r_model = base.model / model_ref;
       std::vector<Line> mine;
       for (auto& [k, r] : measured)
         if (col(*r, "method") == m && inum(*r, "world_size") == P) {
@@ -164,10 +143,8 @@ std::vector<Line> build_lines(const Context& c, const TableDef& t) {
           l.r_measured = l.measured / ref_for(*r);
           mine.push_back(l);
         }
-      // Unmeasured lines where there is something to say: a prediction (or why there is none, once a fit exists),
-      // or a GPU count the paper published.
-      const bool said = std::isfinite(base.model) || (t.fitted && !base.model_note.empty());
-      if (mine.empty() && (said || std::isfinite(base.paper) || paper_row)) mine.push_back(base);
+      // An unmeasured line at a GPU count the paper published: its number beside ours.
+      if (mine.empty() && paper_row) mine.push_back(base);
       lines.insert(lines.end(), mine.begin(), mine.end());
     }
   }
@@ -180,12 +157,10 @@ std::vector<Line> build_lines(const Context& c, const TableDef& t) {
 constexpr double kAgreeBand = 1.25;
 std::string band_str() { return fmt("%.2f", 1 / kAgreeBand) + "-" + fmt("%.2f", kAgreeBand); }
 
-// One point of comparison: spbench's ratio at a GPU count the paper published (measured where this line was
-// measured, else the model's prediction) and the paper's.
+// One point of comparison: spbench's measured ratio at a GPU count the paper published, and the paper's.
 struct PaperPoint {
   int gpus = 0;
   double ours = NAN, paper = NAN;
-  bool measured = false;
   double quotient() const { return ours / paper; }
   bool agrees() const {  // on the quotient as printed (two decimals), so the text never contradicts itself
     const double q = std::round(quotient() * 100) / 100;
@@ -194,71 +169,46 @@ struct PaperPoint {
 };
 std::optional<PaperPoint> paper_point(const Line& l) {
   if (!std::isfinite(l.r_paper)) return std::nullopt;
-  if (l.row && std::isfinite(l.r_measured)) return PaperPoint{l.gpus, l.r_measured, l.r_paper, true};
-  if (std::isfinite(l.r_model)) return PaperPoint{l.gpus, l.r_model, l.r_paper, false};
+  if (l.row && std::isfinite(l.r_measured)) return PaperPoint{l.gpus, l.r_measured, l.r_paper};
   return std::nullopt;
 }
-// The table cell: "measured 1.16x ÷ paper 1.15x = 1.01" ("model ..." where the line was not measured).
+// The table cell: "measured 1.16x ÷ paper 1.15x = 1.01".
 std::string versus_cell(const Line& l, const std::string& ref) {
   const auto p = paper_point(l);
   if (!p || l.method == ref) return "—";
-  return std::string(p->measured ? "measured " : "model ") + ratio_cell(p->ours) + " ÷ paper " + ratio_cell(p->paper) +
-         " = " + fmt("%.2f", p->quotient());
+  return "measured " + ratio_cell(p->ours) + " ÷ paper " + ratio_cell(p->paper) + " = " + fmt("%.2f", p->quotient());
 }
 
-// Per method: the paper's, the model's and the measured ratios to the reference; then the comparison with the paper at
-// every GPU count it published (agrees only if every point is within the band), with the reason where one is known;
-// and how the model's absolute numbers compare with the paper's. `quantity` names what the table holds ("time" or
-// "throughput": for a throughput a lower ratio is the worse one).
-std::string trend_paragraph(const std::vector<Line>& lines, const TableDef& t, const ModelParams& params,
-                            const std::string& quantity) {
+// Per method: the paper's and the measured ratios to the reference; then the comparison with the paper at every GPU
+// count it published where ours was measured (agrees only if every point is within the band). `quantity` names what
+// the table holds ("time" or "throughput": for a throughput a lower ratio is the worse one).
+std::string trend_paragraph(const std::vector<Line>& lines, const TableDef& t, const std::string& quantity) {
   using Series = std::vector<std::pair<int, double>>;
   const bool higher_better = quantity == "throughput";
-  auto add = [](Series& v, int g, double x) {
-    if (std::isfinite(x) && (v.empty() || v.back().first != g)) v.push_back({g, x});
-  };
   auto span = [](const Series& v) {
     return ratio_cell(v.front().second) + " at " + std::to_string(v.front().first) + " GPUs" +
            (v.size() > 1 ? " to " + ratio_cell(v.back().second) + " at " + std::to_string(v.back().first) : "");
   };
-  auto moves = [](const Series& v) {  // the ratio changes by more than 5% over the GPU counts
-    double lo = INFINITY, hi = 0;
-    for (auto& [g, r] : v) lo = std::min(lo, r), hi = std::max(hi, r);
-    return v.size() >= 2 && hi > lo * 1.05;
-  };
   std::ostringstream s;
-  s << "spbench's ratio is compared with the paper's at every GPU count the paper published: the quotient (ours ÷ "
-       "paper) must lie within "
-    << band_str() << " at every point for \"agrees\"; ours is the measured ratio where that GPU count was measured, "
-    << "else the model's prediction (each point says which).\n\n";
+  s << "spbench's measured ratio is compared with the paper's at every GPU count the paper published and we "
+       "measured: the quotient (ours ÷ paper) must lie within "
+    << band_str() << " at every point for \"agrees\".\n\n";
   bool any = false;
   for (const std::string& m : t.methods) {
-    Series paper, model, measured, abs_ratio;  // abs_ratio: the model's number / the paper's
+    if (m == t.ref) continue;
+    Series paper, measured;
     std::vector<PaperPoint> points;
     for (const Line& l : lines) {
       if (l.method != m) continue;
-      add(paper, l.gpus, l.r_paper);
-      if (l.gpus >= kPredictGpus.front()) add(model, l.gpus, l.r_model);
+      if (std::isfinite(l.r_paper) && (paper.empty() || paper.back().first != l.gpus)) paper.push_back({l.gpus, l.r_paper});
       if (std::isfinite(l.r_measured)) measured.push_back({l.gpus, l.r_measured});
-      add(abs_ratio, l.gpus, l.model / l.paper);
       if (auto p = paper_point(l)) points.push_back(*p);
     }
-    if (m == t.ref) {
-      if (abs_ratio.empty()) continue;
-      any = true;
-      double lo = INFINITY, hi = 0;
-      for (auto& [g, r] : abs_ratio) lo = std::min(lo, r), hi = std::max(hi, r);
-      s << "- **" << m << "** (the reference): the model's " << quantity << " is " << fmt("%.2f", lo) << "-"
-        << fmt("%.2f", hi) << "x the paper's over " << abs_ratio.front().first << " to " << abs_ratio.back().first
-        << " GPUs (the paper's H100 cluster against a model fitted on our machine).\n";
-      continue;
-    }
-    if (paper.empty() && model.empty() && measured.empty()) continue;
+    if (paper.empty() && measured.empty()) continue;
     any = true;
     s << "- **" << m << " ÷ " << t.ref << "**: ";
     std::vector<std::string> parts;
     if (!paper.empty()) parts.push_back("paper " + span(paper));
-    if (!model.empty()) parts.push_back("model prediction " + span(model));
     if (!measured.empty()) {
       std::vector<std::string> mv;
       for (auto& [g, r] : measured) mv.push_back(ratio_cell(r) + " at " + std::to_string(g));
@@ -266,61 +216,37 @@ std::string trend_paragraph(const std::vector<Line>& lines, const TableDef& t, c
     }
     s << join(parts, "; ") << ". ";
     if (points.empty() && !paper.empty()) {
-      s << "No spbench ratio at a GPU count the paper published: no verdict. ";
+      s << "No measured ratio at a GPU count the paper published: no verdict here. ";
     } else if (!points.empty()) {
       std::vector<std::string> pv, off;
       bool worse = false, better = false;  // ours, where outside the band: worse or better than the paper's
       for (const PaperPoint& p : points) {
-        pv.push_back(std::to_string(p.gpus) + " GPUs " + fmt("%.2f", p.quotient()) +
-                     (p.measured ? " (measured)" : " (model)"));
+        pv.push_back(std::to_string(p.gpus) + " GPUs " + fmt("%.2f", p.quotient()));
         if (p.agrees()) continue;
         off.push_back(std::to_string(p.gpus));
         ((p.quotient() > 1) != higher_better ? worse : better) = true;
       }
       s << "Ours ÷ paper: " << join(pv, ", ") << ": ";
-      const bool modelled = std::any_of(points.begin(), points.end(), [](const PaperPoint& p) { return !p.measured; });
-      const std::string gate = modelled && t.gate ? t.gate(m) : "";
-      if (!gate.empty()) {
-        s << "**" << gate << "** (a modelled ratio is compared with the paper only where every link of its "
-          << "prediction passed its hold-out, within 30% at the largest measured P). ";
-        off.clear();  // no reasons for a disagreement that is not claimed
-      } else if (off.empty())
+      if (off.empty())
         s << "**agrees** (every point within " << band_str() << "). ";
       else
         s << "**disagrees** at " << join(off, ", ") << " GPUs (outside " << band_str() << "; spbench's " << m
           << (worse && better ? " is worse at some points and better at others" : worse ? " fares worse" : " fares better")
           << " against " << t.ref << " than the paper's). ";
-      // Reasons, where one is known.
-      if (!off.empty()) {
-        if (m == "lasp1" && worse)
-          s << "The model follows our LASP-1, which is fully serial (a rank receives its state before it computes, as "
-               "in the official code): P x dp plus the chain. The paper's LASP-1 grows far more slowly than P x dp, so "
-               "less of its compute waits on the chain. ";
-        if ((m == "zeco" || m == "lasp2") && better && !moves(model) && moves(paper)) {
-          if (params.overlap_fraction > 0)
-            s << "The model hides the collective behind " << fmt("%g", 100 * params.overlap_fraction)
-              << "% of each pass's local compute (a parameter), so its " << m << " stays at " << t.ref << "; ";
-          else
-            s << "The model's " << m << " stays near " << t.ref << " (its collective is small against the pass on the "
-              << "fitted links); ";
-          s << "the paper's moves away from " << t.ref << ", so more of its time goes to communication or other "
-               "per-rank work than the alpha-beta links predict. ";
-        }
-      }
-    }
-    if (!abs_ratio.empty()) {
-      double lo = INFINITY, hi = 0;
-      for (auto& [g, r] : abs_ratio) lo = std::min(lo, r), hi = std::max(hi, r);
-      s << "The model's " << m << " " << quantity << " is " << fmt("%.2f", lo) << "-" << fmt("%.2f", hi)
-        << "x the paper's where both exist. ";
     }
     if (!measured.empty() && !paper.empty() && measured.back().first < paper.front().first)
       s << "Our measurements stop at " << measured.back().first << " GPUs, below the paper's smallest count ("
-        << paper.front().first << "): from there on only the model speaks. ";
+        << paper.front().first << "). ";
     s << "\n";
   }
   if (!any) return "No numbers to compare yet.\n";
   return s.str();
+}
+
+std::string predicted_in_md(const Context& c, const TableDef& t) {
+  if (t.predicted_in.empty() || c.res.sim_rows.empty()) return "";
+  return "For more GPUs than were measured, the simulation predicts this table: \"" + t.predicted_in +
+         "\" in the simulation's section, beside the paper and its level's hold-out error.\n\n";
 }
 
 std::string render_lines(const std::vector<Line>& lines, const std::string& ref, const std::string& value,
@@ -329,25 +255,20 @@ std::string render_lines(const std::vector<Line>& lines, const std::string& ref,
   for (const Line& l : lines) {
     std::vector<std::string> r = {std::to_string(l.gpus), l.method,
                                   l.row ? num_cell(l.measured) + stale_mark(*l.row) : kNotMeasured,
-                                  l.row ? machine_of(*l.row) : "—",
-                                  std::isfinite(l.model)
-                                      ? num_cell(l.model) + (l.model_note.empty() ? "" : " (" + l.model_note + ")")
-                                      : l.model_note};
+                                  l.row ? machine_of(*l.row) : "—"};
     if (with_paper) r.push_back(std::isfinite(l.paper) ? num_cell(l.paper) : kNotPublished);
     r.push_back(ratio_cell(l.r_measured));
-    r.push_back(ratio_cell(l.r_model));
     if (with_paper) r.push_back(ratio_cell(l.r_paper));
     if (with_paper) r.push_back(versus_cell(l, ref));
     rows.push_back(r);
   }
   std::vector<std::string> head = {with_paper ? "GPUs" : "ranks", "method", "measured " + value,
-                                   "measured on (gpu, world size, backend, date)", "model prediction " + value};
+                                   "measured on (gpu, world size, backend, date)"};
   if (with_paper) head.push_back("paper " + value);
   head.push_back("÷ " + ref + ": measured");
-  head.push_back("÷ " + ref + ": model");
   if (with_paper) head.push_back("÷ " + ref + ": paper");
   if (with_paper) head.push_back("ours ÷ paper (ratios)");
-  return md_table(head, rows, with_paper ? "rlrlrrrrrl" : "rlrlrrr");
+  return md_table(head, rows, with_paper ? "rlrlrrrl" : "rlrlr");
 }
 
 void write_table_csv(const Context& c, const std::string& id, const std::vector<Line>& lines, bool model_level) {
@@ -355,8 +276,7 @@ void write_table_csv(const Context& c, const std::string& id, const std::vector<
   std::ofstream f(c.tables_dir + "/" + id + ".csv");
   f << "gpus,method,measured_" << unit << ",measured_gpu,measured_world_size,measured_backend,measured_date,"
     << "measured_git_sha,measured_code_state,"
-    << (model_level ? "measured_config," : "") << "model_" << unit << ",paper_" << unit
-    << ",ratio_measured,ratio_model,ratio_paper\n";
+    << (model_level ? "measured_config," : "") << "paper_" << unit << ",ratio_measured,ratio_paper\n";
   auto n = [](double v) { return std::isfinite(v) ? fmt("%.6g", v) : std::string(); };
   for (const Line& l : lines) {
     f << l.gpus << "," << l.method << "," << n(l.measured) << "," << (l.row ? csv_field(col(*l.row, "gpu")) : "") << ","
@@ -364,17 +284,16 @@ void write_table_csv(const Context& c, const std::string& id, const std::vector<
       << (l.row ? col(*l.row, "date") : "") << "," << (l.row ? col(*l.row, "git_sha") : "") << ","
       << (l.row ? col(*l.row, kCodeStateCol) : "") << ",";
     if (model_level) f << (l.row ? csv_field(model_config_str(*l.row)) : "") << ",";
-    f << n(l.model) << "," << n(l.paper) << "," << n(l.r_measured) << "," << n(l.r_model) << "," << n(l.r_paper)
-      << "\n";
+    f << n(l.paper) << "," << n(l.r_measured) << "," << n(l.r_paper) << "\n";
   }
 }
 
 std::vector<std::string> operator_methods(const Context& c) {
-  std::set<std::string> names(model_methods().begin(), model_methods().end());
-  for (auto& m : method_names()) names.insert(m);
+  const std::vector<std::string> registered = method_names();
+  std::set<std::string> names(registered.begin(), registered.end());
   for (auto& r : c.res.rows)
     if (col(r, "level") == "operator" || col(r, "level") == "model") names.insert(col(r, "method"));
-  return ordered(names, method_names());
+  return ordered(names, registered);
 }
 
 // The paper's two patterns and LASP-1's chain, then every pattern measured (on GPUs, or on CPU ranks for `cpu`).
@@ -395,9 +314,6 @@ bool operator_row(const Row& r, bool cpu) {
 }
 
 double tokens_per_s(const Row& r) { return num(r, "tokens_per_s_per_gpu"); }
-std::string link_str(const Link& l) {
-  return fmt("%.3g", l.alpha_s * 1e6) + " us, " + (std::isfinite(l.beta_Bps) ? fmt("%.4g", l.beta_Bps / 1e9) : "inf") + " GB/s";
-}
 
 }  // namespace report_detail
 }  // namespace spb

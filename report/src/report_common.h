@@ -14,7 +14,6 @@
 #include <utility>
 #include <vector>
 
-#include "report/src/cost_model.h"
 #include "report/src/report.h"
 #include "report/src/report_data.h"
 #include "report/src/report_plot.h"
@@ -26,11 +25,11 @@ namespace report_detail {
 constexpr double kTable2Bytes = 2097152;    // 32 heads x 128 x 128 fp32 per rank
 constexpr long long kPaperBlockElems = 16384;  // All-Scan block of the paper
 constexpr long long kTable2Seq = 8192;
-inline const std::vector<int> kPredictGpus = {8, 16, 32, 64, 128, 256};
+inline const std::vector<int> kPaperGpus = {8, 16, 32, 64, 128, 256};  // the GPU counts of the paper's tables
 inline const char* const kNotMeasured = "not measured";
 inline const char* const kNotPublished = "not published here";
 
-// --- one paper table: measured, model, paper per (GPUs, method) ------------------------------------------------------
+// --- one paper table: measured and paper per (GPUs, method) ---------------------------------------------------------
 struct TableDef {
   std::string id, what;
   std::string ref;  // ratios are method / ref
@@ -38,39 +37,26 @@ struct TableDef {
   long long paper_seq = 0;
   std::vector<std::string> methods;
   std::function<bool(const Row&)> setting;  // a non-CPU row at the paper's setting (method and world size free)
-  std::function<std::pair<double, std::string>(const std::string&, int)> model;  // ms or NaN with a reason
-  bool cpu = false;     // CPU-rank rows, at the measured world sizes only
-  bool fitted = false;  // the model was fitted (then every GPU count gets a line per method)
-  // Whether a model point of `method` may carry a verdict against the paper: "" where every link its prediction (and
-  // the reference's) uses passed its hold-out, else "no verdict: the model's ... missed by N% at P = 4". Unset: no
-  // gate (every point may).
-  std::function<std::string(const std::string&)> gate;
+  bool cpu = false;  // CPU-rank rows, at the measured world sizes only
+  // The heading of the simulation's prediction of this table for the GPU counts not measured (section_simulation,
+  // beside the paper), named under the table where simulated rows exist; "" for none.
+  std::string predicted_in;
 };
 
 struct Line {
   int gpus = 0;
   std::string method;
   const Row* row = nullptr;
-  double measured = NAN, model = NAN, paper = NAN;
-  std::string model_note;
-  double r_measured = NAN, r_model = NAN, r_paper = NAN;
+  double measured = NAN, paper = NAN;
+  double r_measured = NAN, r_paper = NAN;
 };
 
 struct Context {
   const ReportOptions& o;
   ResultFiles res;
   std::vector<PaperValue> paper;
-  ModelParams params;
-  std::string ref_gpu;  // GPU machine the GPU predictions are fitted on ("" when none)
-  // The fits every prediction comes from: the reference GPU's and the CPU ranks' rows of P <= kHoldOutFitMaxWorld
-  // (fit_machine), the same fits whose hold-out (gpu_holdout, cpu_holdout) the report prints.
-  std::optional<MachineFit> gpu_fit, cpu_fit;
   std::string plots_dir, tables_dir;
   std::vector<std::string> plots;  // written
-  std::string net_source;          // where params.network comes from, in words
-  std::string net_brief;           // the same in brief, for a table cell: "assumed", "measured (results/F.csv)", ...
-  std::optional<Link> user_intra;  // --constants' link inside a node
-  std::optional<HoldOut> gpu_holdout, cpu_holdout;  // each fit's hold-out by world size (cost_model.h)
   // Each (git_sha, level) of the rows against HEAD (report_data.h CodeStates), for the section on older code.
   std::map<std::pair<std::string, std::string>, CodeState> code_states;
 };
@@ -107,25 +93,20 @@ std::string md_table(const std::vector<std::string>& head, const std::vector<std
                      const std::string& align = "");
 std::string csv_field(std::string s);
 std::string join(const std::vector<std::string>& v, const std::string& sep);
-std::string link_str(const Link& l);
 
 // --- rows -----------------------------------------------------------------------------------------------------------
 bool is(const Row& r, const char* c, double v);
 double ms(const Row& r);
 double tokens_per_s(const Row& r);
 std::string machine_of(const Row& r);
-// A plot's series of `method`: measured from row `r` (its backend, then `extra` and the gpu where it differs from
-// the backend), or the cost model's prediction from `fit` (the backend whose fitted link the method's pattern uses:
-// model_backend). add_series keeps one series per title, in the tables' order of methods.
+// A plot's series of `method` measured from row `r` (its backend, then `extra` and the gpu where it differs from
+// the backend). add_series keeps one series per title, in the tables' order of methods.
 PlotSeries measured_of(const std::string& method, const Row& r, const std::string& extra = "", int colour = -1);
-PlotSeries modelled_of(const MachineFit& fit, const std::string& method, const std::string& extra = "",
-                       int colour = -1);
-std::string model_backend(const MachineFit& fit, const std::string& method);
 PlotSeries& add_series(std::map<std::string, PlotSeries>& series, const std::vector<std::string>& order,
                        PlotSeries fresh);
 // Methods in the order of the paper's tables, then any other, alphabetically: a new method shows up by itself.
 std::vector<std::string> ordered(const std::set<std::string>& names, const std::vector<std::string>& first);
-// The operator-level methods (the model's, the registered ones and any measured) and the collective patterns (the
+// The operator-level methods (the registered ones and any measured) and the collective patterns (the
 // paper's two and LASP-1's chain, then every pattern measured on GPUs, or on CPU ranks for `cpu`), in table order.
 std::vector<std::string> operator_methods(const Context& c);
 std::vector<std::string> collective_methods(const Context& c, bool cpu);
@@ -135,11 +116,13 @@ bool operator_row(const Row& r, bool cpu);
 
 // --- a paper table's lines, and the verdicts against the paper (report_common.cpp) ---------------------------------
 std::vector<Line> build_lines(const Context& c, const TableDef& t);
-// "measured 1.16x ÷ paper 1.15x = 1.01" ("model ..." where the line was not measured), "—" where there is none.
+// "measured 1.16x ÷ paper 1.15x = 1.01", "—" where there is none.
 std::string versus_cell(const Line& l, const std::string& ref);
 // Per method: the ratios to the reference and the verdict against the paper. `quantity`: "time" or "throughput".
-std::string trend_paragraph(const std::vector<Line>& lines, const TableDef& t, const ModelParams& params,
-                            const std::string& quantity = "time");
+std::string trend_paragraph(const std::vector<Line>& lines, const TableDef& t, const std::string& quantity = "time");
+// The sentence under a table that names where the simulation predicts it (t.predicted_in); "" where nothing is
+// simulated.
+std::string predicted_in_md(const Context& c, const TableDef& t);
 std::string render_lines(const std::vector<Line>& lines, const std::string& ref, const std::string& value,
                          bool with_paper = true);
 // tables/ID.csv: a row per line. `model_level`: throughputs (tokens/s per GPU) and the measured row's model
@@ -147,9 +130,6 @@ std::string render_lines(const std::vector<Line>& lines, const std::string& ref,
 void write_table_csv(const Context& c, const std::string& id, const std::vector<Line>& lines, bool model_level = false);
 
 // --- Tables 2-4 (report_tables.cpp) --------------------------------------------------------------------------------
-std::pair<double, std::string> no_fit(const Context& c, const char* what);
-std::function<std::pair<double, std::string>(const std::string&, int)> collective_model(const Context& c);
-std::function<std::pair<double, std::string>(const std::string&, int)> operator_model(const Context& c, long long L);
 // Table 2 (the collective call at the paper's 2 MiB state) and Tables 3 and 4 (the operator at L tokens per GPU).
 TableDef collective_table(const Context& c);
 TableDef operator_table(const Context& c, long long L);
@@ -166,7 +146,6 @@ std::string gpu_table(Context& c, const TableDef& t, const std::string& heading,
 
 // --- the plots (report_figures.cpp, report_timeline.cpp) -----------------------------------------------------------
 std::string order_key(const std::vector<std::string>& order, const std::string& method, const std::string& title);
-std::vector<int> model_gpus(bool cpu, int max_measured);
 // Writes the plot if it has a series of ours (not only the paper's); else the figure says `missing`.
 Figure draw(Context& c, const PlotSpec& p, const std::string& caption, const std::string& missing);
 std::string class_label(bool cpu);
@@ -180,13 +159,12 @@ std::string section_exposed(const Context& c);
 std::string figure_md(const Figure& f);
 
 // --- the model level (report_model_level.cpp) ----------------------------------------------------------------------
-// The fit behind Table 5 or 6 (L tokens per GPU): the reference GPU's fit, and dp's model row at L on P <= 2 (that
-// GPU's first, then the paper's configuration, the fewest ranks, the newest).
-ModelLevelFit table_model_fit(const Context& c, long long L);
-std::vector<Line> model_lines(const Context& c, long long L, bool cpu, const ModelLevelFit& fit,
-                              const std::string& config = "");
-Figure plot_model_throughput(Context& c, long long L, const ModelLevelFit& fit, const std::vector<Line>& lines);
+std::vector<Line> model_lines(const Context& c, long long L, bool cpu, const std::string& config = "");
+Figure plot_model_throughput(Context& c, long long L, const std::vector<Line>& lines);
 std::string section_model_level(Context& c, long long L, const std::string& table);
+// Every GPU model-level configuration measured (each schedule, recompute level and head count), beside dp's row of the
+// same machine, world size, configuration and gradient schedule (tables/model_rows.csv).
+std::string section_model_rows(Context& c);
 // spbench's dp at P = 1 against PyTorch + fla (ResultFiles::baseline_rows): throughput and peak memory, per machine
 // kind, heads and tokens (tables/spbench_vs_fla.csv).
 std::string section_fla(Context& c);
@@ -242,39 +220,19 @@ SimHoldOut sim_holdout(const std::string& level, const std::vector<const Row*>& 
 // tables (tables/sim_holdout_LEVEL.csv), the paper's Tables 2 and 3 on kSimPredictPlatform (tables/sim_table2.csv,
 // sim_table3.csv; a verdict only where the level's hold-out held) and their plots (plots/sim_LEVEL_vs_gpus.*).
 std::string section_simulation(Context& c);
+// The simulation's predictions of the paper's tables: per (GPUs, method) the simulated row of kSimPredictPlatform at
+// the paper's setting of `level` (collective: Table 2's state; operator and model: `tokens` per GPU), the fastest
+// backend where several (the rows section_simulation's predicted tables show).
+std::map<std::pair<int, std::string>, const Row*> simulated_predictions(const Context& c, const std::string& level,
+                                                                        long long tokens = 16384);
+// A series of those predictions in a plot: the method's colour, a dashed line of open squares, "M simulated, PLATFORM".
+PlotSeries predicted_series(const std::string& method);
 
 // --- the paper's two headline figures (report_paper_figures.cpp) --------------------------------------------------
 // Tokens/s per GPU against GPUs (the paper's Figure 1: the operator level, and the model level where rows exist) and
-// "1M tokens on 64 GPUs versus 16K on one", each point measured (a results row, its file named) or modelled (the cost
-// model), the paper's numbers beside them; the plots, their tables (tables/fig_*.csv) and the README section.
+// "1M tokens on 64 GPUs versus 16K on one", each point measured (a results row, its file named) or simulated (a row
+// of simulated_predictions), the paper's numbers beside them; the plots, their tables (tables/fig_*.csv) and the README section.
 std::string section_paper_figures(Context& c);
-
-// --- the cost model, the network, beyond one node (report_cost.cpp) -------------------------------------------------
-std::string fits_table(const MachineFit& f);
-std::string section_cost_model(const Context& c);
-void resolve_network(Context& c);
-std::string section_model_rows(Context& c);
-std::string section_simulated_nodes(const Context& c);
-std::string section_beyond_one_node(const Context& c);
-// The network between nodes as the report states it beside every number that uses it: its constants and where they
-// come from ("5 us, 50 GB/s (400 Gb/s), assumed (...)").
-std::string network_str(const Context& c);
-// The verdict gate of a table at `level` (collective, operator, model) fitted on `cpu` ranks or the reference GPU: a
-// prediction of `method` ÷ `ref` may be compared with the paper only where each link it uses passed its hold-out
-// (<= 30% at the largest measured P): at the collective level the method's and the reference's patterns; at the
-// operator level each method's pattern and its operator prediction; at the model level those and the all-reduce's
-// link (the all-gather's) and each method's model-level prediction. "" where all held, else "no verdict: the model's
-// <link> missed by N% at P = <P>" (or had no hold-out), every failing link named.
-std::string verdict_gate(const Context& c, const std::string& level, const std::string& method, const std::string& ref,
-                         bool cpu = false);
-// What to print beside a prediction of `method` at `level` on P GPUs (CPU ranks for `cpu`): "" where P is one the
-// model was fitted on; beyond, the method's hold-out error in brief (flagged past 30%) and, past one node, the
-// network's constants and their source (assumed, fitted or given).
-std::string prediction_note(const Context& c, const std::string& level, const std::string& method, int P,
-                            bool cpu = false);
-// The model-level hold-out points of `h` at L tokens per GPU (of the configuration `config`, a model_config_str;
-// "" for any) as a table, each with its error and "beyond 30%: not reliable" where it is; "" where there are none.
-std::string model_holdout_table(const HoldOut& h, long long L, const std::string& config = "");
 
 // --- CPU ranks (report_cpu.cpp) -------------------------------------------------------------------------------------
 std::string section_cpu_model(const Context& c);

@@ -8,14 +8,6 @@
 namespace spb {
 namespace report_detail {
 
-namespace {
-
-std::pair<double, std::string> no_cpu_fit() {
-  return {NAN, "no fit (no CPU rows at P <= " + std::to_string(kHoldOutFitMaxWorld) + ")"};
-}
-
-}  // namespace
-
 // The CPU-rank model rows: a table per (configuration, tokens per rank), with the last step's loss (equal losses
 // across world sizes and methods are the SP equivalence that the model level's tests check).
 std::string section_cpu_model(const Context& c) {
@@ -29,13 +21,11 @@ std::string section_cpu_model(const Context& c) {
   std::ostringstream s;
   std::set<std::string> ids;
   for (auto& [config, L] : configs) {
-    const auto lines = model_lines(c, L, true, ModelLevelFit{}, config);
+    const auto lines = model_lines(c, L, true, config);
     s << "### Model-level training, " << model_config_str(*example[config]) << ", " << L << " tokens per rank\n\n"
       << "Tokens per second per rank of one training step (`spbench model` on CPU ranks), and the last step's loss: "
          "every method and world size trains the same model on the same tokens, so a correct SP method ends with dp's "
-         "loss (the SP equivalence). The model level's prediction (Tables 5 and 6's formula, fitted on the CPU rows of "
-         "P <= " << kHoldOutFitMaxWorld << ") is shown where it can be checked: at larger P, below the table, against "
-         "the measured step.\n\n";
+         "loss (the SP equivalence).\n\n";
     std::vector<std::vector<std::string>> rows;
     for (const Line& l : lines)
       rows.push_back({std::to_string(l.gpus), l.method, num_cell(l.measured), machine_of(*l.row),
@@ -49,12 +39,6 @@ std::string section_cpu_model(const Context& c) {
                      "_layers" + col(e, "layers") + "_L" + std::to_string(L);
     if (!ids.insert(id).second) id += "_" + std::to_string(ids.size());
     write_table_csv(c, id, lines, true);
-    if (c.cpu_holdout) {
-      const std::string held = model_holdout_table(*c.cpu_holdout, L, model_config_str(*example[config]));
-      if (!held.empty())
-        s << "Hold-out: the model-level prediction fitted on P <= " << c.cpu_holdout->fit_max_world
-          << " against these rows, which it never saw (the cost model section):\n\n" << held << "\n";
-    }
   }
   return s.str();
 }
@@ -68,10 +52,8 @@ std::string section_cpu(Context& c, const std::vector<Figure>& figs) {
     s << "No CPU-rank rows in results/.\n\n";
     return s.str();
   }
-  s << "Rows measured on CPU ranks (MPI processes, fp32, small shapes). They exercise every method, the checks, the "
-       "cost model's fit and this report; their times say nothing about GPUs. Model predictions here come from the "
-       "fit to the CPU rows of P <= " << kHoldOutFitMaxWorld << " (the cost model section): at larger P each one is a "
-       "held-out prediction, its method's hold-out error beside it.\n\n";
+  s << "Rows measured on CPU ranks (MPI processes, fp32, small shapes). They exercise every method, the checks and "
+       "this report; their times say nothing about GPUs.\n\n";
   // Operator: one table per (shape, tokens per rank).
   std::set<std::pair<Shape, long long>> configs;
   for (auto& r : c.res.rows)
@@ -85,19 +67,6 @@ std::string section_cpu(Context& c, const std::vector<Figure>& figs) {
     t.setting = [shape = shape, L = L](const Row& r) {
       const Shape sh = shape_of(r);
       return operator_row(r, true) && !(sh < shape) && !(shape < sh) && is(r, "tokens_per_rank", double(L));
-    };
-    double block_elems = 0;
-    for (auto& r : c.res.rows)
-      if (is_cpu_row(r) && t.setting(r) && col(r, "method") == "zeco") block_elems = num(r, "block_elems");
-    t.model = [&c, shape = shape, L = L, block_elems](const std::string& m, int P) -> std::pair<double, std::string> {
-      if (!c.cpu_fit || c.cpu_fit->rows.empty()) return no_cpu_fit();
-      const CostModel cm = c.cpu_fit->model_for(shape.batch, shape.heads, shape.dk, shape.dv, shape.dtype, P);
-      OperatorShape os;
-      os.world = P, os.batch = shape.batch, os.heads = shape.heads, os.dk = shape.dk, os.dv = shape.dv;
-      os.tokens_per_rank = L, os.block_bytes = 4 * block_elems, os.act_bytes = 4;
-      auto v = cm.operator_time(m, os);
-      return v ? std::pair<double, std::string>{*v * 1e3, prediction_note(c, "operator", m, P, true)}
-               : std::pair<double, std::string>{NAN, "—"};
     };
     s << "### Operator forward+backward, " << shape.str() << ", " << L << " tokens per rank\n\n";
     const auto lines = build_lines(c, t);
@@ -123,12 +92,6 @@ std::string section_cpu(Context& c, const std::vector<Figure>& figs) {
       return col(r, "level") == "collective" && num(r, "bytes") == bytes &&
              (col(r, "method") != "allscan" || is(r, "block_elems", kPaperBlockElems) ||
               bytes <= 4 * kPaperBlockElems);
-    };
-    t.model = [&c, bytes](const std::string& m, int P) -> std::pair<double, std::string> {
-      if (!c.cpu_fit || c.cpu_fit->rows.empty()) return no_cpu_fit();
-      auto v = c.cpu_fit->collective_model().collective(m, P, bytes, 4.0 * kPaperBlockElems, 128);
-      return v ? std::pair<double, std::string>{*v * 1e3, prediction_note(c, "collective", m, P, true)}
-               : std::pair<double, std::string>{NAN, "—"};
     };
     s << "### Collectives, " << bytes_str(bytes) << " state per rank, All-Scan block " << kPaperBlockElems
       << " elements\n\n";

@@ -1,13 +1,11 @@
-// spbench report, its inputs: the result rows of results/*.csv, the overlap timelines (results/*timeline*.csv), the
-// paper's published numbers, and the cost model fitted to the rows of one machine.
+// spbench report, its inputs: the result rows of results/*.csv and results/sim/*.csv, the overlap timelines
+// (results/*timeline*.csv) and the paper's published numbers.
 #pragma once
 
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include "report/src/cost_model.h"
 
 namespace spb {
 
@@ -149,47 +147,6 @@ std::map<std::string, const Row*> newest_by(const std::vector<Row>& rows, Keep k
   return out;
 }
 
-// The collective rows of `gpu` as fit points (a point per configuration, the newest row).
-std::vector<CollectivePoint> collective_points(const std::vector<Row>& rows, const std::string& gpu);
-
-// The collective rows of `gpu` where every hop crosses the network (several nodes of one rank each, `nodes` > 1 and
-// `ranks_per_node` = 1; the node-aware All-Scans left out) as fit points of the network link.
-std::vector<CollectivePoint> network_points(const std::vector<Row>& rows, const std::string& gpu);
-
-// The rows a machine's model is fitted on: `gpu`'s rows on one node (`nodes` not above 1) of world_size <= max_world.
-// The report's predictions and the hold-out by world size (cost_model.h) fit on the same rows (max_world =
-// kHoldOutFitMaxWorld), so the error the report prints beside a prediction is that of the model that made it.
-std::vector<Row> fit_rows_of(const std::vector<Row>& rows, const std::string& gpu, int max_world = kHoldOutFitMaxWorld);
-
-// One machine's model, fitted on its rows of P <= fit_max_world (fit_rows_of): one link per (pattern, backend) from the
-// collective rows, the dp kernel per operator shape from the operator rows.
-struct MachineFit {
-  std::string gpu;
-  int fit_max_world = kHoldOutFitMaxWorld;
-  std::vector<Row> rows;  // what it was fitted on (fit_rows_of); empty: the machine has no rows of P <= fit_max_world
-  struct Pattern {
-    std::string pattern, backend;
-    LinkFit fit;
-    std::string beta_from;  // where alpha and beta could not be told apart: the pattern beta was taken from
-    // git_sha -> code_state of the rows the link was fitted on (the beta donor's too).
-    std::map<std::string, std::string> commits;
-  };
-  std::vector<Pattern> patterns;
-  // The model for one operator shape (heads, dk, dv, batch, dtype) of this machine: the links plus that shape's dp
-  // fits. With `world` > 0 the dp fits use the dp rows of that world size where there are any (CPU ranks share
-  // cores, so their dp time depends on how many run); otherwise every world size's.
-  CostModel model_for(int batch, int heads, int dk, int dv, const std::string& dtype, int world = 0) const;
-  CostModel collective_model() const;  // links only
-  // The backend whose fitted link collective_model() uses for `pattern` ("" where none was fitted): for allscan the
-  // default device protocol where measured (what zeco uses on GPUs), else another device protocol; otherwise the
-  // backend with the most points.
-  std::string backend_for(const std::string& pattern) const;
-  ModelParams params;
-};
-// The model of machine `gpu` fitted on fit_rows_of(rows, gpu, max_world).
-MachineFit fit_machine(const std::vector<Row>& rows, const std::string& gpu, const ModelParams& params,
-                       int max_world = kHoldOutFitMaxWorld);
-
 // The methods' default schedule: zeco and lasp2 in order (--overlap 0), zeco's one head group and, at the model
 // level, one gradient all-reduce after the backward and AdamW on every rank (no --grad-overlap, no
 // --shard-optimizer). Rows of the other orders (and groups) are development
@@ -214,37 +171,5 @@ std::vector<const Row*> model_rows_shown(const std::vector<Row>& rows, long long
 // The dp row that `r`'s share of dp compares with: the same gpu, world size, tokens per rank and configuration; of
 // the same code (git_sha) where there is one, else the newest. nullptr when dp was not measured there.
 const Row* model_dp_row(const std::vector<Row>& rows, const Row& r);
-
-// The cost model carried to the model level (cost_model.h: step(P) = T_compute + layers x the attention's excess over
-// dp + the gradient all-reduce) for one configuration of the model at L tokens per GPU, on one machine's fit: what
-// the prediction rests on, or why there is none.
-struct ModelLevelFit {
-  std::string why;           // not empty: no prediction, and why
-  const Row* dp = nullptr;   // the dp row T_compute comes from (nullptr where it comes from a line through several)
-  CostModel cm;              // the machine's links and the dp kernel at the per-layer shape
-  OperatorShape layer;       // one block's attention (world set per prediction)
-  int layers = 0;
-  double grad_bytes = 0, allreduce_dp_s = 0, compute_s = 0, tokens_per_step = 0;
-  std::string kernel_basis;  // where the per-layer dp kernel time comes from
-  bool gpu = true;  // the machine's default schedule sums the gradients beside the backward at P > 1
-  // The step time in seconds, or NaN with the reason; `grad_overlap`: the gradients summed beside the backward
-  // (nullopt: the default schedule at P, grad_overlap_by_default).
-  std::pair<double, std::string> step_s(const std::string& method, int P,
-                                        std::optional<bool> grad_overlap = std::nullopt) const;
-  // Tokens/s per GPU (the default schedule at P), or NaN with the reason.
-  std::pair<double, std::string> predict(const std::string& method, int P) const;
-};
-// The fit of one model configuration at L tokens per GPU on `fit`. `dp_rows`: dp's model rows of that configuration
-// on P <= fit.fit_max_world, the preferred first. T_compute is the first row's step at L less its modelled gradient
-// all-reduce where one of them was measured at L; otherwise a line t0 + s L through all of theirs (fit_kernel). The
-// per-layer dp kernel is the machine's at the layer's shape where measured, else the machine's dp kernel of another
-// shape (the operator tables' B=1, H=16, dk=dv=128, bf16 first) scaled by the attention's work per token.
-// `block_bytes`: zeco's All-Scan block.
-ModelLevelFit fit_model_level(const MachineFit& fit, const std::vector<const Row*>& dp_rows, long long L,
-                              double block_bytes);
-
-// The GPU machine whose rows the GPU predictions are fitted on: the one with the most collective rows (then most rows,
-// then name). "" when no GPU rows exist.
-std::string reference_gpu(const std::vector<Row>& rows);
 
 }  // namespace spb

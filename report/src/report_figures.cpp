@@ -3,7 +3,6 @@
 #include "report/src/report_common.h"
 
 #include <algorithm>
-#include <regex>
 #include <cctype>
 #include <cmath>
 #include <map>
@@ -19,51 +18,7 @@ std::string order_key(const std::vector<std::string>& order, const std::string& 
   return fmt("%04.0f", double(i)) + title;
 }
 
-std::vector<int> model_gpus(bool cpu, int max_measured) {
-  std::vector<int> v;
-  if (cpu) {
-    for (int P = 2; P <= std::max(2, max_measured); ++P) v.push_back(P);
-  } else {
-    for (int P = 2; P <= 256; P *= 2) v.push_back(P);
-  }
-  return v;
-}
-
-Figure draw(Context& c, const PlotSpec& spec, const std::string& caption, const std::string& missing) {
-  PlotSpec p = spec;
-  // Against GPUs: a modelled line's part beyond one node rests on the network's constants, not on anything measured;
-  // it is drawn thinner, with small points, as its own series that names those constants (the node's last point
-  // repeated, so the line stays joined).
-  const bool vs_gpus = p.xlabel.find("GPUs") != std::string::npos;
-  const int node = c.params.gpus_per_node;
-  if (vs_gpus) {
-    std::vector<PlotSeries> out;
-    for (const PlotSeries& s : p.series) {
-      if (s.kind != SeriesKind::modelled) {
-        out.push_back(s);
-        continue;
-      }
-      PlotSeries inside = s, beyond = s;
-      inside.rows.clear(), beyond.rows.clear();
-      for (const auto& r : s.rows) {
-        if (r.empty()) continue;
-        if (r[0] <= node) inside.rows.push_back(r);
-        if (r[0] >= node) beyond.rows.push_back(r);
-      }
-      const bool crosses = std::any_of(s.rows.begin(), s.rows.end(), [&](const auto& r) { return !r.empty() && r[0] > node; });
-      if (!crosses) {
-        out.push_back(s);
-        continue;
-      }
-      if (!inside.rows.empty()) out.push_back(inside);
-      beyond.title = s.title.substr(0, s.title.find(" modelled") + 9) + ", beyond " + std::to_string(node) +
-                     " GPUs: network assumed " + link_str(c.params.network);
-      if (c.net_brief != "assumed") beyond.title.replace(beyond.title.find("network assumed"), 15, "network " + c.net_brief.substr(0, c.net_brief.find(' ')));
-      beyond.style = std::regex_replace(beyond.style, std::regex("lw [0-9.]+ dt 3 pt 12 ps [0-9.]+"), "lw 1 dt 3 pt 12 ps 0.5");
-      out.push_back(beyond);
-    }
-    p.series = out;
-  }
+Figure draw(Context& c, const PlotSpec& p, const std::string& caption, const std::string& missing) {
   const bool has_ours = std::any_of(p.series.begin(), p.series.end(), [](const PlotSeries& s) {
     return !s.rows.empty() && s.kind != SeriesKind::paper;
   });
@@ -84,7 +39,6 @@ Figure draw(Context& c, const PlotSpec& spec, const std::string& caption, const 
 std::string class_label(bool cpu) { return cpu ? "CPU ranks" : "GPUs"; }
 
 Figure plot_collective_vs_gpus(Context& c, bool cpu) {
-  const MachineFit* fit = cpu ? (c.cpu_fit ? &*c.cpu_fit : nullptr) : (c.gpu_fit ? &*c.gpu_fit : nullptr);
   // The paper's size where measured; on CPU ranks the largest size measured at two world sizes or more.
   double bytes = kTable2Bytes;
   std::map<double, std::set<int>> worlds_at;
@@ -99,11 +53,9 @@ Figure plot_collective_vs_gpus(Context& c, bool cpu) {
   };
   auto key = [](const Row& r) { return col(r, "method") + "|" + col(r, "gpu") + "|" + col(r, "backend") + "|" + col(r, "world_size"); };
   std::map<std::string, PlotSeries> series;
-  int maxP = 0;
   for (auto& [k, r] : newest_by(c.res.rows, keep, key)) {
     PlotSeries& s = add_series(series, collective_methods(c, cpu), measured_of(col(*r, "method"), *r));
     s.rows.push_back({num(*r, "world_size"), ms(*r)});
-    maxP = std::max(maxP, inum(*r, "world_size"));
   }
   PlotSpec p;
   p.name = cpu ? "cpu_collective_vs_gpus" : "collective_vs_gpus";
@@ -112,20 +64,10 @@ Figure plot_collective_vs_gpus(Context& c, bool cpu) {
   p.xlabel = cpu ? "CPU ranks (MPI processes)" : "number of GPUs";
   p.ylabel = "time per call (ms)";
   for (auto& [k, s] : series) p.series.push_back(s);
-  if (fit)
-    for (const std::string& pat : collective_methods(c, cpu)) {
-      const CostModel cm = fit->collective_model();
-      PlotSeries s = modelled_of(*fit, pat);
-      for (int P : model_gpus(cpu, maxP)) {
-        auto t = cm.collective(pat, P, bytes, 4.0 * kPaperBlockElems, 128);
-        if (t) s.rows.push_back({double(P), *t * 1e3});
-      }
-      if (!s.rows.empty()) p.series.push_back(s);
-    }
   if (!cpu)
     for (const char* pat : {"allscan", "allgather"}) {
       PlotSeries s = paper_series(pat, "H100, Table 2");
-      for (int P : kPredictGpus) {
+      for (int P : kPaperGpus) {
         const double v = paper_value(c.paper, "collective", P, kTable2Seq, pat);
         if (std::isfinite(v)) s.rows.push_back({double(P), v});
       }
@@ -133,12 +75,11 @@ Figure plot_collective_vs_gpus(Context& c, bool cpu) {
     }
   return draw(c, p,
               "Collective time against the number of " + class_label(cpu) +
-                  ": measured, modelled (the cost model)" + (cpu ? "" : " and the paper's Table 2") + ".",
+                  ": measured" + (cpu ? "" : " and the paper's Table 2") + ".",
               "no " + std::string(cpu ? "CPU" : "GPU") + " collective rows yet");
 }
 
 Figure plot_collective_vs_bytes(Context& c, bool cpu) {
-  const MachineFit* fit = cpu ? (c.cpu_fit ? &*c.cpu_fit : nullptr) : (c.gpu_fit ? &*c.gpu_fit : nullptr);
   int P = 0;
   for (auto& r : c.res.rows)
     if (col(r, "level") == "collective" && is_cpu_row(r) == cpu) P = std::max(P, inum(r, "world_size"));
@@ -148,11 +89,9 @@ Figure plot_collective_vs_bytes(Context& c, bool cpu) {
   };
   auto key = [](const Row& r) { return col(r, "method") + "|" + col(r, "gpu") + "|" + col(r, "backend") + "|" + col(r, "bytes"); };
   std::map<std::string, PlotSeries> series;
-  double lo = INFINITY, hi = 0;
   for (auto& [k, r] : newest_by(c.res.rows, keep, key)) {
     PlotSeries& s = add_series(series, collective_methods(c, cpu), measured_of(col(*r, "method"), *r));
     s.rows.push_back({num(*r, "bytes"), ms(*r)});
-    lo = std::min(lo, num(*r, "bytes")), hi = std::max(hi, num(*r, "bytes"));
   }
   PlotSpec p;
   p.name = cpu ? "cpu_collective_vs_bytes" : "collective_vs_bytes";
@@ -162,22 +101,11 @@ Figure plot_collective_vs_bytes(Context& c, bool cpu) {
   p.extra = "set format x \"%.0b %BB\"\n";
   p.ylabel = "time per call (ms)";
   for (auto& [k, s] : series) p.series.push_back(s);
-  if (fit && P >= 2)
-    for (const std::string& pat : collective_methods(c, cpu)) {
-      const CostModel cm = fit->collective_model();
-      PlotSeries s = modelled_of(*fit, pat);
-      for (double b = lo; b <= hi; b *= 2) {
-        auto t = cm.collective(pat, P, b, 4.0 * kPaperBlockElems, 128);
-        if (t) s.rows.push_back({b, *t * 1e3});
-      }
-      if (!s.rows.empty()) p.series.push_back(s);
-    }
   return draw(c, p, "Collective time against the per-rank state size at the largest world size measured.",
               "no " + std::string(cpu ? "CPU" : "GPU") + " collective rows yet");
 }
 
 Figure plot_allscan_vs_block(Context& c, bool cpu) {
-  const MachineFit* fit = cpu ? (c.cpu_fit ? &*c.cpu_fit : nullptr) : (c.gpu_fit ? &*c.gpu_fit : nullptr);
   // The paper's size if swept over blocks there, else the largest size with two block sizes or more.
   std::map<double, std::set<double>> blocks_at;
   for (auto& r : c.res.rows)
@@ -197,9 +125,7 @@ Figure plot_allscan_vs_block(Context& c, bool cpu) {
   const auto rows = newest_by(c.res.rows, keep, key);
   std::set<int> worlds;
   for (auto& [k, r] : rows) worlds.insert(inum(*r, "world_size"));
-  std::set<int> model_worlds = worlds;
-  if (!cpu) model_worlds.insert({8, 64, 256});
-  auto colour = [&](int P) { return int(std::distance(model_worlds.begin(), model_worlds.find(P))); };
+  auto colour = [&](int P) { return int(std::distance(worlds.begin(), worlds.find(P))); };
   std::map<std::pair<int, std::string>, PlotSeries> series;
   for (auto& [k, r] : rows) {
     const int P = inum(*r, "world_size");
@@ -213,26 +139,13 @@ Figure plot_allscan_vs_block(Context& c, bool cpu) {
   p.xlabel = "All-Scan block (fp32 elements; K = state / block)";
   p.ylabel = "time per call (ms)";
   for (auto& [k, s] : series) p.series.push_back(s);
-  if (fit && bytes > 0) {
-    const CostModel cm = fit->collective_model();
-    for (int P : model_worlds) {
-      PlotSeries s = modelled_of(*fit, "allscan", "P=" + std::to_string(P), colour(P));
-      for (double b = 128; b <= bytes / 4; b *= 2) {
-        auto t = cm.collective("allscan", P, bytes, 4 * b, 128);
-        if (t) s.rows.push_back({b, *t * 1e3});
-      }
-      if (!s.rows.empty() && P >= 2) p.series.push_back(s);
-    }
-  }
-  if (series.empty()) p.series.clear();
-  return draw(c, p, "All-Scan time against its block size, measured and modelled (a colour per world size): small "
+  return draw(c, p, "All-Scan time against its block size, measured (a colour per world size): small "
                     "blocks pay the per-hop latency K times, large blocks lose the pipelining over the P-1 hops.",
               "no " + std::string(cpu ? "CPU" : "GPU") + " All-Scan rows with two block sizes or more yet");
 }
 
 std::vector<Figure> plot_operator_vs_gpus(Context& c, bool cpu) {
   std::vector<Figure> figs;
-  const MachineFit* fit = cpu ? (c.cpu_fit ? &*c.cpu_fit : nullptr) : (c.gpu_fit ? &*c.gpu_fit : nullptr);
   // GPUs: the settings of Tables 3 and 4. CPU ranks: every (shape, tokens per rank) measured.
   std::set<std::pair<Shape, long long>> configs;
   if (!cpu) configs = {{Shape{1, 16, 128, 128, "bf16"}, 16384}, {Shape{1, 16, 128, 128, "bf16"}, 32768}};
@@ -247,13 +160,9 @@ std::vector<Figure> plot_operator_vs_gpus(Context& c, bool cpu) {
     };
     auto key = [](const Row& r) { return col(r, "method") + "|" + col(r, "gpu") + "|" + col(r, "backend") + "|" + col(r, "world_size"); };
     std::map<std::string, PlotSeries> series;
-    std::set<int> worlds;
-    double block_elems = kPaperBlockElems;
     for (auto& [k, r] : newest_by(c.res.rows, keep, key)) {
       PlotSeries& s = add_series(series, operator_methods(c), measured_of(col(*r, "method"), *r));
       s.rows.push_back({num(*r, "world_size"), ms(*r)});
-      worlds.insert(inum(*r, "world_size"));
-      if (col(*r, "method") == "zeco" && num(*r, "block_elems") > 0) block_elems = num(*r, "block_elems");
     }
     PlotSpec p;
     p.name = std::string(cpu ? "cpu_" : "") + "operator_vs_gpus_" + (cpu ? shape.tag() + "_" : "") + "L" + std::to_string(L);
@@ -262,31 +171,10 @@ std::vector<Figure> plot_operator_vs_gpus(Context& c, bool cpu) {
     p.xlabel = cpu ? "CPU ranks (MPI processes)" : "number of GPUs";
     p.ylabel = "forward + backward time (ms)";
     for (auto& [k, s] : series) p.series.push_back(s);
-    if (fit) {
-      for (const std::string& m : operator_methods(c)) {
-        PlotSeries s = modelled_of(*fit, m);
-        // CPU ranks: at the measured world sizes only (their dp time depends on how many ranks share the cores).
-        std::set<int> ps = worlds;
-        if (!cpu) {
-          ps.insert(1);
-          for (int P : model_gpus(false, 0)) ps.insert(P);
-        }
-        for (int P : ps) {
-          OperatorShape os;
-          os.world = P, os.batch = shape.batch, os.heads = shape.heads, os.dk = shape.dk, os.dv = shape.dv;
-          os.tokens_per_rank = L, os.block_bytes = 4 * block_elems, os.act_bytes = shape.dtype == "fp32" ? 4 : 2;
-          const CostModel cm =
-              fit->model_for(shape.batch, shape.heads, shape.dk, shape.dv, shape.dtype, cpu ? P : 0);
-          auto t = cm.operator_time(m, os);
-          if (t) s.rows.push_back({double(P), *t * 1e3});
-        }
-        if (!s.rows.empty()) p.series.push_back(s);
-      }
-    }
     if (!cpu)
       for (const std::string& m : operator_methods(c)) {
         PlotSeries s = paper_series(m, "H100, Table " + std::string(L == 16384 ? "3" : "4"));
-        for (int P : kPredictGpus) {
+        for (int P : kPaperGpus) {
           const double v = paper_value(c.paper, "operator", P, L, m);
           if (std::isfinite(v)) s.rows.push_back({double(P), v});
         }
@@ -294,7 +182,7 @@ std::vector<Figure> plot_operator_vs_gpus(Context& c, bool cpu) {
       }
     figs.push_back(draw(c, p,
                         "Operator forward+backward time per method against the number of " + class_label(cpu) + ", " +
-                            std::to_string(L) + " tokens per rank: measured, modelled" + (cpu ? "" : ", the paper's") +
+                            std::to_string(L) + " tokens per rank: measured" + (cpu ? "" : ", the paper's") +
                             (cpu ? "." : " (Table " + std::string(L == 16384 ? "3" : "4") + "'s setting)."),
                         "no " + std::string(cpu ? "CPU" : "GPU") + " operator rows at " + shape.str() + ", " +
                             std::to_string(L) + " tokens per rank yet"));

@@ -1,5 +1,5 @@
-// spbench report: the model level (the paper's Tables 5 and 6): the measured throughput, the cost model carried to the
-// model level, and its plot.
+// spbench report: the model level (the paper's Tables 5 and 6): the measured throughput beside the paper's, its plot,
+// every configuration measured, and spbench against PyTorch + fla.
 #include "report/src/report_common.h"
 
 #include <algorithm>
@@ -14,38 +14,9 @@
 namespace spb {
 namespace report_detail {
 
-ModelLevelFit table_model_fit(const Context& c, long long L) {
-  ModelLevelFit f;
-  if (!c.gpu_fit || c.gpu_fit->rows.empty()) {
-    f.why = no_fit(c, "").second;
-    return f;
-  }
-  // T_compute from dp's step on P <= 2: the reference GPU's row first (its links make the prediction), then the
-  // paper's configuration, then the fewest ranks (the least all-reduce), then the newest row.
-  const Row* dp = nullptr;
-  auto order = [&](const Row& r) {
-    return std::make_tuple(col(r, "gpu") == c.ref_gpu, paper_model_config(r), -lnum(r, "world_size"), col(r, "date"));
-  };
-  for (const Row* r : model_rows_shown(c.res.rows, L, false))
-    if (col(*r, "method") == "dp" && inum(*r, "world_size") <= c.gpu_fit->fit_max_world &&
-        (!dp || order(*r) > order(*dp)))
-      dp = r;
-  if (!dp) {
-    f.why = "no fit (no dp row at " + std::to_string(L) + " tokens per GPU on P <= " +
-            std::to_string(c.gpu_fit->fit_max_world) + ")";
-    return f;
-  }
-  double block_bytes = 4.0 * kPaperBlockElems;
-  for (const Row* r : model_rows_shown(c.res.rows, L, false))  // zeco's block as measured at this configuration
-    if (col(*r, "method") == "zeco" && model_config_key(*r) == model_config_key(*dp) && num(*r, "block_elems") > 0)
-      block_bytes = 4 * num(*r, "block_elems");
-  return fit_model_level(*c.gpu_fit, {dp}, L, block_bytes);
-}
-
-// The lines of Table 5 or 6 (or of a CPU-rank model table: `cpu`, no paper, no prediction): per GPU count and method,
-// the row shown, the prediction, the paper's number, and each one's share of dp's throughput.
-std::vector<Line> model_lines(const Context& c, long long L, bool cpu, const ModelLevelFit& fit,
-                              const std::string& config) {
+// The lines of Table 5 or 6 (or of a CPU-rank model table: `cpu`, no paper): per GPU count and method, the row
+// shown, the paper's number, and each one's share of dp's throughput.
+std::vector<Line> model_lines(const Context& c, long long L, bool cpu, const std::string& config) {
   std::vector<const Row*> shown;
   if (config.empty()) {
     shown = model_rows_shown(c.res.rows, L, cpu);
@@ -57,28 +28,22 @@ std::vector<Line> model_lines(const Context& c, long long L, bool cpu, const Mod
     auto key = [](const Row& r) { return col(r, "method") + "|" + col(r, "world_size") + "|" + col(r, "backend"); };
     for (auto& [k, r] : newest_by(c.res.rows, keep, key)) shown.push_back(r);
   }
-  const auto methods = operator_methods(c);  // the model's methods, the registered ones and any measured
+  const auto methods = operator_methods(c);  // the registered methods and any measured
   std::set<int> gpus;
   for (const Row* r : shown) gpus.insert(inum(*r, "world_size"));
-  if (!cpu) {
+  if (!cpu)
     for (auto& v : c.paper)
       if (v.level == "model" && v.seq_per_gpu == L) gpus.insert(v.gpus);
-    if (fit.why.empty()) gpus.insert(kPredictGpus.begin(), kPredictGpus.end());
-  }
   std::vector<Line> lines;
   for (int P : gpus) {
     const double paper_dp = cpu ? NAN : paper_value(c.paper, "model", P, L, "dp");
-    const double model_dp = cpu ? NAN : fit.predict("dp", P).first;
     bool paper_row = false;
     for (auto& m : methods) paper_row |= !cpu && std::isfinite(paper_value(c.paper, "model", P, L, m));
     for (auto& m : methods) {
       Line base;
       base.gpus = P, base.method = m;
       base.paper = cpu ? NAN : paper_value(c.paper, "model", P, L, m);
-      if (!cpu) std::tie(base.model, base.model_note) = fit.predict(m, P);
-      if (!cpu && std::isfinite(base.model)) base.model_note = prediction_note(c, "model", m, P);
       base.r_paper = base.paper / paper_dp;
-      base.r_model = base.model / model_dp;
       std::vector<Line> mine;
       for (const Row* r : shown)
         if (col(*r, "method") == m && inum(*r, "world_size") == P) {
@@ -88,17 +53,15 @@ std::vector<Line> model_lines(const Context& c, long long L, bool cpu, const Mod
           l.r_measured = d ? l.measured / tokens_per_s(*d) : NAN;
           mine.push_back(l);
         }
-      // Unmeasured lines where there is something to say: a prediction (or why there is none, once a fit exists), or
-      // a GPU count the paper published.
-      const bool said = std::isfinite(base.model) || (fit.why.empty() && !base.model_note.empty());
-      if (mine.empty() && !cpu && (said || std::isfinite(base.paper) || paper_row)) mine.push_back(base);
+      // An unmeasured line at a GPU count the paper published: its number beside ours.
+      if (mine.empty() && paper_row) mine.push_back(base);
       lines.insert(lines.end(), mine.begin(), mine.end());
     }
   }
   return lines;
 }
 
-Figure plot_model_throughput(Context& c, long long L, const ModelLevelFit& fit, const std::vector<Line>& lines) {
+Figure plot_model_throughput(Context& c, long long L, const std::vector<Line>& lines) {
   // Each method's throughput as a share of dp's at the same world size, on a linear axis: the differences that matter
   // at the model level are of 1-3%, which a logarithmic axis of tokens/s hides.
   std::map<std::string, PlotSeries> series;
@@ -117,21 +80,10 @@ Figure plot_model_throughput(Context& c, long long L, const ModelLevelFit& fit, 
   p.xscale = Scale::log;
   p.yscale = Scale::linear;
   for (auto& [k, s] : series) p.series.push_back(s);
-  if (fit.why.empty() && c.gpu_fit)
-    for (const std::string& m : methods) {
-      PlotSeries s = modelled_of(*c.gpu_fit, m);
-      std::vector<int> ps = {1};
-      for (int P : model_gpus(false, 0)) ps.push_back(P);
-      for (int P : ps) {
-        const double v = fit.predict(m, P).first / fit.predict("dp", P).first;
-        if (std::isfinite(v)) s.rows.push_back({double(P), v});
-      }
-      if (s.rows.size() >= 2) p.series.push_back(s);  // a line needs two points
-    }
   bool paper = false;
   for (const std::string& m : methods) {
     PlotSeries s = paper_series(m, "H100, model table");
-    for (int P : kPredictGpus) {
+    for (int P : kPaperGpus) {
       const double v = paper_value(c.paper, "model", P, L, m) / paper_value(c.paper, "model", P, L, "dp");
       if (std::isfinite(v)) s.rows.push_back({double(P), v});
     }
@@ -140,9 +92,7 @@ Figure plot_model_throughput(Context& c, long long L, const ModelLevelFit& fit, 
   return draw(c, p,
               "Training throughput per GPU as a share of dp's at the same GPU count, " + std::to_string(L) +
                   " tokens per GPU (linear axis): measured (each row ÷ dp's row of its machine, configuration and "
-                  "schedule), modelled (the cost model carried to the model level, a prediction; thinner beyond one "
-                  "node, where it rests on the network's assumed constants)" +
-                  (paper ? ", the paper's model table." : "."),
+                  "schedule)" + (paper ? ", the paper's model table." : "."),
               "no GPU model rows at " + std::to_string(L) + " tokens per GPU yet");
 }
 
@@ -154,89 +104,34 @@ std::string section_model_level(Context& c, long long L, const std::string& tabl
        "its method, world size, GPU and backend, at the paper's configuration where one was measured (its "
        "configuration is in the table). Ratios are method ÷ dp at the same world size (for measured rows: dp's row of "
        "the same machine and configuration; higher is better, dp is the ideal).\n\n";
-  const ModelLevelFit fit = table_model_fit(c, L);
-  const auto lines = model_lines(c, L, false, fit);
+  const auto lines = model_lines(c, L, false);
   write_table_csv(c, table == "5" ? "table5" : "table6", lines, true);
   bool measured = false;
   for (const Line& l : lines) measured |= l.row != nullptr;
   if (!measured) s << "**Not measured yet**: results/ holds no GPU rows of level `model` at this setting.\n\n";
+  TableDef t;
+  t.ref = "dp";
+  t.predicted_in = "Table " + table + " predicted: GLA-1B training on " + kSimPredictPlatform;
   if (lines.empty()) {
-    s << "The paper's numbers at this setting are " << kNotPublished << ", and there is no model prediction.\n\n";
+    s << "The paper's numbers at this setting are " << kNotPublished << ".\n\n";
   } else {
     std::vector<std::vector<std::string>> rows;
     for (const Line& l : lines)
       rows.push_back({std::to_string(l.gpus), l.method, l.row ? num_cell(l.measured) : kNotMeasured,
                       l.row ? model_config_str(*l.row) : "—", l.row ? machine_of(*l.row) : "—",
-                      std::isfinite(l.model) ? num_cell(l.model) : fit.why.empty() ? l.model_note : "—",
                       std::isfinite(l.paper) ? num_cell(l.paper) : kNotPublished, ratio_cell(l.r_measured),
-                      ratio_cell(l.r_model), ratio_cell(l.r_paper), versus_cell(l, "dp")});
+                      ratio_cell(l.r_paper), versus_cell(l, "dp")});
     s << md_table({"GPUs", "method", "measured (tokens/s/GPU)", "configuration",
-                   "measured on (gpu, world size, backend, date)", "model prediction (tokens/s/GPU)",
-                   "paper (tokens/s/GPU)", "÷ dp: measured", "÷ dp: model", "÷ dp: paper", "ours ÷ paper (ratios)"},
-                  rows, "rlrllrrrrrl")
+                   "measured on (gpu, world size, backend, date)", "paper (tokens/s/GPU)", "÷ dp: measured",
+                   "÷ dp: paper", "ours ÷ paper (ratios)"},
+                  rows, "rlrllrrrl")
       << "\n";
-    TableDef t;
-    t.ref = "dp";
-    t.gate = [&c](const std::string& m) { return verdict_gate(c, "model", m, "dp"); };
     for (const Line& l : lines)
       if (std::find(t.methods.begin(), t.methods.end(), l.method) == t.methods.end()) t.methods.push_back(l.method);
-    s << "Against the paper:\n\n" << trend_paragraph(lines, t, c.params, "throughput") << "\n";
+    s << "Against the paper:\n\n" << trend_paragraph(lines, t, "throughput") << "\n";
   }
-  s << "**Model prediction** (the cost model carried to the model level, not a measurement): step time(P) = dp's "
-       "measured step time, less its own modelled gradient all-reduce (T_compute: every token-local part of the step) "
-       "+ layers x (the operator-level cost model's time of the method's attention forward + backward at P at the "
-       "model's per-layer shape, less dp's: its exposed communication and extra local work) + the gradient all-reduce "
-       "at P (a ring all-reduce of 4 x params bytes of fp32 gradients: 2 (P-1)/P x bytes / bandwidth + 2 (P-1) x "
-       "latency), following each row's schedule: summed beside the backward (`grad_overlap` = 1, the default on GPUs "
-       "at P > 1) only its tail is added, the larger of its last block's share (1/layers) and what 2/3 of T_compute "
-       "(the backward) cannot cover; after the backward all of it; over NVLink inside a node of "
-    << c.params.gpus_per_node << " and the network beyond); throughput = B x tokens per GPU / step time. ";
-  if (!fit.why.empty()) {
-    s << "Not predicted here: " << fit.why << ".\n\n";
-  } else {
-    const Row& dp = *fit.dp;
-    s << "Here: dp's step " << num_cell(ms(dp)) << " ms on " << machine_of(dp) << " (" << model_config_str(dp)
-      << "), of which the modelled all-reduce of " << num_cell(fit.grad_bytes / 1048576) << " MiB is "
-      << num_cell(fit.allreduce_dp_s * 1e3) << " ms, so T_compute = " << num_cell(fit.compute_s * 1e3) << " ms; "
-      << fit.layers << " layers of attention at B=" << fit.layer.batch << ", H=" << fit.layer.heads
-      << ", dk=" << fit.layer.dk << ", dv=" << fit.layer.dv << " (zeco's All-Scan block "
-      << int_str(fit.layer.block_bytes / 4) << " elements), the dp kernel time " << fit.kernel_basis
-      << "; the links fitted on " << c.ref_gpu << "'s rows of P <= " << c.gpu_fit->fit_max_world
-      << " (the cost model section); between nodes (beyond " << c.params.gpus_per_node << " GPUs) the network "
-      << network_str(c) << ".\n\n";
-  }
-  s << "**Hold-out at the model level** (the same prediction fitted on P <= " << kHoldOutFitMaxWorld
-    << ", against the model rows of more ranks, which it never saw; `hold_out_by_world`): ";
-  const std::string held = c.gpu_holdout ? model_holdout_table(*c.gpu_holdout, L) : "";
-  if (!held.empty()) {
-    s << c.ref_gpu << ", " << L << " tokens per GPU:\n\n" << held << "\n";
-  } else {
-    std::set<int> worlds;
-    for (const Row* r : model_rows_shown(c.res.rows, L, false)) worlds.insert(inum(*r, "world_size"));
-    std::vector<std::string> w;
-    for (int P : worlds) w.push_back(std::to_string(P));
-    s << "**none**: no model rows of " << (c.ref_gpu.empty() ? "a GPU" : c.ref_gpu) << " above P = "
-      << kHoldOutFitMaxWorld << " at " << L << " tokens per GPU"
-      << (w.empty() ? "" : " (the GPU model rows at this setting are at P = " + join(w, ", ") + ")")
-      << ", so no prediction in this table is checked against a training step measured on more GPUs than it was "
-         "fitted on; the collective and operator hold-outs (the cost model section) are the nearest check.";
-    if (c.cpu_holdout) {
-      double worst = -1;
-      int points = 0;
-      for (const HoldOutError& e : c.cpu_holdout->errors)
-        if (e.level == "model" && e.points > 0) worst = std::max(worst, e.max_abs), points += e.points;
-      if (points > 0)
-        s << " On CPU ranks, where model rows above P = " << kHoldOutFitMaxWorld << " exist, the same construction "
-          << "misses them by up to " << fmt(worst < 0.095 ? "%.1f%%" : "%.0f%%", 100 * worst) << " (" << points
-          << " points; the CPU section)"
-          << (std::round(100 * worst) > std::round(100 * kHoldOutWarn)
-                  ? ": beyond " + fmt("%.0f%%", 100 * kHoldOutWarn) + ", not reliable there"
-                  : "")
-          << ".";
-    }
-    s << "\n\n";
-  }
-  if (!lines.empty()) s << figure_md(plot_model_throughput(c, L, fit, lines)) << "\n";
+  s << predicted_in_md(c, t);
+  if (!lines.empty()) s << figure_md(plot_model_throughput(c, L, lines)) << "\n";
   return s.str();
 }
 

@@ -1,12 +1,12 @@
-// spbench report: the two figures users quote from the paper, redrawn from our rows and the cost model:
+// spbench report: the two figures users quote from the paper, redrawn from our measured and simulated rows:
 //   - tokens/s per GPU against the number of GPUs (the paper's Figure 1, near-linear scaling): the operator level at
 //     Table 3's setting, and the model level at each tokens-per-GPU where GPU model rows exist;
 //   - "1M tokens on 64 GPUs versus 16K tokens on one GPU": the time of one operator forward+backward at 16K tokens
 //     per GPU as the world grows with the sequence.
-// Every point is measured (a row of results/, its file named) or modelled (the cost model's functions of
-// report/src/cost_model.h, through the tables' own predictions), and says so in the plot (a measured series is solid
-// or its backend's dash type with filled points; a modelled one dotted with open diamonds), in the README's table
-// beside the plot and in tables/fig_*.csv. The paper's numbers are drawn beside them as open circles.
+// Every point is measured (a row of results/, its file named) or simulated (a row of results/sim/ on the prediction
+// platform, the simulation's predicted tables' own: simulated_predictions), and says so in the plot (a measured series
+// is solid or its backend's dash type with filled points; a simulated one dashed with open squares), in the README's
+// table beside the plot and in tables/fig_*.csv. The paper's numbers are drawn beside them as open circles.
 #include "report/src/report_common.h"
 
 #include <algorithm>
@@ -32,10 +32,10 @@ bool figure_method(const std::string& m) {
 struct FigPoint {
   int gpus = 0;
   std::string method, backend;
-  std::string label;  // measured, modelled, paper
+  std::string label;  // measured, simulated, paper
   double value = NAN;
-  const Row* row = nullptr;  // measured: the row
-  std::string source;        // measured: results/FILE; modelled: the cost model's function and fit; paper: its table
+  const Row* row = nullptr;  // measured and simulated: the row
+  std::string source;        // measured and simulated: results/FILE; paper: its table
 };
 
 struct FigData {
@@ -43,7 +43,7 @@ struct FigData {
   std::string unit;        // of the value
   long long tokens_per_gpu = kFigureL;
   std::vector<FigPoint> points;
-  std::string modelled_how, paper_how;  // for the sources line
+  std::string paper_how;    // for the sources line
   std::string paper_where;              // the paper's series, after its name
 };
 
@@ -56,9 +56,21 @@ std::string tokens_str(double n) {
 
 std::string value_str(double v) { return num_cell(v); }
 
+// The simulated points of `level` (at L tokens per GPU) where a method was not measured: the simulation's predictions
+// (simulated_predictions), each with its row and file. `value`: what the figure shows of a row.
+template <class Value>
+void add_simulated(const Context& c, FigData& f, const std::string& level, const std::set<std::pair<std::string, int>>& measured,
+                   Value value) {
+  for (const auto& [key, r] : simulated_predictions(c, level, f.tokens_per_gpu)) {
+    const auto& [P, m] = key;
+    if (!figure_method(m) || measured.count({m, P})) continue;
+    f.points.push_back({P, m, col(*r, "backend"), "simulated", value(*r), r, "results/" + c.res.file_of(*r)});
+  }
+}
+
 // The operator at Table 3's setting: measured lines of the table (each the newest row of its method, world size, gpu
-// and backend), the table's prediction (CostModel::operator_time) at every GPU count a method was not measured, and
-// Table 3's numbers. `throughput`: tokens/s per GPU (B = 1: L / time), else the time in ms.
+// and backend), the simulation's prediction at every GPU count a method was not measured, and Table 3's numbers.
+// `throughput`: tokens/s per GPU (B = 1: L / time), else the time in ms.
 FigData operator_figure(const Context& c, bool throughput) {
   FigData f;
   f.name = throughput ? "fig_tokens_per_gpu_operator_L16384" : "fig_1m_tokens_on_64_gpus";
@@ -73,20 +85,8 @@ FigData operator_figure(const Context& c, bool throughput) {
                         "results/" + c.res.file_of(*l.row)});
     measured.insert({l.method, l.gpus});
   }
-  if (c.gpu_fit) {
-    f.modelled_how = "`CostModel::operator_time` (report/src/cost_model.h: the links and the dp kernel fitted on " +
-                     c.ref_gpu + "'s rows of P <= " + std::to_string(c.gpu_fit->fit_max_world) +
-                     ", the cost model section), the prediction of Table 3's model column";
-    for (const std::string& m : kFigureMethods)
-      for (int P : kFigureGpus) {
-        if (measured.count({m, P})) continue;
-        const auto [ms_, why] = t.model(m, P);
-        if (std::isfinite(ms_))
-          f.points.push_back({P, m, model_backend(*c.gpu_fit, m), "modelled", value(ms_), nullptr,
-                              "cost model (operator_time), fitted on " + c.ref_gpu + " at P <= " +
-                                  std::to_string(c.gpu_fit->fit_max_world)});
-      }
-  }
+  // A simulated row's time is its median over the timed iterations, as the simulation's tables show it.
+  add_simulated(c, f, "operator", measured, [&](const Row& r) { return value(num(r, "time_ms_median")); });
   f.paper_how = "the paper's Table 3 (H100)";
   f.paper_where = "H100, Table 3";
   for (const std::string& m : kFigureMethods)
@@ -97,9 +97,8 @@ FigData operator_figure(const Context& c, bool throughput) {
   return f;
 }
 
-// The model level at L tokens per GPU: the rows Table 5 or 6 shows, the model-level prediction
-// (CostModel::model_step_time through ModelLevelFit::predict) at every GPU count a method was not measured, the paper's
-// model table.
+// The model level at L tokens per GPU: the rows Table 5 or 6 shows, the simulation's prediction at every GPU count a
+// method was not measured, the paper's model table.
 FigData model_figure(const Context& c, long long L) {
   FigData f;
   f.name = "fig_tokens_per_gpu_model_L" + std::to_string(L);
@@ -113,24 +112,7 @@ FigData model_figure(const Context& c, long long L) {
                         "results/" + c.res.file_of(*r)});
     measured.insert({col(*r, "method"), inum(*r, "world_size")});
   }
-  const ModelLevelFit fit = table_model_fit(c, L);
-  if (fit.why.empty() && c.gpu_fit) {
-    f.modelled_how = "`CostModel::model_step_time` (report/src/cost_model.h, the model level: dp's step " +
-                     num_cell(ms(*fit.dp)) + " ms from results/" + c.res.file_of(*fit.dp) + ", the links fitted on " +
-                     c.ref_gpu + "'s rows of P <= " + std::to_string(c.gpu_fit->fit_max_world) +
-                     "), the prediction of the model table's model column";
-    for (const std::string& m : kFigureMethods)
-      for (int P : kFigureGpus) {
-        if (measured.count({m, P})) continue;
-        const double v = fit.predict(m, P).first;
-        if (std::isfinite(v))
-          f.points.push_back({P, m, model_backend(*c.gpu_fit, m), "modelled", v, nullptr,
-                              "cost model (model_step_time), fitted on " + c.ref_gpu + " at P <= " +
-                                  std::to_string(c.gpu_fit->fit_max_world)});
-      }
-  } else {
-    f.modelled_how = "none: " + fit.why;
-  }
+  add_simulated(c, f, "model", measured, [](const Row& r) { return tokens_per_s(r); });
   f.paper_how = "the paper's model table (H100)";
   f.paper_where = "H100, model table";
   for (const std::string& m : kFigureMethods)
@@ -145,17 +127,17 @@ bool has_label(const FigData& f, const std::string& label) {
   return std::any_of(f.points.begin(), f.points.end(), [&](const FigPoint& p) { return p.label == label; });
 }
 
-// The plot: a measured series per (method, backend, gpu), a modelled series per method, the paper's per method.
-PlotSpec figure_plot(const Context& c, const FigData& f) {
+// The plot: a measured series per (method, backend, gpu), a simulated series per method, the paper's per method.
+PlotSpec figure_plot(const FigData& f) {
   std::map<std::string, PlotSeries> series;
   auto order = [](const std::string& m) {
     return fmt("%02.0f", double(std::find(kFigureMethods.begin(), kFigureMethods.end(), m) - kFigureMethods.begin()));
   };
   for (const FigPoint& p : f.points) {
-    PlotSeries fresh = p.label == "measured"   ? measured_of(p.method, *p.row)
-                       : p.label == "modelled" ? modelled_of(*c.gpu_fit, p.method)
-                                               : paper_series(p.method, f.paper_where);
-    const std::string key = std::string(p.label == "measured" ? "0" : p.label == "modelled" ? "1" : "2") +
+    PlotSeries fresh = p.label == "measured"    ? measured_of(p.method, *p.row)
+                       : p.label == "simulated" ? predicted_series(p.method)
+                                                : paper_series(p.method, f.paper_where);
+    const std::string key = std::string(p.label == "measured" ? "0" : p.label == "simulated" ? "1" : "2") +
                             order(p.method) + fresh.title;
     PlotSeries& s = series.emplace(key, fresh).first->second;
     s.rows.push_back({double(p.gpus), p.value});
@@ -168,13 +150,13 @@ PlotSpec figure_plot(const Context& c, const FigData& f) {
 }
 
 // The README's table beside a plot: a row per GPU count, a column per method; each cell ours, labelled measured (and
-// on which gpu where several were) or modelled, then the paper's number where it published one.
+// on which gpu where several were) or simulated, then the paper's number where it published one.
 std::string figure_table(const FigData& f) {
   std::set<int> gpus;
   for (const FigPoint& p : f.points) gpus.insert(p.gpus);
   std::set<std::string> measured_gpus;
   for (const FigPoint& p : f.points)
-    if (p.row) measured_gpus.insert(col(*p.row, "gpu"));
+    if (p.label == "measured") measured_gpus.insert(col(*p.row, "gpu"));
   std::vector<std::vector<std::string>> rows;
   for (int P : gpus) {
     std::vector<std::string> row = {std::to_string(P), tokens_str(double(P) * f.tokens_per_gpu)};
@@ -186,7 +168,7 @@ std::string figure_table(const FigData& f) {
           paper.push_back("paper " + value_str(p.value));
         else
           ours.push_back(value_str(p.value) + " " + p.label +
-                         (p.row && measured_gpus.size() > 1 ? " (" + col(*p.row, "gpu") + ")" : ""));
+                         (p.label == "measured" && measured_gpus.size() > 1 ? " (" + col(*p.row, "gpu") + ")" : ""));
       }
       ours.insert(ours.end(), paper.begin(), paper.end());
       row.push_back(ours.empty() ? "—" : join(ours, "; "));
@@ -198,23 +180,31 @@ std::string figure_table(const FigData& f) {
   return md_table(head, rows, "rrllll");
 }
 
-// Where the points come from: each results file with the (method, backend) rows taken from it, the cost model, the
-// paper.
+// Where the points come from: each results file with the (method, backend) rows taken from it, measured and
+// simulated apart, and the paper.
 std::string figure_sources(const FigData& f) {
-  std::map<std::string, std::set<std::string>> files;  // results/FILE -> "method (backend) on gpu"
-  for (const FigPoint& p : f.points)
-    if (p.row) files[p.source].insert(p.method + " (" + p.backend + ") on " + col(*p.row, "gpu"));
   std::ostringstream s;
-  s << "Each point says what it is: **measured** — ";
-  if (files.empty()) s << "none at this setting in results/";
-  bool first = true;
-  for (auto& [file, what] : files) {
-    s << (first ? "" : "; ") << "`" << file << "`: " << join({what.begin(), what.end()}, ", ");
-    first = false;
+  s << "Each point says what it is: ";
+  for (const char* label : {"measured", "simulated"}) {
+    std::map<std::string, std::set<std::string>> files;  // results/FILE -> "method (backend) on gpu"
+    for (const FigPoint& p : f.points)
+      if (p.label == label) files[p.source].insert(p.method + " (" + p.backend + ") on " + col(*p.row, "gpu"));
+    s << "**" << label << "** — ";
+    if (files.empty())
+      s << (std::string(label) == "measured" ? "none at this setting in results/"
+                                             : "none at this setting in results/sim/");
+    bool first = true;
+    for (auto& [file, what] : files) {
+      s << (first ? "" : "; ") << "`" << file << "`: " << join({what.begin(), what.end()}, ", ");
+      first = false;
+    }
+    s << (std::string(label) == "simulated" ? " (on `" + std::string(kSimPredictPlatform) +
+                                                  "`, at the GPU counts where that method was not measured)"
+                                            : "")
+      << "; ";
   }
-  s << "; **modelled** — " << (f.modelled_how.empty() ? "none (no GPU rows to fit)" : f.modelled_how)
-    << ", at the GPU counts where that method was not measured; **paper** — " << f.paper_how << ". `tables/"
-    << f.name << ".csv` has every point with its label and source.\n\n";
+  s << "**paper** — " << f.paper_how << ". `tables/" << f.name
+    << ".csv` has every point with its label and source.\n\n";
   return s.str();
 }
 
@@ -245,17 +235,17 @@ std::string section_paper_figures(Context& c) {
   std::ostringstream s;
   s << "## The paper's two figures: tokens/s per GPU against GPUs, and 1M tokens on 64 GPUs\n\n"
     << "The figures users quote from the paper, redrawn from spbench's rows as far as the lent machines go and from "
-       "the cost model beyond. Every point is labelled **measured** (a row of results/, the file named below the "
-       "table) or **modelled** (the cost model's prediction, the same numbers as the tables' model columns); in the "
-       "plots a measured series has filled points on its backend's line style, a modelled one open diamonds on a "
-       "dotted line, and the paper's numbers are open circles. Methods: dp (no communication: the ideal), zeco, lasp2 "
+       "the simulation beyond. Every point is labelled **measured** (a row of results/, the file named below the "
+       "table) or **simulated** (a row of results/sim/ on `" << kSimPredictPlatform << "`, the same numbers as the "
+       "simulation's predicted tables); in the plots a measured series has filled points on its backend's line style, "
+       "a simulated one open squares on a dashed line, and the paper's numbers are open circles. Methods: dp (no communication: the ideal), zeco, lasp2 "
        "and lasp1, those of the paper's tables.\n\n";
 
   // Figure 1: tokens/s per GPU against GPUs, the operator level.
   {
     const FigData f = operator_figure(c, true);
     write_figure_csv(c, f);
-    PlotSpec p = figure_plot(c, f);
+    PlotSpec p = figure_plot(f);
     p.title = "Tokens/s per GPU vs GPUs: operator forward+backward (B=1, H=16, dk=dv=128, bf16, 16384 tokens per GPU)";
     p.ylabel = "throughput per GPU (tokens/s, forward+backward)";
     p.y_from_zero = true;
@@ -264,8 +254,8 @@ std::string section_paper_figures(Context& c) {
       << "16384 tokens per GPU (Table 3's setting): tokens per second per GPU of one attention forward + backward "
          "(B x L ÷ time). Flat is linear scaling: dp (no communication) is the ideal.\n\n";
     s << figure_md(draw(c, p, "Tokens/s per GPU against the number of GPUs, operator level, 16384 tokens per GPU: "
-                              "measured, modelled, the paper's Table 3.",
-                        "no GPU operator rows at Table 3's setting and no cost model fit yet"));
+                              "measured, simulated, the paper's Table 3.",
+                        "no GPU operator rows at Table 3's setting, measured or simulated, yet"));
     if (!f.points.empty()) s << figure_table(f) << "\n" << figure_sources(f);
     std::vector<std::string> keep;
     for (const std::string& m : kFigureMethods) {
@@ -287,7 +277,7 @@ std::string section_paper_figures(Context& c) {
     const FigData f = model_figure(c, L);
     if (!has_label(f, "measured")) continue;
     write_figure_csv(c, f);
-    PlotSpec p = figure_plot(c, f);
+    PlotSpec p = figure_plot(f);
     p.title = "Tokens/s per GPU vs GPUs: model-level training (GLA LM, " + std::to_string(L) + " tokens per GPU)";
     p.ylabel = "training throughput per GPU (tokens/s)";
     p.y_from_zero = true;
@@ -296,8 +286,7 @@ std::string section_paper_figures(Context& c) {
       << "One training step (forward + backward + gradient all-reduce + AdamW), the rows Table "
       << (L == 16384 ? "5" : "6") << " shows.\n\n";
     s << figure_md(draw(c, p, "Training tokens/s per GPU against the number of GPUs, " + std::to_string(L) +
-                                  " tokens per GPU: measured, modelled (the cost model carried to the model level), "
-                                  "the paper's model table.",
+                                  " tokens per GPU: measured, simulated, the paper's model table.",
                         "no GPU model rows yet"))
       << figure_table(f) << "\n"
       << figure_sources(f);
@@ -307,7 +296,7 @@ std::string section_paper_figures(Context& c) {
   {
     const FigData f = operator_figure(c, false);
     write_figure_csv(c, f);
-    PlotSpec p = figure_plot(c, f);
+    PlotSpec p = figure_plot(f);
     p.title = "1M tokens on 64 GPUs vs 16K tokens on one GPU: operator forward+backward at 16384 tokens per GPU";
     p.xlabel = "number of GPUs";
     p.ylabel = "forward + backward time (ms)";
@@ -332,8 +321,8 @@ std::string section_paper_figures(Context& c) {
          "world: 16K tokens on one GPU, 1M (1048576) on 64. A method that scales perfectly keeps one GPU's time "
          "(the dotted black line: dp measured on one GPU).\n\n";
     s << figure_md(draw(c, p, "Operator forward+backward time at 16384 tokens per GPU, the sequence growing with the "
-                              "GPUs (16K tokens on 1 GPU to 4M on 256): measured, modelled, the paper's Table 3.",
-                        "no GPU operator rows at Table 3's setting and no cost model fit yet"));
+                              "GPUs (16K tokens on 1 GPU to 4M on 256): measured, simulated, the paper's Table 3.",
+                        "no GPU operator rows at Table 3's setting, measured or simulated, yet"));
     if (!f.points.empty()) s << figure_table(f) << "\n" << figure_sources(f);
     if (dp1) {
       std::vector<std::string> v;

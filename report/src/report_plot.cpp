@@ -78,7 +78,6 @@ std::string colour_spec(int colour) {
 const char* kind_name(SeriesKind kind) {
   switch (kind) {
     case SeriesKind::measured: return "measured";
-    case SeriesKind::modelled: return "modelled";
     case SeriesKind::simulated: return "simulated";
     case SeriesKind::paper: return "paper";
     case SeriesKind::reference: return "reference";
@@ -90,7 +89,7 @@ const char* kind_name(SeriesKind kind) {
 namespace {
 
 // Backends in a fixed order with their dash type and filled point type; any other backend gets one of the custom
-// patterns by a stable hash of its name. dt 3 (dotted) is the modelled series' and no backend's.
+// patterns by a stable hash of its name. dt 3 (dotted) is the reference line's and no backend's.
 struct BackendStyle {
   const char* backend;
   const char* dash;
@@ -179,15 +178,6 @@ PlotSeries measured_series(const std::string& method, const std::string& backend
   return s;
 }
 
-PlotSeries modelled_series(const std::string& method, const std::string& backend, const std::string& where,
-                           int colour) {
-  PlotSeries s;
-  s.kind = SeriesKind::modelled;
-  s.title = with_where(method + " (" + backend + ") modelled", where);
-  s.style = "with linespoints lw 1.5 dt 3 pt 12 ps 0.9 " + colour_spec(colour < 0 ? method_colour(method) : colour);
-  return s;
-}
-
 PlotSeries paper_series(const std::string& method, const std::string& where, int colour) {
   PlotSeries s;
   s.kind = SeriesKind::paper;
@@ -214,11 +204,10 @@ std::string plot_styles_md(const std::vector<std::string>& backends) {
     const auto* k = known_backend(backends[i]);
     s << (i ? "; " : "") << "`" << backends[i] << "` " << (k ? k->words : kOtherWords[other_index(backends[i])]);
   }
-  s << "); a legend entry names both, as \"zeco (device-ll16) measured, NVIDIA H200\". The cost model's predictions "
-       "are thin dotted lines with open diamonds (\"modelled\", naming the backend whose fitted link they use), the "
-       "paper's published numbers open circles without a line (\"paper\"). The simulation's two plots add its rows "
-       "(\"simulated\"): on the lent machine's platform large open circles without a line, on the paper's cluster a "
-       "dashed line of open squares, the paper's numbers there large stars. An axis is logarithmic where its data "
+  s << "); a legend entry names both, as \"zeco (device-ll16) measured, NVIDIA H200\". The paper's published numbers "
+       "are open circles without a line (\"paper\"). The simulation's rows (\"simulated\"): on the lent machine's "
+       "platform large open circles without a line, on the paper's cluster a dashed line of open squares (also in the "
+       "paper's two figures), the paper's numbers in the simulation's plots large stars. An axis is logarithmic where its data "
        "spans more than a decade.\n\n";
   return s.str();
 }

@@ -12,7 +12,6 @@ namespace spb {
 // block with it ("# [2] measured: zeco (device-ll16) measured, NVIDIA H200").
 enum class SeriesKind {
   measured,   // rows of results/: colour per method, dash type and filled point per backend, "M (BACKEND) measured"
-  modelled,   // the cost model's prediction: the method's colour, dotted, open diamonds, "M (BACKEND) modelled"
   simulated,  // rows of the simulation (results/sim/): the method's colour, open points, "M (BACKEND) simulated, P"
   paper,      // the paper's published numbers: the method's colour, open circles, no line, "M paper"
   reference,  // a guide line (the ideal): thin, dotted, black
@@ -31,14 +30,12 @@ struct PlotSeries {
 // A method keeps its colour in every plot (its index in a fixed palette); a backend keeps its dash type and point type.
 int method_colour(const std::string& method);
 std::string colour_spec(int colour);           // lc rgb "#..."
-std::string backend_dash(const std::string& backend);  // dt ... (never the modelled series' dotted dt 3)
+std::string backend_dash(const std::string& backend);  // dt ... (never the reference line's dotted dt 3)
 int backend_point(const std::string& backend);        // a filled point type
-// The three kinds of a method's series, titled and styled. `backend`: what carried the rows, or for the cost model the
-// backend whose fitted link the prediction uses ("no communication" for dp); `where`: the machine and setting, after a
-// comma ("" for none). `colour` < 0: the method's.
+// A method's measured series, titled and styled. `backend`: what carried the rows; `where`: the machine and setting,
+// after a comma ("" for none). `colour` < 0: the method's. (The paper's series: paper_series below; the simulation's:
+// report_sim.cpp.)
 PlotSeries measured_series(const std::string& method, const std::string& backend, const std::string& where,
-                           int colour = -1);
-PlotSeries modelled_series(const std::string& method, const std::string& backend, const std::string& where,
                            int colour = -1);
 // A measured series of another GPU kind than the reference style's: on an H100 the method's colour darkened, open
 // points of the backend's shape, and the backend's H100 dash type (one per backend, none a H200 backend's), so that

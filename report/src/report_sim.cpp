@@ -560,15 +560,12 @@ Figure plot_sim_vs_gpus(Context& c, const PredictDef& d, const std::set<std::str
     }
     for (auto& [P, r] : srow) sim.rows.push_back({double(P), median_ms(*r)});
     // The prediction platform: a dashed line with open squares.
-    PlotSeries dgx;
-    dgx.kind = SeriesKind::simulated;
-    dgx.style = kSimLineStyle + colour_spec(colour);
-    dgx.title = m + " simulated, " + kSimPredictPlatform;
+    PlotSeries dgx = predicted_series(m);
     for (auto& [k, r] : pred)
       if (k.second == m) dgx.rows.push_back({double(k.first), median_ms(*r)});
     PlotSeries paper = paper_series(m, "H100");
     paper.style = kPaperStarStyle + colour_spec(colour);
-    for (int P : kPredictGpus) {
+    for (int P : kPaperGpus) {
       const double v = paper_value(c.paper, d.level, P, d.paper_seq, m);
       if (std::isfinite(v)) paper.rows.push_back({double(P), v});
     }
@@ -652,10 +649,22 @@ std::string section_simulation(Context& c) {
   s << "### The paper's Tables 5 and 6 on the `" << kSimPredictPlatform << "` platform (simulated)\n\n"
     << "The GLA-1B step replays the model's kernel times and its GLA stages recorded on 4 H200s "
        "(`results/<kind>_model_stages.csv`, `spbench model --stage-times`); the gradient all-reduce, zeco's All-Scan "
-       "and lasp2's all-gather run on the platform's network as above. The model level's own tables (above) keep the "
-       "cost model's estimates beside these, labelled as such.\n\n";
+       "and lasp2's all-gather run on the platform's network as above.\n\n";
   s << predict_md(c, predict_def(c, "model"), model) << predict_md(c, predict_def(c, "model", 32768), model);
   return s.str();
+}
+
+std::map<std::pair<int, std::string>, const Row*> simulated_predictions(const Context& c, const std::string& level,
+                                                                        long long tokens) {
+  return predicted_rows(c, predict_def(c, level, tokens));
+}
+
+PlotSeries predicted_series(const std::string& method) {
+  PlotSeries s;
+  s.kind = SeriesKind::simulated;
+  s.style = kSimLineStyle + colour_spec(method_colour(method));
+  s.title = method + " simulated, " + kSimPredictPlatform;
+  return s;
 }
 
 }  // namespace report_detail

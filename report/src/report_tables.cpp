@@ -1,4 +1,4 @@
-// spbench report: the paper's Tables 2-4 (collective and operator level), the cost model's predictions for them, and
+// spbench report: the paper's Tables 2-4 (collective and operator level), measured beside the paper's numbers, and
 // the All-Scan against its floor.
 #include "report/src/report_common.h"
 
@@ -10,44 +10,6 @@
 
 namespace spb {
 namespace report_detail {
-
-// --- the cost model's predictions for the GPU tables ------------------------------------------------------------------
-std::pair<double, std::string> no_fit(const Context& c, const char* what) {
-  if (c.ref_gpu.empty()) return {NAN, "no fit yet (no GPU rows)"};
-  if (!c.gpu_fit || c.gpu_fit->rows.empty())
-    return {NAN, "no fit (no rows of " + c.ref_gpu + " at P <= " + std::to_string(kHoldOutFitMaxWorld) + ")"};
-  return {NAN, std::string("no fit (") + what + ")"};
-}
-
-std::function<std::pair<double, std::string>(const std::string&, int)> collective_model(const Context& c) {
-  return [&c](const std::string& pattern, int P) -> std::pair<double, std::string> {
-    if (!c.gpu_fit) return no_fit(c, "");
-    const CostModel cm = c.gpu_fit->collective_model();
-    if (std::find(model_patterns().begin(), model_patterns().end(), pattern) == model_patterns().end())
-      return {NAN, "no formula"};
-    auto t = cm.collective(pattern, P, kTable2Bytes, 4.0 * kPaperBlockElems, 128);
-    if (!t) return no_fit(c, ("no " + pattern + " rows at P <= " + std::to_string(kHoldOutFitMaxWorld)).c_str());
-    return {*t * 1e3, prediction_note(c, "collective", pattern, P)};
-  };
-}
-
-std::function<std::pair<double, std::string>(const std::string&, int)> operator_model(const Context& c, long long L) {
-  return [&c, L](const std::string& method, int P) -> std::pair<double, std::string> {
-    if (!c.gpu_fit) return no_fit(c, "");
-    if (std::find(model_methods().begin(), model_methods().end(), method) == model_methods().end())
-      return {NAN, "no formula"};
-    const CostModel cm = c.gpu_fit->model_for(1, 16, 128, 128, "bf16");
-    if (!cm.fwd_bwd.ok)
-      return no_fit(c, ("no dp rows at H=16, dk=dv=128, bf16 on P <= " + std::to_string(kHoldOutFitMaxWorld)).c_str());
-    OperatorShape s;
-    s.world = P, s.batch = 1, s.heads = 16, s.dk = 128, s.dv = 128, s.tokens_per_rank = L;
-    s.block_bytes = 4.0 * kPaperBlockElems, s.act_bytes = 2;
-    if (method == "ulysses" && s.heads % P != 0) return {NAN, "n/a (H=16 not divisible by P)"};
-    auto t = cm.operator_time(method, s);
-    if (!t) return no_fit(c, "a pattern it needs was not measured");
-    return {*t * 1e3, prediction_note(c, "operator", method, P)};
-  };
-}
 
 // Each measured All-Scan next to the floor the link probes give it: the state over one link's bandwidth
 // plus the pipeline's fill (P-2 more blocks) and P-1 flag latencies, from the newest probe of each GPU.
@@ -231,12 +193,12 @@ std::string gpu_table(Context& c, const TableDef& t, const std::string& heading,
   const auto lines = build_lines(c, t);
   write_table_csv(c, t.id, lines);
   if (lines.empty()) {
-    s << "Nothing at this setting yet: no GPU rows, no model fit, and the paper's numbers are " << kNotPublished
-      << ".\n\n";
-    return s.str();
+    s << "Nothing at this setting yet: no GPU rows, and the paper's numbers are " << kNotPublished << ".\n\n";
+  } else {
+    s << render_lines(lines, t.ref, value) << "\n";
+    s << "Against the paper:\n\n" << trend_paragraph(lines, t) << "\n";
   }
-  s << render_lines(lines, t.ref, value) << "\n";
-  s << "Against the paper:\n\n" << trend_paragraph(lines, t, c.params) << "\n";
+  s << predicted_in_md(c, t);
   return s.str();
 }
 
@@ -251,9 +213,7 @@ TableDef collective_table(const Context& c) {
     return col(r, "level") == "collective" && num(r, "bytes") == kTable2Bytes && is(r, "dv", 128) &&
            (col(r, "method") != "allscan" || is(r, "block_elems", kPaperBlockElems));
   };
-  t2.model = collective_model(c);
-  t2.fitted = c.gpu_fit.has_value();
-  t2.gate = [&c, ref = t2.ref](const std::string& m) { return verdict_gate(c, "collective", m, ref); };
+  t2.predicted_in = "Table 2 predicted: the collective call on " + std::string(kSimPredictPlatform);
   return t2;
 }
 
@@ -269,9 +229,8 @@ TableDef operator_table(const Context& c, long long L) {
            is(r, "dv", 128) && is(r, "batch", 1) &&
            (num(r, "block_elems") == 0 || is(r, "block_elems", kPaperBlockElems));
   };
-  t.model = operator_model(c, L);
-  t.gate = [&c](const std::string& m) { return verdict_gate(c, "operator", m, "dp"); };
-  t.fitted = c.gpu_fit.has_value();
+  t.predicted_in = "Table " + std::string(L == 16384 ? "3" : "4") + " predicted: operator forward+backward on " +
+                   kSimPredictPlatform;
   return t;
 }
 

@@ -241,8 +241,8 @@ $<TARGET_FILE:spbench> report --no-plots --results ${CMAKE_CURRENT_BINARY_DIR}/r
 set_tests_properties(cli.report.exposed_communication_iterations PROPERTIES PASS_REGULAR_EXPRESSION
                      "REPORT_EXPOSED_ITS_OK" TIMEOUT 60)
 # The model level's tables (Tables 5 and 6, the CPU-rank model table) from a synthetic fixture
-# (tests/harness/data/model_level_fixture.csv): measured cells, shares of dp, the paper's numbers and the model-level
-# prediction, each against its hand-computed value (the derivations are in the script).
+# (tests/harness/data/model_level_fixture.csv): measured cells, shares of dp and the paper's numbers, each against its
+# hand-computed value (the derivations are in the script).
 add_test(NAME cli.report.model_level
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/harness/check_model_report.sh $<TARGET_FILE:spbench>
                  ${CMAKE_CURRENT_SOURCE_DIR}/harness/data/model_level_fixture.csv
@@ -251,8 +251,8 @@ set_tests_properties(cli.report.model_level PROPERTIES PASS_REGULAR_EXPRESSION "
 add_test(NAME report.drift COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/check_report.sh $<TARGET_FILE:spbench>)
 set_tests_properties(report.drift PROPERTIES TIMEOUT 300)
 # The plots' legends and the paper's two figures (tests/report/check_report_plots.sh): every series of every plot is
-# measured, modelled or the paper's, and its legend says which, naming the method and the backend; each figure labels
-# every point measured (with its results file) or modelled, in the plot, tables/fig_*.csv and the README's table.
+# measured, simulated or the paper's, and its legend says which, naming the method and the backend; each figure labels
+# every point measured or simulated (with its results file), in the plot, tables/fig_*.csv and the README's table.
 # On the committed results/ (the operator-level figures) and on the model-level fixture (the model-level figure too).
 add_test(NAME report.plot_legends
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/report/check_report_plots.sh $<TARGET_FILE:spbench>
@@ -268,24 +268,6 @@ ${CMAKE_SOURCE_DIR}/report/paper/paper_tables.csv ${CMAKE_CURRENT_BINARY_DIR}/re
 ${CMAKE_CURRENT_BINARY_DIR}/report_figures fig_tokens_per_gpu_operator_L16384 fig_1m_tokens_on_64_gpus \
 fig_tokens_per_gpu_model_L32768")
 set_tests_properties(report.figure_labels PROPERTIES PASS_REGULAR_EXPRESSION "REPORT_PLOTS_OK" TIMEOUT 300)
-
-# Rows over several nodes (harness/data/net_collective_fixture.csv: chain times of a 20 us, 10 GB/s link at 2 and 4
-# nodes of one rank, a one-node row, a hierarchical All-Scan row): the section on simulated nodes fits that link and
-# shows every such row beside the model, the held-out row's miss is named, and Table 2 (one node) keeps only the
-# one-node row.
-add_test(NAME cli.report.simulated_nodes
-         COMMAND sh -c "rm -rf ${CMAKE_CURRENT_BINARY_DIR}/report_nodes && mkdir -p \
-${CMAKE_CURRENT_BINARY_DIR}/report_nodes/results && cp ${CMAKE_CURRENT_SOURCE_DIR}/harness/data/net_collective_fixture.csv \
-${CMAKE_CURRENT_BINARY_DIR}/report_nodes/results/fixture_collective.csv && ${SPB_MPIRUN_STR} 1 ${SPB_MPI_FLAGS_STR} \
-$<TARGET_FILE:spbench> report --no-plots --results ${CMAKE_CURRENT_BINARY_DIR}/report_nodes/results \
---paper ${CMAKE_SOURCE_DIR}/report/paper/paper_tables.csv --out ${CMAKE_CURRENT_BINARY_DIR}/report_nodes/out && cd \
-${CMAKE_CURRENT_BINARY_DIR}/report_nodes/out && grep -qF 'one rank each (8 configurations of 64 KiB-2 MiB, RMS residual \
-0.0%): 20 us, 10 GB/s.' README.md && grep -qF '| 4 | 4 x 1 | chain | — | whole state | 0.6891 | 0.6891 | 1.00 | yes |' \
-README.md && grep -qF '| 4 | 4 x 1 | allscan | `host-hier` | 16384 | 9.9 | 0.9028 | 0.09 | no (held out) |' README.md \
-&& grep -qF 'differ from the model by up to 91% (beyond 30%' README.md && grep -qF '| 2 | chain | 0.001 ? |' README.md \
-&& ! grep -qF '| 4 | chain | 0.6891 | synthetic-net' README.md && grep -q '^synthetic-net,4,4,1,,chain,,0,0.689146,0.689146,1,1,20,10,[^,]*,unknown$' \
-tables/allscan_simulated_nodes.csv && echo REPORT_NODES_OK")
-set_tests_properties(cli.report.simulated_nodes PROPERTIES PASS_REGULAR_EXPRESSION "REPORT_NODES_OK" TIMEOUT 60)
 
 # A rank killed in the middle of a run: the others must not wait for it forever.
 add_test(NAME cli.rank_dies

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # The report's plots say what each series is, and its two headline figures label every point.
 # Generates a report (--no-plots: the .gp and .dat are what is checked) from RESULTS_DIR, then:
-#   1. every plot but the timelines: each series' style is one of the five kinds (measured: lw 2 and a dash type;
-#      modelled: dotted dt 3 with open diamonds; paper: open circles or large stars, no line; simulated (the
-#      simulation's plots, report_sim.cpp): large open circles without a line, or a dashed line of open squares;
-#      reference: black) and its legend title says so: "METHOD (BACKEND) measured[, ...]", "METHOD (BACKEND)
-#      modelled[, ...]", "METHOD paper[, ...]", "METHOD[ (BACKEND)] simulated, PLATFORM"; the data
-#      file heads its block with the same kind and title; within a plot a backend keeps one dash type and two backends
-#      never share one, and a method keeps one colour (but in allscan_vs_block, coloured by world size);
-#   2. each figure named in FIGURES (plots/NAME.gp, tables/NAME.csv) has a measured and a modelled series; every point
-#      of its table is labelled measured (its source a file of RESULTS_DIR), modelled (the cost model) or paper; the
-#      README shows its table with both labels in the cells;
+#   1. every plot but the timelines: each series' style is one of the four kinds (measured: lw 2 and a dash type;
+#      paper: open circles or large stars, no line; simulated (report_sim.cpp): large open circles without a line, or
+#      a dashed line of open squares; reference: black) and its legend title says so: "METHOD (BACKEND) measured[,
+#      ...]", "METHOD paper[, ...]", "METHOD[ (BACKEND)] simulated, PLATFORM"; the data file heads its block with the
+#      same kind and title; within a plot a backend keeps one dash type and two backends never share one, and a method
+#      keeps one colour (but in allscan_vs_block, coloured by world size);
+#   2. each figure named in FIGURES (plots/NAME.gp, tables/NAME.csv) has a measured series; every point of its table
+#      is labelled measured (its source a file of RESULTS_DIR), simulated (a file of RESULTS_DIR/sim) or paper; the
+#      README shows its table with measured cells, and where the figure has simulated points, a simulated series and
+#      simulated cells;
 #      a measured series of another GPU kind (H100 beside H200) keys its dash and colour by the kind too, and two kinds
 #      of one method and backend differ in colour, dash and marker;
 #   3. the checks bite: a copy of the report with one legend's backend removed, one with a figure point's label
@@ -40,7 +40,6 @@ check() {
       [[ $line =~ \"$name\.dat\"\ index\ ([0-9]+)\ using\ [^\ ]+\ (.*)\ title\ \"(.*)\"(,\ \\)?$ ]] || continue
       idx=${BASH_REMATCH[1]} style=${BASH_REMATCH[2]} title=${BASH_REMATCH[3]}
       if [[ $style =~ ^with\ linespoints\ lw\ 2\  ]]; then kind=measured
-      elif [[ $style =~ dt\ 3\ pt\ 12 ]]; then kind=modelled
       elif [[ $style =~ ^with\ points\ pt\ (6|3\ ps\ 2\.6)\  ]]; then kind=paper
       elif [[ $style =~ ^with\ points\ lw\ 1\.5\ pt\ 6\ ps\ 2\.0\  || $style =~ ^with\ linespoints\ lw\ 1\.5\ dt\ 2\ pt\ 4\  ]]
       then kind=simulated
@@ -49,7 +48,7 @@ check() {
       head=$(grep -xF -- "# [$idx] $kind: $title" "$out/plots/$name.dat" || true)
       [ -n "$head" ] || { echo "$name.dat [$idx]: not headed '# [$idx] $kind: $title'"; fail=1; }
       case $kind in
-        measured | modelled)
+        measured)
           if [[ $title =~ ^([A-Za-z0-9_]+)\ \(([^\)]+)\)\ $kind(,\ .*)?$ ]]; then
             method=${BASH_REMATCH[1]} backend=${BASH_REMATCH[2]}
           else
@@ -104,7 +103,6 @@ check() {
     gp=$out/plots/$f.gp csv=$out/tables/$f.csv
     [ -f "$gp" ] || { echo "figure $f: no plots/$f.gp"; fail=1; continue; }
     grep -q ') measured' "$gp" || { echo "figure $f: no measured series"; fail=1; }
-    grep -q ') modelled' "$gp" || { echo "figure $f: no modelled series"; fail=1; }
     [ -f "$csv" ] || { echo "figure $f: no tables/$f.csv"; fail=1; continue; }
     [ "$(head -1 "$csv")" = "gpus,tokens_in_all,method,backend,label,value,unit,source,git_sha,code_state" ] || {
       echo "figure $f: tables/$f.csv has another header"; fail=1; }
@@ -115,18 +113,24 @@ check() {
           [[ $source =~ ^results/(.+\.csv)$ ]] && [ -f "$results/${BASH_REMATCH[1]}" ] || {
             echo "figure $f: a measured point ($m at $gpus) whose source is not a results file: '$source'"; fail=1; }
           [ -n "$state" ] || { echo "figure $f: a measured point ($m at $gpus) without its code state"; fail=1; } ;;
-        modelled)
-          [[ $source == "cost model ("* ]] || {
-            echo "figure $f: a modelled point ($m at $gpus) not from the cost model: '$source'"; fail=1; } ;;
+        simulated)
+          [[ $source =~ ^results/(sim/.+\.csv)$ ]] && [ -f "$results/${BASH_REMATCH[1]}" ] || {
+            echo "figure $f: a simulated point ($m at $gpus) whose source is not a file of results/sim: '$source'"
+            fail=1; } ;;
         paper) ;;
-        *) echo "figure $f: a point ($m at $gpus) labelled neither measured, modelled nor paper: '$label'"; fail=1 ;;
+        *) echo "figure $f: a point ($m at $gpus) labelled neither measured, simulated nor paper: '$label'"; fail=1 ;;
       esac
     done < <(tail -n +2 "$csv")
     grep -qF "(plots/$f.png)" "$out/README.md" || { echo "figure $f: not in the README"; fail=1; continue; }
     # The table beside the plot: from the figure to the next heading.
     awk -v png="(plots/$f.png)" 'index($0, png) { on = 1; next } on && /^#/ { exit } on' "$out/README.md" >"$work/table"
-    grep -q '^| [0-9].* [0-9.]* measured' "$work/table" && grep -q '^| [0-9].* [0-9.]* modelled' "$work/table" || {
-      echo "figure $f: the README's table beside it lacks measured or modelled cells"; fail=1; }
+    grep -q '^| [0-9].* [0-9.]* measured' "$work/table" || {
+      echo "figure $f: the README's table beside it lacks measured cells"; fail=1; }
+    if grep -q '^[^,]*,[^,]*,[^,]*,[^,]*,simulated,' "$csv"; then
+      grep -q ' simulated, ' "$gp" || { echo "figure $f: simulated points but no simulated series"; fail=1; }
+      grep -q '^| [0-9].* [0-9.]* simulated' "$work/table" || {
+        echo "figure $f: simulated points but the README's table beside it has no simulated cells"; fail=1; }
+    fi
   done
   return $fail
 }
