@@ -188,6 +188,13 @@ struct SimPair {
   bool calibration = false;            // P = 2 on one node: the platform's constants were fitted there
   bool within = false;                 // |err| <= kSimWithin
 };
+// Why the hold-out misses where it does: report/src/holdout_causes.csv, a line per (level, method, backend, world_size,
+// nodes) with its `cause`, written beside the rows it explains; {} where the file is not there, a UsageError naming
+// the file where it is malformed. A miss with no line says kMissNotExplained.
+using MissKey = std::tuple<std::string, std::string, std::string, int, int>;  // level, method, backend, P, nodes
+std::map<MissKey, std::string> read_holdout_causes(const std::string& path);
+inline constexpr const char* kMissNotExplained = "not explained yet (no line in report/src/holdout_causes.csv)";
+
 struct SimHoldOut {
   std::string level;
   std::vector<SimPair> pairs;  // calibration rows first, then by P, nodes, method, backend, size, pass
@@ -198,10 +205,10 @@ struct SimHoldOut {
   bool held = false;  // some hold-out rows, every one within kSimWithin, and median_abs <= kSimMedian
   struct Miss {
     std::string method, backend;
-    int P = 0, rows = 0;
+    int P = 0, nodes = 1, rows = 0;
     double worst = 0;  // the error of largest magnitude
   };
-  std::vector<Miss> misses;  // the hold-out rows outside kSimWithin by (method, backend, P)
+  std::vector<Miss> misses;  // the hold-out rows outside kSimWithin by (method, backend, P, nodes)
   // "hold-out rows within 15%: n of N, median |error| x%: **held**" (or **missed** and why).
   std::string summary() const;
   // "" where held, else "no verdict: the LEVEL hold-out missed" (or "... no LEVEL hold-out rows"): what a comparison

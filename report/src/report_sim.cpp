@@ -12,7 +12,10 @@
 #include <sstream>
 #include <tuple>
 
+#include <libfccp/csv.h>
+
 #include "report/src/report_common.h"
+#include "runtime/error.h"
 
 namespace spb {
 namespace report_detail {
@@ -64,13 +67,27 @@ std::string sim_file_kind(const std::string& file, const std::string& level) {
   return file.substr(4, file.size() - 4 - tail.size());
 }
 
-// The folder of the platform files: sim/platforms of the repository (--repo, else the one above --results).
-std::string platforms_dir(const Context& c) {
-  const fs::path root = c.o.repo.empty() ? fs::path(c.o.results) / ".." : fs::path(c.o.repo);
-  return (root / "sim" / "platforms").lexically_normal().string();
-}
+// The repository (--repo, else the folder above --results).
+fs::path repo_root(const Context& c) { return c.o.repo.empty() ? fs::path(c.o.results) / ".." : fs::path(c.o.repo); }
+// The folder of the platform files: sim/platforms.
+std::string platforms_dir(const Context& c) { return (repo_root(c) / "sim" / "platforms").lexically_normal().string(); }
 
 }  // namespace
+
+std::map<MissKey, std::string> read_holdout_causes(const std::string& path) {
+  std::map<MissKey, std::string> causes;
+  if (!fs::exists(path)) return causes;
+  try {
+    io::CSVReader<6, io::trim_chars<' '>, io::double_quote_escape<',', '"'>> in(path);
+    in.read_header(io::ignore_extra_column, "level", "method", "backend", "world_size", "nodes", "cause");
+    std::string level, method, backend, cause;
+    int P = 0, nodes = 0;
+    while (in.read_row(level, method, backend, P, nodes, cause)) causes[{level, method, backend, P, nodes}] = cause;
+  } catch (const io::error::base& e) {
+    throw UsageError(path + ": " + e.what());
+  }
+  return causes;
+}
 
 std::string SimHoldOut::summary() const {
   if (holdout == 0) return "no hold-out rows (no simulated row of a lent platform beyond P = 2 on one node has a "
@@ -132,7 +149,7 @@ SimHoldOut sim_holdout(const std::string& level, const std::vector<const Row*>& 
   std::stable_sort(h.pairs.begin(), h.pairs.end(),
                    [&](const SimPair& a, const SimPair& b) { return order(a) < order(b); });
   std::vector<double> errs;
-  std::map<std::tuple<std::string, std::string, int>, SimHoldOut::Miss> misses;
+  std::map<std::tuple<std::string, std::string, int, int>, SimHoldOut::Miss> misses;
   for (const SimPair& p : h.pairs) {
     if (p.calibration) continue;
     ++h.holdout;
@@ -142,8 +159,8 @@ SimHoldOut sim_holdout(const std::string& level, const std::vector<const Row*>& 
       continue;
     }
     const Row& r = *p.sim;
-    auto& m = misses[{col(r, "method"), col(r, "backend"), inum(r, "world_size")}];
-    m.method = col(r, "method"), m.backend = col(r, "backend"), m.P = inum(r, "world_size");
+    auto& m = misses[{col(r, "method"), col(r, "backend"), inum(r, "world_size"), nodes_of(r)}];
+    m.method = col(r, "method"), m.backend = col(r, "backend"), m.P = inum(r, "world_size"), m.nodes = nodes_of(r);
     ++m.rows;
     if (!(std::fabs(m.worst) >= std::fabs(p.err))) m.worst = p.err;
   }
@@ -252,12 +269,19 @@ std::string holdout_md(const Context& c, const SimHoldOut& h) {
       << "match as above) and are left out: " << join(q, "; ") << ".\n\n";
   }
   if (!h.misses.empty()) {
+    const auto causes =
+        read_holdout_causes((repo_root(c) / "report" / "src" / "holdout_causes.csv").lexically_normal().string());
     std::vector<std::vector<std::string>> miss;
-    for (const auto& m : h.misses)
-      miss.push_back({m.method, m.backend, std::to_string(m.P), std::to_string(m.rows), pct(m.worst)});
-    s << "The misses, by method, backend and P:\n\n"
-      << md_table({"method", "backend", "P", "rows outside " + fmt("%.0f%%", 100 * kSimWithin), "worst error"}, miss,
-                  "llrrr")
+    for (const auto& m : h.misses) {
+      const auto why = causes.find({level, m.method, m.backend, m.P, m.nodes});
+      miss.push_back({m.method, m.backend, std::to_string(m.P), std::to_string(m.nodes), std::to_string(m.rows),
+                      pct(m.worst), why == causes.end() ? std::string(kMissNotExplained) : why->second});
+    }
+    s << "The misses, by method, backend, P and nodes, each with its cause (`report/src/holdout_causes.csv`; "
+         "sim/NOTES.md, \"Hold-out, and what misses\", has the rows behind each):\n\n"
+      << md_table({"method", "backend", "P", "nodes", "rows outside " + fmt("%.0f%%", 100 * kSimWithin),
+                   "worst error", "why"},
+                  miss, "llrrrrl")
       << "\n";
   }
   s << "<details><summary>Every row (" << h.pairs.size() << "; tables/sim_holdout_" << level

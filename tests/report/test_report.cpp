@@ -19,6 +19,7 @@
 #include "report/src/report.h"
 #include "report/src/report_common.h"
 #include "report/src/report_data.h"
+#include "runtime/error.h"
 
 namespace spb {
 namespace {
@@ -508,11 +509,33 @@ TEST(Report, SimulationHoldOut) {
   EXPECT_NE(missed_md.find("no verdict: the collective hold-out missed"), std::string::npos) << missed_md;
   EXPECT_EQ(missed_md.find("agrees"), std::string::npos) << missed_md;
   EXPECT_NE(missed_csv.find(",no verdict: the collective hold-out missed,"), std::string::npos) << missed_csv;
+  // Each miss with its cause (report/src/holdout_causes.csv of this repository: the all-gather at P = 4 on one node).
+  EXPECT_NE(r_missed.readme.find("| allgather | nccl | 4 | 1 | 1 | +50.0% | NCCL's ring all-gather is P - 1 steps"),
+            std::string::npos)
+      << r_missed.readme.substr(r_missed.readme.find("The misses"), 800);
   // The index of results/ lists the simulated files, with their platforms.
   EXPECT_NE(r_held.readme.find("| `sim/simkind_collective.csv` | synthetic-gpu; `simulated`, platform `simkind`, "
                                "`simkind-sockets` |"),
             std::string::npos)
       << r_held.readme.substr(0, 3000);
+}
+
+// The causes of the hold-out's misses: a line per level, method, backend, P and nodes (a quoted cause may hold
+// commas); no file, no causes; a file without the columns, a UsageError naming it.
+TEST(Report, HoldOutCausesByMiss) {
+  const fs::path dir = fs::path(testing::TempDir()) / "spb_holdout_causes";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "causes.csv") << "level,method,backend,world_size,nodes,cause\n"
+                                    << "collective,chain,nccl,4,2,\"two calls, in turn\"\n"
+                                    << "operator,ring,nccl,3,1,overlap\n";
+  const auto causes = report_detail::read_holdout_causes((dir / "causes.csv").string());
+  ASSERT_EQ(causes.size(), 2u);
+  EXPECT_EQ(causes.at({"collective", "chain", "nccl", 4, 2}), "two calls, in turn");
+  EXPECT_EQ(causes.count({"collective", "chain", "nccl", 4, 1}), 0u);  // the nodes are part of the miss
+  EXPECT_TRUE(report_detail::read_holdout_causes((dir / "none.csv").string()).empty());
+  std::ofstream(dir / "bad.csv") << "level,method,cause\ncollective,chain,x\n";
+  EXPECT_THROW(report_detail::read_holdout_causes((dir / "bad.csv").string()), UsageError);
 }
 
 // The paper's tables show measured rows and the paper's numbers, and name the simulation's prediction of them, which
