@@ -5,7 +5,7 @@
 # For P = 2, 4, ... up to the GPUs present and every N below P that divides it: zeco's All-Scan as the chain over every
 # rank (host), hierarchical (host-hier: each node's chain, a chain between the nodes) and log-depth (host-logdepth:
 # recursive doubling between the nodes), and the chain pattern (one state a hop: at one rank per node, a hop over the
-# network, whose alpha and beta the report's cost model fits). States of 64 KiB..8 MiB, All-Scan blocks of 16384
+# network, to which the simulation's sockets link is fitted). States of 64 KiB..8 MiB, All-Scan blocks of 16384
 # elements (the paper's) and the whole state. Rows go to the machine's collective CSV, beside the NVLink rows. Each
 # spbench run is one configuration of the count on the last line (exit 1 where one failed; SIGINT or SIGTERM stops the
 # sweep and its ranks at once, exit 130 or 143).
