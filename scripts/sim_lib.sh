@@ -14,8 +14,9 @@ MODEL_STAGES=$SPB_ROOT/results/nvidia-h200-x4_model_stages.csv
 # between MPI calls costs no simulated time (only the stage times do); sends up to 64 KiB eager (the device
 # All-Scan's blocks stream without a handshake), larger ones a rendezvous (SimGrid 3.32 walks its list of eager sends
 # at every completion, quadratic in the sends in flight); NCCL's collective algorithms (ring all-gather, pairwise
-# all-to-all; its all-reduce is spbench's own, sim/sim_comm.cpp), a ring for the host's sums; MPI_Test costs nothing; shared memory mapped in 256 MiB blocks (1 MiB ones exceed
-# the kernel's map count past 64 ranks of the paper's shapes).
+# all-to-all; its all-reduce is spbench's own, sim/sim_comm.cpp), a ring for the host's sums; MPI_Test costs nothing;
+# shared memory mapped in 256 MiB blocks (1 MiB ones exceed the kernel's map count past 64 ranks of the paper's
+# shapes).
 SIMFLAGS=(--cfg=smpi/host-speed:1Gf --cfg=network/model:CM02 --cfg=network/crosstraffic:0
           --cfg=smpi/simulate-computation:no --cfg=smpi/send-is-detached-thresh:65537
           --cfg=smpi/async-small-thresh:65537 --cfg=smpi/allgather:ring --cfg=smpi/alltoall:pair
