@@ -199,7 +199,8 @@ SimHoldOut holdout_of(const Context& c, const std::string& level, std::set<std::
   return sim_holdout(level, measured, simulated);
 }
 
-std::string holdout_md(const Context& c, const SimHoldOut& h) {
+// `causes`: read_holdout_causes's, once for the three levels.
+std::string holdout_md(const Context& c, const SimHoldOut& h, const std::map<MissKey, std::string>& causes) {
   const std::string& level = h.level;
   std::ostringstream s, csv;
   s << "### Hold-out, " << level << " level: simulated against measured\n\n";
@@ -269,8 +270,6 @@ std::string holdout_md(const Context& c, const SimHoldOut& h) {
       << "match as above) and are left out: " << join(q, "; ") << ".\n\n";
   }
   if (!h.misses.empty()) {
-    const auto causes =
-        read_holdout_causes((repo_root(c) / "report" / "src" / "holdout_causes.csv").lexically_normal().string());
     std::vector<std::vector<std::string>> miss;
     for (const auto& m : h.misses) {
       const auto why = causes.find({level, m.method, m.backend, m.P, m.nodes});
@@ -659,7 +658,9 @@ std::string section_simulation(Context& c) {
   std::set<std::string> kinds;
   const SimHoldOut coll = holdout_of(c, "collective", &kinds), op = holdout_of(c, "operator", &kinds),
                    model = holdout_of(c, "model", &kinds);
-  s << holdout_md(c, coll) << holdout_md(c, op) << holdout_md(c, model);
+  const auto causes =
+      read_holdout_causes((repo_root(c) / "report" / "src" / "holdout_causes.csv").lexically_normal().string());
+  s << holdout_md(c, coll, causes) << holdout_md(c, op, causes) << holdout_md(c, model, causes);
   s << "### The paper's Tables 2, 3 and 4 on the `" << kSimPredictPlatform << "` platform (simulated)\n\n"
     << "`" << kSimPredictPlatform << "`: " << platform_brief(dir + "/" + kSimPredictPlatform + ".xml")
     << " The stage times the simulation replays are the H200's (no H100 stage table exists yet), so the absolute "
