@@ -71,6 +71,37 @@ __device__ __forceinline__ void storev(T* p, const float (&v)[VW]) {
   }
 }
 
+// A thread's VW elements of a row as loaded, one access: bf16 rows stay bf16 in registers (half the registers of
+// their fp32 values) and are unpacked at each use. The gated norm's backward holds three rows' chunks at dv = 512;
+// unpacked, they took 112 registers, two blocks an SM.
+template <int VW, class T>
+struct alignas(sizeof(T) * VW) Raw {  // fp32
+  T v[VW];
+};
+template <int VW>
+struct alignas(2 * VW) Raw<VW, bf16> {  // bf16 pairs, each one 32-bit register (a lone bf16 where VW = 1)
+  std::conditional_t<VW == 1, bf16, __nv_bfloat162> h[VW == 1 ? 1 : VW / 2];
+};
+template <int VW, class T>
+__device__ __forceinline__ void load_raw(const T* p, Raw<VW, T>& r) {
+  r = *reinterpret_cast<const Raw<VW, T>*>(p);
+}
+template <int VW, class T>
+__device__ __forceinline__ void unpack(const Raw<VW, T>& r, float (&v)[VW]) {
+  if constexpr (!std::is_same_v<T, bf16>) {
+#pragma unroll
+    for (int k = 0; k < VW; ++k) v[k] = r.v[k];
+  } else if constexpr (VW == 1) {
+    v[0] = to_f(r.h[0]);
+  } else {
+#pragma unroll
+    for (int k = 0; k < VW / 2; ++k) {
+      const float2 f = __bfloat1622float2(r.h[k]);
+      v[2 * k] = f.x, v[2 * k + 1] = f.y;
+    }
+  }
+}
+
 // The sum of x over the G threads of a row group, the same in all of them. Every thread of the block calls it (the
 // row loops are block-uniform). G <= 32: butterfly shuffles inside the warp. G > 32 (a multiple of 32): the warps'
 // sums through red[parity]; parity flips every call, so one barrier a call suffices (a warp that writes the other
@@ -111,26 +142,28 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_fwd_kernel(int n, int D, con
     const size_t off = size_t(live ? row : 0) * D;
     float ss = 0.f;
     if constexpr (NCH > 0) {
-      float v[NCH][VW], zv[GATED ? NCH : 1][VW];
+      static_assert(!ADD || std::is_same_v<T, float>, "the residual add keeps its fp32 sum as the row");
+      Raw<VW, T> xr[NCH];
+      Raw<VW, Z> zr[GATED ? NCH : 1];
 #pragma unroll
       for (int c = 0; c < NCH; ++c) {
         const int j = g * VW + c * G * VW;
+        xr[c] = {};
         if (live && j < D) {
-          loadv<VW>(x + off + j, v[c]);
-          if constexpr (GATED) loadv<VW>(z + off + j, zv[c]);
+          load_raw(x + off + j, xr[c]);
+          if constexpr (GATED) load_raw(z + off + j, zr[c]);
           if constexpr (ADD) {
             float d[VW];
             loadv<VW>(z + off + j, d);
 #pragma unroll
-            for (int k = 0; k < VW; ++k) v[c][k] += d[k];
-            storev<VW>(x_out + off + j, v[c]);
+            for (int k = 0; k < VW; ++k) xr[c].v[k] += d[k];
+            storev<VW>(x_out + off + j, xr[c].v);
           }
-        } else {
-#pragma unroll
-          for (int k = 0; k < VW; ++k) v[c][k] = 0.f;
         }
+        float v[VW];
+        unpack(xr[c], v);
 #pragma unroll
-        for (int k = 0; k < VW; ++k) ss += v[c][k] * v[c][k];
+        for (int k = 0; k < VW; ++k) ss += v[k] * v[k];
       }
       const float r = 1.f / sqrtf(row_sum<G>(ss, red, parity) / D + eps);
       if (!live) continue;
@@ -138,14 +171,18 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_fwd_kernel(int n, int D, con
       for (int c = 0; c < NCH; ++c) {
         const int j = g * VW + c * G * VW;
         if (j >= D) continue;
-        float wv[VW];
+        float v[VW], wv[VW];
+        unpack(xr[c], v);
         loadv<VW>(w + j, wv);
+        if constexpr (GATED) {  // GLA's output gate: times swish(z)
+          float zv[VW];
+          unpack(zr[c], zv);
 #pragma unroll
-        for (int k = 0; k < VW; ++k) {
-          if constexpr (GATED) v[c][k] *= zv[c][k] * sigmoid(zv[c][k]);  // GLA's output gate: times swish(z)
-          v[c][k] *= r * wv[k];
+          for (int k = 0; k < VW; ++k) v[k] *= zv[k] * sigmoid(zv[k]);
         }
-        storev<VW>(y + off + j, v[c]);
+#pragma unroll
+        for (int k = 0; k < VW; ++k) v[k] *= r * wv[k];
+        storev<VW>(y + off + j, v);
       }
       if (g == 0) rstd[row] = r;
     } else {
@@ -182,12 +219,32 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_fwd_kernel(int n, int D, con
   }
 }
 
+// dv = dy s, s = swish(z) (1 where not GATED), and where GATED gz = dy swish'(z), swish'(z) = sigmoid(z) (1 + z (1 -
+// sigmoid(z))), from one chunk's loaded dy and z.
+template <bool GATED, int VW, class DT, class T>
+__device__ __forceinline__ void gated_grad(const Raw<VW, DT>& dr, const Raw<VW, T>& zr, float (&dv)[VW],
+                                           float (&gz)[VW]) {
+  unpack(dr, dv);
+  if constexpr (GATED) {
+    float zv[VW];
+    unpack(zr, zv);
+#pragma unroll
+    for (int k = 0; k < VW; ++k) {
+      const float sg = sigmoid(zv[k]);
+      gz[k] = dv[k] * sg * (1.f + zv[k] * (1.f - sg));
+      dv[k] *= zv[k] * sg;
+    }
+  }
+}
+
 // With u = x r (the normalised row), s = swish(z) (1 where not GATED), a = dy s w: dx = r (a - u mean(a u)) (+= where
 // ACCUMULATE: the residual stream's gradient; dx_act, where given, receives its bf16 copy for the next products),
 // dw += dy s u, dz = dy u w swish'(z), swish'(z) = sigmoid(z) (1 + z (1 - sigmoid(z))); dz's row r at
 // (r / heads) dz_ld + (r % heads) D where dz_ld is set (ModelKernels::gated_rmsnorm_bwd), else at r D.
+// The gated norm's backward at dv = 512 (three bf16 rows' chunks of 2 x 8 a thread and dw's 16 sums) is held to 80
+// registers, three blocks an SM (100 unbounded: two), with no spills.
 template <int G, int VW, int NCH, bool GATED, bool ACCUMULATE, class T, class DT>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, GATED && VW == 8 && NCH == 2 ? 3 : 1)
     rmsnorm_bwd_kernel(int n, int D, const T* x, const float* w, const T* z, const float* rstd, const DT* dy, T* dx,
                        T* dz, float* dw, bf16* dx_act, int heads, size_t dz_ld) {
   static_assert(kThreads % G == 0 && (G <= 32 || G % 32 == 0) && (NCH > 0 || G == kThreads), "norm shape");
@@ -207,39 +264,31 @@ __global__ void __launch_bounds__(kThreads)
     float dot = 0.f;  // sum of a u
     if constexpr (NCH > 0) {
       // Every load of the row first, so that all of them are in flight before the row's dot waits on them: x, dy,
-      // z (GATED) and the dx that the result adds to (ACCUMULATE). Then xv = x, dv = dy s, gz = dy swish'(z) (in zv's
-      // registers): all that the outputs need.
-      float xv[NCH][VW], dv[NCH][VW], zv[GATED ? NCH : 1][VW], ov[ACCUMULATE ? NCH : 1][VW];
+      // z (GATED) and the dx that the result adds to (ACCUMULATE), kept as loaded (Raw). Each pass over the chunks
+      // then makes xv = x, dv = dy s and gz = dy swish'(z) from them (gated_grad): the sigmoids twice a row, cheaper
+      // than the registers that would keep them.
+      Raw<VW, T> xr[NCH], zr[GATED ? NCH : 1], orow[ACCUMULATE ? NCH : 1];
+      Raw<VW, DT> dr[NCH];
 #pragma unroll
       for (int c = 0; c < NCH; ++c) {
         const int j = g * VW + c * G * VW;
         if (live && j < D) {
-          loadv<VW>(x + off + j, xv[c]);
-          loadv<VW>(dy + off + j, dv[c]);
-          if constexpr (GATED) loadv<VW>(z + off + j, zv[c]);
-          if constexpr (ACCUMULATE) loadv<VW>(dx + off + j, ov[c]);
-        } else {
-#pragma unroll
-          for (int k = 0; k < VW; ++k) xv[c][k] = dv[c][k] = 0.f;
+          load_raw(x + off + j, xr[c]);
+          load_raw(dy + off + j, dr[c]);
+          if constexpr (GATED) load_raw(z + off + j, zr[c]);
+          if constexpr (ACCUMULATE) load_raw(dx + off + j, orow[c]);
         }
       }
 #pragma unroll
       for (int c = 0; c < NCH; ++c) {
         const int j = g * VW + c * G * VW;
         if (!live || j >= D) continue;
-        float wv[VW];
+        float xv[VW], dv[VW], gz[VW], wv[VW];
+        unpack(xr[c], xv);
+        gated_grad<GATED>(dr[c], zr[GATED ? c : 0], dv, gz);
         loadv<VW>(w + j, wv);
-        if constexpr (GATED) {
 #pragma unroll
-          for (int k = 0; k < VW; ++k) {
-            const float sg = sigmoid(zv[c][k]);
-            const float gz = dv[c][k] * sg * (1.f + zv[c][k] * (1.f - sg));
-            dv[c][k] *= zv[c][k] * sg;
-            zv[c][k] = gz;
-          }
-        }
-#pragma unroll
-        for (int k = 0; k < VW; ++k) dot += dv[c][k] * wv[k] * xv[c][k] * r;
+        for (int k = 0; k < VW; ++k) dot += dv[k] * wv[k] * xv[k] * r;
       }
       const float mean = row_sum<G>(dot, red, parity) / D;
       if (!live) continue;
@@ -247,20 +296,24 @@ __global__ void __launch_bounds__(kThreads)
       for (int c = 0; c < NCH; ++c) {
         const int j = g * VW + c * G * VW;
         if (j >= D) continue;
-        float wv[VW], out[VW];
+        float xv[VW], dv[VW], gz[VW], wv[VW], out[VW];
+        unpack(xr[c], xv);
+        gated_grad<GATED>(dr[c], zr[GATED ? c : 0], dv, gz);
         loadv<VW>(w + j, wv);
         if constexpr (GATED) {
           float dzv[VW];
 #pragma unroll
-          for (int k = 0; k < VW; ++k) dzv[k] = zv[c][k] * xv[c][k] * r * wv[k];
+          for (int k = 0; k < VW; ++k) dzv[k] = gz[k] * xv[k] * r * wv[k];
           storev<VW>(dz + zoff + j, dzv);
         }
+        float ov[VW] = {};
+        if constexpr (ACCUMULATE) unpack(orow[c], ov);
 #pragma unroll
         for (int k = 0; k < VW; ++k) {
-          const float u = xv[c][k] * r;
-          const float v = r * (dv[c][k] * wv[k] - u * mean);
-          out[k] = ACCUMULATE ? ov[c][k] + v : v;
-          acc[c][k] += dv[c][k] * u;
+          const float u = xv[k] * r;
+          const float v = r * (dv[k] * wv[k] - u * mean);
+          out[k] = ov[k] + v;
+          acc[c][k] += dv[k] * u;
         }
         storev<VW>(dx + off + j, out);
         if (dx_act) storev<VW>(dx_act + off + j, out);
@@ -405,13 +458,13 @@ void launch_rmsnorm_fwd(LaunchGrid& l, int n, int D, const float* x, const float
                         cudaStream_t s) {
   norm_fwd<kNormPlain, float, bf16>(l, n, D, x, w, nullptr, eps, as_bf16(y), rstd, nullptr, s);
 }
-void launch_rmsnorm_add_fwd(LaunchGrid& l, int n, int D, const float* x, const float* delta, const float* w, float eps,
+void launch_rmsnorm_add_fwd(LaunchGrid& l, int n, int D, const float* x, const void* delta, const float* w, float eps,
                             float* x_out, void* y, float* rstd, cudaStream_t s) {
-  norm_fwd<kNormAdd, float, float>(l, n, D, x, w, delta, eps, as_bf16(y), rstd, x_out, s);
+  norm_fwd<kNormAdd, float, bf16>(l, n, D, x, w, as_bf16(delta), eps, as_bf16(y), rstd, x_out, s);
 }
-void launch_rmsnorm_bwd(LaunchGrid& l, int n, int D, const float* x, const float* w, const float* rstd, const float* dy,
+void launch_rmsnorm_bwd(LaunchGrid& l, int n, int D, const float* x, const float* w, const float* rstd, const void* dy,
                         float* dx, float* dw, void* dx_act, cudaStream_t s) {
-  norm_bwd<false, true, float, float>(l, n, D, x, w, nullptr, rstd, dy, dx, nullptr, dw, as_bf16(dx_act), s);
+  norm_bwd<false, true, float, bf16>(l, n, D, x, w, nullptr, rstd, as_bf16(dy), dx, nullptr, dw, as_bf16(dx_act), s);
 }
 
 void launch_gated_rmsnorm_fwd(LaunchGrid& l, int rows, int D, const void* o, const void* z, const float* w, float eps,
