@@ -94,7 +94,7 @@ struct GlaModel::Acts {
   // SwiGLU makes it again (swiglu_bwd's y) for the down product's weight gradient.
   Buffer ms;
   Buffer tokens, targets;              // int32 [N]
-  Buffer delta;  // [N, D] act: a block's o_proj or MLP down product, added to the residual stream by the next norm
+  Buffer delta;  // [N, D] f32: a block's o_proj or MLP down product, added to the residual stream by the next norm
   Buffer rstd_f, hf, logits, dlogits, losses;  // logits, dlogits: one chunk of rows (GlaModelConfig::logit_chunk)
   Buffer dx, dxa, dh, dmy, dab, dq, dk, dv, dg, d_o, dpre, dgl;
   Buffer dproj;  // [N, 2Kd + 2Vd + R]: dq, dk, dv, dz, dgl side by side, for the one GEMM of each product below
@@ -173,12 +173,12 @@ size_t GlaModel::plan_acts(const GlaModelConfig& c, int rows, DType act, Recompu
   // Remaking the states, one block's forget gates at a time: the backward makes them again from its pre.
   if (gates_shared) take(A.gs, N * Kd * a);
   take(A.ms, N * F * a);  // SwiGLU's output, at every level: made again from each block's (a | b)
-  take(A.delta, N * D * a);
+  take(A.delta, N * D * f);
   take(A.tokens, N * 4), take(A.targets, N * 4);
   take(A.rstd_f, N * f), take(A.hf, N * D * a);
   const size_t logit_elems = size_t(c.logit_chunk(rows)) * c.vocab;
   take(A.logits, logit_elems * f), take(A.dlogits, logit_elems * a), take(A.losses, N * f);
-  take(A.dx, N * D * f), take(A.dxa, N * D * a), take(A.dh, N * D * a);
+  take(A.dx, N * D * f), take(A.dxa, N * D * a), take(A.dh, N * D * f);
   take(A.dmy, N * std::max(F, Vd) * a), take(A.dab, N * 2 * F * a);
   take(A.dproj, N * (2 * Kd + 2 * Vd + R) * a);
   take(A.dg, N * Kd * a), take(A.dpre, N * Kd * a), take(A.d_o, N * Vd * a), take(A.dgl, N * R * a);
@@ -388,8 +388,7 @@ void GlaModel::wait_wgrads(Stream s) {
 // The residual adds: block l's o_proj and MLP down products go to acts_->delta, and the norm after each adds it to
 // the residual stream in its own pass (x_mid = x + o_proj; x[l + 1] = x_mid + MLP down, in block l + 1's first norm or
 // the final norm), so that the stream is read and written once per add (not copied, then read and written by the
-// product). The products write the act type, as every product does (a bf16 delta on the GPU: each block's
-// contribution is rounded once, the stream itself and its sums stay fp32, as Megatron's fp32 residual connection).
+// product). The products write fp32: a bf16 delta would round every block's contribution to the stream.
 void GlaModel::forward_layer(int l) {
   const Views V = views();
   ModelKernels& k = *mk_;
@@ -399,7 +398,7 @@ void GlaModel::forward_layer(int l) {
   const int N = N_, D = c_.hidden, Kd = c_.key_dim(), Vd = c_.value_dim(), F = c_.mlp_size(), R = c_.gate_rank;
   const DType t = act_;
   float* x = acts_->x[size_t(l)].f32();
-  void* delta = acts_->delta.get();
+  float* delta = acts_->delta.f32();
   const auto [h1, h2, yo, m] = elementwise_of(l);
   TimelineSpan span(rt_, "layer", Lane::compute);
 
@@ -428,7 +427,7 @@ void GlaModel::forward_layer(int l) {
   k.gated_rmsnorm_fwd(N * c_.heads, c_.dv(), A.o.get(), A.z.get(), V.P(y.g_norm), c_.norm_eps, yo,
                       A.rstd_gn.f32(), st);
   stage("o_proj");
-  mm(false, true, N, D, Vd, 1, yo, V.W(y.wo), 0, delta, t, st);
+  mm(false, true, N, D, Vd, 1, yo, V.W(y.wo), 0, delta, DType::f32, st);
 
   stage("norms");
   k.rmsnorm_add_fwd(N, D, x, delta, V.P(y.mlp_norm), c_.norm_eps, A.x_mid.f32(), h2, A.rstd2.f32(), st);
@@ -437,7 +436,7 @@ void GlaModel::forward_layer(int l) {
   stage("swiglu");
   k.swiglu_fwd(N, F, A.ab.get(), m, st);
   stage("MLP down");
-  mm(false, true, N, D, F, 1, m, V.W(y.w_down), 0, delta, t, st);
+  mm(false, true, N, D, F, 1, m, V.W(y.w_down), 0, delta, DType::f32, st);
 }
 
 // acts_->dx holds the gradient of block l's output on entry and of its input on return.
@@ -449,7 +448,7 @@ void GlaModel::backward_layer(int l) {
   Acts& S = *acts_;
   const Stream st = rt_.dev->compute_stream();
   const int N = N_, D = c_.hidden, Kd = c_.key_dim(), Vd = c_.value_dim(), F = c_.mlp_size(), R = c_.gate_rank;
-  const DType t = act_;
+  const DType t = act_, f32 = DType::f32;
   float* x = acts_->x[size_t(l)].f32();
   // With recompute, h1, h2 and y are made again (into one buffer each) just before the products that read them; m,
   // at every level, by SwiGLU's backward.
@@ -478,10 +477,10 @@ void GlaModel::backward_layer(int l) {
   wgrad(kWgradDown, D, F, S.dxa.get(), m, V.G(y.w_down));
   stage("bwd: MLP gate, up");
   wgrad(kWgradGateUp, 2 * F, D, S.dab.get(), h2, V.G(y.w_gate));
-  mm(false, false, N, D, 2 * F, 1, S.dab.get(), V.W(y.w_gate), 0, S.dh.get(), t, st);
+  mm(false, false, N, D, 2 * F, 1, S.dab.get(), V.W(y.w_gate), 0, S.dh.get(), f32, st);
   stage("bwd: norms");
   wait_wgrad(kWgradDown);  // reads dxa
-  k.rmsnorm_bwd(N, D, A.x_mid.f32(), V.P(y.mlp_norm), A.rstd2.f32(), S.dh.get(), S.dx.f32(), V.G(y.mlp_norm),
+  k.rmsnorm_bwd(N, D, A.x_mid.f32(), V.P(y.mlp_norm), A.rstd2.f32(), S.dh.f32(), S.dx.f32(), V.G(y.mlp_norm),
                 S.dxa.get(), st);
 
   // attention
@@ -526,10 +525,10 @@ void GlaModel::backward_layer(int l) {
   k.copy_columns(N, R, S.dgl.get(), P, 2 * Kd + 2 * Vd, dproj, st);
   stage("bwd: q, k, v, gate projections");
   wgrad(kWgradProj, P, D, S.dproj.get(), h1, V.G(y.wq));
-  mm(false, false, N, D, P, 1, S.dproj.get(), V.W(y.wq), 0, S.dh.get(), t, st);
+  mm(false, false, N, D, P, 1, S.dproj.get(), V.W(y.wq), 0, S.dh.get(), f32, st);
   stage("bwd: norms");
   wait_wgrad(kWgradO);  // reads dxa
-  k.rmsnorm_bwd(N, D, x, V.P(y.attn_norm), A.rstd1.f32(), S.dh.get(), S.dx.f32(), V.G(y.attn_norm), S.dxa.get(),
+  k.rmsnorm_bwd(N, D, x, V.P(y.attn_norm), A.rstd1.f32(), S.dh.f32(), S.dx.f32(), V.G(y.attn_norm), S.dxa.get(),
                 st);
 }
 
@@ -559,7 +558,7 @@ double GlaModel::forward_backward(const std::vector<int32_t>& tokens) {
   for (int l = 0; l < c_.layers; ++l) forward_layer(l);
   float* xl = S.x[size_t(c_.layers)].f32();
   stage("norms");
-  k.rmsnorm_add_fwd(N, D, S.layer.back().x_mid.f32(), S.delta.get(), V.P(final_norm_), c_.norm_eps, xl, S.hf.get(),
+  k.rmsnorm_add_fwd(N, D, S.layer.back().x_mid.f32(), S.delta.f32(), V.P(final_norm_), c_.norm_eps, xl, S.hf.get(),
                     S.rstd_f.f32(), st);
   // The logits a chunk of rows at a time (fp32, [chunk, vocab]); cross-entropy turns each into its rows of the loss
   // and of dlogits (act type, [chunk, vocab]), and the LM head's backward takes that chunk at once: its rows of
@@ -577,15 +576,14 @@ double GlaModel::forward_backward(const std::vector<int32_t>& tokens) {
                     float(1.0 / tokens_world), S.losses.f32() + r0, S.dlogits.get(), st);
     stage("bwd: LM head");
     mm(true, false, Vc, D, rows, 1, S.dlogits.get(), hf, r0 == 0 ? 0.f : 1.f, V.G(lm_head_), DType::f32, st);
-    char* dh = static_cast<char*>(S.dh.get()) + size_t(r0) * D * a;
-    mm(false, false, rows, D, Vc, 1, S.dlogits.get(), V.W(lm_head_), 0, dh, act_, st);
+    mm(false, false, rows, D, Vc, 1, S.dlogits.get(), V.W(lm_head_), 0, S.dh.f32() + size_t(r0) * D, DType::f32, st);
   }
 
   stage("zero gradients");
   for (const ParamInfo* p : fp32_read_) dev.fill_zero(V.G(p->offset), p->elems() * 4, st);
   stage("bwd: norms");
   dev.fill_zero(S.dx.get(), S.dx.bytes(), st);
-  k.rmsnorm_bwd(N, D, xl, V.P(final_norm_), S.rstd_f.f32(), S.dh.get(), S.dx.f32(), V.G(final_norm_), S.dxa.get(),
+  k.rmsnorm_bwd(N, D, xl, V.P(final_norm_), S.rstd_f.f32(), S.dh.f32(), S.dx.f32(), V.G(final_norm_), S.dxa.get(),
                 st);
   // The flat vector is [embedding | block 0 | ... | block L-1 | final norm, LM head]: each bucket is one range.
   reduce_grads_beside(final_norm_, n_params_);

@@ -45,14 +45,14 @@ class ModelKernels {
   // x f32 [n, D], w f32 [D], rstd f32 [n] = 1 / rms(x) (kept for the backward).
   virtual void rmsnorm_fwd(int n, int D, const float* x, const float* w, float eps, void* y, float* rstd,
                            Stream st) = 0;
-  // The same after a residual add: x_out (f32) = x + delta (act [n, D]: a block's output product, written by the
-  // product in the act type as every product's output), then y = RMSNorm(x_out). x_out is the residual stream's next
-  // value, written beside the old one (the backward reads both).
-  virtual void rmsnorm_add_fwd(int n, int D, const float* x, const void* delta, const float* w, float eps,
+  // The same after a residual add: x_out (f32) = x + delta (f32 [n, D]: a block's output product), then
+  // y = RMSNorm(x_out). x_out is the residual stream's next value, written beside the old one (the backward reads
+  // both).
+  virtual void rmsnorm_add_fwd(int n, int D, const float* x, const float* delta, const float* w, float eps,
                                float* x_out, void* y, float* rstd, Stream st) = 0;
-  // dx (f32) += d/dx, dw (f32) += d/dw, from dy act [n, D] (the products' input gradient); dx_act (nullable) = the
-  // act copy of the new dx (what the products before the norm read next).
-  virtual void rmsnorm_bwd(int n, int D, const float* x, const float* w, const float* rstd, const void* dy,
+  // dx (f32) += d/dx, dw (f32) += d/dw, from dy f32 [n, D]; dx_act (nullable) = the act copy of the new dx (what the
+  // products before the norm read next).
+  virtual void rmsnorm_bwd(int n, int D, const float* x, const float* w, const float* rstd, const float* dy,
                            float* dx, float* dw, void* dx_act, Stream st) = 0;
 
   // GLA's forget gate: g (act) = logsigmoid(pre + bias) / normaliser, pre act [n, C], bias f32 [C].

@@ -75,13 +75,13 @@ void RecordingModelKernels::rmsnorm_fwd(int n, int D, const float* x, const floa
                                         Stream st) {
   timed("rmsnorm_fwd", key({{"n", n}, {"D", D}}), st, [&] { inner_->rmsnorm_fwd(n, D, x, w, eps, y, rstd, st); });
 }
-void RecordingModelKernels::rmsnorm_add_fwd(int n, int D, const float* x, const void* delta, const float* w,
+void RecordingModelKernels::rmsnorm_add_fwd(int n, int D, const float* x, const float* delta, const float* w,
                                             float eps, float* x_out, void* y, float* rstd, Stream st) {
   timed("rmsnorm_add_fwd", key({{"n", n}, {"D", D}}), st,
         [&] { inner_->rmsnorm_add_fwd(n, D, x, delta, w, eps, x_out, y, rstd, st); });
 }
 void RecordingModelKernels::rmsnorm_bwd(int n, int D, const float* x, const float* w, const float* rstd,
-                                        const void* dy, float* dx, float* dw, void* dx_act, Stream st) {
+                                        const float* dy, float* dx, float* dw, void* dx_act, Stream st) {
   timed("rmsnorm_bwd", key({{"n", n}, {"D", D}, {"dx_act", dx_act != nullptr}}), st,
         [&] { inner_->rmsnorm_bwd(n, D, x, w, rstd, dy, dx, dw, dx_act, st); });
 }

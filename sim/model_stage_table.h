@@ -50,9 +50,9 @@ class RecordingModelKernels final : public ModelKernels {
   void embedding_fwd(int n, int D, const int32_t* tokens, const float* table, float* x, Stream st) override;
   void embedding_bwd(int n, int D, const int32_t* tokens, const float* dx, float* dtable, Stream st) override;
   void rmsnorm_fwd(int n, int D, const float* x, const float* w, float eps, void* y, float* rstd, Stream st) override;
-  void rmsnorm_add_fwd(int n, int D, const float* x, const void* delta, const float* w, float eps, float* x_out,
+  void rmsnorm_add_fwd(int n, int D, const float* x, const float* delta, const float* w, float eps, float* x_out,
                        void* y, float* rstd, Stream st) override;
-  void rmsnorm_bwd(int n, int D, const float* x, const float* w, const float* rstd, const void* dy, float* dx,
+  void rmsnorm_bwd(int n, int D, const float* x, const float* w, const float* rstd, const float* dy, float* dx,
                    float* dw, void* dx_act, Stream st) override;
   void forget_gate_fwd(int n, int C, const void* pre, const float* bias, float normaliser, void* g,
                        Stream st) override;

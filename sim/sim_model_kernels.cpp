@@ -43,11 +43,11 @@ class SimModelKernels final : public ModelKernels {
   void rmsnorm_fwd(int n, int D, const float*, const float*, float, void*, float*, Stream st) override {
     run("rmsnorm_fwd", key({{"n", n}, {"D", D}}), st);
   }
-  void rmsnorm_add_fwd(int n, int D, const float*, const void*, const float*, float, float*, void*, float*,
+  void rmsnorm_add_fwd(int n, int D, const float*, const float*, const float*, float, float*, void*, float*,
                        Stream st) override {
     run("rmsnorm_add_fwd", key({{"n", n}, {"D", D}}), st);
   }
-  void rmsnorm_bwd(int n, int D, const float*, const float*, const float*, const void*, float*, float*,
+  void rmsnorm_bwd(int n, int D, const float*, const float*, const float*, const float*, float*, float*,
                    void* dx_act, Stream st) override {
     run("rmsnorm_bwd", key({{"n", n}, {"D", D}, {"dx_act", dx_act != nullptr}}), st);
   }

@@ -33,15 +33,15 @@ class CpuModelKernels final : public ModelKernels {
   void rmsnorm_fwd(int n, int D, const float* x, const float* w, float eps, void* y, float* rstd, Stream) override {
     cpu_ops::rmsnorm_fwd(n, D, x, w, eps, F(y), rstd);
   }
-  void rmsnorm_add_fwd(int n, int D, const float* x, const void* delta, const float* w, float eps, float* x_out,
+  void rmsnorm_add_fwd(int n, int D, const float* x, const float* delta, const float* w, float eps, float* x_out,
                        void* y, float* rstd, Stream) override {
     const size_t nd = size_t(n) * D;
-    for (size_t i = 0; i < nd; ++i) x_out[i] = x[i] + F(delta)[i];
+    for (size_t i = 0; i < nd; ++i) x_out[i] = x[i] + delta[i];
     cpu_ops::rmsnorm_fwd(n, D, x_out, w, eps, F(y), rstd);
   }
-  void rmsnorm_bwd(int n, int D, const float* x, const float* w, const float* rstd, const void* dy, float* dx,
+  void rmsnorm_bwd(int n, int D, const float* x, const float* w, const float* rstd, const float* dy, float* dx,
                    float* dw, void* dx_act, Stream) override {
-    cpu_ops::rmsnorm_bwd(n, D, x, w, rstd, F(dy), dx, dw, true);
+    cpu_ops::rmsnorm_bwd(n, D, x, w, rstd, dy, dx, dw, true);
     if (dx_act && dx_act != dx) std::memcpy(dx_act, dx, size_t(n) * D * sizeof(float));
   }
   void forget_gate_fwd(int n, int C, const void* pre, const float* bias, float normaliser, void* g, Stream) override {

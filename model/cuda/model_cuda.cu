@@ -54,11 +54,11 @@ class CudaModelKernels final : public ModelKernels {
   void rmsnorm_fwd(int n, int D, const float* x, const float* w, float eps, void* y, float* rstd, Stream st) override {
     launch_rmsnorm_fwd(grid_, n, D, x, w, eps, y, rstd, stream(st));
   }
-  void rmsnorm_add_fwd(int n, int D, const float* x, const void* delta, const float* w, float eps, float* x_out,
+  void rmsnorm_add_fwd(int n, int D, const float* x, const float* delta, const float* w, float eps, float* x_out,
                        void* y, float* rstd, Stream st) override {
     launch_rmsnorm_add_fwd(grid_, n, D, x, delta, w, eps, x_out, y, rstd, stream(st));
   }
-  void rmsnorm_bwd(int n, int D, const float* x, const float* w, const float* rstd, const void* dy, float* dx,
+  void rmsnorm_bwd(int n, int D, const float* x, const float* w, const float* rstd, const float* dy, float* dx,
                    float* dw, void* dx_act, Stream st) override {
     launch_rmsnorm_bwd(grid_, n, D, x, w, rstd, dy, dx, dw, dx_act, stream(st));
   }

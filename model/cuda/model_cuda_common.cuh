@@ -18,10 +18,7 @@ __device__ __forceinline__ float to_f(bf16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ float to_f(float x) { return x; }
 __device__ __forceinline__ bf16 to_bf(float x) { return __float2bfloat16(x); }
 
-// __expf and __fdividef: a few ulp (exp(-x) = inf for x < -88 gives 0), far below the bf16 rounding of every output
-// that reads a sigmoid, and about a quarter of the instructions of expf and an IEEE division: the gated norm's and
-// SwiGLU's rows spend as many issue slots on their sigmoids as on moving their bytes.
-__device__ __forceinline__ float sigmoid(float x) { return __fdividef(1.f, 1.f + __expf(-x)); }
+__device__ __forceinline__ float sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
 
 inline const bf16* as_bf16(const void* p) { return static_cast<const bf16*>(p); }
 inline bf16* as_bf16(void* p) { return static_cast<bf16*>(p); }

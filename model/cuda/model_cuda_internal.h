@@ -97,9 +97,9 @@ void launch_copy_columns(const LaunchGrid& l, int rows, int cols, const void* sr
 // model_norms.cu: the RMSNorms (plain, with the residual add, and GLA's gated output norm).
 void launch_rmsnorm_fwd(LaunchGrid& l, int n, int D, const float* x, const float* w, float eps, void* y, float* rstd,
                         cudaStream_t s);
-void launch_rmsnorm_add_fwd(LaunchGrid& l, int n, int D, const float* x, const void* delta, const float* w, float eps,
+void launch_rmsnorm_add_fwd(LaunchGrid& l, int n, int D, const float* x, const float* delta, const float* w, float eps,
                             float* x_out, void* y, float* rstd, cudaStream_t s);
-void launch_rmsnorm_bwd(LaunchGrid& l, int n, int D, const float* x, const float* w, const float* rstd, const void* dy,
+void launch_rmsnorm_bwd(LaunchGrid& l, int n, int D, const float* x, const float* w, const float* rstd, const float* dy,
                         float* dx, float* dw, void* dx_act, cudaStream_t s);
 void launch_gated_rmsnorm_fwd(LaunchGrid& l, int rows, int D, const void* o, const void* z, const float* w, float eps,
                               void* y, float* rstd, cudaStream_t s);

@@ -36,14 +36,17 @@ namespace {
 //   rmsnorm_bwd       x, dy, dx f32 read, dx f32 and its bf16 copy written = 576 MB: 0.187 ms (3.1 TB/s)
 //   gated_rmsnorm_fwd [65536, 512] bf16: o, z read, y written = 192 MB: 0.089 ms (2.2 TB/s)
 //   gated_rmsnorm_bwd o, z, dy read, d_o, dz written = 320 MB: 0.169 ms (1.9 TB/s)
-// Every kernel streams its inputs once and writes its outputs once; the math (a sigmoid per element) is far below
-// the memory time. What a warp has in flight is the loads it issues before the row's sum waits on them, and the
+// Every kernel streams its inputs once and writes its outputs once. What a warp has in flight is the loads it issues before the row's sum waits on them, and the
 // backward's read of dx after the sum was a second wait a row. Hence 16-byte bf16 accesses and dx read with the row.
 // Measured on one H100 against the 8-byte version (results/logs/dev/model_norms_profile_ab_nvidia-h100-x1.log): the
 // gated norm 4.49 -> 4.12 ms a step at dv 64, 5.42 -> 4.92 at dv 512; the residual backward 9.41 -> 8.82 (predicted:
 // -3.3 ms in all). At dv 512 the 8-byte kernel already issued four loads a thread before the sum, the same 96 bytes
 // as two 16-byte ones; both hold 104 registers (two blocks an SM), and the row's fp32 copy in them is what limits the
-// gated kernels (2.0-2.3 TB/s of the H100's 3.35).
+// gated kernels (2.0-2.3 TB/s of the H100's 3.35). Hence the rows kept as loaded (Raw, bf16 pairs), the backward at
+// three blocks an SM and the sigmoid's fast form (fast_sigmoid): at dv 512 on one H200, 16384 tokens, 6898ea2 against
+// 9fd089f in the same call (results/logs/nvidia-h200_model_session.log, its last part), the forward 0.078 -> 0.057 ms
+// a call (2.6 -> 3.5 TB/s), the backward 0.164 -> 0.125 (2.0 -> 2.7 TB/s); at dv 64 the forward 1.56 -> 1.17 ms a
+// step, the backward level.
 template <int VW, class T>
 __device__ __forceinline__ void loadv(const T* p, float (&v)[VW]) {
   if constexpr (VW == 8 && std::is_same_v<T, bf16>) {
@@ -70,6 +73,12 @@ __device__ __forceinline__ void storev(T* p, const float (&v)[VW]) {
     store1(p, v[0]);
   }
 }
+
+// The gated norm's swish: __expf and __fdividef (a few ulp; exp(-x) = inf for x < -88 gives 0), far below the bf16
+// rounding of the outputs, and about a quarter of the instructions of expf and an IEEE division. Measured on one H200
+// with the Raw rows below (6898ea2 against 9fd089f, the same call): the gated norm 1.55 + 3.28 -> 1.14 + 2.50 ms a
+// step at dv 512. SwiGLU keeps model_cuda_common.cuh's sigmoid: with this one its backward took 5.63 -> 6.51 ms.
+__device__ __forceinline__ float fast_sigmoid(float x) { return __fdividef(1.f, 1.f + __expf(-x)); }
 
 // A thread's VW elements of a row as loaded, one access: bf16 rows stay bf16 in registers (half the registers of
 // their fp32 values) and are unpacked at each use. The gated norm's backward holds three rows' chunks at dv = 512;
@@ -178,7 +187,7 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_fwd_kernel(int n, int D, con
           float zv[VW];
           unpack(zr[c], zv);
 #pragma unroll
-          for (int k = 0; k < VW; ++k) v[k] *= zv[k] * sigmoid(zv[k]);
+          for (int k = 0; k < VW; ++k) v[k] *= zv[k] * fast_sigmoid(zv[k]);
         }
 #pragma unroll
         for (int k = 0; k < VW; ++k) v[k] *= r * wv[k];
@@ -209,7 +218,7 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_fwd_kernel(int n, int D, con
         if constexpr (GATED) {
           float zv[VW];
           loadv<VW>(z + off + j, zv);
-          for (int k = 0; k < VW; ++k) v[k] *= zv[k] * sigmoid(zv[k]);
+          for (int k = 0; k < VW; ++k) v[k] *= zv[k] * fast_sigmoid(zv[k]);
         }
         for (int k = 0; k < VW; ++k) v[k] *= r * wv[k];
         storev<VW>(y + off + j, v);
@@ -230,7 +239,7 @@ __device__ __forceinline__ void gated_grad(const Raw<VW, DT>& dr, const Raw<VW, 
     unpack(zr, zv);
 #pragma unroll
     for (int k = 0; k < VW; ++k) {
-      const float sg = sigmoid(zv[k]);
+      const float sg = fast_sigmoid(zv[k]);
       gz[k] = dv[k] * sg * (1.f + zv[k] * (1.f - sg));
       dv[k] *= zv[k] * sg;
     }
@@ -328,7 +337,7 @@ __global__ void __launch_bounds__(kThreads, GATED && VW == 8 && NCH == 2 ? 3 : 1
           if constexpr (GATED) {
             float zv[VW];
             loadv<VW>(z + off + j, zv);
-            for (int k = 0; k < VW; ++k) dv[k] *= zv[k] * sigmoid(zv[k]);
+            for (int k = 0; k < VW; ++k) dv[k] *= zv[k] * fast_sigmoid(zv[k]);
           }
           for (int k = 0; k < VW; ++k) dot += dv[k] * wv[k] * xv[k] * r;
         }
@@ -343,7 +352,7 @@ __global__ void __launch_bounds__(kThreads, GATED && VW == 8 && NCH == 2 ? 3 : 1
           float zv[VW], dzv[VW];
           loadv<VW>(z + off + j, zv);
           for (int k = 0; k < VW; ++k) {
-            const float sg = sigmoid(zv[k]);
+            const float sg = fast_sigmoid(zv[k]);
             dzv[k] = dv[k] * sg * (1.f + zv[k] * (1.f - sg)) * xv[k] * r * wv[k];
             dv[k] *= zv[k] * sg;
           }
@@ -458,13 +467,13 @@ void launch_rmsnorm_fwd(LaunchGrid& l, int n, int D, const float* x, const float
                         cudaStream_t s) {
   norm_fwd<kNormPlain, float, bf16>(l, n, D, x, w, nullptr, eps, as_bf16(y), rstd, nullptr, s);
 }
-void launch_rmsnorm_add_fwd(LaunchGrid& l, int n, int D, const float* x, const void* delta, const float* w, float eps,
+void launch_rmsnorm_add_fwd(LaunchGrid& l, int n, int D, const float* x, const float* delta, const float* w, float eps,
                             float* x_out, void* y, float* rstd, cudaStream_t s) {
-  norm_fwd<kNormAdd, float, bf16>(l, n, D, x, w, as_bf16(delta), eps, as_bf16(y), rstd, x_out, s);
+  norm_fwd<kNormAdd, float, float>(l, n, D, x, w, delta, eps, as_bf16(y), rstd, x_out, s);
 }
-void launch_rmsnorm_bwd(LaunchGrid& l, int n, int D, const float* x, const float* w, const float* rstd, const void* dy,
+void launch_rmsnorm_bwd(LaunchGrid& l, int n, int D, const float* x, const float* w, const float* rstd, const float* dy,
                         float* dx, float* dw, void* dx_act, cudaStream_t s) {
-  norm_bwd<false, true, float, bf16>(l, n, D, x, w, nullptr, rstd, as_bf16(dy), dx, nullptr, dw, as_bf16(dx_act), s);
+  norm_bwd<false, true, float, float>(l, n, D, x, w, nullptr, rstd, dy, dx, nullptr, dw, as_bf16(dx_act), s);
 }
 
 void launch_gated_rmsnorm_fwd(LaunchGrid& l, int rows, int D, const void* o, const void* z, const float* w, float eps,

@@ -127,9 +127,9 @@ class NoKernels final : public ModelKernels {
   void embedding_fwd(int, int, const int32_t*, const float*, float*, Stream) override {}
   void embedding_bwd(int, int, const int32_t*, const float*, float*, Stream) override {}
   void rmsnorm_fwd(int, int, const float*, const float*, float, void*, float*, Stream) override {}
-  void rmsnorm_add_fwd(int, int, const float*, const void*, const float*, float, float*, void*, float*,
+  void rmsnorm_add_fwd(int, int, const float*, const float*, const float*, float, float*, void*, float*,
                        Stream) override {}
-  void rmsnorm_bwd(int, int, const float*, const float*, const float*, const void*, float*, float*, void*,
+  void rmsnorm_bwd(int, int, const float*, const float*, const float*, const float*, float*, float*, void*,
                    Stream) override {}
   void forget_gate_fwd(int, int, const void*, const float*, float, void*, Stream) override {}
   void forget_gate_bwd(int, int, const void*, const float*, float, const void*, void*, float*, Stream) override {}
