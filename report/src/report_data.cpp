@@ -80,8 +80,16 @@ const std::vector<MeasuredPaths>& measured_paths() {
     // A simulated model row runs the model and every part of the simulation, its model kernels among them.
     std::vector<std::string> sim_model = model;
     sim_model.push_back("sim/");
+    // CPU ranks run the CPU kernels over MPI: none of the CUDA kernels, the GPU device or NCCL.
+    auto on_cpu = [](std::vector<std::string> v) {
+      v.insert(v.end(), {"!kernels/cuda/", "!model/cuda/", "!zeco/all_scan_device*", "!runtime/device_cuda*",
+                         "!runtime/communicator_nccl*"});
+      return v;
+    };
     return std::vector<MeasuredPaths>{
         {"kernel", {"kernels/"}}, {"collective", comm}, {"operator", op}, {"timeline", op}, {"model", model},
+        {"collective" + kCpuLevelSuffix, on_cpu(comm)}, {"operator" + kCpuLevelSuffix, on_cpu(op)},
+        {"model" + kCpuLevelSuffix, on_cpu(model)},
         {"stage", stage}, {kModelStageLevel, model_stage},
         {kSimLevelPrefix + "collective", with_sim(comm)}, {kSimLevelPrefix + "operator", with_sim(op)},
         {kSimLevelPrefix + "model", sim_model},
@@ -102,7 +110,9 @@ bool is_simulated(const Row& r) { return col(r, "simulated") == "1"; }
 std::string code_level_of(const Row& r) {
   if (col(r, "backend") == "pytorch") return kPytorchModelLevel;
   if (level_of(r) == "stage" && !col(r, "layers").empty()) return kModelStageLevel;
-  return is_simulated(r) ? kSimLevelPrefix + level_of(r) : level_of(r);
+  if (is_simulated(r)) return kSimLevelPrefix + level_of(r);
+  if (is_cpu_row(r) && !measured_paths_of(level_of(r) + kCpuLevelSuffix).empty()) return level_of(r) + kCpuLevelSuffix;
+  return level_of(r);
 }
 
 std::string level_of(const Row& r) {

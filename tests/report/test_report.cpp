@@ -210,6 +210,44 @@ TEST(Report, TheSimulatedOperatorIsNotJudgedByTheModelsSimulatedKernels) {
   fs::remove_all(dir);
 }
 
+// A row of CPU ranks runs none of the GPU code (the CUDA kernels, the GPU device, NCCL): a change there alone leaves it
+// current while it marks the GPU rows of the same commit; a change to the model's shared code marks both. Checked in a
+// repository of the test's own.
+TEST(Report, ACpuRowIsNotJudgedByTheGpuCode) {
+  const Row cpu{{"level", "model"}, {"method", "dp"}, {"backend", "cpu"}};
+  const Row gpu{{"level", "model"}, {"method", "dp"}, {"backend", "nccl"}};
+  EXPECT_EQ(code_level_of(cpu), "model" + kCpuLevelSuffix);
+  EXPECT_EQ(code_level_of(gpu), "model");
+  EXPECT_EQ(code_level_of(Row{{"level", "kernel"}, {"backend", "cpu"}}), "kernel");  // no CPU list: the level's own
+  const fs::path dir = fs::temp_directory_path() / ("spb_report_cpu_git_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "model" / "cuda");
+  auto write = [&](const std::string& file, const std::string& text) { std::ofstream(dir / file) << text; };
+  const std::string git = "git -C '" + dir.string() + "' -c user.name=spbench -c user.email=spbench@example.com ";
+  auto commit = [&](const std::string& msg) {
+    sh(git + "add -A && " + git + "commit -q -m " + msg);
+    return sh(git + "rev-parse HEAD");
+  };
+  write("model/gla_model.cpp", "1\n");
+  write("model/cuda/model_norms.cu", "1\n");
+  sh(git + "init -q");
+  const std::string first = commit("first");
+  if (first.empty()) GTEST_SKIP() << "no git here";
+  write("model/cuda/model_norms.cu", "2\n");
+  commit("cuda");
+  {
+    CodeStates states(dir.string());
+    EXPECT_EQ(states.of(first, "model" + kCpuLevelSuffix).kind, CodeState::current);
+    EXPECT_EQ(states.of(first, "model").kind, CodeState::changed);
+  }
+  write("model/gla_model.cpp", "2\n");
+  commit("model");
+  CodeStates after(dir.string());
+  EXPECT_EQ(after.of(first, "model" + kCpuLevelSuffix).kind, CodeState::changed);
+  EXPECT_EQ(after.of(first, "model" + kCpuLevelSuffix).changed_paths, std::vector<std::string>{"model/ (1 file)"});
+  fs::remove_all(dir);
+}
+
 // A simulated model row (results/sim/*_model.csv) runs the model's code and all of the simulation, the model's
 // simulated kernels among it (sim/*model*, which the simulated collective and operator levels leave out).
 TEST(Report, ASimulatedModelRowIsJudgedByTheModelsPathsAndAllOfSim) {
