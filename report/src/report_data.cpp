@@ -70,26 +70,28 @@ const std::vector<MeasuredPaths>& measured_paths() {
     // A model stage row times the model's kernels too, and is recorded by both recorders.
     std::vector<std::string> model_stage = model;
     model_stage.insert(model_stage.end(), {"sim/model_stage_table*", "sim/stage_table*"});
-    // A simulated row runs its level's code in the simulation (sim/, its platforms under sim/platforms/); the
-    // collective and operator levels run none of the model's simulated kernels (sim/*model*), as their measured rows
-    // run none of model/.
-    auto with_sim = [](std::vector<std::string> v) {
-      v.insert(v.end(), {"sim/", "!sim/*model*"});
-      return v;
-    };
-    // A simulated model row runs the model and every part of the simulation, its model kernels among them.
-    std::vector<std::string> sim_model = model;
-    sim_model.push_back("sim/");
-    // CPU ranks run the CPU kernels over MPI: none of the CUDA kernels, the GPU device or NCCL.
-    auto on_cpu = [](std::vector<std::string> v) {
+    // CPU ranks run the CPU kernels over MPI, and the simulated build the simulation's: none of the CUDA kernels, the
+    // GPU device or NCCL.
+    auto without_gpu_code = [](std::vector<std::string> v) {
       v.insert(v.end(), {"!kernels/cuda/", "!model/cuda/", "!zeco/all_scan_device*", "!runtime/device_cuda*",
                          "!runtime/communicator_nccl*"});
       return v;
     };
+    // A simulated row runs its level's code in the simulation (sim/, its platforms under sim/platforms/); the
+    // collective and operator levels run none of the model's simulated kernels (sim/*model*), as their measured rows
+    // run none of model/.
+    auto with_sim = [&](std::vector<std::string> v) {
+      v.insert(v.end(), {"sim/", "!sim/*model*"});
+      return without_gpu_code(v);
+    };
+    // A simulated model row runs the model and every part of the simulation, its model kernels among them.
+    std::vector<std::string> sim_model = model;
+    sim_model.push_back("sim/");
+    sim_model = without_gpu_code(sim_model);
     return std::vector<MeasuredPaths>{
         {"kernel", {"kernels/"}}, {"collective", comm}, {"operator", op}, {"timeline", op}, {"model", model},
-        {"collective" + kCpuLevelSuffix, on_cpu(comm)}, {"operator" + kCpuLevelSuffix, on_cpu(op)},
-        {"model" + kCpuLevelSuffix, on_cpu(model)},
+        {"collective" + kCpuLevelSuffix, without_gpu_code(comm)}, {"operator" + kCpuLevelSuffix, without_gpu_code(op)},
+        {"model" + kCpuLevelSuffix, without_gpu_code(model)},
         {"stage", stage}, {kModelStageLevel, model_stage},
         {kSimLevelPrefix + "collective", with_sim(comm)}, {kSimLevelPrefix + "operator", with_sim(op)},
         {kSimLevelPrefix + "model", sim_model},

@@ -249,13 +249,19 @@ TEST(Report, ACpuRowIsNotJudgedByTheGpuCode) {
 }
 
 // A simulated model row (results/sim/*_model.csv) runs the model's code and all of the simulation, the model's
-// simulated kernels among it (sim/*model*, which the simulated collective and operator levels leave out).
+// simulated kernels among it (sim/*model*, which the simulated collective and operator levels leave out), and none
+// of the GPU code (the simulated build has no CUDA): what a CPU row runs, and sim/.
 TEST(Report, ASimulatedModelRowIsJudgedByTheModelsPathsAndAllOfSim) {
   const Row sim{{"level", "model"}, {"method", "zeco"}, {"backend", "device-ll16"}, {"simulated", "1"}};
   EXPECT_EQ(code_level_of(sim), kSimLevelPrefix + "model");
-  std::vector<std::string> want = measured_paths_of("model");
-  want.push_back("sim/");
-  EXPECT_EQ(measured_paths_of(kSimLevelPrefix + "model"), want);
+  const auto& paths = measured_paths_of(kSimLevelPrefix + "model");
+  for (const auto& p : measured_paths_of("model" + kCpuLevelSuffix))
+    EXPECT_NE(std::find(paths.begin(), paths.end(), p), paths.end()) << p;
+  EXPECT_NE(std::find(paths.begin(), paths.end(), "sim/"), paths.end());
+  for (const std::string level : {"collective", "operator", "model"}) {
+    const auto& sim_paths = measured_paths_of(kSimLevelPrefix + level);
+    EXPECT_NE(std::find(sim_paths.begin(), sim_paths.end(), "!model/cuda/"), sim_paths.end()) << level;
+  }
 }
 
 // The PyTorch + fla baseline's rows run no spbench code, and spbench's levels do not run baselines/pytorch/: each is
