@@ -175,6 +175,33 @@ TEST(Report, AModelStageRowIsJudgedByTheModelsPaths) {
   EXPECT_EQ(states.of(before, kModelStageLevel).kind, CodeState::changed);
 }
 
+// A git repository of a test's own in a temporary folder: write a file, commit all (the new HEAD; empty where git does
+// not work here), removed at the end.
+class ScratchRepo {
+ public:
+  explicit ScratchRepo(const std::string& name)
+      : dir_(fs::temp_directory_path() / (name + "_" + std::to_string(::getpid()))),
+        git_("git -C '" + dir_.string() + "' -c user.name=spbench -c user.email=spbench@example.com ") {
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    sh(git_ + "init -q");
+  }
+  ~ScratchRepo() { fs::remove_all(dir_); }
+  std::string dir() const { return dir_.string(); }
+  void write(const std::string& file, const std::string& text) {
+    fs::create_directories((dir_ / file).parent_path());
+    std::ofstream(dir_ / file) << text;
+  }
+  std::string commit(const std::string& msg) {
+    sh(git_ + "add -A && " + git_ + "commit -q -m " + msg);
+    return sh(git_ + "rev-parse HEAD");
+  }
+
+ private:
+  fs::path dir_;
+  std::string git_;
+};
+
 // The simulated collective and operator levels run none of the model's simulated kernels (sim/*model*): a change
 // there alone leaves their rows current, as a change to model/ leaves the measured operator rows current. Checked in
 // a repository of the test's own, so that the commits it compares are the ones it made.
@@ -184,30 +211,20 @@ TEST(Report, TheSimulatedOperatorIsNotJudgedByTheModelsSimulatedKernels) {
     EXPECT_NE(std::find(paths.begin(), paths.end(), "sim/"), paths.end()) << level;
     EXPECT_NE(std::find(paths.begin(), paths.end(), "!sim/*model*"), paths.end()) << level;
   }
-  const fs::path dir = fs::temp_directory_path() / ("spb_report_git_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir / "sim");
-  auto write = [&](const std::string& file, const std::string& text) { std::ofstream(dir / file) << text; };
-  const std::string git = "git -C '" + dir.string() + "' -c user.name=spbench -c user.email=spbench@example.com ";
-  auto commit = [&](const std::string& msg) {
-    sh(git + "add -A && " + git + "commit -q -m " + msg);
-    return sh(git + "rev-parse HEAD");
-  };
-  write("sim/sim_comm.cpp", "1\n");
-  write("sim/sim_model_kernels.cpp", "1\n");
-  sh(git + "init -q");
-  const std::string first = commit("first");
+  ScratchRepo repo("spb_report_git");
+  repo.write("sim/sim_comm.cpp", "1\n");
+  repo.write("sim/sim_model_kernels.cpp", "1\n");
+  const std::string first = repo.commit("first");
   if (first.empty()) GTEST_SKIP() << "no git here";
-  write("sim/sim_model_kernels.cpp", "2\n");
-  commit("model");
+  repo.write("sim/sim_model_kernels.cpp", "2\n");
+  repo.commit("model");
   const std::string op = kSimLevelPrefix + "operator";
-  EXPECT_EQ(CodeStates(dir.string()).of(first, op).kind, CodeState::current);
-  write("sim/sim_comm.cpp", "2\n");
-  commit("comm");
-  CodeStates after(dir.string());
+  EXPECT_EQ(CodeStates(repo.dir()).of(first, op).kind, CodeState::current);
+  repo.write("sim/sim_comm.cpp", "2\n");
+  repo.commit("comm");
+  CodeStates after(repo.dir());
   EXPECT_EQ(after.of(first, op).kind, CodeState::changed);
   EXPECT_EQ(after.of(first, op).changed_paths, std::vector<std::string>{"sim/ (1 file)"});
-  fs::remove_all(dir);
 }
 
 // A row of CPU ranks runs none of the GPU code (the CUDA kernels, the GPU device, NCCL): a change there alone leaves it
@@ -219,33 +236,23 @@ TEST(Report, ACpuRowIsNotJudgedByTheGpuCode) {
   EXPECT_EQ(code_level_of(cpu), "model" + kCpuLevelSuffix);
   EXPECT_EQ(code_level_of(gpu), "model");
   EXPECT_EQ(code_level_of(Row{{"level", "kernel"}, {"backend", "cpu"}}), "kernel");  // no CPU list: the level's own
-  const fs::path dir = fs::temp_directory_path() / ("spb_report_cpu_git_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir / "model" / "cuda");
-  auto write = [&](const std::string& file, const std::string& text) { std::ofstream(dir / file) << text; };
-  const std::string git = "git -C '" + dir.string() + "' -c user.name=spbench -c user.email=spbench@example.com ";
-  auto commit = [&](const std::string& msg) {
-    sh(git + "add -A && " + git + "commit -q -m " + msg);
-    return sh(git + "rev-parse HEAD");
-  };
-  write("model/gla_model.cpp", "1\n");
-  write("model/cuda/model_norms.cu", "1\n");
-  sh(git + "init -q");
-  const std::string first = commit("first");
+  ScratchRepo repo("spb_report_cpu_git");
+  repo.write("model/gla_model.cpp", "1\n");
+  repo.write("model/cuda/model_norms.cu", "1\n");
+  const std::string first = repo.commit("first");
   if (first.empty()) GTEST_SKIP() << "no git here";
-  write("model/cuda/model_norms.cu", "2\n");
-  commit("cuda");
+  repo.write("model/cuda/model_norms.cu", "2\n");
+  repo.commit("cuda");
   {
-    CodeStates states(dir.string());
+    CodeStates states(repo.dir());
     EXPECT_EQ(states.of(first, "model" + kCpuLevelSuffix).kind, CodeState::current);
     EXPECT_EQ(states.of(first, "model").kind, CodeState::changed);
   }
-  write("model/gla_model.cpp", "2\n");
-  commit("model");
-  CodeStates after(dir.string());
+  repo.write("model/gla_model.cpp", "2\n");
+  repo.commit("model");
+  CodeStates after(repo.dir());
   EXPECT_EQ(after.of(first, "model" + kCpuLevelSuffix).kind, CodeState::changed);
   EXPECT_EQ(after.of(first, "model" + kCpuLevelSuffix).changed_paths, std::vector<std::string>{"model/ (1 file)"});
-  fs::remove_all(dir);
 }
 
 // A simulated model row (results/sim/*_model.csv) runs the model's code and all of the simulation, the model's
