@@ -36,17 +36,18 @@ namespace {
 //   rmsnorm_bwd       x, dy, dx f32 read, dx f32 and its bf16 copy written = 576 MB: 0.187 ms (3.1 TB/s)
 //   gated_rmsnorm_fwd [65536, 512] bf16: o, z read, y written = 192 MB: 0.089 ms (2.2 TB/s)
 //   gated_rmsnorm_bwd o, z, dy read, d_o, dz written = 320 MB: 0.169 ms (1.9 TB/s)
-// Every kernel streams its inputs once and writes its outputs once. What a warp has in flight is the loads it issues before the row's sum waits on them, and the
-// backward's read of dx after the sum was a second wait a row. Hence 16-byte bf16 accesses and dx read with the row.
+// Every kernel streams its inputs once and writes its outputs once. What a warp has in flight is the loads it issues
+// before the row's sum waits on them, and the backward's read of dx after the sum was a second wait a row. Hence
+// 16-byte bf16 accesses and dx read with the row.
 // Measured on one H100 against the 8-byte version (results/logs/dev/model_norms_profile_ab_nvidia-h100-x1.log): the
 // gated norm 4.49 -> 4.12 ms a step at dv 64, 5.42 -> 4.92 at dv 512; the residual backward 9.41 -> 8.82 (predicted:
 // -3.3 ms in all). At dv 512 the 8-byte kernel already issued four loads a thread before the sum, the same 96 bytes
 // as two 16-byte ones; both hold 104 registers (two blocks an SM), and the row's fp32 copy in them is what limits the
 // gated kernels (2.0-2.3 TB/s of the H100's 3.35). Hence the rows kept as loaded (Raw, bf16 pairs), the backward at
 // three blocks an SM and the sigmoid's fast form (fast_sigmoid): at dv 512 on one H200, 16384 tokens, 6898ea2 against
-// 9fd089f in the same call (results/logs/nvidia-h200_model_session.log, its last part), the forward 0.078 -> 0.057 ms
-// a call (2.6 -> 3.5 TB/s), the backward 0.164 -> 0.125 (2.0 -> 2.7 TB/s); at dv 64 the forward 1.56 -> 1.17 ms a
-// step, the backward level.
+// 9fd089f in the same call (results/logs/dev/model_bf16_delta_nvidia-h200.log; model/NOTES.md, "Decisions"), the
+// forward 0.078 -> 0.057 ms a call (2.6 -> 3.5 TB/s), the backward 0.164 -> 0.125 (2.0 -> 2.7 TB/s); at dv 64 the
+// forward 1.56 -> 1.17 ms a step, the backward level.
 template <int VW, class T>
 __device__ __forceinline__ void loadv(const T* p, float (&v)[VW]) {
   if constexpr (VW == 8 && std::is_same_v<T, bf16>) {
