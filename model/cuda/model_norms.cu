@@ -45,9 +45,9 @@ namespace {
 // as two 16-byte ones; both hold 104 registers (two blocks an SM), and the row's fp32 copy in them is what limits the
 // gated kernels (2.0-2.3 TB/s of the H100's 3.35). Hence the rows kept as loaded (Raw, bf16 pairs), the backward at
 // three blocks an SM and the sigmoid's fast form (fast_sigmoid): at dv 512 on one H200, 16384 tokens, 6898ea2 against
-// 9fd089f in the same call (results/logs/dev/model_bf16_delta_nvidia-h200.log; model/NOTES.md, "Decisions"), the
-// forward 0.078 -> 0.057 ms a call (2.6 -> 3.5 TB/s), the backward 0.164 -> 0.125 (2.0 -> 2.7 TB/s); at dv 64 the
-// forward 1.56 -> 1.17 ms a step, the backward level.
+// 9fd089f on one machine, one binary after the other (results/logs/dev/model_bf16_delta_nvidia-h200.log;
+// model/NOTES.md, "Decisions"), the forward 0.078 -> 0.057 ms a call (2.6 -> 3.5 TB/s), the backward 0.164 -> 0.125
+// (2.0 -> 2.7 TB/s); at dv 64 the forward 1.56 -> 1.17 ms a step, the backward level.
 template <int VW, class T>
 __device__ __forceinline__ void loadv(const T* p, float (&v)[VW]) {
   if constexpr (VW == 8 && std::is_same_v<T, bf16>) {
@@ -77,7 +77,7 @@ __device__ __forceinline__ void storev(T* p, const float (&v)[VW]) {
 
 // The gated norm's swish: __expf and __fdividef (a few ulp; exp(-x) = inf for x < -88 gives 0), far below the bf16
 // rounding of the outputs, and about a quarter of the instructions of expf and an IEEE division. Measured on one H200
-// with the Raw rows below (6898ea2 against 9fd089f, the same call): the gated norm 1.55 + 3.28 -> 1.14 + 2.50 ms a
+// with the Raw rows below (6898ea2 against 9fd089f on one machine): the gated norm 1.55 + 3.28 -> 1.14 + 2.50 ms a
 // step at dv 512. SwiGLU keeps model_cuda_common.cuh's sigmoid: with this one its backward took 5.63 -> 6.51 ms.
 __device__ __forceinline__ float fast_sigmoid(float x) { return __fdividef(1.f, 1.f + __expf(-x)); }
 
