@@ -168,23 +168,24 @@ class SimComm final : public Communicator {
       scratch_ = dev_.clock().shared_alloc(scratch_bytes_ = flow);
     }
     charge(double(steps - 1) * ring_hop_latency());
-    const int next = (rank_ + 1) % size_, prev = (rank_ + size_ - 1) % size_;
     MPI_Request r[2 * kRingChannels];
     for (int c = 0; c < kRingChannels; ++c) {  // every flow reads the buffer's first bytes and lands on the scratch's
       const size_t b = std::min(flow, total - std::min(total, size_t(c) * flow));
-      MPI_Irecv(scratch_, count_of(b), MPI_BYTE, prev, kTag, comm_, &r[2 * c]);
-      MPI_Isend(buf, count_of(b), MPI_BYTE, next, kTag, comm_, &r[2 * c + 1]);
+      MPI_Irecv(scratch_, count_of(b), MPI_BYTE, ring_prev(), kTag, comm_, &r[2 * c]);
+      MPI_Isend(buf, count_of(b), MPI_BYTE, ring_next(), kTag, comm_, &r[2 * c + 1]);
     }
     MPI_Waitall(2 * kRingChannels, r, MPI_STATUSES_IGNORE);
   }
+  int ring_next() const { return (rank_ + 1) % size_; }
+  int ring_prev() const { return (rank_ + size_ - 1) % size_; }
   // The slowest hop of the ring on the platform (found at the first ring: every rank's latency to the next).
   double ring_hop_latency() {
     if (ring_hop_s_ >= 0) return ring_hop_s_;
     char name[MPI_MAX_PROCESSOR_NAME] = {}, next_name[MPI_MAX_PROCESSOR_NAME] = {};
     int len = 0;
     MPI_Get_processor_name(name, &len);
-    MPI_Sendrecv(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, (rank_ + size_ - 1) % size_, kTag, next_name,
-                 MPI_MAX_PROCESSOR_NAME, MPI_CHAR, (rank_ + 1) % size_, kTag, comm_, MPI_STATUS_IGNORE);
+    MPI_Sendrecv(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, ring_prev(), kTag, next_name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
+                 ring_next(), kTag, comm_, MPI_STATUS_IGNORE);
     double hop = dev_.clock().route_latency_s(next_name);
     MPI_Allreduce(MPI_IN_PLACE, &hop, 1, MPI_DOUBLE, MPI_MAX, comm_);
     return ring_hop_s_ = hop;
