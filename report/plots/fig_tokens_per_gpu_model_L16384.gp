@@ -21,11 +21,10 @@ plot "fig_tokens_per_gpu_model_L16384.dat" index 0 using 1:2 with linespoints lw
      "fig_tokens_per_gpu_model_L16384.dat" index 6 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#d62728" title "lasp2 (nccl) measured, NVIDIA H200", \
      "fig_tokens_per_gpu_model_L16384.dat" index 7 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#d62728" title "lasp2 (nccl) measured, NVIDIA H200, stale", \
      "fig_tokens_per_gpu_model_L16384.dat" index 8 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#2ca02c" title "lasp1 (nccl) measured, NVIDIA H200", \
-     "fig_tokens_per_gpu_model_L16384.dat" index 9 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#2ca02c" title "lasp1 (nccl) measured, NVIDIA H200, stale", \
-     "fig_tokens_per_gpu_model_L16384.dat" index 10 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#7f7f7f" title "dp simulated, dgx-h100", \
-     "fig_tokens_per_gpu_model_L16384.dat" index 11 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#1f77b4" title "zeco simulated, dgx-h100", \
-     "fig_tokens_per_gpu_model_L16384.dat" index 12 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#d62728" title "lasp2 simulated, dgx-h100", \
-     "fig_tokens_per_gpu_model_L16384.dat" index 13 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#2ca02c" title "lasp1 simulated, dgx-h100"
+     "fig_tokens_per_gpu_model_L16384.dat" index 9 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#7f7f7f" title "dp simulated, dgx-h100", \
+     "fig_tokens_per_gpu_model_L16384.dat" index 10 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#1f77b4" title "zeco simulated, dgx-h100", \
+     "fig_tokens_per_gpu_model_L16384.dat" index 11 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#d62728" title "lasp2 simulated, dgx-h100", \
+     "fig_tokens_per_gpu_model_L16384.dat" index 12 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#2ca02c" title "lasp1 simulated, dgx-h100"
 set terminal svg size 1200,560 font "sans,10" noenhanced
 set output "fig_tokens_per_gpu_model_L16384.svg"
 replot

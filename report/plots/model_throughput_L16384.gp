@@ -18,10 +18,8 @@ plot "model_throughput_L16384.dat" index 0 using 1:2 with linespoints lw 2 dt (1
      "model_throughput_L16384.dat" index 6 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#d62728" title "lasp2 (nccl) measured, NVIDIA H200", \
      "model_throughput_L16384.dat" index 7 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#d62728" title "lasp2 (nccl) measured, NVIDIA H200, stale", \
      "model_throughput_L16384.dat" index 8 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#2ca02c" title "lasp1 (nccl) measured, NVIDIA H200", \
-     "model_throughput_L16384.dat" index 9 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#2ca02c" title "lasp1 (nccl) measured, NVIDIA H200, stale", \
-     "model_throughput_L16384.dat" index 10 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#ff7f0e" title "ring (nccl) measured, NVIDIA H200", \
-     "model_throughput_L16384.dat" index 11 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#ff7f0e" title "ring (nccl) measured, NVIDIA H200, stale", \
-     "model_throughput_L16384.dat" index 12 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#9467bd" title "ulysses (nccl) measured, NVIDIA H200, stale"
+     "model_throughput_L16384.dat" index 9 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#ff7f0e" title "ring (nccl) measured, NVIDIA H200", \
+     "model_throughput_L16384.dat" index 10 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#9467bd" title "ulysses (nccl) measured, NVIDIA H200, stale"
 set terminal svg size 1200,560 font "sans,10" noenhanced
 set output "model_throughput_L16384.svg"
 replot
