@@ -42,8 +42,10 @@ void add_runtime_options(CLI::App& app, std::string& backend, std::string& allsc
                  "scripts/sim.sh)")
       ->check(CLI::IsMember({"cpu", "gpu", "auto", "sim"}));
   app.add_option("--allscan", allscan,
-                 "the All-Scan backend (zeco's and the allscan pattern's): host (the chain), host-hier, host-logdepth "
-                 "(node-aware), device (= device-ll16), device-flag, device-ll, device-ll16 or auto")
+                 "the All-Scan backend (zeco's and the allscan pattern's): host (the chain), rail, rail-logdepth (across "
+                 "nodes: the device All-Scan in each node, each GPU's share of the rows between the nodes over its own "
+                 "NIC), host-hier, host-logdepth (node-aware host chains), device (= device-ll16), device-flag, "
+                 "device-ll, device-ll16 or auto (rail-logdepth across nodes, device on one node of GPUs, host on CPUs)")
       ->check(CLI::IsMember(allscan_names()));
   app.add_option("--ranks-per-node", ranks_per_node,
                  "treat every N consecutive ranks as one node (one host standing in for several; default: "

@@ -57,6 +57,10 @@ class Device {
   // library on it, the context included), on the CPU this process's resident memory and the host's available memory.
   virtual size_t free_memory_bytes() = 0;
   virtual size_t used_memory_bytes() = 0;
+  // Whether the host-driven point-to-point chain that follows stands for the device All-Scan's kernel (its sends
+  // peer writes, its folds inside the kernel): the rail All-Scan's step inside a node, where no GPU runs it. Only the
+  // simulated device charges the difference (sim/sim_device.h); every other device ignores it.
+  virtual void set_device_transport(bool on) { (void)on; }
 };
 
 // A device allocation that frees itself, or a view of one that another Buffer owns (borrowed).

@@ -171,6 +171,13 @@ sim_predict() {
   for P in ${SPB_SIM_WORLDS:-8 16 32 64 128 256}; do
     run "collective, $P GPUs of DGX H100 nodes" "$coll" dgx-h100 "$P" collective -b 2M -e 2M --block-elems 16384 \
       --ranks-per-node 8 -w 2 -n 10
+    if [ "$P" -gt 8 ]; then  # auto is rail-logdepth across nodes; the rail chain and host-hier beside it
+      local scan
+      for scan in rail host-hier; do
+        run "collective, $P GPUs of DGX H100 nodes, allscan $scan" "$coll" dgx-h100 "$P" collective -p allscan \
+          --allscan "$scan" -b 2M -e 2M --block-elems 16384 --ranks-per-node 8 -w 2 -n 10
+      done
+    fi
     local methods L
     for L in ${SPB_SIM_LENGTHS:-16384 32768}; do
       # ulysses: 16 heads split over at most 16 ranks, and its stage times were recorded at 16384 tokens per GPU

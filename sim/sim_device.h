@@ -58,12 +58,13 @@ class SimDevice final : public Device {
   SimClock& clock() { return *clock_; }
   const SimGpu& gpu() const { return gpu_; }
   // Whether point-to-point operations stand for the device All-Scan's peer writes (its fold then inside the
-  // transport), or NCCL's sends: set for the run of the method or pattern whose All-Scan is a device protocol.
+  // transport), or NCCL's sends: set for the run of the method or pattern whose All-Scan is a device protocol, and by
+  // the rail All-Scan around its step inside each node.
   bool device_transport() const { return device_transport_; }
   // Whether the last operation on stream s was a kernel (not a communication call): a device-transport send that
   // follows one starts an All-Scan call on the first rank of its chain (sim/sim_comm.cpp).
   bool after_kernel(Stream s) const { return after_kernel_[index(s)]; }
-  void set_device_transport(bool on) { device_transport_ = on; }
+  void set_device_transport(bool on) override { device_transport_ = on; }
 
   std::string name() const override { return gpu_.name + " (simulated)"; }
   bool is_gpu() const override { return false; }  // no CUDA path may run: the methods take their host-driven one

@@ -4,6 +4,10 @@
 #include <string>
 
 #include "runtime/error.h"
+#include "zeco/all_scan_rail.h"
+#ifdef SPB_HAVE_CUDA
+#include "zeco/all_scan_device.h"
+#endif
 
 namespace spb {
 
@@ -16,20 +20,20 @@ void validate_blocks(size_t rows, int blocks) {
 const char* const kDefaultDeviceAllScan = "device-ll16";
 
 const std::vector<std::string>& allscan_names() {
-  static const std::vector<std::string> v = {"host",      "host-hier", "host-logdepth", "device", "device-flag",
-                                             "device-ll", "device-ll16", "auto"};
+  static const std::vector<std::string> v = {"host",      "host-hier",   "host-logdepth", "rail", "rail-logdepth",
+                                             "device",    "device-flag", "device-ll",     "device-ll16", "auto"};
   return v;
 }
 
 std::string resolve_allscan(const std::string& name, bool gpu, const Topology& topo) {
   const bool several_nodes = topo.nodes > 1 && topo.regular();
-  const std::string r = name == "auto" ? (several_nodes ? "host-hier" : gpu ? kDefaultDeviceAllScan : "host")
+  const std::string r = name == "auto" ? (several_nodes ? "rail-logdepth" : gpu ? kDefaultDeviceAllScan : "host")
                         : name == "device" ? kDefaultDeviceAllScan
                                            : name;
   // "device" and "auto" resolved above, so what is left must be one of the concrete names.
   SPB_USAGE(r != "auto" && r != "device" && std::count(allscan_names().begin(), allscan_names().end(), r),
-            "--allscan: '" + name + "' does not exist; choose one of host, host-hier, host-logdepth, device, "
-            "device-flag, device-ll, device-ll16, auto");
+            "--allscan: '" + name + "' does not exist; choose one of host, host-hier, host-logdepth, rail, "
+            "rail-logdepth, device, device-flag, device-ll, device-ll16, auto");
   SPB_USAGE(!is_device_allscan(r) || gpu, "--allscan " + name + ": needs --backend gpu");
   // The device protocol reaches its peers over NVLink, which simulated nodes over the network must not share.
   SPB_USAGE(!is_device_allscan(r) || !topo.over_network,
@@ -44,16 +48,20 @@ std::string resolve_allscan(const std::string& name, bool gpu, const Topology& t
 
 bool is_device_allscan(const std::string& resolved) { return resolved.rfind("device", 0) == 0; }
 bool is_node_aware_allscan(const std::string& resolved) {
-  return resolved == "host-hier" || resolved == "host-logdepth";
+  return resolved == "host-hier" || resolved == "host-logdepth" || is_rail_allscan(resolved);
 }
+bool is_rail_allscan(const std::string& resolved) { return resolved == "rail" || resolved == "rail-logdepth"; }
 
-void all_scan_host(Runtime& rt, const AllScanArgs& a, Stream st) {
+void all_scan_host(Runtime& rt, const AllScanArgs& a, Stream st, int segment) {
   validate_blocks(a.rows, a.blocks);
   const int p = rt.comm->rank(), P = rt.comm->size();
+  const int seg = segment > 0 ? segment : P;
+  SPB_CHECK(P % seg == 0, "a chain in segments of " + std::to_string(seg) + " ranks over " + std::to_string(P));
   const bool fwd = a.direction == ScanDirection::forward;
   const int prev = fwd ? p - 1 : p + 1;  // where the carry comes from
   const int next = fwd ? p + 1 : p - 1;  // where it goes
-  const bool has_prev = prev >= 0 && prev < P, has_next = next >= 0 && next < P;
+  auto in_segment = [&](int q) { return q >= 0 && q < P && q / seg == p / seg; };
+  const bool has_prev = in_segment(prev), has_next = in_segment(next);
   const size_t block_rows = a.rows / a.blocks, block_elems = block_rows * a.cols, block_bytes = block_elems * 4;
 
   if (!has_prev) {
@@ -66,6 +74,54 @@ void all_scan_host(Runtime& rt, const AllScanArgs& a, Stream st) {
     rt.kern->state_fold(block_rows, a.cols, a.decay + size_t(b) * block_rows, a.carry_in + off, a.local + off,
                         a.carry_out + off, st);
     if (has_next) rt.comm->send(a.carry_out + off, block_bytes, next, st);
+  }
+}
+
+void scan_nodes_by_doubling(Runtime& rt, ScanDirection dir, int v, int stride, int n, int nodes, size_t rows,
+                            size_t cols, float* inc_a, float* inc_b, const float* first, float* x,
+                            const DoublingScratch& s, Stream st) {
+  Communicator& comm = *rt.comm;
+  GlaKernels& kern = *rt.kern;
+  Device& dev = *rt.dev;
+  const int P = comm.size();
+  const size_t elems = rows * cols;
+  // (inc_a, inc_b) is the composition of nodes [n - 2d + 1, n] after the step at distance d, (exc_a, exc_b) that of
+  // [n - 2d + 1, n - 1] (none yet while `exc_empty`); what arrives covers [n - 2d + 1, n - d] and goes before both.
+  bool exc_empty = true;
+  for (int d = 1; d < nodes; d *= 2) {
+    const bool to = n + d < nodes, from = n - d >= 0;
+    comm.group_start();
+    if (to) {
+      comm.send(inc_b, elems * 4, scan_rank_at(dir, P, v + d * stride), st);
+      comm.send(inc_a, rows * 4, scan_rank_at(dir, P, v + d * stride), st);
+    }
+    if (from) {
+      comm.recv(s.got_b, elems * 4, scan_rank_at(dir, P, v - d * stride), st);
+      comm.recv(s.got_a, rows * 4, scan_rank_at(dir, P, v - d * stride), st);
+    }
+    comm.group_end();
+    if (!from) continue;
+    if (exc_empty) {
+      dev.copy(s.exc_b, s.got_b, elems * 4, st);
+      dev.copy(s.exc_a, s.got_a, rows * 4, st);
+      exc_empty = false;
+    } else {
+      kern.state_fold(rows, cols, s.exc_a, s.got_b, s.exc_b, s.exc_b, st);
+      kern.vec_add(rows, s.exc_a, s.got_a, s.exc_a, st);
+    }
+    if (n + 2 * d < nodes) {  // the inclusive aggregate matters only while a later step sends it
+      kern.state_fold(rows, cols, inc_a, s.got_b, inc_b, inc_b, st);
+      kern.vec_add(rows, inc_a, s.got_a, inc_a, st);
+    }
+  }
+  // X_n = the exclusive aggregate applied to the scan's start.
+  if (exc_empty) {
+    if (first) dev.copy(x, first, elems * 4, st);
+    else dev.fill_zero(x, elems * 4, st);
+  } else if (first) {
+    kern.state_fold(rows, cols, s.exc_a, first, s.exc_b, x, st);
+  } else {
+    dev.copy(x, s.exc_b, elems * 4, st);
   }
 }
 
@@ -103,7 +159,7 @@ void HostAllScan::run_across_nodes(const AllScanArgs& a, Stream st) {
   const bool fwd = a.direction == ScanDirection::forward;
   // Scan order: v is this rank's place in it, and the rank at place u is rank_at(u); reversed, node n of the scan is
   // node N - 1 - n of the world (R divides P), with its ranks in the opposite order.
-  auto rank_at = [&](int u) { return fwd ? u : P - 1 - u; };
+  auto rank_at = [&](int u) { return scan_rank_at(a.direction, P, u); };
   const int v = fwd ? comm.rank() : P - 1 - comm.rank();
   const int n = v / R, i = v % R;
   const bool leader = i == R - 1;  // holds the node's aggregate after step 1
@@ -134,48 +190,10 @@ void HostAllScan::run_across_nodes(const AllScanArgs& a, Stream st) {
     comm.send(a.carry_out + off, block_elems * 4, rank_at(v + R), st);
   }
 
-  // 2. host-logdepth: recursive doubling between the leaders. (inc_a, inc_b) = (a_node, carry_out) is the
-  //    composition of nodes [n - 2d + 1, n] after the step at distance d, (exc_a, exc_b) that of [n - 2d + 1, n - 1]
-  //    (none yet while `exc_empty`); what arrives covers [n - 2d + 1, n - d] and goes before both.
-  if (leader && variant_ == "host-logdepth") {
-    float *got_a = got_a_.f32(), *got_b = got_b_.f32(), *exc_a = exc_a_.f32(), *exc_b = exc_b_.f32();
-    bool exc_empty = true;
-    for (int d = 1; d < N; d *= 2) {
-      const bool to = n + d < N, from = n - d >= 0;
-      comm.group_start();
-      if (to) {
-        comm.send(a.carry_out, elems * 4, rank_at(v + d * R), st);
-        comm.send(a_node, rows * 4, rank_at(v + d * R), st);
-      }
-      if (from) {
-        comm.recv(got_b, elems * 4, rank_at(v - d * R), st);
-        comm.recv(got_a, rows * 4, rank_at(v - d * R), st);
-      }
-      comm.group_end();
-      if (!from) continue;
-      if (exc_empty) {
-        dev.copy(exc_b, got_b, elems * 4, st);
-        dev.copy(exc_a, got_a, rows * 4, st);
-        exc_empty = false;
-      } else {
-        kern.state_fold(rows, cols, exc_a, got_b, exc_b, exc_b, st);
-        kern.vec_add(rows, exc_a, got_a, exc_a, st);
-      }
-      if (n + 2 * d < N) {  // the inclusive aggregate matters only while a later step sends it
-        kern.state_fold(rows, cols, a_node, got_b, a.carry_out, a.carry_out, st);
-        kern.vec_add(rows, a_node, got_a, a_node, st);
-      }
-    }
-    // X_n = the exclusive aggregate applied to the scan's start.
-    if (exc_empty) {
-      if (a.first) dev.copy(x, a.first, elems * 4, st);
-      else dev.fill_zero(x, elems * 4, st);
-    } else if (a.first) {
-      kern.state_fold(rows, cols, exc_a, a.first, exc_b, x, st);
-    } else {
-      dev.copy(x, exc_b, elems * 4, st);
-    }
-  }
+  // 2. host-logdepth: recursive doubling between the leaders, on whole states.
+  if (leader && variant_ == "host-logdepth")
+    scan_nodes_by_doubling(rt_, a.direction, v, R, n, N, rows, cols, a_node, a.carry_out, a.first, x,
+                           {got_a_.f32(), got_b_.f32(), exc_a_.f32(), exc_b_.f32()}, st);
 
   // 3. The leader hands X_n to its node, and every rank applies it to what its node's chain gave it.
   if (leader && R > 1) {
@@ -187,6 +205,46 @@ void HostAllScan::run_across_nodes(const AllScanArgs& a, Stream st) {
   }
   kern.state_fold(rows, cols, a_loc, x, a.carry_in, a.carry_in, st);
   kern.state_fold(rows, cols, a.decay, a.carry_in, a.local, a.carry_out, st);
+}
+
+namespace {
+
+// The device protocol `resolved`, or null where `name` is auto and the ranks cannot reach each other's memory
+// (*notice then says so); a UsageError where a named device protocol cannot run here.
+std::unique_ptr<AllScan> device_or_none(Runtime& rt, const std::string& name, const std::string& resolved,
+                                        size_t max_elems, int ctas, int segment, std::string* notice) {
+#ifdef SPB_HAVE_CUDA
+  try {
+    return make_device_all_scan(rt, max_elems, resolved, ctas, segment);  // every rank agrees on reach
+  } catch (const UsageError& e) {
+    if (name != "auto") throw;
+    if (notice)
+      *notice = std::string("the device All-Scan is unavailable (") + e.what() + "); the host chain over " +
+                rt.comm->name() + " runs instead";
+    return nullptr;
+  }
+#else
+  (void)rt, (void)resolved, (void)max_elems, (void)ctas, (void)segment, (void)notice;
+  throw UsageError("--allscan " + name + ": this spbench was built without CUDA");
+#endif
+}
+
+}  // namespace
+
+std::unique_ptr<AllScan> make_all_scan(Runtime& rt, const std::string& name, size_t max_rows, size_t max_elems,
+                                       int ctas, std::string* notice) {
+  const bool gpu = rt.dev->is_gpu();
+  const std::string resolved = resolve_allscan(name, gpu, rt.topo);
+  if (is_rail_allscan(resolved)) {
+    // Inside each node the device kernel where the ranks are GPUs, else the chain (which it stands for).
+    std::unique_ptr<AllScan> node_scan;
+    if (gpu)
+      node_scan = device_or_none(rt, name, kDefaultDeviceAllScan, max_elems, ctas, rt.topo.ranks_per_node, notice);
+    return make_rail_all_scan(rt, resolved, max_rows, max_elems, std::move(node_scan));
+  }
+  if (is_device_allscan(resolved))
+    if (auto scan = device_or_none(rt, name, resolved, max_elems, ctas, 0, notice)) return scan;
+  return std::make_unique<HostAllScan>(rt, is_device_allscan(resolved) ? "host" : resolved, max_rows, max_elems);
 }
 
 }  // namespace spb

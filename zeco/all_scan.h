@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,15 +26,31 @@ struct AllScanArgs {
   const float* decay = nullptr;  // [rows] this rank's total log-decay
   const float* local = nullptr;  // [rows, cols] this rank's own contribution (M_p or D_p)
   const float* first = nullptr;  // [rows, cols] the scan's start (nullptr: zero); the chain reads it on the first
-                                 // rank, host-hier on node 0's leader, host-logdepth on every node's leader, so give
-                                 // the same on every rank
+                                 // rank, the node-aware scans on other ranks too, so give the same on every rank
   float* carry_in = nullptr;     // [rows, cols] out: what reached this rank
   float* carry_out = nullptr;    // [rows, cols] out: diag(exp decay) carry_in + local, handed on
 };
 
+// Any All-Scan backend: the host-driven scans below, the device kernel (zeco/all_scan_device.h) and the rail scan
+// across nodes. make_all_scan picks one by the name --allscan gives.
+class AllScan {
+ public:
+  virtual ~AllScan() = default;
+  // all_scan_host's contract, on `st`. Calls of one object are ordered on one stream (scratch and windows are kept
+  // between calls); a.rows and a.rows * a.cols stay within the capacity given at creation.
+  virtual void run(const AllScanArgs& a, Stream st) = 0;
+  // Waits for `st` and throws spb::Error naming the rank that did not arrive where a device kernel gave up waiting
+  // for a peer; the host-driven scans have nothing to check (their waits are the communicator's).
+  virtual void check(Stream st) { (void)st; }
+  // The name a row records in `backend` (allscan_names() below, resolved).
+  virtual std::string backend() const = 0;
+};
+
 // The host-driven All-Scan over the runtime's communicator (MPI on CPU ranks, NCCL on GPUs): per block a recv, a
-// fold and a send, all ordered on `st`. The chain: P - 1 hops, one after the other.
-void all_scan_host(Runtime& rt, const AllScanArgs& a, Stream st);
+// fold and a send, all ordered on `st`. The chain: P - 1 hops, one after the other. With `segment` > 0 the chain
+// runs inside every group of `segment` consecutive ranks at once (the nodes of a rail scan), each group's first rank
+// in scan order starting from `first`.
+void all_scan_host(Runtime& rt, const AllScanArgs& a, Stream st, int segment = 0);
 
 // The host-driven All-Scans that know the nodes (DESIGN §10; the nodes are rt.topo's), over the same communicator with
 // point-to-point calls only, the arithmetic in GlaKernels::state_fold and vec_add, so one code runs on CPU ranks and
@@ -45,22 +62,20 @@ void all_scan_host(Runtime& rt, const AllScanArgs& a, Stream st);
 //   2. scans the node aggregates, which the node's last rank in scan order (its leader here) holds after step 1,
 //      between the leaders: `host-hier` as a chain of K pipelined blocks (nodes - 1 network hops, each leader
 //      forwarding block k as soon as its node's block k is in), `host-logdepth` by recursive doubling on whole states
-//      (ceil(log2 nodes) exchange steps: at distance d = 1, 2, 4, ... each leader sends its inclusive aggregate to the
-//      leader d nodes on and composes what arrives from d nodes back into its inclusive and its exclusive aggregate);
-//      the leader of node n then holds X_n, the state entering its node;
+//      (scan_nodes_by_doubling); the leader of node n then holds X_n, the state entering its node;
 //   3. the leader sends X_n to the other ranks of its node (grouped), and every rank applies it:
 //      carry_in = diag(exp A_loc) X_n + B_loc, carry_out = diag(exp decay) carry_in + local.
 // Latency: R - 1 + (nodes - 1) + 1 hops for host-hier and R - 1 + log2(nodes) + 1 for host-logdepth (R ranks per
 // node), against P - 1 for the chain. The results equal the sequential fold up to rounding (the decays are summed
-// before exp, and the folds are regrouped). On one node both are the chain.
-class HostAllScan {
+// before exp, and the folds are regrouped). On one node both are the chain. Every step is a host-launched call per
+// block: the rail scan (zeco/all_scan_rail.h) is what composes the fast parts.
+class HostAllScan final : public AllScan {
  public:
   // Collective: every rank, the same variant (`host`, `host-hier` or `host-logdepth`) and capacity. UsageError where
   // the variant cannot run on rt.topo (nodes of unequal or interleaved ranks).
   HostAllScan(Runtime& rt, const std::string& variant, size_t max_rows, size_t max_elems);
-  // all_scan_host's contract; a.rows <= max_rows, a.rows * a.cols <= max_elems. Scratch is kept between calls, so
-  // calls of one object must be ordered on one stream.
-  void run(const AllScanArgs& a, Stream st);
+  void run(const AllScanArgs& a, Stream st) override;
+  std::string backend() const override { return variant_; }
   const std::string& variant() const { return variant_; }
 
  private:
@@ -73,6 +88,22 @@ class HostAllScan {
   Buffer got_a_, got_b_, exc_a_, exc_b_;  // host-logdepth: what arrives, the exclusive aggregate
 };
 
+// Scan order: the world rank at place u of a scan in direction `dir` (forward: rank order; reverse: the opposite).
+inline int scan_rank_at(ScanDirection dir, int world, int u) { return dir == ScanDirection::forward ? u : world - 1 - u; }
+
+// Recursive doubling between the nodes' members of a scan across nodes, one member a node: member n at scan place v,
+// member n + d at place v + d * stride. On entry (inc_a, inc_b) is member n's node aggregate of `rows` x `cols` (its
+// log-decay, its state); ceil(log2 nodes) exchange steps: at distance d = 1, 2, 4, ... each member sends its inclusive
+// aggregate to the member d nodes on and composes what arrives from d nodes back into its inclusive and its exclusive
+// aggregate. On return x = X_n, the state entering node n (`first`, or zero, carried through the nodes before it);
+// inc_a and inc_b are left as scratch. The scratch buffers hold rows and rows x cols fp32 like the aggregate.
+struct DoublingScratch {
+  float *got_a, *got_b, *exc_a, *exc_b;
+};
+void scan_nodes_by_doubling(Runtime& rt, ScanDirection dir, int v, int stride, int n, int nodes, size_t rows,
+                            size_t cols, float* inc_a, float* inc_b, const float* first, float* x,
+                            const DoublingScratch& s, Stream st);
+
 // Checks K against the state; throws UsageError naming the flag.
 void validate_blocks(size_t rows, int blocks);
 
@@ -84,15 +115,27 @@ void validate_blocks(size_t rows, int blocks);
 //   device-ll      the device kernel, {value, tag} 8-byte words: no fence, no flag (zeco/all_scan_device_protocols.cu)
 //   device-ll16    the device kernel, {3 values, tag} 16-byte words
 //   device         the default device protocol (kDefaultDeviceAllScan)
-//   auto           host-hier where the world spans several nodes (rt.topo), else the default device protocol on
+//   rail           RailAllScan (zeco/all_scan_rail.h): each node's device All-Scan (the chain on CPU ranks), the
+//                  node aggregates' rows split over the node's GPUs, each GPU's share chained between the nodes over
+//                  its own NIC, the nodes' prefix gathered in the node and applied
+//   rail-logdepth  the same with recursive doubling between the nodes
+//   auto           rail-logdepth where the world spans several nodes (rt.topo), else the default device protocol on
 //                  GPUs and host on CPUs
 // Rows written before the protocols had names say `device` for device-flag.
 extern const char* const kDefaultDeviceAllScan;
 const std::vector<std::string>& allscan_names();  // what --allscan accepts
 // The name a row records for `name` on this topology; UsageError for a name that does not exist, a device one on
-// CPUs, or a host-hier / host-logdepth on nodes of unequal or interleaved ranks.
+// CPUs, or a node-aware one on nodes of unequal or interleaved ranks.
 std::string resolve_allscan(const std::string& name, bool gpu, const Topology& topo = Topology{});
 bool is_device_allscan(const std::string& resolved);
-bool is_node_aware_allscan(const std::string& resolved);  // host-hier, host-logdepth
+bool is_node_aware_allscan(const std::string& resolved);  // host-hier, host-logdepth, rail, rail-logdepth
+bool is_rail_allscan(const std::string& resolved);        // rail, rail-logdepth
+
+// The All-Scan `name` (as --allscan takes it; resolve_allscan) for states of up to max_rows rows and max_elems
+// elements. `ctas`: the device kernel's CTAs where SPB_ALLSCAN_CTAS does not set them (0: its default). Where `name`
+// is `auto` and the device protocol is unavailable (no NVLink/P2P between the ranks), the host chain runs instead and
+// *notice (where given) says so; any other name that cannot run here is a UsageError. Collective.
+std::unique_ptr<AllScan> make_all_scan(Runtime& rt, const std::string& name, size_t max_rows, size_t max_elems,
+                                       int ctas = 0, std::string* notice = nullptr);
 
 }  // namespace spb

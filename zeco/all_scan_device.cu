@@ -308,8 +308,10 @@ size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
 class DeviceAllScanImpl final : public DeviceAllScan {
  public:
-  DeviceAllScanImpl(Runtime& rt, size_t max_elems, const std::string& backend, int ctas)
-      : rt_(rt), max_elems_(max_elems), backend_(backend) {
+  DeviceAllScanImpl(Runtime& rt, size_t max_elems, const std::string& backend, int ctas, int segment)
+      : rt_(rt), max_elems_(max_elems), backend_(backend), segment_(segment > 0 ? segment : rt.world()) {
+    SPB_USAGE(rt.world() % segment_ == 0, "device All-Scan: segments of " + std::to_string(segment_) +
+                                              " ranks do not divide the world of " + std::to_string(rt.world()));
     SPB_USAGE(backend == "device-flag" || backend == "device-ll" || backend == "device-ll16",
               "device All-Scan: '" + backend + "' is not a device protocol (device-flag, device-ll, device-ll16)");
     proto_ = backend == "device-flag" ? kFlag : backend == "device-ll" ? kLL : kLL16;
@@ -337,10 +339,9 @@ class DeviceAllScanImpl final : public DeviceAllScan {
       for (int par = 0; par < 2; ++par) data_off_[d][par] = ctrl + size_t(d * 2 + par) * data_bytes_;
     const size_t total = ctrl + 4 * data_bytes_;
 
-    const int p = rt.rank(), P = rt.world();
     std::vector<int> wanted;
-    if (p > 0) wanted.push_back(p - 1);
-    if (p + 1 < P) wanted.push_back(p + 1);
+    for (int q : {rt.rank() - 1, rt.rank() + 1})
+      if (in_segment(q)) wanted.push_back(q);
     win_ = std::make_unique<PeerWindow>(rt, total, wanted, s.transport);
 
     SPB_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&err_host_), sizeof(ErrorSlot) * ctas_, cudaHostAllocMapped));
@@ -383,8 +384,8 @@ class DeviceAllScanImpl final : public DeviceAllScan {
     const bool fwd = a.direction == ScanDirection::forward;
     const int d = fwd ? 0 : 1;
     const unsigned epoch = ++epoch_[d];
-    const int p = rt_.rank(), P = rt_.world();
-    const int prev = fwd ? p - 1 : p + 1, next = fwd ? p + 1 : p - 1;
+    const int p = rt_.rank();
+    const int prev = fwd ? p - 1 : p + 1, next = fwd ? p + 1 : p - 1;  // in this rank's segment, or none
 
     ScanParams sp{};
     sp.decay = a.decay;
@@ -408,12 +409,12 @@ class DeviceAllScanImpl final : public DeviceAllScan {
     sp.slices = int((sp.block_elems + slice - 1) / slice);
     sp.ctas = ctas_;
     sp.self = win_->local();
-    sp.prev_win = prev >= 0 && prev < P ? win_->peer(prev) : nullptr;
-    sp.next_win = next >= 0 && next < P ? win_->peer(next) : nullptr;
-    SPB_CHECK((prev < 0 || prev >= P || sp.prev_win) && (next < 0 || next >= P || sp.next_win),
+    sp.prev_win = in_segment(prev) ? win_->peer(prev) : nullptr;
+    sp.next_win = in_segment(next) ? win_->peer(next) : nullptr;
+    SPB_CHECK((!in_segment(prev) || sp.prev_win) && (!in_segment(next) || sp.next_win),
               "device All-Scan: a neighbour's window is not mapped");
-    sp.win_minus = win_->peer(p - 1);
-    sp.win_plus = win_->peer(p + 1);
+    sp.win_minus = in_segment(p - 1) ? win_->peer(p - 1) : nullptr;
+    sp.win_plus = in_segment(p + 1) ? win_->peer(p + 1) : nullptr;
     sp.flags_off = flags_off_[d];
     sp.acks_off = acks_off_[d];
     sp.abort_off = abort_off_;
@@ -427,7 +428,7 @@ class DeviceAllScanImpl final : public DeviceAllScan {
     // rank next to a missing one times out first and its abort word stops the others: every message then names
     // the rank that did not arrive, not a neighbour that was waiting too.
     const unsigned long long hop = std::max(timeout_ns_ / 10, 20'000'000ull);
-    const int up = fwd ? p : P - 1 - p, down = P - 1 - up;
+    const int place = p % segment_, up = fwd ? place : segment_ - 1 - place, down = segment_ - 1 - up;
     sp.timeout_data_ns = timeout_ns_ + (unsigned long long)(up) * hop;
     sp.timeout_credit_ns = timeout_ns_ + (unsigned long long)(down) * hop;
     sp.err = err_dev_;
@@ -536,7 +537,11 @@ class DeviceAllScanImpl final : public DeviceAllScan {
   enum Protocol { kFlag, kLL, kLL16 };
   Runtime& rt_;
   size_t max_elems_;
+  // Rank q is a neighbour in this rank's segment (the scan runs inside each group of segment_ consecutive ranks).
+  bool in_segment(int q) const { return q >= 0 && q < rt_.world() && q / segment_ == rt_.rank() / segment_; }
+
   std::string backend_;
+  int segment_;
   Protocol proto_ = kLL16;
   int ctas_ = kFlagCtas, unroll_ = 1;
   unsigned long long timeout_ns_ = 10'000'000'000ull;
@@ -597,8 +602,8 @@ std::vector<int> pair_peers(Runtime& rt, int a, int b) {
 }  // namespace
 
 std::unique_ptr<DeviceAllScan> make_device_all_scan(Runtime& rt, size_t max_elems, const std::string& backend,
-                                                    int ctas) {
-  return std::make_unique<DeviceAllScanImpl>(rt, max_elems, resolve_allscan(backend, true), ctas);
+                                                    int ctas, int segment) {
+  return std::make_unique<DeviceAllScanImpl>(rt, max_elems, resolve_allscan(backend, true), ctas, segment);
 }
 
 double probe_flag_latency_us(Runtime& rt, int a, int b, int iters) {

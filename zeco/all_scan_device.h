@@ -36,20 +36,19 @@
 
 namespace spb {
 
-class DeviceAllScan {
+class DeviceAllScan : public AllScan {
  public:
-  virtual ~DeviceAllScan() = default;
   // Same contract as all_scan_host; `a.rows * a.cols` must not exceed the capacity given at creation (UsageError
   // otherwise, as for a K that does not divide the rows). All pointers are device pointers. Collective: every rank
   // calls run() the same number of times, in the same order of directions, ordered on one stream (calls of one
   // object must not run concurrently). Throws spb::Error if an earlier call's kernel gave up waiting for a peer.
-  virtual void run(const AllScanArgs& a, Stream st) = 0;
+  void run(const AllScanArgs& a, Stream st) override = 0;
   // Waits for `st` and throws spb::Error naming the rank that did not arrive if a kernel gave up waiting.
-  virtual void check(Stream st) = 0;
+  void check(Stream st) override = 0;
   // "nccl-lsa" or "cuda-ipc": how the peer windows were mapped.
   virtual std::string transport() const = 0;
   // The protocol, as --allscan names it: device-flag, device-ll or device-ll16 (zeco/all_scan.h).
-  virtual std::string backend() const = 0;
+  std::string backend() const override = 0;
 };
 
 // Collective over rt.comm (an NCCL communicator): every rank calls it with the same capacity (fp32 elements).
@@ -57,8 +56,12 @@ class DeviceAllScan {
 // fall back to the host-driven backend. The object must be destroyed before rt.comm, and by every rank (collective).
 // `backend`: a device protocol as --allscan names it ("device" = the default one, see resolve_allscan). `ctas`: the
 // kernel's CTAs where SPB_ALLSCAN_CTAS does not set them (0: the protocol's default), the same on every rank.
+// `segment` > 0: the scan runs inside every group of `segment` consecutive ranks at once, each group's first rank in
+// scan order starting from `first` (the rail All-Scan's step inside each node; only the ranks of one group need to
+// reach each other). 0: one group, the world.
 std::unique_ptr<DeviceAllScan> make_device_all_scan(Runtime& rt, size_t max_elems,
-                                                    const std::string& backend = "device", int ctas = 0);
+                                                    const std::string& backend = "device", int ctas = 0,
+                                                    int segment = 0);
 
 
 // --- link probes (collective; the result is returned on every rank) --------------------------------------------

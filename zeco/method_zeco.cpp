@@ -23,9 +23,6 @@
 #include "sp/sp_local.h"
 #include "sp/timeline.h"
 #include "zeco/all_scan.h"
-#ifdef SPB_HAVE_CUDA
-#include "zeco/all_scan_device.h"
-#endif
 
 namespace spb {
 namespace {
@@ -52,30 +49,14 @@ class Zeco final : public SpMethod {
     const std::string backend = resolve_allscan(c.allscan, rt.dev->is_gpu(), rt.topo);
     if (c.allscan == "auto" && is_node_aware_allscan(backend))
       notice_ = "zeco: --allscan auto runs " + backend + " (" + rt.topo.describe() + ")";
-    if (is_device_allscan(backend)) {
-#ifdef SPB_HAVE_CUDA
-      try {
-        device_scan_ = make_device_all_scan(rt, c.local.state_elems(), backend,  // every rank agrees on reach
-                                            c.overlap == SpOverlap::states ? kBesideCtas : 0);
-      } catch (const UsageError& e) {
-        if (c.allscan != "auto") throw;
-        notice_ = std::string("zeco: the device All-Scan is unavailable (") + e.what() + "); the host All-Scan over " +
-                  rt.comm->name() + " runs instead";
-      }
-#else
-      throw UsageError("--allscan " + c.allscan + ": this spbench was built without CUDA");
-#endif
-    }
-    if (!device_scan_)
-      host_scan_ = std::make_unique<HostAllScan>(rt, is_device_allscan(backend) ? "host" : backend,
-                                                 c.local.state_rows(), c.local.state_elems());
+    std::string fallback;
+    scan_ = make_all_scan(rt, c.allscan, c.local.state_rows(), c.local.state_elems(),
+                          c.overlap == SpOverlap::states ? kBesideCtas : 0, &fallback);
+    if (!fallback.empty()) notice_ += (notice_.empty() ? "zeco: " : "; ") + fallback;
   }
 
-  // The device protocol, or the node-aware host scan; "" for the chain over the communicator.
-  std::string comm_backend() const override {
-    if (device_scan_) return device_scan_->backend();
-    return host_scan_->variant() == "host" ? "" : host_scan_->variant();
-  }
+  // The device protocol, or the node-aware scan; "" for the chain over the communicator.
+  std::string comm_backend() const override { return scan_->backend() == "host" ? "" : scan_->backend(); }
   int head_groups() const override { return local_.groups(); }
   std::string notice() const override { return notice_; }
   bool takes_grad_ld() const override { return true; }  // its gradients are SpLocalGla's chunk_grads
@@ -116,11 +97,7 @@ class Zeco final : public SpMethod {
     if (two) local_.join();
   }
 
-  void finish() override {
-#ifdef SPB_HAVE_CUDA
-    if (device_scan_) device_scan_->check(rt_.dev->comm_stream());
-#endif
-  }
+  void finish() override { scan_->check(rt_.dev->comm_stream()); }
 
   void backward(const SpForwardArgs& f, const SpBackwardArgs& a) override {
     Device& dev = *rt_.dev;
@@ -176,8 +153,7 @@ class Zeco final : public SpMethod {
       s.first = first ? first + at : nullptr;
       s.carry_in = carry_in + at;
       s.carry_out = (carry_out ? carry_out : local_.spare_state()) + at;
-      if (device_scan_) device_scan_->run(s, dev.comm_stream());
-      else host_scan_->run(s, dev.comm_stream());
+      scan_->run(s, dev.comm_stream());
     }
     if (cfg_.overlap == SpOverlap::states) local_.signal_arrival(dir == ScanDirection::forward, dev.comm_stream());
     dev.record(scanned_[i]->get(), dev.comm_stream());
@@ -188,16 +164,7 @@ class Zeco final : public SpMethod {
   std::string notice_;
   SpLocalGla local_;
   std::vector<std::unique_ptr<EventHandle>> ready_, scanned_;  // per head group
-  std::unique_ptr<HostAllScan> host_scan_;                      // where no device protocol runs
-#ifdef SPB_HAVE_CUDA
-  std::unique_ptr<DeviceAllScan> device_scan_;
-#else
-  struct None {
-    void run(const AllScanArgs&, Stream) {}
-    std::string backend() const { return ""; }
-  };
-  std::unique_ptr<None> device_scan_;
-#endif
+  std::unique_ptr<AllScan> scan_;
 };
 
 }  // namespace

@@ -8,9 +8,6 @@
 #include "runtime/error.h"
 #include "runtime/stats.h"
 #include "zeco/all_scan.h"
-#ifdef SPB_HAVE_CUDA
-#include "zeco/all_scan_device.h"
-#endif
 
 namespace spb {
 namespace {
@@ -29,37 +26,20 @@ class AllScanPattern : public CollectivePattern {
     const auto d = pattern_decay(p, 1, rows_), x = pattern_data(p, 2, n_);
     rt.dev->upload(decay_.get(), d.data(), rows_ * 4);
     rt.dev->upload(local_.get(), x.data(), n_ * 4);
-    const std::string backend = resolve_allscan(c.allscan, rt.dev->is_gpu(), rt.topo);
-    if (!whole_state && is_device_allscan(backend)) {
-#ifdef SPB_HAVE_CUDA
-      scan_ = make_device_all_scan(rt, n_, backend);
-      backend_ = backend;
-#else
-      throw UsageError("--allscan " + c.allscan + ": this spbench was built without CUDA");
-#endif
-    }
     // The LASP-1 chain pattern stays the chain whatever --allscan says.
-    if (!whole_state && is_node_aware_allscan(backend)) {
-      host_scan_ = std::make_unique<HostAllScan>(rt, backend, rows_, n_);
-      backend_ = backend;
-    }
+    scan_ = make_all_scan(rt, whole_state ? "host" : c.allscan, rows_, n_);
+    if (scan_->backend() != "host") backend_ = scan_->backend();
   }
 
   void run(Stream st) override {
     AllScanArgs a;
     a.rows = rows_, a.cols = cols_, a.blocks = blocks_;
     a.decay = decay_.f32(), a.local = local_.f32(), a.carry_in = in_.f32(), a.carry_out = out_.f32();
-#ifdef SPB_HAVE_CUDA
-    if (scan_) return scan_->run(a, st);
-#endif
-    if (host_scan_) return host_scan_->run(a, st);
-    all_scan_host(rt_, a, st);
+    scan_->run(a, st);
   }
 
   double check() override {
-#ifdef SPB_HAVE_CUDA
-    if (scan_) scan_->check(rt_.dev->comm_stream());  // throws, naming the rank that did not arrive
-#endif
+    scan_->check(rt_.dev->comm_stream());  // throws, naming the rank that did not arrive
     std::vector<float> got(n_), expect(n_, 0.f);
     rt_.dev->download(got.data(), in_.get(), n_ * 4);
     for (int j = 0; j < rt_.rank(); ++j) {
@@ -80,12 +60,9 @@ class AllScanPattern : public CollectivePattern {
   Runtime& rt_;
   size_t n_, cols_, rows_;
   int blocks_ = 1;
-  std::string backend_;  // the device protocol, host-hier, host-logdepth, or "" (the chain over the communicator)
+  std::string backend_;  // the device protocol, a node-aware scan, or "" (the chain over the communicator)
   Buffer decay_, local_, in_, out_;
-  std::unique_ptr<HostAllScan> host_scan_;
-#ifdef SPB_HAVE_CUDA
-  std::unique_ptr<DeviceAllScan> scan_;
-#endif
+  std::unique_ptr<AllScan> scan_;
 };
 
 class ChainPattern final : public AllScanPattern {
@@ -93,12 +70,10 @@ class ChainPattern final : public AllScanPattern {
   ChainPattern(Runtime& rt, const CollectiveConfig& c) : AllScanPattern(rt, c, true) {}
 };
 
-using AllScan = AllScanPattern;
-
 }  // namespace
 }  // namespace spb
 
-using spb::AllScan;
+using spb::AllScanPattern;
 using spb::ChainPattern;
-SPB_REGISTER_PATTERN("allscan", "ZeCO All-Scan: fold of the predecessors' states, pipelined in blocks", AllScan)
+SPB_REGISTER_PATTERN("allscan", "ZeCO All-Scan: fold of the predecessors' states, pipelined in blocks", AllScanPattern)
 SPB_REGISTER_PATTERN("chain", "LASP-1 chain: the same fold, one whole state per hop", ChainPattern)

@@ -65,10 +65,10 @@ spb_cluster_sweep() {
   for P in "${worlds[@]}"; do
     if [[ $levels == *" collective "* ]]; then
       # Table 2 (a 2 MiB state per rank, blocks of 16384) inside a sweep of 64 KiB..32 MiB, three block sizes (a
-      # block's cost apart from the bytes): the chain, and the node-aware All-Scans across nodes or the device protocol (auto) inside one;
-      # then the LASP-1 chain and LASP-2's all-gather.
+      # block's cost apart from the bytes): the chain, and the node-aware All-Scans across nodes (the rail scans
+      # first: auto's) or the device protocol (auto) inside one; then the LASP-1 chain and LASP-2's all-gather.
       local scans=(host auto)
-      [ "$P" -gt "$GPUS_PER_NODE" ] && scans=(host host-hier host-logdepth)
+      [ "$P" -gt "$GPUS_PER_NODE" ] && scans=(host rail-logdepth rail host-hier host-logdepth)
       for scan in "${scans[@]}"; do
         spb_cluster_config "collective allscan $scan on $P GPUs" "$coll" "$P" collective --backend gpu -p allscan \
           --allscan "$scan" -b 64K -e 32M --block-elems 1024,16384,0 --csv "$coll"
@@ -77,14 +77,14 @@ spb_cluster_sweep() {
         -p chain,allgather -b 64K -e 32M --csv "$coll"
     fi
     if [[ $levels == *" operator "* ]]; then
-      # Tables 3 and 4: every method at 16384 and 32768 tokens per GPU (zeco's All-Scan: auto, host-hier across
-      # nodes), then zeco with the log-depth scan between the nodes.
+      # Tables 3 and 4: every method at 16384 and 32768 tokens per GPU (zeco's All-Scan: auto, rail-logdepth across
+      # nodes), then zeco with the rail chain between the nodes.
       for L in 16384 32768; do
         spb_cluster_config "operator -m all on $P GPUs, $L tokens per GPU" "$op" "$P" operator -m all "${shape[@]}" \
           -L "$L" --csv "$op"
         if [ "$P" -gt "$GPUS_PER_NODE" ]; then
-          spb_cluster_config "operator zeco host-logdepth on $P GPUs, $L tokens per GPU" "$op" "$P" operator \
-            -m zeco --allscan host-logdepth "${shape[@]}" -L "$L" --csv "$op"
+          spb_cluster_config "operator zeco rail on $P GPUs, $L tokens per GPU" "$op" "$P" operator \
+            -m zeco --allscan rail "${shape[@]}" -L "$L" --csv "$op"
         fi
       done
     fi

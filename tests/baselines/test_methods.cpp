@@ -174,7 +174,7 @@ TEST(Zeco, NodeAwareAllScans) {
   const int P = test::boot()->size();
   for (int rpn : {1, 2}) {
     if (P % rpn) continue;
-    for (const char* variant : {"host-hier", "host-logdepth"}) {
+    for (const char* variant : {"host-hier", "host-logdepth", "rail", "rail-logdepth"}) {
       for (const Case& c : cases())
         for (int K : {1, 2}) run_case("zeco", c, K, variant, SpOverlap::none, 0, rpn);
       run_case("zeco", cases().back(), 2, variant, SpOverlap::none, 2, rpn);
@@ -183,8 +183,8 @@ TEST(Zeco, NodeAwareAllScans) {
   }
 }
 
-// `auto` runs the hierarchical scan where the world spans several nodes, and says so.
-TEST(Zeco, AutoAcrossNodesIsHierarchical) {
+// `auto` runs the rail scan where the world spans several nodes, and says so.
+TEST(Zeco, AutoAcrossNodesIsTheRailScan) {
   Bootstrap& boot = *test::boot();
   if (boot.size() % 2) GTEST_SKIP() << "2 ranks per node need an even world";
   if (!have_devices()) GTEST_SKIP() << "fewer GPUs than ranks on this node";
@@ -192,10 +192,10 @@ TEST(Zeco, AutoAcrossNodesIsHierarchical) {
   GlaShape local;
   local.B = 1, local.H = 2, local.dk = 4, local.dv = 4, local.T = 8;
   auto m = find_method("zeco")->make(*rt, SpConfig{local, 1, "auto"});
-  EXPECT_EQ(m->comm_backend(), "host-hier");
-  EXPECT_NE(m->notice().find("host-hier"), std::string::npos) << m->notice();
+  EXPECT_EQ(m->comm_backend(), "rail-logdepth");
+  EXPECT_NE(m->notice().find("rail-logdepth"), std::string::npos) << m->notice();
   auto one = make_runtime(boot, backend(), boot.size());
-  EXPECT_NE(find_method("zeco")->make(*one, SpConfig{local, 1, "auto"})->comm_backend(), "host-hier");
+  EXPECT_NE(find_method("zeco")->make(*one, SpConfig{local, 1, "auto"})->comm_backend(), "rail-logdepth");
 }
 
 TEST(Ulysses, HeadsNotDivisibleByTheWorldAreAUsageError) {

@@ -40,7 +40,7 @@ spb_cli_error(npy_not_divisible 4 "--seq/-T: 90 tokens is not divisible by the w
 spb_cli_error(unknown_backend 1 "--backend: tpu not in" --backend tpu)
 spb_cli_error(allscan_device_on_cpu 2 "--allscan device: needs --backend gpu" -m zeco --allscan device)
 spb_cli_error(allscan_unknown 2
-              "--allscan: device-ll8 not in \\{host,host-hier,host-logdepth,device,device-flag,device-ll,device-ll16,auto\\}"
+              "--allscan: device-ll8 not in \\{host,host-hier,host-logdepth,rail,rail-logdepth,device,device-flag,device-ll,device-ll16,auto\\}"
               -m zeco --allscan device-ll8)
 # Nodes: --ranks-per-node, and SPB_RANKS_PER_NODE where the flag is not given, must be >= 1 and divide the
 # world; a results file of the layout before the nodes columns is refused, naming it.
@@ -122,7 +122,7 @@ spb_collective_error(nodes_over_network_cpu 2 "--nodes-over-network: only --back
 spb_cli_error(nodes_over_network_cpu 2 "--nodes-over-network: only --backend gpu has a network to choose"
               --ranks-per-node 1 --nodes-over-network)
 
-# Nodes simulated on one host: on 2 nodes x 2 ranks, zeco with `auto` runs host-hier and says so, every
+# Nodes simulated on one host: on 2 nodes x 2 ranks, zeco with `auto` runs rail-logdepth and says so, every
 # node-aware All-Scan checks, and the rows record the backend, nodes and ranks per node (the awk prints them).
 set(SPB_NODE_COLUMNS "awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) c[\$i] = i; next } \
 { print \"row:\", \$c[\"method\"], \$c[\"backend\"], \$c[\"nodes\"], \$c[\"ranks_per_node\"] }'")
@@ -149,8 +149,8 @@ $<TARGET_FILE:spbench> operator --backend cpu -m zeco -H 3 --dk 8 --dv 8 -L 70 -
 --ranks-per-node 2 --csv ${CMAKE_CURRENT_BINARY_DIR}/nodes_operator.csv && \
 ${SPB_NODE_COLUMNS} ${CMAKE_CURRENT_BINARY_DIR}/nodes_operator.csv")
 set_tests_properties(cli.run.zeco_nodes_2x2 PROPERTIES TIMEOUT 150 PASS_REGULAR_EXPRESSION
-                     "# zeco: --allscan auto runs host-hier \\(2 nodes x 2 ranks, simulated\\).*# wrong results: 0.*row: zeco host-hier 2 2")
-foreach(v host-hier host-logdepth)
+                     "# zeco: --allscan auto runs rail-logdepth \\(2 nodes x 2 ranks, simulated\\).*# wrong results: 0.*row: zeco rail-logdepth 2 2")
+foreach(v host-hier host-logdepth rail rail-logdepth)
   add_test(NAME cli.collective.${v}_2x2
            COMMAND sh -c "rm -f ${CMAKE_CURRENT_BINARY_DIR}/nodes_${v}.csv && ${SPB_MPIRUN_STR} 4 ${SPB_MPI_FLAGS_STR} \
 $<TARGET_FILE:spbench> collective --backend cpu -p allscan --allscan ${v} --ranks-per-node 2 -b 6K -e 12K --dv 64 \
@@ -167,13 +167,13 @@ add_test(NAME cli.cluster.mpirun
 SPB_DRY_RUN=1 SPB_RESULTS=${CMAKE_CURRENT_BINARY_DIR}/cluster_dry \
 HOSTFILE=${CMAKE_SOURCE_DIR}/scripts/cluster/hosts.example bash ${CMAKE_SOURCE_DIR}/scripts/cluster/mpirun_hostfile.sh")
 set_tests_properties(cli.cluster.mpirun PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION
-                     "mpirun -np 16 [^\n]*--map-by ppr:8:node [^\n]*--allscan host-hier")
+                     "mpirun -np 16 [^\n]*--map-by ppr:8:node [^\n]*--allscan rail-logdepth")
 add_test(NAME cli.cluster.slurm
          COMMAND sh -c "SPB_DRY_RUN=1 SLURM_JOB_NUM_NODES=2 SPB_RESULTS=${CMAKE_CURRENT_BINARY_DIR}/cluster_dry \
 bash ${CMAKE_SOURCE_DIR}/scripts/cluster/slurm_sbatch.sh")
 set_tests_properties(cli.cluster.slurm PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION
                      "srun --nodes=2 --ntasks=16 --ntasks-per-node=8 [^\n]*--distribution=block[^\n]*--kill-on-bad-exit=1[^\n]*\
---allscan host-logdepth")
+--allscan rail")
 
 add_test(NAME cli.cluster.model
          COMMAND sh -c "SPB_DRY_RUN=1 SPB_LEVELS=model SPB_RESULTS=${CMAKE_CURRENT_BINARY_DIR}/cluster_dry \

@@ -93,6 +93,28 @@ TEST(ModelSp, EveryMethodMatchesTheSingleDeviceModel) {
   }
 }
 
+// zeco across simulated nodes (DESIGN §10): the rail scans (and the host chains beside them) give the single-device
+// model's step on 2 ranks per node, where that divides the world into two nodes or more.
+TEST(ModelSp, ZecoAcrossNodesMatchesTheSingleDeviceModel) {
+  if (!have_devices()) GTEST_SKIP() << "fewer GPUs than ranks";
+  Bootstrap& boot = *test::boot();
+  if (boot.size() < 4 || boot.size() % 2) GTEST_SKIP() << "two nodes of 2 ranks or more need an even world >= 4";
+  auto whole = make_runtime(boot, backend());
+  const Trained ref = train(*whole, "dp", true, 3);
+  auto rt = make_runtime(boot, backend(), 2);
+  for (const char* scan : {"rail", "rail-logdepth", "host-hier"}) {
+    SpConfig sp;
+    sp.blocks = 2, sp.allscan = scan;
+    const Trained got = train(*rt, "zeco", false, 3, GradSum::after_backward, Recompute::none, false, sp);
+    const std::string what = std::string("zeco ") + scan + " " + rt->topo.describe();
+    for (const ParamInfo& t : ref.params)
+      EXPECT_LT(rel_rms(ref.grads.data() + t.offset, got.grads.data() + t.offset, t.elems()), tolerance())
+          << what << " gradient of " << t.name;
+    for (size_t s = 0; s < ref.losses.size(); ++s)
+      EXPECT_LT(std::abs(got.losses[s] - ref.losses[s]) / ref.losses[s], tolerance()) << what << " step " << s + 1;
+  }
+}
+
 // --recompute makes again in the backward what the default keeps (the norms' outputs, and with `all` the attention's
 // chunk states): the same step, the same gradients.
 TEST(ModelSp, RecomputeGivesTheSameStep) {

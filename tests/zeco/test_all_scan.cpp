@@ -1,8 +1,9 @@
 // All-Scan on CPU ranks (DESIGN §7): every rank receives exactly the sequential fold of the ranks before it (after it,
 // in reverse), for every K that divides the state's rows, with and without a starting state. The fold is computed
 // here with the same fp32 operations in the same order, so the comparison with the chain is bitwise. The node-aware
-// scans (host-hier, host-logdepth; DESIGN §10) run on 1, 2 and 4 ranks per simulated node where that divides the
-// world, through one object per topology so that every call also proves that nothing carries over from the last.
+// scans (host-hier, host-logdepth, rail, rail-logdepth; DESIGN §10) run on 1, 2, 3 and 4 ranks per simulated node
+// where that divides the world (np 4, 6 and 8 give 2 x 2, 4 x 1, 2 x 3, 3 x 2, 2 x 4 and 4 x 2 nodes, among others),
+// through one object per topology so that every call also proves that nothing carries over from the last.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -43,7 +44,7 @@ std::vector<float> fold(const RankData& d, const std::vector<float>& in) {
 // through all_scan_host where it is null, and checks carry_in and carry_out on this rank against the sequential fold:
 // bitwise for the chain; for the node-aware scans within 1e-5 of max(1, |expected|), since they sum the decays before
 // exp and regroup the folds (a few fp32 roundings per rank on values of order 1).
-void check(Runtime& rt, HostAllScan* scan, ScanDirection dir, int blocks, bool with_first, int call,
+void check(Runtime& rt, AllScan* scan, ScanDirection dir, int blocks, bool with_first, int call,
            size_t rows = kRows) {
   const int p = rt.rank(), P = rt.world();
   const RankData mine = data_of(p, call);
@@ -65,11 +66,11 @@ void check(Runtime& rt, HostAllScan* scan, ScanDirection dir, int blocks, bool w
   for (int j = fwd ? 0 : P - 1; j != p; j += fwd ? 1 : -1) expect = fold(data_of(j, call), expect);
   std::vector<float> expect_out = fold(mine, expect);
   for (auto* v : {&expect, &expect_out, &carry_in, &carry_out}) v->resize(rows * kCols);  // the rows scanned
-  const std::string what = std::string(scan ? scan->variant() : "all_scan_host") + " " +
+  const std::string what = std::string(scan ? scan->backend() : "all_scan_host") + " " +
                            rt.topo.describe() + (fwd ? " forward" : " reverse") + " rank " + std::to_string(p) +
                            " K " + std::to_string(blocks) + " rows " + std::to_string(rows) +
                            (with_first ? " first" : "");
-  if (!scan || scan->variant() == "host") {
+  if (!scan || scan->backend() == "host") {
     EXPECT_EQ(carry_in, expect) << what;
     EXPECT_EQ(carry_out, expect_out) << what;
     return;
@@ -99,25 +100,55 @@ TEST(AllScan, ReverseEqualsSequentialFoldForEveryK) {
       for (bool first : {false, true}) check(ScanDirection::reverse, K, first, call++);
 }
 
-// Every host-driven variant on 1, 2 and 4 ranks per simulated node (where that divides the world): forward and
-// reverse, every K, with and without a starting state, on the whole state and on half of its rows, all through one
-// object per topology.
+// Every CPU variant on 1, 2, 3 and 4 ranks per simulated node (where that divides the world): forward and reverse,
+// every K, with and without a starting state, on the whole state, on half of its rows and on one row (the rail
+// scans then leave some GPUs of a node no share), all through one object per topology.
 TEST(AllScan, EveryHostVariantOnEveryNodeSizeEqualsSequentialFold) {
   const int P = test::boot()->size();
-  for (int rpn : {1, 2, 4}) {
+  for (int rpn : {1, 2, 3, 4}) {
     if (P % rpn) continue;
     auto rt = make_runtime(*test::boot(), "cpu", rpn);
     ASSERT_EQ(rt->topo.ranks_per_node, rpn);
     ASSERT_EQ(rt->topo.nodes, P / rpn);
-    for (const char* variant : {"host", "host-hier", "host-logdepth"}) {
-      HostAllScan scan(*rt, variant, kRows, kRows * kCols);
+    for (const char* variant : {"host", "host-hier", "host-logdepth", "rail", "rail-logdepth"}) {
+      auto scan = make_all_scan(*rt, variant, kRows, kRows * kCols);
+      ASSERT_EQ(scan->backend(), variant);
       int call = 0;
       for (ScanDirection dir : {ScanDirection::forward, ScanDirection::reverse})
         for (int K = 1; K <= int(kRows); ++K)
           if (kRows % K == 0)
-            for (bool first : {false, true}) check(*rt, &scan, dir, K, first, call++);
-      for (ScanDirection dir : {ScanDirection::reverse, ScanDirection::forward})
-        check(*rt, &scan, dir, 2, true, call++, kRows / 2);
+            for (bool first : {false, true}) check(*rt, scan.get(), dir, K, first, call++);
+      for (ScanDirection dir : {ScanDirection::reverse, ScanDirection::forward}) {
+        check(*rt, scan.get(), dir, 2, true, call++, kRows / 2);
+        check(*rt, scan.get(), dir, 1, true, call++, 1);
+      }
+    }
+  }
+}
+
+// The chain in segments (the rail scans' step inside each node): every group of R consecutive ranks is a chain of
+// its own, its first rank in scan order starting from `first`; bitwise, as the chain.
+TEST(AllScan, ChainInSegmentsEqualsEachSegmentsFold) {
+  auto rt = make_runtime(*test::boot(), "cpu");
+  const int p = rt->rank(), P = rt->world();
+  for (int R = 1; R <= P; ++R) {
+    if (P % R) continue;
+    for (ScanDirection dir : {ScanDirection::forward, ScanDirection::reverse}) {
+      const int call = 100 + R;
+      const RankData mine = data_of(p, call);
+      std::vector<float> first(kRows * kCols), carry_in(kRows * kCols, -1.f), carry_out(kRows * kCols, -1.f);
+      for (size_t i = 0; i < first.size(); ++i) first[i] = float(i % 5) - 2.f;
+      AllScanArgs a;
+      a.direction = dir, a.rows = kRows, a.cols = kCols, a.blocks = 3;
+      a.decay = mine.decay.data(), a.local = mine.local.data(), a.first = first.data();
+      a.carry_in = carry_in.data(), a.carry_out = carry_out.data();
+      all_scan_host(*rt, a, {}, R);
+      const bool fwd = dir == ScanDirection::forward;
+      const int begin = fwd ? p / R * R : p / R * R + R - 1;  // the segment's first rank in scan order
+      std::vector<float> expect = first;
+      for (int j = begin; j != p; j += fwd ? 1 : -1) expect = fold(data_of(j, call), expect);
+      EXPECT_EQ(carry_in, expect) << "R " << R << (fwd ? " forward" : " reverse") << " rank " << p;
+      EXPECT_EQ(carry_out, fold(mine, expect)) << "R " << R << (fwd ? " forward" : " reverse") << " rank " << p;
     }
   }
 }
@@ -127,8 +158,9 @@ TEST(AllScan, AutoPicksTheHierarchicalScanAcrossNodes) {
   two.ranks_per_node = 2, two.nodes = 2, two.simulated = true;
   EXPECT_EQ(resolve_allscan("auto", false, one), "host");
   EXPECT_EQ(resolve_allscan("auto", true, one), kDefaultDeviceAllScan);
-  EXPECT_EQ(resolve_allscan("auto", false, two), "host-hier");
-  EXPECT_EQ(resolve_allscan("auto", true, two), "host-hier");
+  EXPECT_EQ(resolve_allscan("auto", false, two), "rail-logdepth");
+  EXPECT_EQ(resolve_allscan("auto", true, two), "rail-logdepth");
+  EXPECT_EQ(resolve_allscan("rail", true, two), "rail");
   EXPECT_EQ(resolve_allscan("host-logdepth", false, two), "host-logdepth");
   EXPECT_EQ(resolve_allscan("host", false, two), "host");
   Topology interleaved;  // nodes of unequal or interleaved ranks: nothing node-aware runs, auto keeps the chain
@@ -138,7 +170,8 @@ TEST(AllScan, AutoPicksTheHierarchicalScanAcrossNodes) {
   EXPECT_THROW(resolve_allscan("host-tree", false, two), UsageError);
   Topology apart = two;  // --nodes-over-network: the device protocol would cross the simulated network over NVLink
   apart.over_network = true;
-  EXPECT_EQ(resolve_allscan("auto", true, apart), "host-hier");
+  EXPECT_EQ(resolve_allscan("auto", true, apart), "rail-logdepth");
+  EXPECT_EQ(resolve_allscan("rail", true, apart), "rail");  // its device step stays inside a node
   EXPECT_EQ(resolve_allscan("device-ll16", true, two), "device-ll16");
   EXPECT_THROW(resolve_allscan("device-ll16", true, apart), UsageError);
   EXPECT_THROW(resolve_allscan("device", true, apart), UsageError);

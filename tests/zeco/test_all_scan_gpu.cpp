@@ -155,7 +155,7 @@ struct CallBuffers {
 // `scan`: the device object to run, or nullptr for the host backend (`host`'s variant, else the chain); `label`
 // names it in messages; `slack` widens the bound (count_bad).
 void run_batch_on(DeviceAllScan* scan, const std::string& label, const std::vector<Call>& calls,
-                  HostAllScan* host = nullptr, int slack = 1) {
+                  AllScan* host = nullptr, int slack = 1) {
   const bool device = scan != nullptr;
   Runtime& rt = *g_rt;
   Device& dev = *rt.dev;
@@ -201,6 +201,7 @@ void run_batch_on(DeviceAllScan* scan, const std::string& label, const std::vect
     else all_scan_host(rt, a, st);
   }
   if (device) scan->check(st);
+  else if (host) host->check(st);
   dev.synchronize();
   for (size_t c = 0; c < calls.size(); ++c) {
     const Call& k = calls[c];
@@ -328,11 +329,12 @@ TEST(AllScanGpuMixed, AlternatingDirectionsShapesAndBlocksBackToBack) {
   }
 }
 
-// The node-aware host scans over NCCL (DESIGN §10), on 1 and 2 ranks per simulated node where that divides the world,
-// back to back through one object each. They sum a rank's predecessors' decays before exp and regroup the folds, so
+// The node-aware scans over NCCL (DESIGN §10): host-hier and host-logdepth, and the rail scans (the device All-Scan
+// in segments of a node's ranks, NCCL between the nodes), on 1 and 2 ranks per simulated node where that divides the
+// world, back to back through one object each. They sum a rank's predecessors' decays before exp and regroup the folds, so
 // the bound is 16 times the chain's: the sum of h decays of at most 3 in magnitude, rounded h times, moves exp by a
 // few ulp per unit of its argument (decays of -40 make the term ~4e-18, nothing against A). Exact data stays exact.
-TEST(AllScanGpuNodes, HierarchicalAndLogDepthGiveTheSequentialFold) {
+TEST(AllScanGpuNodes, NodeAwareScansGiveTheSequentialFold) {
   SKIP_IF_NO_GPU();
   const int P = g_rt->world();
   const Topology launch = g_rt->topo;
@@ -340,13 +342,13 @@ TEST(AllScanGpuNodes, HierarchicalAndLogDepthGiveTheSequentialFold) {
   for (int rpn : {1, 2}) {
     if (P % rpn) continue;
     g_rt->topo.ranks_per_node = rpn, g_rt->topo.nodes = P / rpn, g_rt->topo.simulated = true;
-    for (const std::string variant : {"host-hier", "host-logdepth"}) {
-      HostAllScan scan(*g_rt, variant, 4096, kCapacity);
+    for (const std::string variant : {"host-hier", "host-logdepth", "rail", "rail-logdepth"}) {
+      const std::unique_ptr<AllScan> scan = make_all_scan(*g_rt, variant, 4096, kCapacity);
       const std::vector<Call> calls = {{F, 256, 64, 16, true, false, 1},  {R, 256, 64, 16, false, false, 2},
                                        {F, 96, 37, 96, false, false, 3},  {R, 1024, 128, 8, true, false, 4},
                                        {F, 4096, 128, 1, true, false, 5}, {R, 7, 37, 7, true, false, 6},
                                        {F, 256, 64, 16, true, true, 7},   {R, 256, 64, 4, true, true, 8}};
-      run_batch_on(nullptr, variant + " " + g_rt->topo.describe(), calls, &scan, 16);
+      run_batch_on(nullptr, variant + " " + g_rt->topo.describe(), calls, scan.get(), 16);
     }
   }
   g_rt->topo = launch;
