@@ -85,43 +85,40 @@ void scan_nodes_by_doubling(Runtime& rt, ScanDirection dir, int v, int stride, i
   Device& dev = *rt.dev;
   const int P = comm.size();
   const size_t elems = rows * cols;
-  // (inc_a, inc_b) is the composition of nodes [n - 2d + 1, n] after the step at distance d, (exc_a, exc_b) that of
-  // [n - 2d + 1, n - 1] (none yet while `exc_empty`); what arrives covers [n - 2d + 1, n - d] and goes before both.
+  // (inc_a, inc_b) is the composition of nodes [n - 2d + 1, n] after the step at distance d, (exc_a, x) that of
+  // [n - 2d + 1, n - 1] (none yet while `exc_empty`: the first arrival lands there, no copy); what arrives covers
+  // [n - 2d + 1, n - d] and goes before both.
   bool exc_empty = true;
   for (int d = 1; d < nodes; d *= 2) {
     const bool to = n + d < nodes, from = n - d >= 0;
+    float *got_a = exc_empty ? s.exc_a : s.got_a, *got_b = exc_empty ? x : s.got_b;
     comm.group_start();
     if (to) {
       comm.send(inc_b, elems * 4, scan_rank_at(dir, P, v + d * stride), st);
       comm.send(inc_a, rows * 4, scan_rank_at(dir, P, v + d * stride), st);
     }
     if (from) {
-      comm.recv(s.got_b, elems * 4, scan_rank_at(dir, P, v - d * stride), st);
-      comm.recv(s.got_a, rows * 4, scan_rank_at(dir, P, v - d * stride), st);
+      comm.recv(got_b, elems * 4, scan_rank_at(dir, P, v - d * stride), st);
+      comm.recv(got_a, rows * 4, scan_rank_at(dir, P, v - d * stride), st);
     }
     comm.group_end();
     if (!from) continue;
-    if (exc_empty) {
-      dev.copy(s.exc_b, s.got_b, elems * 4, st);
-      dev.copy(s.exc_a, s.got_a, rows * 4, st);
-      exc_empty = false;
-    } else {
-      kern.state_fold(rows, cols, s.exc_a, s.got_b, s.exc_b, s.exc_b, st);
-      kern.vec_add(rows, s.exc_a, s.got_a, s.exc_a, st);
+    if (!exc_empty) {
+      kern.state_fold(rows, cols, s.exc_a, got_b, x, x, st);
+      kern.vec_add(rows, s.exc_a, got_a, s.exc_a, st);
     }
     if (n + 2 * d < nodes) {  // the inclusive aggregate matters only while a later step sends it
-      kern.state_fold(rows, cols, inc_a, s.got_b, inc_b, inc_b, st);
-      kern.vec_add(rows, inc_a, s.got_a, inc_a, st);
+      kern.state_fold(rows, cols, inc_a, got_b, inc_b, inc_b, st);
+      kern.vec_add(rows, inc_a, got_a, inc_a, st);
     }
+    exc_empty = false;
   }
   // X_n = the exclusive aggregate applied to the scan's start.
   if (exc_empty) {
     if (first) dev.copy(x, first, elems * 4, st);
     else dev.fill_zero(x, elems * 4, st);
   } else if (first) {
-    kern.state_fold(rows, cols, s.exc_a, first, s.exc_b, x, st);
-  } else {
-    dev.copy(x, s.exc_b, elems * 4, st);
+    kern.state_fold(rows, cols, s.exc_a, first, x, x, st);
   }
 }
 
@@ -139,7 +136,6 @@ HostAllScan::HostAllScan(Runtime& rt, const std::string& variant, size_t max_row
   got_a_ = Buffer(dev, max_rows * 4);
   exc_a_ = Buffer(dev, max_rows * 4);
   got_b_ = Buffer(dev, max_elems * 4);
-  exc_b_ = Buffer(dev, max_elems * 4);
 }
 
 void HostAllScan::run(const AllScanArgs& a, Stream st) {
@@ -193,7 +189,7 @@ void HostAllScan::run_across_nodes(const AllScanArgs& a, Stream st) {
   // 2. host-logdepth: recursive doubling between the leaders, on whole states.
   if (leader && variant_ == "host-logdepth")
     scan_nodes_by_doubling(rt_, a.direction, v, R, n, N, rows, cols, a_node, a.carry_out, a.first, x,
-                           {got_a_.f32(), got_b_.f32(), exc_a_.f32(), exc_b_.f32()}, st);
+                           {got_a_.f32(), got_b_.f32(), exc_a_.f32()}, st);
 
   // 3. The leader hands X_n to its node, and every rank applies it to what its node's chain gave it.
   if (leader && R > 1) {

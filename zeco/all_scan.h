@@ -85,7 +85,7 @@ class HostAllScan final : public AllScan {
   std::string variant_;
   size_t max_rows_, max_elems_;
   Buffer a_loc_, a_node_, x_;          // A_loc, A_loc + decay, X_n
-  Buffer got_a_, got_b_, exc_a_, exc_b_;  // host-logdepth: what arrives, the exclusive aggregate
+  Buffer got_a_, got_b_, exc_a_;  // host-logdepth: what arrives, the exclusive aggregate's decay
 };
 
 // Scan order: the world rank at place u of a scan in direction `dir` (forward: rank order; reverse: the opposite).
@@ -96,9 +96,10 @@ inline int scan_rank_at(ScanDirection dir, int world, int u) { return dir == Sca
 // log-decay, its state); ceil(log2 nodes) exchange steps: at distance d = 1, 2, 4, ... each member sends its inclusive
 // aggregate to the member d nodes on and composes what arrives from d nodes back into its inclusive and its exclusive
 // aggregate. On return x = X_n, the state entering node n (`first`, or zero, carried through the nodes before it);
-// inc_a and inc_b are left as scratch. The scratch buffers hold rows and rows x cols fp32 like the aggregate.
+// x holds the exclusive aggregate's state on the way, and inc_a and inc_b are left as scratch. got_b holds rows x
+// cols fp32, got_a and exc_a rows.
 struct DoublingScratch {
-  float *got_a, *got_b, *exc_a, *exc_b;
+  float *got_a, *got_b, *exc_a;
 };
 void scan_nodes_by_doubling(Runtime& rt, ScanDirection dir, int v, int stride, int n, int nodes, size_t rows,
                             size_t cols, float* inc_a, float* inc_b, const float* first, float* x,

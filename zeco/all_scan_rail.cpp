@@ -33,7 +33,6 @@ class RailAllScan final : public AllScan {
     got_a_ = Buffer(dev, share_rows * 4);
     exc_a_ = Buffer(dev, share_rows * 4);
     got_b_ = Buffer(dev, share_elems * 4);
-    exc_b_ = Buffer(dev, share_elems * 4);
   }
 
   std::string backend() const override { return variant_; }
@@ -94,7 +93,7 @@ class RailAllScan final : public AllScan {
       if (mine > 0 && variant_ == "rail-logdepth") {
         // The share is left as scratch: on the last rank a_inc and carry_out, which step 4 writes anew.
         scan_nodes_by_doubling(rt_, dir, v, R, n, N, mine, cols, share_a, share_b, first_mine, x_mine,
-                               {got_a_.f32(), got_b_.f32(), exc_a_.f32(), exc_b_.f32()}, st);
+                               {got_a_.f32(), got_b_.f32(), exc_a_.f32()}, st);
       } else if (mine > 0) {
         chain_between_nodes(a, v, n, N, R, mine, share_a, share_b, first_mine, x_mine, st);
       }
@@ -158,7 +157,7 @@ class RailAllScan final : public AllScan {
   Buffer no_decay_;                     // zeros: the decays' own decay in step 1
   Buffer a_loc_, a_inc_, x_;            // A_loc, A_loc + decay, X_n
   Buffer share_a_, share_b_;            // this GPU's share of the node aggregate (but on the node's last rank)
-  Buffer got_a_, got_b_, exc_a_, exc_b_;  // rail-logdepth's scratch, a share each
+  Buffer got_a_, got_b_, exc_a_;         // rail-logdepth's scratch, a share each
 };
 
 }  // namespace
