@@ -1,4 +1,5 @@
-// The NCCL communicator: device buffers, every operation ordered on a CUDA stream (DESIGN §3 `nccl`).
+// The NCCL communicator: device buffers, every operation ordered on a CUDA stream. Every method's traffic on GPUs
+// goes through it, and the `host` All-Scan runs over it (DESIGN §3).
 //
 // Hang protection: a rank that dies or stops calling must not leave the others waiting forever. The process's
 // progress watchdog (runtime/watchdog.h, DESIGN §11) follows two kinds of NCCL wait through a probe of this
