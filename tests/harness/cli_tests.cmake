@@ -123,7 +123,8 @@ spb_collective_error(barrier_each_back_to_back 1
 # Both timings on 2 CPU ranks: the rows' timing column, the resume key, --barrier-each as an alias.
 add_test(NAME cli.collective.timing
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/harness/collective_timing.sh
-                 ${CMAKE_CURRENT_BINARY_DIR}/collective_timing.csv ${SPB_MPIEXEC} 2 ${SPB_MPI_FLAGS} $<TARGET_FILE:spbench>)
+                 ${CMAKE_CURRENT_BINARY_DIR}/collective_timing.csv ${SPB_MPIEXEC} 2 ${SPB_MPI_FLAGS}
+                 $<TARGET_FILE:spbench>)
 set_tests_properties(cli.collective.timing PROPERTIES TIMEOUT 150 PASS_REGULAR_EXPRESSION "COLLECTIVE_TIMING_OK")
 spb_collective_error(size_not_rows 2 "-b/-e: 1000 bytes is not a whole number of state rows" -b 1000 -e 1000 --dv 3)
 spb_collective_error(ranks_per_node_not_dividing 4 "--ranks-per-node 3: does not divide the world size 4"

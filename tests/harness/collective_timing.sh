@@ -31,7 +31,7 @@ for again in "" "--timing latency" "--barrier-each"; do
 done
 [ "$(rows)" -eq 4 ] || fail "the reruns added rows"
 out=$(run --timing back-to-back) || fail "--timing back-to-back failed: $out"
-printf '%s\n' "$out" | grep -q 'skipped' && fail "--timing back-to-back was skipped: the timing is not in the resume key"
+printf '%s\n' "$out" | grep -q 'skipped' && fail "--timing back-to-back was skipped: the timing is not in the key"
 [ "$(col timing back_to_back | wc -l)" -eq 4 ] || fail "--timing back-to-back wrote no 4 rows of timing=back_to_back"
 out=$(run --timing back-to-back) || fail "the back-to-back rerun failed: $out"
 [ "$(printf '%s\n' "$out" | grep -c 'skipped')" -eq 4 ] || fail "the back-to-back rerun measured again"

@@ -513,7 +513,8 @@ std::pair<std::string, std::string> sim_table2_allgather(const Report& r, bool b
   const auto at = table == std::string::npos ? table : r.readme.find("| 8 | allgather | nccl |", table);
   const std::string md = at == std::string::npos ? "" : r.readme.substr(at, r.readme.find('\n', at) - at);
   std::string csv;
-  for (const std::string& l : split(slurp(r.tables + (back ? "/sim_table2_back_to_back.csv" : "/sim_table2.csv")), '\n'))
+  const std::string file = back ? "/sim_table2_back_to_back.csv" : "/sim_table2.csv";
+  for (const std::string& l : split(slurp(r.tables + file), '\n'))
     if (l.rfind("8,allgather,", 0) == 0) csv = l;
   return {md, csv};
 }
@@ -606,7 +607,8 @@ TEST(Report, SimulationHoldOut) {
   EXPECT_LT(claim, r_missed.readme.find("## Data"));
   const std::string answer = r_missed.readme.substr(claim, r_missed.readme.find("\n## ", claim + 1) - claim);
   EXPECT_NE(answer.find("- **Table 2 (collective, latency), allgather ÷ allscan** (paper: 1.66x at 8 GPUs to 3.93x "
-                        "at 256).\n  Measured: not known: no GPU row at this setting.\n  Simulated (`dgx-h100`): **agrees** at 8 GPUs (quotient 1.00; "
+                        "at 256).\n  Measured: not known: no GPU row at this setting.\n  Simulated (`dgx-h100`): "
+                        "**agrees** at 8 GPUs (quotient 1.00; "
                         "resting on the hold-out of " + rows_of_ratio + ")."),
             std::string::npos)
       << answer;
