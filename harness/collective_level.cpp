@@ -1,6 +1,7 @@
-// spbench collective: the driver of the collective level (DESIGN §5): for each pattern, size and block size, -w
-// untimed and -n timed calls on the communication stream (time = max over ranks of the CUDA-event / wall time), a
-// check of what every rank received, a fixed-width table and CSV rows with algbw and busbw.
+// spbench collective: the driver of the collective level (DESIGN §5, §10): for each pattern, size and block size, -w
+// untimed and -n timed calls on the communication stream (--timing latency: each call alone after a barrier, or
+// back-to-back; time = max over ranks of the CUDA-event / wall time), a check of what every rank received, a
+// fixed-width table and CSV rows with algbw and busbw.
 #include "harness/collective_level.h"
 
 #include <algorithm>
@@ -41,38 +42,63 @@ void add_collective_command(CLI::App& app, CollectiveOptions& o) {
   app.add_option("--check,-c", o.check, "check what every rank received (1) or not (0)")->check(CLI::Range(0, 1));
   app.add_option("--csv", o.csv, "append result rows to this CSV");
   app.add_flag("!--no-resume", o.resume, "rerun configurations already in the CSV");
-  app.add_flag("--barrier-each", o.barrier_each,
-               "an MPI barrier before every timed call (includes launch skew) instead of back-to-back calls");
+  app.add_option("--timing", o.timing,
+                 "latency (default; the paper's Table 2): before every call a barrier of the hosts, then one on the "
+                 "communication stream, then the call alone, timed by each rank; the max over ranks, averaged over "
+                 "-n. back-to-back: the calls enqueued one after another, an event after each (nccl-tests' way; a "
+                 "chain's calls pipeline into each other, so this is a throughput)")
+      ->check(CLI::IsMember({"latency", "back-to-back"}));
+  app.add_flag("--barrier-each", o.barrier_each, "the older name of --timing latency");
   app.add_option("--calls-per-event", o.calls_per_event,
-                 "back-to-back: record an event after every G calls and time each call as the group's time / G "
-                 "(nccl-tests times a whole loop; 1: an event after every call)")
+                 "with --timing back-to-back: record an event after every G calls and time each call as the group's "
+                 "time / G (nccl-tests times a whole loop; 1: an event after every call)")
       ->check(at_least(1));
   app.add_flag("--probe", o.probe, "also measure the one-hop flag latency and the NVLink pair bandwidth (GPU)");
 }
 
+std::string timing_column(const CollectiveOptions& o) {
+  if (o.timing == "latency") return "latency";
+  return o.calls_per_event == 1 ? "back_to_back" : "back_to_back_per" + std::to_string(o.calls_per_event);
+}
+
 namespace {
 
-// Per-call times in microseconds, max over ranks. Back-to-back (nccl-tests' way): the calls are enqueued one after
-// another and call i lasts from the event after call i-1 to the event after call i, so launch skew between ranks is
-// paid once, not per call. With a barrier before every call each one is timed alone, skew included.
-std::vector<double> time_calls(Bootstrap& boot, Device& dev, CollectivePattern& pat, int iters, bool barrier_each,
-                               int per_event) {
+// Per-call samples in microseconds: the max over ranks (a row's time) and the mean over ranks.
+struct CallTimes {
+  std::vector<double> max_us, mean_us;
+};
+
+// Latency (DESIGN §10): each call alone. The hosts meet at a barrier, then the streams at the communicator's barrier
+// on the communication stream (NCCL: an all-reduce of one int; MPI and the simulation: MPI_Barrier), because after
+// the host barrier alone each GPU's stream starts when its own launch lands. Every rank's start event follows that
+// barrier on its stream, so each rank times the call from a common start, its own wait for late peers included.
+// Back-to-back (nccl-tests' way): the calls are enqueued one after another and call i lasts from the event after
+// call i-1 to the event after call i, so launch skew between ranks is paid once, not per call, and a chain's calls
+// overlap each other: a throughput.
+CallTimes time_calls(Bootstrap& boot, Runtime& rt, CollectivePattern& pat, int iters, bool latency, int per_event) {
+  Device& dev = *rt.dev;
   const Stream cs = dev.comm_stream();
+  const double P = boot.size();
   // Back to back, an event after every per_event calls: a group's time over its calls is one sample (per call).
-  const int groups = barrier_each ? 1 : iters / per_event;
+  const int groups = latency ? 1 : iters / per_event;
   std::vector<std::unique_ptr<EventHandle>> ev;
   for (int i = 0; i <= groups; ++i) ev.push_back(std::make_unique<EventHandle>(dev));
-  std::vector<double> us;
-  if (barrier_each) {
+  CallTimes t;
+  auto sample = [&](double us) {
+    t.max_us.push_back(boot.max(us));
+    t.mean_us.push_back(boot.sum(us) / P);
+  };
+  if (latency) {
     for (int i = 0; i < iters; ++i) {
       boot.barrier();
+      rt.comm->barrier(cs);
       dev.record(ev[0]->get(), cs);
       pat.run(cs);
       dev.record(ev[1]->get(), cs);
       dev.synchronize();
-      us.push_back(boot.max(dev.elapsed_ms(ev[0]->get(), ev[1]->get()) * 1e3));
+      sample(dev.elapsed_ms(ev[0]->get(), ev[1]->get()) * 1e3);
     }
-    return us;
+    return t;
   }
   boot.barrier();
   dev.record(ev[0]->get(), cs);
@@ -82,8 +108,8 @@ std::vector<double> time_calls(Bootstrap& boot, Device& dev, CollectivePattern& 
   }
   dev.synchronize();
   for (int i = 0; i < groups; ++i)
-    us.push_back(boot.max(dev.elapsed_ms(ev[size_t(i)]->get(), ev[size_t(i) + 1]->get()) * 1e3 / per_event));
-  return us;
+    sample(dev.elapsed_ms(ev[size_t(i)]->get(), ev[size_t(i) + 1]->get()) * 1e3 / per_event);
+  return t;
 }
 
 }  // namespace
@@ -129,9 +155,13 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
             "-b/-e: need " + std::to_string(row_bytes) + " <= minbytes <= maxbytes (one state row of --dv " +
                 std::to_string(o.dv) + " fp32 at least)");
   for (long long b : o.block_elems) SPB_USAGE(b >= 0, "--block-elems must be >= 0 (0: the whole state)");
-  SPB_USAGE(o.iters % o.calls_per_event == 0 && (o.calls_per_event == 1 || !o.barrier_each),
-            "--calls-per-event " + std::to_string(o.calls_per_event) + ": must divide --iters (" +
-                std::to_string(o.iters) + ") and cannot go with --barrier-each");
+  SPB_USAGE(!o.barrier_each || o.timing == "latency",
+            "--barrier-each: is --timing latency (its older name), and cannot go with --timing " + o.timing);
+  SPB_USAGE(o.calls_per_event == 1 || o.timing == "back-to-back",
+            "--calls-per-event " + std::to_string(o.calls_per_event) +
+                ": groups back-to-back calls; give --timing back-to-back (--timing latency times every call alone)");
+  SPB_USAGE(o.iters % o.calls_per_event == 0, "--calls-per-event " + std::to_string(o.calls_per_event) +
+                                                  ": must divide --iters (" + std::to_string(o.iters) + ")");
   std::vector<size_t> sizes;
   for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= size_t(o.factor)) {
     SPB_USAGE(bytes % row_bytes == 0, "-b/-e: " + std::to_string(bytes) +
@@ -160,8 +190,8 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
   if (p == 0) {
     std::printf("# spbench collective  backend %s (%s)  allscan %s  ranks %d (%s)  device %s\n", o.backend.c_str(),
                 rt->comm->name().c_str(), o.allscan.c_str(), P, rt->topo.describe().c_str(), dev.name().c_str());
-    std::printf("# bytes %zu..%zu x%d  row %d fp32  warm-up %d  iterations %d  check %d\n", o.min_bytes, o.max_bytes,
-                o.factor, o.dv, o.warmup, o.iters, o.check);
+    std::printf("# bytes %zu..%zu x%d  row %d fp32  warm-up %d  iterations %d  check %d  timing %s\n", o.min_bytes,
+                o.max_bytes, o.factor, o.dv, o.warmup, o.iters, o.check, timing_column(o).c_str());
     std::printf("#\n# %9s %7s %5s %10s %7s %10s %10s %10s %10s %6s %8s %8s %9s %5s\n", "pattern", "backend", "ranks",
                 "bytes", "block", "mean_us", "median_us", "min_us", "max_us", "cv", "algbw", "busbw", "error", "ok");
     std::printf("# %9s %7s %5s %10s %7s %10s %10s %10s %10s %6s %8s %8s %9s %5s\n", "", "", "", "", "elems", "", "", "",
@@ -198,9 +228,7 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
         r.set("dtype", std::string("fp32")).set("pass", std::string("comm")).set("comm", rt->comm->name());
         r.set("warmup", o.warmup).set("iters", o.iters).set("bytes", (long long)bytes).set("chunk", 0);
         r.set("nodes", rt->topo.nodes).set("ranks_per_node", rt->topo.ranks_per_node);
-        r.set("timing", o.barrier_each          ? std::string("barrier_each")
-                        : o.calls_per_event == 1 ? std::string("back_to_back")
-                                                 : "back_to_back_per" + std::to_string(o.calls_per_event));
+        r.set("timing", timing_column(o));
         r.set("config_key", config_key({{"warmup", std::to_string(o.warmup)},
                                         {"iters", std::to_string(o.iters)},
                                         {"check", std::to_string(o.check)},
@@ -217,12 +245,12 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
 
         for (int i = 0; i < o.warmup; ++i) pat->run(cs);
         dev.synchronize();
-        const std::vector<double> us = time_calls(boot, dev, *pat, o.iters, o.barrier_each, o.calls_per_event);
+        const CallTimes t = time_calls(boot, *rt, *pat, o.iters, o.timing == "latency", o.calls_per_event);
         const double err = o.check ? boot.max(pat->check()) : 0.0;
         // Data made of small integers and exact fp32 folds: only exp's rounding on a GPU can differ from the host.
         const bool ok = err <= 1e-5;
         wrong += !ok;
-        const Summary s = summarize(us);
+        const Summary s = summarize(t.max_us), over_ranks = summarize(t.mean_us);
         const double algbw = pat->algbw_bytes() / (s.mean * 1e-6) / 1e9, busbw = algbw * pat->busbw_factor();
         if (p == 0) {
           std::printf("  %9s %7s %5d %10zu %7lld %10.2f %10.2f %10.2f %10.2f %6.3f %8.2f %8.2f %9.2e %5s\n",
@@ -235,6 +263,7 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
           if (!csv) return;
           r.set("time_ms_mean", s.mean / 1e3).set("time_ms_median", s.median / 1e3).set("time_ms_min", s.min / 1e3);
           r.set("time_ms_max", s.max / 1e3).set("time_ms_cv", s.cv).set("algbw_GBps", algbw).set("busbw_GBps", busbw);
+          r.set("time_ms_mean_over_ranks", over_ranks.mean / 1e3);
           if (o.check) r.set("err_rel_rms", err);
           csv->append(r);
         });

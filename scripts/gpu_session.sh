@@ -76,21 +76,30 @@ for stage in "${@:-all}"; do
       [ "$P" -le "$gpus" ] || continue
       probe=""; [ "$P" -eq 2 ] && probe=--probe
       coll=$OUT/${machine}_collective.csv
-      spb_config "collective, every pattern, $P GPUs" "$coll" "$shown" "${MPI[@]}" -np $P $B/spbench collective \
-        --backend gpu -b 64K -e 32M -f 2 --block-elems 16384 $probe --csv "$coll"
+      # Every pattern in both timings: latency (each call alone after a barrier, the paper's Table 2) and back to
+      # back (a throughput; the simulation's calibration fits those rows).
+      for t in latency back-to-back; do
+        spb_config "collective, every pattern, $P GPUs, $t" "$coll" "$shown" "${MPI[@]}" -np $P $B/spbench \
+          collective --backend gpu -b 64K -e 32M -f 2 --block-elems 16384 --timing $t $probe --csv "$coll"
+        probe=""
+      done
       for proto in host device-flag; do
         spb_config "collective allscan $proto over block sizes, $P GPUs" "$coll" "$shown" "${MPI[@]}" -np $P \
           $B/spbench collective --backend gpu -p allscan -b 1M -e 2M --block-elems 1024,4096,16384,65536,262144 \
-          --allscan $proto --csv "$coll"
+          --allscan $proto --timing back-to-back --csv "$coll"
       done
       # The default protocol and LASP-2's all-gather with an event after every 10 calls (nccl-tests' loop timing):
       # what the per-call event itself costs.
       spb_config "collective, an event every 10 calls, $P GPUs" "$coll" "$shown" "${MPI[@]}" -np $P $B/spbench \
-        collective --backend gpu -p allscan,allgather -b 256K -e 8M -f 2 --calls-per-event 10 --csv "$coll"
-      # The other device protocols over the state sizes (the packet ones ignore the block size).
+        collective --backend gpu -p allscan,allgather -b 256K -e 8M -f 2 --timing back-to-back --calls-per-event 10 \
+        --csv "$coll"
+      # The other device protocols over the state sizes (the packet ones ignore the block size), in both timings.
       for proto in device-flag device-ll; do
-        spb_config "collective allscan $proto, $P GPUs" "$coll" "$shown" "${MPI[@]}" -np $P $B/spbench collective \
-          --backend gpu -p allscan -b 64K -e 32M -f 2 --block-elems 16384 --allscan $proto --csv "$coll"
+        for t in latency back-to-back; do
+          spb_config "collective allscan $proto, $P GPUs, $t" "$coll" "$shown" "${MPI[@]}" -np $P $B/spbench \
+            collective --backend gpu -p allscan -b 64K -e 32M -f 2 --block-elems 16384 --allscan $proto --timing $t \
+            --csv "$coll"
+        done
       done
     done ;;&
   operator|all)

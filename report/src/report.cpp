@@ -90,24 +90,19 @@ int run_report(const ReportOptions& o) {
         "directory no longer matches what results/ gives.\n\n"
      << "What each number is:\n\n"
      << "- **measured**: a row of results/; the machine is its `gpu` column, world size, backend and date (where "
-        "several rows match, the newest `date`). Times are the mean over the timed iterations of the slowest rank.\n"
+        "several rows match, the newest `date`). Times are the mean over the timed iterations of the slowest rank (a "
+        "collective call timed as latency or back to back: each table says which).\n"
      << "- **simulated**: a row of results/sim/ (`simulated` = 1): spbench's own code run under SimGrid's SMPI on a "
         "platform file (its `platform` column names it), compute replayed from the GPU's recorded stage times; every "
         "number for more GPUs than were measured is one of these, in the simulation's section, beside the hold-out "
-        "error of its level against the measured rows.\n"
+        "against the measured rows that its verdict rests on.\n"
      << "- **paper**: ZeCO (NeurIPS 2025), measured on up to 256 H100 80GB; \"" << kNotPublished
      << "\" where the summary did not give the number.\n\n"
      << "Ratios are between methods on the same machine and world size (method ÷ the table's reference), so they "
         "can be compared across machines where the times cannot.\n\n";
-  md << section_data(c) << section_code_changed(c);
+  md << section_claim(c) << section_data(c) << section_code_changed(c);
 
-  const TableDef t2 = collective_table(c);
-  md << gpu_table(c, t2, "Table 2: collective communication, All-Gather vs All-Scan",
-                  "Per-rank state 2 MiB (32 heads x 128 x 128 fp32, `bytes=2097152`), All-Scan block 16384 elements "
-                  "(64 KiB, K=32); time of one collective call in ms (`spbench collective`). allgather is LASP-2's "
-                  "collective, allscan ZeCO's, chain LASP-1's; ring and alltoall are listed where measured.",
-                  "(ms)");
-  md << section_floors(c);
+  md << section_table2(c) << section_floors(c);
   for (long long L : {16384LL, 32768LL}) {
     const TableDef t = operator_table(c, L);
     md << gpu_table(c, t,

@@ -157,16 +157,10 @@ std::vector<Line> build_lines(const Context& c, const TableDef& t) {
 constexpr double kAgreeBand = 1.25;
 std::string band_str() { return fmt("%.2f", 1 / kAgreeBand) + "-" + fmt("%.2f", kAgreeBand); }
 
-// One point of comparison: spbench's measured ratio at a GPU count the paper published, and the paper's.
-struct PaperPoint {
-  int gpus = 0;
-  double ours = NAN, paper = NAN;
-  double quotient() const { return ours / paper; }
-  bool agrees() const {  // on the quotient as printed (two decimals), so the text never contradicts itself
-    const double q = std::round(quotient() * 100) / 100;
-    return q >= std::round(100 / kAgreeBand) / 100 && q <= kAgreeBand;
-  }
-};
+bool PaperPoint::agrees() const {  // on the quotient as printed (two decimals), so the text never contradicts itself
+  const double q = std::round(quotient() * 100) / 100;
+  return q >= std::round(100 / kAgreeBand) / 100 && q <= kAgreeBand;
+}
 std::optional<PaperPoint> paper_point(const Line& l) {
   if (!std::isfinite(l.r_paper)) return std::nullopt;
   if (l.row && std::isfinite(l.r_measured)) return PaperPoint{l.gpus, l.r_measured, l.r_paper};
@@ -246,11 +240,24 @@ std::string trend_paragraph(const std::vector<Line>& lines, const TableDef& t, c
 std::string predicted_in_md(const Context& c, const TableDef& t) {
   if (t.predicted_in.empty() || c.res.sim_rows.empty()) return "";
   return "For more GPUs than were measured, the simulation predicts this table: \"" + t.predicted_in +
-         "\" in the simulation's section, beside the paper and its level's hold-out error.\n\n";
+         "\" in the simulation's section, beside the paper and the hold-out of the rows each ratio is made of.\n\n";
+}
+
+std::string ratio_paragraph(const std::vector<Line>& lines, const TableDef& t) {
+  std::ostringstream s;
+  for (const std::string& m : t.methods) {
+    if (m == t.ref) continue;
+    std::vector<std::string> mv;
+    for (const Line& l : lines)
+      if (l.method == m && std::isfinite(l.r_measured))
+        mv.push_back(ratio_cell(l.r_measured) + " at " + std::to_string(l.gpus));
+    if (!mv.empty()) s << "- **" << m << " ÷ " << t.ref << "**: measured " << join(mv, ", ") << ".\n";
+  }
+  return s.str().empty() ? "No ratios to show yet.\n" : s.str();
 }
 
 std::string render_lines(const std::vector<Line>& lines, const std::string& ref, const std::string& value,
-                         bool with_paper) {
+                         bool with_paper, const std::string& count) {
   std::vector<std::vector<std::string>> rows;
   for (const Line& l : lines) {
     std::vector<std::string> r = {std::to_string(l.gpus), l.method,
@@ -262,8 +269,8 @@ std::string render_lines(const std::vector<Line>& lines, const std::string& ref,
     if (with_paper) r.push_back(versus_cell(l, ref));
     rows.push_back(r);
   }
-  std::vector<std::string> head = {with_paper ? "GPUs" : "ranks", "method", "measured " + value,
-                                   "measured on (gpu, world size, backend, date)"};
+  std::vector<std::string> head = {!count.empty() ? count : with_paper ? "GPUs" : "ranks", "method",
+                                   "measured " + value, "measured on (gpu, world size, backend, date)"};
   if (with_paper) head.push_back("paper " + value);
   head.push_back("÷ " + ref + ": measured");
   if (with_paper) head.push_back("÷ " + ref + ": paper");

@@ -116,6 +116,15 @@ bool operator_row(const Row& r, bool cpu);
 
 // --- a paper table's lines, and the verdicts against the paper (report_common.cpp) ---------------------------------
 std::vector<Line> build_lines(const Context& c, const TableDef& t);
+// Our measured ratio at a GPU count the paper published, and the paper's (nullopt where either is missing); a
+// point agrees where the quotient, as printed (two decimals), lies within 0.80-1.25.
+struct PaperPoint {
+  int gpus = 0;
+  double ours = NAN, paper = NAN;
+  double quotient() const { return ours / paper; }
+  bool agrees() const;
+};
+std::optional<PaperPoint> paper_point(const Line& l);
 // "measured 1.16x ÷ paper 1.15x = 1.01", "—" where there is none.
 std::string versus_cell(const Line& l, const std::string& ref);
 // Per method: the ratios to the reference and the verdict against the paper. `quantity`: "time" or "throughput".
@@ -123,15 +132,26 @@ std::string trend_paragraph(const std::vector<Line>& lines, const TableDef& t, c
 // The sentence under a table that names where the simulation predicts it (t.predicted_in); "" where nothing is
 // simulated.
 std::string predicted_in_md(const Context& c, const TableDef& t);
+// `count`: the first column's heading ("" for GPUs with the paper, ranks without).
 std::string render_lines(const std::vector<Line>& lines, const std::string& ref, const std::string& value,
-                         bool with_paper = true);
+                         bool with_paper = true, const std::string& count = "");
+// "method ÷ ref: 2.04x at 2, 2.44x at 3" per method, a bullet each: the measured ratios alone, no paper.
+std::string ratio_paragraph(const std::vector<Line>& lines, const TableDef& t);
 // tables/ID.csv: a row per line. `model_level`: throughputs (tokens/s per GPU) and the measured row's model
 // configuration; otherwise times (ms).
 void write_table_csv(const Context& c, const std::string& id, const std::vector<Line>& lines, bool model_level = false);
 
 // --- Tables 2-4 (report_tables.cpp) --------------------------------------------------------------------------------
-// Table 2 (the collective call at the paper's 2 MiB state) and Tables 3 and 4 (the operator at L tokens per GPU).
-TableDef collective_table(const Context& c);
+// Table 2 (the collective call at the paper's 2 MiB state, rows of one `timing`: kLatency is set against the paper,
+// kBackToBack is not) and Tables 3 and 4 (the operator at L tokens per GPU).
+TableDef collective_table(const Context& c, const std::string& timing = kLatency);
+// The section of Table 2: the latency table beside the paper, then the back-to-back one (a throughput).
+std::string section_table2(Context& c);
+// The timing the collective plots and the other collective tables show for GPU rows (or CPU rows, `cpu`): kLatency
+// where some collective row of that kind has it, else kBackToBack.
+std::string shown_timing(const Context& c, bool cpu);
+// "timed as latency: one call after a barrier" or "timed back to back: a throughput", for captions.
+std::string timed_words(const std::string& timing);
 TableDef operator_table(const Context& c, long long L);
 std::string section_floors(const Context& c);
 std::string section_data(const Context& c);
@@ -215,17 +235,51 @@ struct SimHoldOut {
   // with the paper says instead.
   std::string gate() const;
 };
+// The hold-out of the rows one paper ratio is made of (DESIGN §10): the hold-out rows (not calibration) of a level
+// whose simulated row is of one of `parts` (method, backend) and of `timing` (timing_of: kLatency or kBackToBack at
+// the collective level, "" at the others). It holds where every part has a hold-out row and every one of those rows
+// is within kSimWithin.
+struct RatioHoldOut {
+  std::vector<std::pair<std::string, std::string>> parts;  // (method, backend)
+  std::string timing;
+  int rows = 0, within = 0;
+  std::vector<std::string> missing;  // the parts without a hold-out row, as "allscan (host-hier)"
+  bool held = false;
+  std::string what() const;     // "allgather (nccl) and allscan (host-hier), latency"
+  std::string summary() const;  // what() + ": 12 of 14 rows within 15%" (and the parts with none)
+  std::string gate() const;     // "" where held, else "no verdict: ..." (why)
+};
+RatioHoldOut ratio_holdout(const SimHoldOut& h, const std::vector<std::pair<std::string, std::string>>& parts,
+                           const std::string& timing);
+
+// One point of ZeCO's claim against the paper: our ratio (method ÷ ref) at a GPU count the paper published, and what
+// came of it (the report's first section gathers them).
+struct Claim {
+  enum Kind { none, agrees, disagrees, no_verdict, not_compared } kind = none;
+  int gpus = 0;
+  std::string method;
+  double quotient = NAN;  // ours ÷ the paper's ratio
+  RatioHoldOut holdout;   // simulated: the hold-out of the ratio's rows, which a verdict rests on
+};
+// The verdicts of a prediction table (section_simulation): Table 2 in `timing` (collective), Tables 3 and 4
+// (operator) or 5 and 6 (model) at `tokens` per GPU, with ratios ÷ `ref` ("": the table's own reference); one Claim
+// per line with a ratio to compare.
+std::vector<Claim> simulated_claims(const Context& c, const std::string& level, long long tokens,
+                                    const std::string& timing, const std::string& ref = "");
+
 // The hold-out of `level` (collective or operator): each simulated row (`simulated` = 1) whose platform is not
 // kSimPredictPlatform, the newest per configuration, joined to the newest `measured` row (not simulated) of the same
-// configuration. Collective: method, backend, world size, bytes, block_elems, nodes, ranks per node; measured rows
-// timed back_to_back, pass comm. Operator: method, backend, world size, batch, heads, dk, dv, tokens per rank, dtype,
+// configuration. Collective: method, backend, world size, bytes, block_elems, nodes, ranks per node and timing
+// (latency or back_to_back), pass comm.
+// Operator: method, backend, world size, batch, heads, dk, dv, tokens per rank, dtype,
 // pass, schedule (schedule_of), nodes, ranks per node. Backends match as equal strings, but a simulated `nccl` row over
 // several nodes matches the measured `nccl-socket` row (the network transport is the platform's).
 SimHoldOut sim_holdout(const std::string& level, const std::vector<const Row*>& measured,
                        const std::vector<const Row*>& simulated);
 // The section: what is simulated, the calibration constants (sim/platforms/*.calib) and platform files, the hold-out
-// tables (tables/sim_holdout_LEVEL.csv), the paper's Tables 2 and 3 on kSimPredictPlatform (tables/sim_table2.csv,
-// sim_table3.csv; a verdict only where the level's hold-out held) and their plots (plots/sim_LEVEL_vs_gpus.*).
+// tables (tables/sim_holdout_LEVEL.csv), the paper's Tables 2-6 on kSimPredictPlatform (tables/sim_table2.csv, ...;
+// Table 2 in each timing; a verdict on a ratio only where its RatioHoldOut held) and their plots
+// (plots/sim_LEVEL_vs_gpus.*).
 std::string section_simulation(Context& c);
 // The simulation's predictions of the paper's tables: per (GPUs, method) the simulated row of kSimPredictPlatform at
 // the paper's setting of `level` (collective: Table 2's state; operator and model: `tokens` per GPU), the fastest
@@ -240,6 +294,11 @@ PlotSeries predicted_series(const std::string& method);
 // "1M tokens on 64 GPUs versus 16K on one", each point measured (a results row, its file named) or simulated (a row
 // of simulated_predictions), the paper's numbers beside them; the plots, their tables (tables/fig_*.csv) and the README section.
 std::string section_paper_figures(Context& c);
+
+// --- does ZeCO's claim hold? (report_claim.cpp) ------------------------------------------------------------------
+// The report's first section: per paper table and ratio, what the measured and the simulated rows say against the
+// paper (agrees, disagrees, or not known, and why), from the same verdicts as the tables below.
+std::string section_claim(Context& c);
 
 // --- CPU ranks (report_cpu.cpp) -------------------------------------------------------------------------------------
 std::string section_cpu_model(const Context& c);

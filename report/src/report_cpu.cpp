@@ -88,13 +88,14 @@ std::string section_cpu(Context& c, const std::vector<Figure>& figs) {
     t.ref = "allscan";
     t.cpu = true;
     t.methods = collective_methods(c, true);
-    t.setting = [bytes](const Row& r) {
-      return col(r, "level") == "collective" && num(r, "bytes") == bytes &&
+    const std::string timing = shown_timing(c, true);
+    t.setting = [bytes, timing](const Row& r) {
+      return col(r, "level") == "collective" && num(r, "bytes") == bytes && timing_of(r) == timing &&
              (col(r, "method") != "allscan" || is(r, "block_elems", kPaperBlockElems) ||
               bytes <= 4 * kPaperBlockElems);
     };
     s << "### Collectives, " << bytes_str(bytes) << " state per rank, All-Scan block " << kPaperBlockElems
-      << " elements\n\n";
+      << " elements\n\n" << "Calls " << timed_words(timing) << " (`timing` " << timing << ").\n\n";
     const auto lines = build_lines(c, t);
     write_table_csv(c, t.id, lines);
     s << render_lines(lines, t.ref, "(ms)", false) << "\n";

@@ -44,6 +44,13 @@ long long lnum(const Row& r, const std::string& c) {
 
 bool is_cpu_row(const Row& r) { return col(r, "backend") == "cpu"; }
 
+std::string timing_of(const Row& r) {
+  const std::string& t = col(r, "timing");
+  return t.empty() && col(r, "level") == "collective" ? kBackToBack : t;
+}
+
+std::string timing_words(const std::string& timing) { return timing == kBackToBack ? "back-to-back" : timing; }
+
 const std::string& ResultFiles::file_of(const Row& r) const {
   static const std::string none;
   const std::less<const Row*> before;
@@ -292,7 +299,7 @@ ResultFiles load_results(const std::string& dir) {
       }
       // Collective rows timed with an event per group of calls (--calls-per-event) measure without the per-call
       // event; the tables compare calls timed one event each, so they stay in the CSV but out of the tables.
-      if (col(r, "timing").rfind("back_to_back_per", 0) == 0) {
+      if (timing_of(r).rfind("back_to_back_per", 0) == 0) {
         ++grouped;
         continue;
       }

@@ -19,6 +19,15 @@ long long lnum(const Row& r, const std::string& c);
 inline int inum(const Row& r, const std::string& c) { return int(lnum(r, c)); }
 // CPU ranks: not comparable with the paper's GPUs.
 bool is_cpu_row(const Row& r);
+// A collective row's timing (`spbench collective --timing`, harness/NOTES.md): kLatency (each call alone after a
+// barrier, the paper's Table 2), kBackToBack (calls enqueued one after another: a throughput), back_to_back_perG
+// (an event per G calls), probe (a link probe). A collective row without the column, or with it empty, was written
+// before there was a choice and was timed back to back. Other levels' rows: their column as it is ("" for none).
+inline const std::string kLatency = "latency";
+inline const std::string kBackToBack = "back_to_back";
+std::string timing_of(const Row& r);
+// "latency" or "back-to-back" (the flag's spelling), for the report's words; other timings as they are.
+std::string timing_words(const std::string& timing);
 
 // --- whether a row is of the current code -----------------------------------------------------------------------------
 // The source paths each level's numbers depend on (git pathspecs, relative to the repository's root): a row is of the

@@ -47,9 +47,10 @@ Figure plot_collective_vs_gpus(Context& c, bool cpu) {
   if (!worlds_at.count(kTable2Bytes))
     for (auto& [b, w] : worlds_at)
       if (w.size() >= 2) bytes = b;
+  const std::string timing = shown_timing(c, cpu);
   auto keep = [&](const Row& r) {
     return col(r, "level") == "collective" && is_cpu_row(r) == cpu && num(r, "bytes") == bytes && ms(r) > 0 &&
-           (col(r, "method") != "allscan" || is(r, "block_elems", kPaperBlockElems));
+           timing_of(r) == timing && (col(r, "method") != "allscan" || is(r, "block_elems", kPaperBlockElems));
   };
   auto key = [](const Row& r) { return col(r, "method") + "|" + col(r, "gpu") + "|" + col(r, "backend") + "|" + col(r, "world_size"); };
   std::map<std::string, PlotSeries> series;
@@ -74,8 +75,8 @@ Figure plot_collective_vs_gpus(Context& c, bool cpu) {
       p.series.push_back(s);
     }
   return draw(c, p,
-              "Collective time against the number of " + class_label(cpu) +
-                  ": measured" + (cpu ? "" : " and the paper's Table 2") + ".",
+              "Collective time against the number of " + class_label(cpu) + ": measured (" + timed_words(timing) +
+                  ")" + (cpu ? "" : " and the paper's Table 2 (latency)") + ".",
               "no " + std::string(cpu ? "CPU" : "GPU") + " collective rows yet");
 }
 
@@ -83,9 +84,12 @@ Figure plot_collective_vs_bytes(Context& c, bool cpu) {
   int P = 0;
   for (auto& r : c.res.rows)
     if (col(r, "level") == "collective" && is_cpu_row(r) == cpu) P = std::max(P, inum(r, "world_size"));
+  const std::string timing = shown_timing(c, cpu);
   auto keep = [&](const Row& r) {
     return col(r, "level") == "collective" && is_cpu_row(r) == cpu && is(r, "world_size", P) && ms(r) > 0 &&
-           (col(r, "method") != "allscan" || is(r, "block_elems", kPaperBlockElems) || num(r, "bytes") < 4 * kPaperBlockElems);
+           timing_of(r) == timing &&
+           (col(r, "method") != "allscan" || is(r, "block_elems", kPaperBlockElems) ||
+            num(r, "bytes") < 4 * kPaperBlockElems);
   };
   auto key = [](const Row& r) { return col(r, "method") + "|" + col(r, "gpu") + "|" + col(r, "backend") + "|" + col(r, "bytes"); };
   std::map<std::string, PlotSeries> series;
@@ -101,7 +105,9 @@ Figure plot_collective_vs_bytes(Context& c, bool cpu) {
   p.extra = "set format x \"%.0b %BB\"\n";
   p.ylabel = "time per call (ms)";
   for (auto& [k, s] : series) p.series.push_back(s);
-  return draw(c, p, "Collective time against the per-rank state size at the largest world size measured.",
+  return draw(c, p,
+              "Collective time against the per-rank state size at the largest world size measured (" +
+                  timed_words(timing) + ").",
               "no " + std::string(cpu ? "CPU" : "GPU") + " collective rows yet");
 }
 
@@ -115,9 +121,10 @@ Figure plot_allscan_vs_block(Context& c, bool cpu) {
   for (auto& [b, s] : blocks_at)
     if (s.size() >= 2) bytes = b;
   if (blocks_at.count(kTable2Bytes) && blocks_at[kTable2Bytes].size() >= 2) bytes = kTable2Bytes;
+  const std::string timing = shown_timing(c, cpu);
   auto keep = [&](const Row& r) {
     return col(r, "level") == "collective" && col(r, "method") == "allscan" && is_cpu_row(r) == cpu &&
-           num(r, "bytes") == bytes && ms(r) > 0;
+           num(r, "bytes") == bytes && ms(r) > 0 && timing_of(r) == timing;
   };
   auto key = [](const Row& r) {
     return col(r, "world_size") + "|" + col(r, "gpu") + "|" + col(r, "backend") + "|" + col(r, "block_elems");
@@ -139,8 +146,9 @@ Figure plot_allscan_vs_block(Context& c, bool cpu) {
   p.xlabel = "All-Scan block (fp32 elements; K = state / block)";
   p.ylabel = "time per call (ms)";
   for (auto& [k, s] : series) p.series.push_back(s);
-  return draw(c, p, "All-Scan time against its block size, measured (a colour per world size): small "
-                    "blocks pay the per-hop latency K times, large blocks lose the pipelining over the P-1 hops.",
+  return draw(c, p, "All-Scan time against its block size, measured (a colour per world size; " + timed_words(timing) +
+                    "): small blocks pay the per-hop latency K times, large blocks lose the pipelining over the P-1 "
+                    "hops.",
               "no " + std::string(cpu ? "CPU" : "GPU") + " All-Scan rows with two block sizes or more yet");
 }
 

@@ -1,7 +1,8 @@
 // spbench report: beyond the lent machines, the simulation (SimGrid SMPI, sim/). Its rows (results/sim/*.csv,
 // `simulated` = 1, each with its `platform`) against the measured rows of the same configuration on the lent kind's
-// platforms (the hold-out), the paper's Tables 2 to 6 predicted on the DGX H100 platform (a verdict against the
-// paper only where that level's hold-out held), the calibration constants (sim/platforms/*.calib) and the plots.
+// platforms (the hold-out), the paper's Tables 2 to 6 predicted on the DGX H100 platform (a verdict on a ratio against
+// the paper only where the hold-out of the rows it is made of held), the calibration constants (sim/platforms/*.calib)
+// and the plots.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -38,7 +39,7 @@ std::string config_key(const std::string& level, const Row& r, const std::string
   std::string k = col(r, "method") + "|" + backend + "|" + std::to_string(inum(r, "world_size")) + "|" +
                   std::to_string(nodes_of(r)) + "|" + std::to_string(ranks_per_node_of(r));
   if (level == "collective") return k + "|" + std::to_string(lnum(r, "bytes")) + "|" +
-                                    std::to_string(lnum(r, "block_elems"));
+                                    std::to_string(lnum(r, "block_elems")) + "|" + timing_of(r);
   // The operator: its shape and pass, and the schedule (a row of --overlap or --head-groups is another run); the
   // model: its configuration too (hidden, layers, recompute, ...).
   for (const char* c : {"batch", "heads", "dk", "dv", "tokens_per_rank"}) k += "|" + std::to_string(lnum(r, c));
@@ -48,14 +49,16 @@ std::string config_key(const std::string& level, const Row& r, const std::string
 
 bool level_row(const std::string& level, const Row& r) {
   if (col(r, "level") != level || !(median_ms(r) > 0)) return false;
-  if (level == "collective") return col(r, "pass") == "comm" && col(r, "timing") == "back_to_back";
+  if (level == "collective")
+    return col(r, "pass") == "comm" && (timing_of(r) == kLatency || timing_of(r) == kBackToBack);
   return true;
 }
 
 std::string size_cell(const std::string& level, const Row& r) {
   if (level == "operator") return int_str(num(r, "tokens_per_rank")) + " tokens/rank";
   if (level == "model") return int_str(num(r, "tokens_per_rank")) + " tokens/rank, H=" + col(r, "heads");
-  return bytes_str(num(r, "bytes")) + (lnum(r, "block_elems") > 0 ? ", blocks " + col(r, "block_elems") : "");
+  return bytes_str(num(r, "bytes")) + (lnum(r, "block_elems") > 0 ? ", blocks " + col(r, "block_elems") : "") + ", " +
+         timing_words(timing_of(r));
 }
 
 // The kind a results/sim file is of: "sim/KIND_LEVEL.csv" -> KIND ("" where the name is not of that form).
@@ -174,6 +177,46 @@ SimHoldOut sim_holdout(const std::string& level, const std::vector<const Row*>& 
   return h;
 }
 
+std::string RatioHoldOut::what() const {
+  std::vector<std::string> p;
+  for (const auto& [m, b] : parts) p.push_back(m + " (" + b + ")");
+  return join(p, " and ") + (timing.empty() ? "" : ", " + timing_words(timing));
+}
+
+std::string RatioHoldOut::summary() const {
+  return what() + ": " + std::to_string(within) + " of " + std::to_string(rows) + " rows within " +
+         fmt("%.0f%%", 100 * kSimWithin) + (missing.empty() ? "" : " (none of " + join(missing, " or ") + ")");
+}
+
+std::string RatioHoldOut::gate() const {
+  if (held) return "";
+  if (!missing.empty()) return "no verdict: no hold-out row of " + join(missing, " or ");
+  const int outside = rows - within;
+  return "no verdict: " + std::to_string(outside) + " of its " + std::to_string(rows) + " hold-out rows outside " +
+         fmt("%.0f%%", 100 * kSimWithin);
+}
+
+RatioHoldOut ratio_holdout(const SimHoldOut& h, const std::vector<std::pair<std::string, std::string>>& parts,
+                           const std::string& timing) {
+  RatioHoldOut out;
+  out.timing = timing;
+  for (const auto& part : parts)
+    if (std::find(out.parts.begin(), out.parts.end(), part) == out.parts.end()) out.parts.push_back(part);
+  for (const auto& [method, backend] : out.parts) {
+    int n = 0;
+    for (const SimPair& p : h.pairs) {
+      if (p.calibration || col(*p.sim, "method") != method || col(*p.sim, "backend") != backend ||
+          timing_of(*p.sim) != timing)
+        continue;
+      ++n, ++out.rows;
+      out.within += p.within;
+    }
+    if (!n) out.missing.push_back(method + " (" + backend + ")");
+  }
+  out.held = out.missing.empty() && out.rows > 0 && out.within == out.rows;
+  return out;
+}
+
 namespace {
 
 // The hold-out of `level` over every kind that has both a simulated file (results/sim/KIND_LEVEL.csv) and a measured
@@ -205,7 +248,8 @@ std::string holdout_md(const Context& c, const SimHoldOut& h, const std::map<Mis
   std::ostringstream s, csv;
   s << "### Hold-out, " << level << " level: simulated against measured\n\n";
   csv << "role,platform,gpus,nodes,ranks_per_node,method,backend,measured_backend,"
-      << (level == "collective" ? "bytes,block_elems" : "tokens_per_rank,batch,heads,dk,dv") << ",pass,measured_ms,"
+      << (level == "collective" ? "bytes,block_elems,timing" : "tokens_per_rank,batch,heads,dk,dv")
+      << ",pass,measured_ms,"
       << "simulated_ms,error_pct,within_15pct,measured_date,measured_git_sha,measured_code_state,simulated_date,"
       << "simulated_git_sha,simulated_code_state\n";
   if (h.pairs.empty()) {
@@ -232,7 +276,7 @@ std::string holdout_md(const Context& c, const SimHoldOut& h, const std::map<Mis
     csv << role << "," << col(r, "platform") << "," << col(r, "world_size") << "," << nodes_of(r) << ","
         << ranks_per_node_of(r) << "," << col(r, "method") << "," << col(r, "backend") << "," << col(m, "backend")
         << ",";
-    if (level == "collective") csv << col(r, "bytes") << "," << col(r, "block_elems");
+    if (level == "collective") csv << col(r, "bytes") << "," << col(r, "block_elems") << "," << timing_of(r);
     else csv << col(r, "tokens_per_rank") << "," << col(r, "batch") << "," << col(r, "heads") << "," << col(r, "dk")
              << "," << col(r, "dv");
     csv << "," << col(r, "pass") << "," << fmt("%.6g", p.meas_ms) << "," << fmt("%.6g", p.sim_ms) << ","
@@ -242,8 +286,8 @@ std::string holdout_md(const Context& c, const SimHoldOut& h, const std::map<Mis
   }
   std::ofstream(c.tables_dir + "/sim_holdout_" + level + ".csv") << csv.str();
   s << "Every simulated " << level << " row of a lent platform joined to the measured row of its configuration ("
-    << (level == "collective" ? "method, backend, P, state bytes, block, nodes and ranks per node; measured rows timed "
-                                "back to back, pass comm"
+    << (level == "collective" ? "method, backend, P, state bytes, block, nodes and ranks per node, and the timing: "
+                                "latency or back-to-back rows each against the measured rows of their own; pass comm"
         : level == "model"    ? "method, backend, P, batch, heads, dk, dv, tokens per rank, the model's configuration, "
                                 "nodes and ranks per node; the schedule; a step's time"
                               : "method, backend, P, batch, heads, dk, dv, tokens per rank, pass, nodes and ranks "
@@ -292,17 +336,19 @@ std::string holdout_md(const Context& c, const SimHoldOut& h, const std::map<Mis
   return s.str();
 }
 
-// The paper's Table 2 (collective), Tables 3 and 4 (operator at `tokens` per GPU) or Tables 5 and 6 (model) on the
-// prediction platform.
+// The paper's Table 2 (collective, in one `timing`), Tables 3 and 4 (operator at `tokens` per GPU) or Tables 5 and 6
+// (model) on the prediction platform.
 struct PredictDef {
   std::string level, id, heading, ref, setting;
   long long paper_seq;
   std::vector<std::string> first;  // the methods' order
   std::function<bool(const Row&)> keep;
   bool throughput = false;  // the model: tokens/s/GPU (the paper's metric), higher is better; else a time in ms
+  std::string timing;       // the collective level: kLatency (the paper's) or kBackToBack (a throughput); else ""
 };
 
-PredictDef predict_def(const Context& c, const std::string& level, long long tokens = 16384) {
+PredictDef predict_def(const Context& c, const std::string& level, long long tokens = 16384,
+                       const std::string& timing = kLatency) {
   if (level == "model") {
     const std::string table = tokens == 16384 ? "5" : "6";
     PredictDef d{level, "sim_table" + table,
@@ -317,44 +363,67 @@ PredictDef predict_def(const Context& c, const std::string& level, long long tok
     d.throughput = true;
     return d;
   }
-  if (level == "collective")
-    return {level, "sim_table2", "Table 2 predicted: the collective call on " + std::string(kSimPredictPlatform),
-            "allscan",
-            "Per-rank state " + bytes_str(kTable2Bytes) + " (32 heads x 128 x 128 fp32), All-Scan blocks of " +
-                int_str(kPaperBlockElems) + " elements; time of one call (ms, `time_ms_median`)",
-            kTable2Seq, {"allscan", "allgather", "chain", "ring", "alltoall"}, [](const Row& r) {
-              return num(r, "bytes") == kTable2Bytes && col(r, "pass") == "comm" &&
-                     (col(r, "method") != "allscan" || is(r, "block_elems", kPaperBlockElems));
-            }};
+  if (level == "collective") {
+    const bool latency = timing == kLatency;
+    PredictDef d{level, latency ? "sim_table2" : "sim_table2_back_to_back",
+                 "Table 2 predicted: the collective call on " + std::string(kSimPredictPlatform) +
+                     (latency ? ", latency (the paper's timing)" : ", back-to-back calls (a throughput)"),
+                 "allscan",
+                 "Per-rank state " + bytes_str(kTable2Bytes) + " (32 heads x 128 x 128 fp32), All-Scan blocks of " +
+                     int_str(kPaperBlockElems) + " elements; " +
+                     (latency ? "the latency of one call (`--timing latency`: a barrier, the call alone, the slowest "
+                                "rank's time), the mean over the iterations (ms, `time_ms_mean`)"
+                              : "back-to-back calls (`--timing back-to-back`: a call's time from the event after the "
+                                "one before, so a chain's calls overlap: a throughput, not the paper's timing), the "
+                                "mean over the iterations (ms, `time_ms_mean`)"),
+                 kTable2Seq, {"allscan", "allgather", "chain", "ring", "alltoall"}, [timing](const Row& r) {
+                   return num(r, "bytes") == kTable2Bytes && col(r, "pass") == "comm" && timing_of(r) == timing &&
+                          (col(r, "method") != "allscan" || is(r, "block_elems", kPaperBlockElems));
+                 }};
+    d.timing = timing;
+    return d;
+  }
   const std::string table = tokens == 16384 ? "3" : "4";
   return {level, "sim_table" + table,
-          "Table " + table + " predicted: operator forward+backward on " + std::string(kSimPredictPlatform), "zeco",
+          "Table " + table + " predicted: operator forward+backward on " + std::string(kSimPredictPlatform), "dp",
           "GLA attention, B=1, H=16, dk=dv=128, " + int_str(tokens) +
-              " tokens per GPU, bf16, one forward and one backward (ms, `time_ms_median`)",
+              " tokens per GPU, bf16, one forward and one backward (ms, `time_ms_mean`: the mean over the iterations)",
           tokens, operator_methods(c), [tokens](const Row& r) {
             return col(r, "pass") == "fwd_bwd" && is(r, "tokens_per_rank", tokens) && is(r, "batch", 1) &&
                    is(r, "heads", 16) && is(r, "dk", 128) && is(r, "dv", 128) && default_order(r);
           }};
 }
 
-// What a prediction table shows of a row: its time (ms), or the model's throughput (tokens/s/GPU).
-double predict_value(const PredictDef& d, const Row& r) { return d.throughput ? tokens_per_s(r) : median_ms(r); }
+// What a prediction table shows of a row: its time (ms, the mean over the iterations, as the measured tables show
+// it), or the model's throughput (tokens/s/GPU, of the steps' mean).
+double predict_value(const PredictDef& d, const Row& r) { return d.throughput ? tokens_per_s(r) : ms(r); }
 
 // Per (GPUs, method) the simulated row of the prediction platform (the fastest backend where several).
 std::map<std::pair<int, std::string>, const Row*> predicted_rows(const Context& c, const PredictDef& d) {
   std::map<std::pair<int, std::string>, const Row*> out;
   auto key = [](const Row& r) { return col(r, "method") + "|" + col(r, "world_size") + "|" + col(r, "backend"); };
   auto keep = [&](const Row& r) {
-    return col(r, "platform") == kSimPredictPlatform && col(r, "level") == d.level && median_ms(r) > 0 && d.keep(r);
+    return col(r, "platform") == kSimPredictPlatform && col(r, "level") == d.level && ms(r) > 0 && d.keep(r);
   };
   for (auto& [k, r] : newest_by(c.res.sim_rows, keep, key)) {
     const Row*& slot = out[{inum(*r, "world_size"), col(*r, "method")}];
-    if (!slot || median_ms(*r) < median_ms(*slot)) slot = r;
+    if (!slot || ms(*r) < ms(*slot)) slot = r;
   }
   return out;
 }
 
-std::string predict_md(const Context& c, const PredictDef& d, const SimHoldOut& h) {
+// One line of a prediction table, and its verdict against the paper.
+struct PredictLine {
+  int gpus = 0;
+  std::string method;
+  const Row* row = nullptr;
+  double sim = NAN, paper = NAN, r_sim = NAN, r_paper = NAN, q = NAN;
+  Claim::Kind kind = Claim::none;
+  std::string verdict, holdout;  // the verdict cell; the ratio's hold-out ("" where there is no ratio)
+  RatioHoldOut rh;
+};
+
+std::vector<PredictLine> predict_lines(const Context& c, const PredictDef& d, const SimHoldOut& h) {
   const auto pred = predicted_rows(c, d);
   std::set<int> gpus;
   std::set<std::string> names;
@@ -363,55 +432,89 @@ std::string predict_md(const Context& c, const PredictDef& d, const SimHoldOut& 
     if (v.level == d.level && v.seq_per_gpu == d.paper_seq &&
         (d.throughput ? v.metric == "throughput" : v.metric == "time" || v.metric == "time_fwd_bwd"))
       gpus.insert(v.gpus), names.insert(v.method);
+  std::vector<PredictLine> out;
+  if (pred.empty()) return out;
+  for (int P : gpus)
+    for (const std::string& m : ordered(names, d.first)) {
+      const auto it = pred.find({P, m});
+      PredictLine l;
+      l.gpus = P, l.method = m, l.row = it == pred.end() ? nullptr : it->second;
+      l.paper = paper_value(c.paper, d.level, P, d.paper_seq, m);
+      if (!l.row && !std::isfinite(l.paper)) continue;
+      const auto ref_it = pred.find({P, d.ref});
+      const Row* ref = ref_it == pred.end() ? nullptr : ref_it->second;
+      l.sim = l.row ? predict_value(d, *l.row) : NAN;
+      l.r_sim = l.sim / (ref ? predict_value(d, *ref) : NAN);
+      l.r_paper = l.paper / paper_value(c.paper, d.level, P, d.paper_seq, d.ref);
+      l.q = l.r_sim / l.r_paper;
+      l.verdict = "—";
+      if (m == d.ref) {
+        l.verdict = "reference";
+      } else if (l.row && ref) {
+        // The ratio's verdict rests on the hold-out of the rows it is made of (DESIGN §10).
+        const RatioHoldOut rh = ratio_holdout(h, {{m, col(*l.row, "backend")}, {d.ref, col(*ref, "backend")}},
+                                              d.timing);
+        l.holdout = rh.summary(), l.rh = rh;
+        if (std::isfinite(l.q)) {
+          if (d.timing == kBackToBack) {
+            l.kind = Claim::not_compared;
+            l.verdict = "not compared: back-to-back calls are a throughput, the paper's Table 2 a latency";
+          } else if (!rh.held) {
+            l.kind = Claim::no_verdict;
+            l.verdict = rh.gate();
+          } else {
+            const bool agrees = l.q >= 0.80 && l.q <= 1.25;
+            l.kind = agrees ? Claim::agrees : Claim::disagrees;
+            l.verdict = std::string(agrees ? "agrees" : "disagrees") + " (quotient " + fmt("%.2f", l.q) + ")";
+          }
+        }
+      }
+      out.push_back(l);
+    }
+  return out;
+}
+
+std::string predict_md(const Context& c, const PredictDef& d, const SimHoldOut& h) {
+  const auto lines = predict_lines(c, d, h);
   const std::string unit = d.throughput ? "tokens/s/GPU" : "ms";
   std::ostringstream s, csv;
   s << "### " << d.heading << "\n\n" << d.setting << ". The simulated column is spbench's own code run under SMPI on "
     << "the `" << kSimPredictPlatform << "` platform (`sim/platforms/" << kSimPredictPlatform << ".xml`); the paper's "
     << "numbers are its H100 cluster's. Ratios are method ÷ " << d.ref << " at the same GPU count; a verdict compares "
-    << "our ratio with the paper's (quotient within 0.80-1.25: agrees), and only where this level's hold-out held.\n\n"
-    << "The " << d.level << " hold-out (above): " << h.summary() << ".\n\n";
+    << "our ratio with the paper's (quotient within 0.80-1.25: agrees), and only where the hold-out of the rows that "
+    << "ratio is made of held: the hold-out rows of its two methods with their backends"
+    << (d.timing.empty() ? "" : " and this timing") << ", every one within " << fmt("%.0f%%", 100 * kSimWithin)
+    << " (the last column; the hold-out compares each row's `time_ms_median`).\n\n"
+    << "The whole " << d.level << " hold-out (above): " << h.summary() << ".\n\n";
   csv << "gpus,method,backend," << (d.throughput ? "simulated_tokens_per_s_per_gpu,paper_tokens_per_s_per_gpu"
                                                  : "simulated_ms,paper_ms")
-      << ",ratio_simulated,ratio_paper,quotient,verdict,platform,nodes,ranks_per_node,date,git_sha,code_state\n";
-  if (pred.empty()) {
+      << ",ratio_simulated,ratio_paper,quotient,verdict,ratio_holdout,timing,platform,nodes,ranks_per_node,date,"
+      << "git_sha,code_state\n";
+  if (lines.empty()) {
     s << "No simulated row of `" << kSimPredictPlatform << "` at this setting (results/sim/" << kSimPredictPlatform
-      << "_" << d.level << ".csv).\n\n";
+      << "_" << d.level << ".csv" << (d.timing.empty() ? "" : ", `timing` " + d.timing) << ").\n\n";
     std::ofstream(c.tables_dir + "/" + d.id + ".csv") << csv.str();
     return s.str();
   }
-  const std::vector<std::string> methods = ordered(names, d.first);
   std::vector<std::vector<std::string>> rows;
-  for (int P : gpus)
-    for (const std::string& m : methods) {
-      const auto it = pred.find({P, m});
-      const Row* r = it == pred.end() ? nullptr : it->second;
-      const double paper = paper_value(c.paper, d.level, P, d.paper_seq, m);
-      if (!r && !std::isfinite(paper)) continue;
-      const auto ref_it = pred.find({P, d.ref});
-      const double sim = r ? predict_value(d, *r) : NAN;
-      const double sim_ref = ref_it == pred.end() ? NAN : predict_value(d, *ref_it->second);
-      const double paper_ref = paper_value(c.paper, d.level, P, d.paper_seq, d.ref);
-      const double rs = sim / sim_ref, rp = paper / paper_ref, q = rs / rp;
-      std::string verdict = "—";
-      if (m == d.ref) verdict = "reference";
-      else if (std::isfinite(q)) verdict = !h.held ? h.gate()
-                                           : q >= 0.80 && q <= 1.25 ? "agrees (quotient " + fmt("%.2f", q) + ")"
-                                                                    : "disagrees (quotient " + fmt("%.2f", q) + ")";
-      rows.push_back({std::to_string(P), m, r ? col(*r, "backend") : "—", r ? num_cell(sim) : "not simulated",
-                      std::isfinite(paper) ? num_cell(paper) : kNotPublished, ratio_cell(rs), ratio_cell(rp),
-                      verdict});
-      auto n = [](double v) { return std::isfinite(v) ? fmt("%.6g", v) : std::string(); };
-      csv << P << "," << m << "," << (r ? col(*r, "backend") : "") << "," << n(sim) << "," << n(paper) << ","
-          << n(rs) << "," << n(rp) << "," << n(q) << "," << csv_field(verdict) << "," << kSimPredictPlatform << ","
-          << (r ? std::to_string(nodes_of(*r)) : "") << "," << (r ? std::to_string(ranks_per_node_of(*r)) : "")
-          << "," << (r ? col(*r, "date") : "") << "," << (r ? col(*r, "git_sha") : "") << ","
-          << (r ? col(*r, kCodeStateCol) : "") << "\n";
-    }
+  auto n = [](double v) { return std::isfinite(v) ? fmt("%.6g", v) : std::string(); };
+  for (const PredictLine& l : lines) {
+    const Row* r = l.row;
+    rows.push_back({std::to_string(l.gpus), l.method, r ? col(*r, "backend") : "—",
+                    r ? num_cell(l.sim) : "not simulated", std::isfinite(l.paper) ? num_cell(l.paper) : kNotPublished,
+                    ratio_cell(l.r_sim), ratio_cell(l.r_paper), l.verdict, l.holdout.empty() ? "—" : l.holdout});
+    csv << l.gpus << "," << l.method << "," << (r ? col(*r, "backend") : "") << "," << n(l.sim) << "," << n(l.paper)
+        << "," << n(l.r_sim) << "," << n(l.r_paper) << "," << n(l.q) << "," << csv_field(l.verdict) << ","
+        << csv_field(l.holdout) << "," << d.timing << "," << kSimPredictPlatform << ","
+        << (r ? std::to_string(nodes_of(*r)) : "") << "," << (r ? std::to_string(ranks_per_node_of(*r)) : "") << ","
+        << (r ? col(*r, "date") : "") << "," << (r ? col(*r, "git_sha") : "") << ","
+        << (r ? col(*r, kCodeStateCol) : "") << "\n";
+  }
   std::ofstream(c.tables_dir + "/" + d.id + ".csv") << csv.str();
   s << md_table({"GPUs", "method", "backend", "simulated, " + std::string(kSimPredictPlatform) + " (" + unit + ")",
-                 "paper (" + unit + ")",
-                 "÷ " + d.ref + ", simulated", "÷ " + d.ref + ", paper", "verdict"},
-                rows, "rllrrrrl")
+                 "paper (" + unit + ")", "÷ " + d.ref + ", simulated", "÷ " + d.ref + ", paper", "verdict",
+                 "hold-out of the ratio's rows"},
+                rows, "rllrrrrll")
     << "\n";
   return s.str();
 }
@@ -521,7 +624,8 @@ Figure plot_sim_vs_gpus(Context& c, const PredictDef& d, const std::set<std::str
   PlotSpec p;
   p.name = "sim_" + d.level + "_vs_gpus";
   p.title = d.level == "collective"
-                ? "Collective call, " + bytes_str(kTable2Bytes) + " state: measured, simulated, paper"
+                ? "Collective call (" + timing_words(d.timing) + "), " + bytes_str(kTable2Bytes) +
+                      " state: measured, simulated, paper"
                 : "Operator fwd+bwd, 16384 tokens/GPU: measured, simulated, paper";
   p.xlabel = "number of GPUs";
   p.ylabel = d.level == "collective" ? "time per call (ms)" : "forward+backward time (ms)";
@@ -542,7 +646,7 @@ Figure plot_sim_vs_gpus(Context& c, const PredictDef& d, const std::set<std::str
                                  : file.size() > file_level.size() ? file.substr(0, file.size() - file_level.size())
                                                                    : "";
     return kinds.count(kind) && col(r, "level") == d.level && nodes_of(r) == 1 && inum(r, "world_size") >= 2 &&
-           median_ms(r) > 0 && d.keep(r) && (d.level != "collective" || col(r, "timing") == "back_to_back") &&
+           ms(r) > 0 && d.keep(r) &&
            (!sim || col(r, "platform") != kSimPredictPlatform);
   };
   std::map<std::string, std::map<std::string, int>> count;  // method -> backend -> rows
@@ -569,7 +673,7 @@ Figure plot_sim_vs_gpus(Context& c, const PredictDef& d, const std::set<std::str
     for (auto& [P, r] : mrow) stale |= code_changed(*r);
     PlotSeries meas =
         measured_series(m, backend[m], join({kinds.begin(), kinds.end()}, ", ") + (stale ? ", stale" : ""));
-    for (auto& [P, r] : mrow) meas.rows.push_back({double(P), median_ms(*r)});
+    for (auto& [P, r] : mrow) meas.rows.push_back({double(P), ms(*r)});
     // Simulated on the lent platform: large open circles, no line (a measured point sits inside its ring).
     PlotSeries sim;
     sim.kind = SeriesKind::simulated;
@@ -581,11 +685,11 @@ Figure plot_sim_vs_gpus(Context& c, const PredictDef& d, const std::set<std::str
       const Row*& slot = srow[inum(r, "world_size")];
       if (!slot || col(*slot, "date") <= col(r, "date")) slot = &r;
     }
-    for (auto& [P, r] : srow) sim.rows.push_back({double(P), median_ms(*r)});
+    for (auto& [P, r] : srow) sim.rows.push_back({double(P), ms(*r)});
     // The prediction platform: a dashed line with open squares.
     PlotSeries dgx = predicted_series(m);
     for (auto& [k, r] : pred)
-      if (k.second == m) dgx.rows.push_back({double(k.first), median_ms(*r)});
+      if (k.second == m) dgx.rows.push_back({double(k.first), ms(*r)});
     PlotSeries paper = paper_series(m, "H100");
     paper.style = kPaperStarStyle + colour_spec(colour);
     for (int P : kPaperGpus) {
@@ -604,7 +708,11 @@ Figure plot_sim_vs_gpus(Context& c, const PredictDef& d, const std::set<std::str
   return draw(c, p,
               std::string(d.level == "collective" ? "Collective call at " + bytes_str(kTable2Bytes) +
                                                         " per rank (All-Scan blocks of " + int_str(kPaperBlockElems) +
-                                                        " elements)"
+                                                        " elements), timed " +
+                                                        (d.timing == kLatency ? "as the paper does (latency: one call "
+                                                                                "after a barrier)"
+                                                                              : "back to back (a throughput, not the "
+                                                                                "paper's timing)") + ","
                                                   : "Operator forward+backward at 16384 tokens per GPU") +
                   " against GPUs: measured on the lent machine (filled points, the backend's line), simulated on its "
                   "one-node platform (open circles), simulated on " + kSimPredictPlatform +
@@ -666,9 +774,15 @@ std::string section_simulation(Context& c) {
     << " The stage times the simulation replays are the H200's (no H100 stage table exists yet), so the absolute "
        "operator times stand for H200s on that network, not for the paper's H100s; the ratios between methods are "
        "what compares with the paper.\n\n";
-  const PredictDef t2 = predict_def(c, "collective"), t3 = predict_def(c, "operator"),
+  // Table 2 in the paper's timing (latency), then back to back where simulated; the plot shows the latency rows
+  // where there are any.
+  const PredictDef t2 = predict_def(c, "collective", 16384, kLatency),
+                   t2b = predict_def(c, "collective", 16384, kBackToBack), t3 = predict_def(c, "operator"),
                    t4 = predict_def(c, "operator", 32768);
-  s << predict_md(c, t2, coll) << figure_md(plot_sim_vs_gpus(c, t2, kinds));
+  const bool t2_latency = !predicted_rows(c, t2).empty(), t2_back = !predicted_rows(c, t2b).empty();
+  s << predict_md(c, t2, coll);
+  if (t2_back) s << predict_md(c, t2b, coll);
+  s << figure_md(plot_sim_vs_gpus(c, t2_latency || !t2_back ? t2 : t2b, kinds));
   s << predict_md(c, t3, op) << figure_md(plot_sim_vs_gpus(c, t3, kinds));
   s << predict_md(c, t4, op);
   s << "### The paper's Tables 5 and 6 on the `" << kSimPredictPlatform << "` platform (simulated)\n\n"
@@ -682,6 +796,21 @@ std::string section_simulation(Context& c) {
 std::map<std::pair<int, std::string>, const Row*> simulated_predictions(const Context& c, const std::string& level,
                                                                         long long tokens) {
   return predicted_rows(c, predict_def(c, level, tokens));
+}
+
+std::vector<Claim> simulated_claims(const Context& c, const std::string& level, long long tokens,
+                                    const std::string& timing, const std::string& ref) {
+  const SimHoldOut h = holdout_of(c, level);
+  PredictDef d = predict_def(c, level, tokens, timing);
+  if (!ref.empty()) d.ref = ref;
+  std::vector<Claim> out;
+  for (const PredictLine& l : predict_lines(c, d, h)) {
+    if (l.kind == Claim::none) continue;
+    Claim k;
+    k.kind = l.kind, k.gpus = l.gpus, k.method = l.method, k.quotient = l.q, k.holdout = l.rh;
+    out.push_back(k);
+  }
+  return out;
 }
 
 PlotSeries predicted_series(const std::string& method) {

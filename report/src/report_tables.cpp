@@ -23,6 +23,7 @@ std::string section_floors(const Context& c) {
     }
   std::ostringstream s;
   s << "### All-Scan against its floor\n\n";
+  const std::string timing = shown_timing(c, false);
   bool any = false;
   for (auto& [gpu, p] : probe) {
     if (p.first <= 0 || p.second <= 0) continue;
@@ -31,13 +32,16 @@ std::string section_floors(const Context& c) {
       << " GB/s. Floor of a K-block pipeline over P-1 hops = (K + P - 2) x block bytes / bandwidth + (P-1) x latency "
          "(K = 1: the chain, (P-1) x (latency + state / bandwidth)); for the packet protocols (device-ll, "
          "device-ll16), which pipeline word by word whatever K, the floor of any All-Scan: state / bandwidth + (P-1) x "
-         "latency.\n\n"
+         "latency. Measured: the rows timed "
+      << (timing == kLatency ? "as latency (one call after a barrier)"
+                             : "back to back (a throughput: no latency row yet)")
+      << ", `time_ms_mean`.\n\n"
       << "| GPUs | backend | state | block (elements) | measured (us) | floor (us) | measured / floor |\n"
       << "| ---: | --- | ---: | ---: | ---: | ---: | ---: |\n";
     std::map<std::tuple<double, std::string, double, double>, const Row*> newest;
     for (auto& r : c.res.rows)
       if (col(r, "level") == "collective" && col(r, "method") == "allscan" && col(r, "gpu") == gpu &&
-          (num(r, "bytes") == kTable2Bytes || num(r, "bytes") == kTable2Bytes / 2)) {
+          timing_of(r) == timing && (num(r, "bytes") == kTable2Bytes || num(r, "bytes") == kTable2Bytes / 2)) {
         auto& slot = newest[{num(r, "world_size"), col(r, "backend"), num(r, "bytes"), num(r, "block_elems")}];
         if (!slot || col(r, "date") > col(*slot, "date")) slot = &r;
       }
@@ -202,19 +206,65 @@ std::string gpu_table(Context& c, const TableDef& t, const std::string& heading,
   return s.str();
 }
 
-TableDef collective_table(const Context& c) {
+std::string shown_timing(const Context& c, bool cpu) {
+  for (const Row& r : c.res.rows)
+    if (col(r, "level") == "collective" && is_cpu_row(r) == cpu && timing_of(r) == kLatency) return kLatency;
+  return kBackToBack;
+}
+
+std::string timed_words(const std::string& timing) {
+  return timing == kLatency ? "timed as latency: one call after a barrier"
+                            : timing == kBackToBack ? "timed back to back: a throughput" : "timed " + timing;
+}
+
+TableDef collective_table(const Context& c, const std::string& timing) {
   TableDef t2;
-  t2.id = "table2";
+  const bool latency = timing == kLatency;
+  t2.id = latency ? "table2" : "table2_back_to_back";
   t2.ref = "allscan";
-  t2.paper_level = "collective";
+  // Back-to-back calls measure a throughput: not the paper's timing, so none of its numbers beside them.
+  t2.paper_level = latency ? "collective" : "";
   t2.paper_seq = kTable2Seq;
   t2.methods = collective_methods(c, false);
-  t2.setting = [](const Row& r) {
+  t2.setting = [timing](const Row& r) {
     return col(r, "level") == "collective" && num(r, "bytes") == kTable2Bytes && is(r, "dv", 128) &&
-           (col(r, "method") != "allscan" || is(r, "block_elems", kPaperBlockElems));
+           timing_of(r) == timing && (col(r, "method") != "allscan" || is(r, "block_elems", kPaperBlockElems));
   };
-  t2.predicted_in = "Table 2 predicted: the collective call on " + std::string(kSimPredictPlatform);
+  t2.predicted_in = "Table 2 predicted: the collective call on " + std::string(kSimPredictPlatform) +
+                    (latency ? ", latency (the paper's timing)" : ", back-to-back calls (a throughput)");
   return t2;
+}
+
+std::string section_table2(Context& c) {
+  std::ostringstream s;
+  s << "## Table 2: collective communication, All-Gather vs All-Scan\n\n"
+    << "Per-rank state 2 MiB (32 heads x 128 x 128 fp32, `bytes=2097152`), All-Scan block 16384 elements (64 KiB, "
+       "K=32); time of one collective call in ms (`spbench collective`). allgather is LASP-2's collective, allscan "
+       "ZeCO's, chain LASP-1's; ring and alltoall are listed where measured. Two timings (`--timing`, the `timing` "
+       "column): **latency**, the paper's: before every call a barrier of the hosts, then one on the communication "
+       "stream, then the call alone, each rank timing its own; a call's time is the slowest rank's, and the table "
+       "shows the mean over the iterations (`time_ms_mean`). **back-to-back**: the calls enqueued one after another "
+       "with an event after each (nccl-tests' way), so a chain's calls overlap: a throughput, in a table of its own "
+       "and not set against the paper (rows written before the column was timed so).\n\n";
+  const TableDef lat = collective_table(c, kLatency), b2b = collective_table(c, kBackToBack);
+  s << "### Latency (the paper's timing)\n\n";
+  const auto lines = build_lines(c, lat);
+  write_table_csv(c, lat.id, lines);
+  if (std::none_of(lines.begin(), lines.end(), [](const Line& l) { return l.row != nullptr; }))
+    s << "No GPU row of the latency timing at this setting yet (`spbench collective --timing latency`, the default): "
+         "the paper's numbers alone.\n\n";
+  s << render_lines(lines, lat.ref, "(ms)") << "\nAgainst the paper:\n\n" << trend_paragraph(lines, lat) << "\n";
+  s << "### Back-to-back calls (a throughput, not compared with the paper)\n\n";
+  const auto back = build_lines(c, b2b);
+  write_table_csv(c, b2b.id, back);
+  if (back.empty()) {
+    s << "No GPU row timed back to back at this setting.\n\n";
+  } else {
+    s << render_lines(back, b2b.ref, "(ms)", false, "GPUs") << "\nRatios ÷ " << b2b.ref << ", back to back:\n\n"
+      << ratio_paragraph(back, b2b) << "\n";
+  }
+  s << predicted_in_md(c, lat);
+  return s.str();
 }
 
 TableDef operator_table(const Context& c, long long L) {

@@ -110,7 +110,22 @@ endfunction()
 spb_collective_error(unknown_pattern 2 "--pattern: 'broadcast' does not exist" -p broadcast)
 spb_collective_error(block_not_dividing 2 "--block-elems: 192 must be a multiple of a state row \\(128 elements\\)"
                      -p allscan -b 64K -e 64K --block-elems 192)
-spb_collective_error(calls_per_event 1 "--calls-per-event 2: must divide --iters \\(1\\)" --calls-per-event 2)
+spb_collective_error(calls_per_event 1 "--calls-per-event 2: must divide --iters \\(1\\)" --calls-per-event 2
+                     --timing back-to-back)
+# --timing: latency (the default) or back-to-back; groups of calls per event and --barrier-each (the older name of
+# --timing latency) only where they mean something.
+spb_collective_error(timing_unknown 1 "--timing: back_to_back not in \\{latency,back-to-back\\}" --timing back_to_back)
+spb_collective_error(calls_per_event_latency 1
+                     "--calls-per-event 2: groups back-to-back calls; give --timing back-to-back" --calls-per-event 2)
+spb_collective_error(barrier_each_back_to_back 1
+                     "--barrier-each: is --timing latency \\(its older name\\), and cannot go with --timing"
+                     --barrier-each --timing back-to-back)
+# Both timings on 2 CPU ranks: the rows' timing column, the resume key, --barrier-each as an alias.
+add_test(NAME cli.collective.timing
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/harness/collective_timing.sh
+                 ${CMAKE_CURRENT_BINARY_DIR}/collective_timing.csv ${SPB_MPIEXEC} 2 ${SPB_MPI_FLAGS}
+                 $<TARGET_FILE:spbench>)
+set_tests_properties(cli.collective.timing PROPERTIES TIMEOUT 150 PASS_REGULAR_EXPRESSION "COLLECTIVE_TIMING_OK")
 spb_collective_error(size_not_rows 2 "-b/-e: 1000 bytes is not a whole number of state rows" -b 1000 -e 1000 --dv 3)
 spb_collective_error(ranks_per_node_not_dividing 4 "--ranks-per-node 3: does not divide the world size 4"
                      --ranks-per-node 3)

@@ -208,7 +208,7 @@ add_test(NAME fault.resume_key.model
                  -- ${SPB_MPIEXEC} 2 ${SPB_MPI_FLAGS} $<TARGET_FILE:spbench>)
 add_test(NAME fault.resume_key.collective
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/harness/resume_key.sh ${SPB_FAULT_DIR}/resume_key_collective.csv
-                 ${SPB_COLL} -p allscan -- "-n 2" "-w 1" "-c 0"
+                 ${SPB_COLL} -p allscan -- "-n 2" "-w 1" "-c 0" "--timing back-to-back"
                  -- ${SPB_MPIEXEC} 2 ${SPB_MPI_FLAGS} $<TARGET_FILE:spbench>)
 set_tests_properties(fault.resume_key.operator fault.resume_key.inputs fault.resume_key.model
                      fault.resume_key.collective PROPERTIES TIMEOUT 120 LABELS fault FIXTURES_REQUIRED npy

@@ -144,6 +144,23 @@ TEST(Compare, CollectiveRowsOfDifferentSizesDoNotCollide) {
   EXPECT_EQ(c.count(Verdict::same), 2);
 }
 
+// A collective row written before the `timing` column was timed back to back: it matches a newer back-to-back row,
+// never a latency one.
+TEST(Compare, ACollectiveRowWithoutTimingIsBackToBack) {
+  auto coll = [](const std::string& timing, double ms) {
+    ResultRow r;
+    r.set("level", std::string("collective")).set("method", std::string("chain")).set("world_size", 4);
+    r.set("bytes", 2097152.0).set("time_ms_mean", ms);
+    if (!timing.empty()) r.set("timing", timing);
+    return r.fields();
+  };
+  const Comparison c = compare_rows({coll("", 0.080)}, {coll("back_to_back", 0.081), coll("latency", 0.4)}, 0.05);
+  ASSERT_EQ(c.rows.size(), 1u);
+  EXPECT_EQ(c.count(Verdict::same), 1);
+  ASSERT_EQ(c.only_new.size(), 1u);
+  EXPECT_NE(c.only_new[0].find("timing=latency"), std::string::npos) << c.only_new[0];
+}
+
 TEST(Compare, AMalformedCsvIsAUsageErrorNamingTheFile) {
   const std::string bad = testing::TempDir() + "/spb_compare_bad.csv";
   std::ofstream(bad) << "level,method,world_size,time_ms_mean\noperator,zeco,4\n";

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# sim_run.sh ROOT smoke|cpu_check NP DIR: the simulated build (ROOT/build-sim/spbench) under smpirun.
+# sim_run.sh ROOT smoke|cpu_check|model|timing NP DIR: the simulated build (ROOT/build-sim/spbench) under smpirun.
 #   smoke      NP simulated ranks of the DGX H100 platform at the paper's shapes, every pattern and every method, with
 #              the GPU's stage times: every row simulated = 1 on its platform, every time positive, the collective's
 #              times growing with the state, and the simulated clock alone (the same run twice gives the same times)
@@ -8,6 +8,9 @@
 #   model      GLA-1B (32 heads, 16384 tokens per GPU) on NP simulated ranks of the lent 4-GPU host, dp and zeco, one
 #              step each, replaying the model stage table: every row simulated = 1 on its platform, and each method's
 #              step within 0.9-1.5x the sum of its recorded kernel calls (the table's time per call x calls per step)
+#   timing     the chain pattern (2 MiB) on NP and 2 NP simulated ranks of the DGX H100 platform in both timings of
+#              `spbench collective --timing`: latency rows say so and grow with the ranks (each call alone, the P - 1
+#              hops in turn), and are no faster than the back-to-back rows, whose calls overlap
 # Exit 77 (skipped) where build-sim/spbench (SPB_SIM_BUILD/spbench where set) or smpirun is missing.
 set -u
 root=$1 what=$2 np=$3 dir=$4
@@ -78,5 +81,30 @@ case $what in
     done
     echo "SIM_MODEL_OK np $np: dp and zeco simulated, each step within 0.9-1.5x its recorded kernel calls"
     ;;
-  *) fail "sim_run.sh: smoke, cpu_check or model, not $what" ;;
+  timing)
+    for P in "$np" $((2 * np)); do
+      for t in latency back-to-back; do
+        sim dgx-h100 "$PLAT/nvidia-h200-x4.calib" "$P" collective -p chain -b 2M -e 2M --ranks-per-node "$per" -w 1 \
+          -n 3 --timing "$t" --csv "$dir/chain.csv" >"$dir/chain_${P}_$t.log" 2>&1 ||
+          { cat "$dir/chain_${P}_$t.log"; fail "the chain at $P simulated ranks, --timing $t"; }
+      done
+    done
+    f=$dir/chain.csv
+    col() { awk -F, -v n="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == n) print i; exit }' "$1"; }
+    # "P timing mean median" per row
+    rows=$(awk -F, -v w="$(col "$f" world_size)" -v g="$(col "$f" timing)" -v a="$(col "$f" time_ms_mean)" \
+      -v m="$(col "$f" time_ms_median)" 'NR > 1 { print $w, $g, $a, $m }' "$f")
+    [ "$(printf '%s\n' "$rows" | wc -l)" -eq 4 ] || fail "not 4 rows (2 world sizes x 2 timings): $rows"
+    ok=$(printf '%s\n' "$rows" | awk -v small="$np" '
+      { t[$1 " " $2] = $3; med[$1 " " $2] = $4 }
+      END { big = 2 * small
+            print (t[small " latency"] > 0 && t[big " latency"] > 1.5 * t[small " latency"] &&
+                   t[small " latency"] >= med[small " back_to_back"] &&
+                   t[big " latency"] >= med[big " back_to_back"]) ? "yes" : "no" }')
+    [ "$ok" = yes ] || fail "latency rows not growing with the ranks or faster than back to back: $rows"
+    echo "SIM_TIMING_OK: the chain's latency grows from $np to $((2 * np)) ranks, back to back it overlaps: $rows" |
+      tr '\n' ';'
+    echo
+    ;;
+  *) fail "sim_run.sh: smoke, cpu_check, model or timing, not $what" ;;
 esac

@@ -21,6 +21,10 @@ add_test(NAME sim.cpu_check.np4 COMMAND ${SPB_SIM_RUN} cpu_check 4 ${CMAKE_CURRE
 set_tests_properties(sim.cpu_check.np4 PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS sim)
 set_tests_properties(sim.smoke.np4 sim.smoke.np16 PROPERTIES PASS_REGULAR_EXPRESSION "SIM_SMOKE_OK")
 set_tests_properties(sim.cpu_check.np4 PROPERTIES PASS_REGULAR_EXPRESSION "SIM_CPU_CHECK_OK")
+# The collective level's two timings under SMPI: the chain's latency at 16 and 32 ranks of DGX H100 nodes.
+add_test(NAME sim.timing.np16 COMMAND ${SPB_SIM_RUN} timing 16 ${CMAKE_CURRENT_BINARY_DIR}/sim_timing_np16)
+set_tests_properties(sim.timing.np16 PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS sim
+                     PASS_REGULAR_EXPRESSION "SIM_TIMING_OK")
 add_test(NAME sim.model.np4 COMMAND ${SPB_SIM_RUN} model 4 ${CMAKE_CURRENT_BINARY_DIR}/sim_model_np4)
 set_tests_properties(sim.model.np4 PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77 LABELS sim
                      PASS_REGULAR_EXPRESSION "SIM_MODEL_OK")

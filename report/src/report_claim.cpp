@@ -1,0 +1,182 @@
+// spbench report, its first section: does ZeCO's claim hold? Per paper table and published ratio, what the measured
+// rows and the simulation's predictions say against the paper: the verdicts of the tables further down, gathered,
+// with why where there is none.
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+#include "report/src/report_common.h"
+
+namespace spb {
+namespace report_detail {
+
+namespace {
+
+std::string gpu_list(const std::vector<int>& v) {
+  std::vector<std::string> s;
+  for (int P : v) s.push_back(std::to_string(P));
+  return join(s, ", ") + (v.size() == 1 && v[0] == 1 ? " GPU" : " GPUs");
+}
+
+// The measured answer for `method` of a table's lines: the verdict at every GPU count the paper published and we
+// measured, or why there is none.
+std::string measured_answer(const std::vector<Line>& lines, const std::string& method, const std::string& none_why) {
+  std::vector<int> agree, measured_at;
+  std::vector<std::string> off;
+  for (const Line& l : lines) {
+    if (l.method != method || !l.row) continue;
+    if (std::find(measured_at.begin(), measured_at.end(), l.gpus) == measured_at.end()) measured_at.push_back(l.gpus);
+    if (const auto p = paper_point(l)) {
+      if (p->agrees()) agree.push_back(p->gpus);
+      else off.push_back(std::to_string(p->gpus) + " GPUs (quotient " + fmt("%.2f", p->quotient()) + ")");
+    }
+  }
+  if (agree.empty() && off.empty()) {
+    if (measured_at.empty()) return "not known: " + none_why;
+    // Our ratio at the most GPUs measured, for what it is worth beside the paper's smallest count.
+    const Line* last = nullptr;
+    for (const Line& l : lines)
+      if (l.method == method && l.row && std::isfinite(l.r_measured) && (!last || l.gpus >= last->gpus)) last = &l;
+    return "not known: measured at " + gpu_list(measured_at) + " only, where the paper published no number" +
+           (last ? " (ours at " + std::to_string(last->gpus) + ": " + ratio_cell(last->r_measured) + ")" : "");
+  }
+  std::vector<std::string> parts;
+  if (!agree.empty()) parts.push_back("**agrees** at " + gpu_list(agree));
+  if (!off.empty()) parts.push_back("**disagrees** at " + join(off, ", "));
+  return join(parts, "; ");
+}
+
+// The simulated answer: the prediction table's verdicts grouped by what came of them and the hold-out they rest on.
+std::string simulated_answer(const std::vector<Claim>& claims, const std::string& method, const std::string& none_why) {
+  struct Group {
+    std::string head, tail;  // "**agrees**", "; resting on the hold-out of ..."
+    std::vector<int> gpus;
+    std::vector<std::string> quotients;
+  };
+  std::vector<Group> groups;  // in order of first appearance
+  for (const Claim& k : claims) {
+    if (k.method != method) continue;
+    Group g;
+    const RatioHoldOut& h = k.holdout;
+    if (k.kind == Claim::agrees || k.kind == Claim::disagrees) {
+      g.head = k.kind == Claim::agrees ? "**agrees**" : "**disagrees**";
+      g.tail = "resting on the hold-out of " + h.summary();
+    } else if (k.kind == Claim::no_verdict) {
+      g.head = "not known";
+      g.tail = !h.missing.empty() ? "no hold-out row of " + join(h.missing, " or ") +
+                                        (h.timing.empty() ? "" : " timed " + timing_words(h.timing))
+                                  : "the hold-out of its rows missed: " + h.summary();
+    } else if (k.kind == Claim::not_compared) {
+      g.head = "not compared", g.tail = "back-to-back calls are a throughput";
+    } else {
+      continue;
+    }
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const Group& x) { return x.head == g.head && x.tail == g.tail; });
+    if (it == groups.end()) it = groups.insert(groups.end(), g);
+    it->gpus.push_back(k.gpus);
+    if (k.kind == Claim::agrees || k.kind == Claim::disagrees) it->quotients.push_back(fmt("%.2f", k.quotient));
+  }
+  if (groups.empty()) return "not known: " + none_why;
+  std::vector<std::string> parts;
+  for (const Group& g : groups)
+    parts.push_back(g.head + " at " + gpu_list(g.gpus) + " (" +
+                    (g.quotients.empty() ? "" : "quotient " + join(g.quotients, ", ") + "; ") + g.tail + ")");
+  return join(parts, "; ");
+}
+
+// The methods of `lines` with a published ratio to `ref`, in the table's order.
+std::vector<std::string> published(const std::vector<Line>& lines, const std::vector<std::string>& methods,
+                                   const std::string& ref) {
+  std::vector<std::string> out;
+  for (const std::string& m : methods) {
+    if (m == ref) continue;
+    for (const Line& l : lines)
+      if (l.method == m && std::isfinite(l.r_paper)) {
+        out.push_back(m);
+        break;
+      }
+  }
+  return out;
+}
+
+std::string paper_span(const std::vector<Line>& lines, const std::string& method) {
+  std::vector<std::pair<int, double>> v;
+  for (const Line& l : lines)
+    if (l.method == method && std::isfinite(l.r_paper) && (v.empty() || v.back().first != l.gpus))
+      v.push_back({l.gpus, l.r_paper});
+  if (v.empty()) return "";
+  return ratio_cell(v.front().second) + " at " + std::to_string(v.front().first) + " GPUs" +
+         (v.size() > 1 ? " to " + ratio_cell(v.back().second) + " at " + std::to_string(v.back().first) : "");
+}
+
+}  // namespace
+
+std::string section_claim(Context& c) {
+  std::ostringstream s;
+  s << "## Does ZeCO's claim hold?\n\n"
+    << "ZeCO's claim: its All-Scan beats LASP-2's All-Gather by a factor that grows with the GPUs (Table 2), and its "
+       "operator and training step stay close to the ideal dp, ahead of LASP-2 and LASP-1 (Tables 3-6). For each "
+       "ratio the paper published, what our rows say: **agrees** where our ratio ÷ the paper's lies within 0.80-1.25, "
+       "**disagrees** where not, or not known and why. Measured answers are the tables' below (our GPUs); simulated "
+       "ones the `" << kSimPredictPlatform << "` predictions', each verdict resting on the hold-out of the rows its "
+       "ratio is made of (its two methods with their backends and timing, every hold-out row within 15%).\n\n";
+  struct Level {
+    std::string title;
+    std::vector<Line> lines;
+    std::vector<std::string> methods;
+    std::string ref, sim_level, timing;
+    long long tokens;
+    std::string measured_none, sim_none;
+  };
+  std::vector<Level> levels;
+  {
+    const TableDef t = collective_table(c, kLatency);
+    const bool back = !build_lines(c, collective_table(c, kBackToBack)).empty();
+    levels.push_back({"Table 2 (collective, latency)", build_lines(c, t), t.methods, t.ref, "collective", kLatency,
+                      16384,
+                      back ? "no GPU row of the latency timing yet (the rows timed back to back measure a throughput)"
+                           : "no GPU row at this setting",
+                      "no simulated latency row at the paper's GPU counts yet" +
+                          std::string(simulated_claims(c, "collective", 16384, kBackToBack).empty()
+                                          ? ""
+                                          : " (the simulated rows there are back-to-back: a throughput)")});
+  }
+  for (long long L : {16384LL, 32768LL}) {
+    const TableDef t = operator_table(c, L);
+    levels.push_back({std::string(L == 16384 ? "Table 3" : "Table 4") + " (operator, " + std::to_string(L) +
+                          " tokens per GPU)",
+                      build_lines(c, t), t.methods, t.ref, "operator", "", L, "no GPU row at this setting",
+                      "not simulated at the paper's GPU counts"});
+  }
+  for (long long L : {16384LL, 32768LL}) {
+    levels.push_back({std::string(L == 16384 ? "Table 5" : "Table 6") + " (model, " + std::to_string(L) +
+                          " tokens per GPU)",
+                      model_lines(c, L, false), operator_methods(c), "dp", "model", "", L,
+                      "no GPU row at this setting",
+                      "not simulated at the paper's GPU counts"});
+  }
+  std::vector<std::string> unpublished;
+  for (const Level& lv : levels) {
+    const auto methods = published(lv.lines, lv.methods, lv.ref);
+    if (methods.empty()) {
+      unpublished.push_back(lv.title.substr(0, lv.title.find(" (")));
+      continue;
+    }
+    // The simulated ratios ÷ the measured table's reference, so that both answer the same ratio.
+    const auto claims = simulated_claims(c, lv.sim_level, lv.tokens, lv.timing, lv.ref);
+    for (const std::string& m : methods) {
+      s << "- **" << lv.title << ", " << m << " ÷ " << lv.ref << "** (paper: " << paper_span(lv.lines, m) << ").\n"
+        << "  Measured: " << measured_answer(lv.lines, m, lv.measured_none) << ".\n"
+        << "  Simulated (`" << kSimPredictPlatform << "`): " << simulated_answer(claims, m, lv.sim_none) << ".\n";
+    }
+  }
+  if (!unpublished.empty())
+    s << "- " << join(unpublished, ", ") << ": the paper's numbers are not published here (report/paper/README.md), "
+      << "so there is no ratio to compare.\n";
+  s << "\n";
+  return s.str();
+}
+
+}  // namespace report_detail
+}  // namespace spb
