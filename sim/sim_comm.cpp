@@ -92,17 +92,28 @@ class SimComm final : public Communicator {
     drain();
     call(s, t_.nccl_allgather.seconds(double(bytes)), [&] { ring(recv, bytes * size_t(size_), size_ - 1); });
   }
-  // NCCL's grouped sends and receives, one to and from every other rank, all posted at once: each goes straight to
-  // its peer, so a GPU's pieces for other nodes share its own NIC (the platform's rail) and a node's spread over its
-  // GPUs' NICs, as NCCL's do (PXN hands a piece to the GPU on the peer's rail first; the NICs carry the same bytes).
+  // NCCL's grouped sends and receives, one piece to and from every other rank, all posted at once. Across nodes as
+  // NCCL's PXN moves them (on by default): a piece for GPU h of another node goes over NVLink to this node's GPU h
+  // first, which sends the pieces of all its node's GPUs for that GPU over its own NIC at once, so every network
+  // flow stays on its rail and a node's spread over its 8 NICs. The hops move at once (NCCL pipelines them in
+  // chunks), so a rank posts G - 1 messages in its node and one to every other node: 38 at 256 ranks of 8 a node,
+  // where a message to every peer (255) made SimGrid's flows too many to finish (sim/NOTES.md).
   void all_to_all(const void* send, void* recv, size_t bytes, Stream s) override {
     drain();
     call(s, t_.nccl_alltoall.seconds(double(bytes)), [&] {
+      const int nodes = size_ / node_, node = rank_ / node_, local = rank_ % node_;
+      const char* from = static_cast<const char*>(send);
+      char* to = static_cast<char*>(recv);  // what lands where does not matter (no data), only inside the buffer
       std::vector<MPI_Request> r;
-      for (int i = 1; i < size_; ++i) {
-        const int to = (rank_ + i) % size_, from = (rank_ + size_ - i) % size_;
-        recv_parts(static_cast<char*>(recv) + size_t(from) * bytes, bytes, from, r);
-        send_parts(static_cast<const char*>(send) + size_t(to) * bytes, bytes, to, r);
+      for (int i = 1; i < node_; ++i) {  // this node's GPUs: a piece of its own and one for each other node
+        const int next = node * node_ + (local + i) % node_, prev = node * node_ + (local + node_ - i) % node_;
+        recv_parts(to + size_t(i - 1) * nodes * bytes, size_t(nodes) * bytes, prev, r);
+        send_parts(from, size_t(nodes) * bytes, next, r);
+      }
+      for (int i = 1; i < nodes; ++i) {  // the same GPU of each other node: its node's pieces for that GPU
+        const int next = (node + i) % nodes * node_ + local, prev = (node + nodes - i) % nodes * node_ + local;
+        recv_parts(to + size_t(i - 1) * node_ * bytes, size_t(node_) * bytes, prev, r);
+        send_parts(from, size_t(node_) * bytes, next, r);
       }
       MPI_Waitall(int(r.size()), r.data(), MPI_STATUSES_IGNORE);
     });
