@@ -11,8 +11,9 @@
 //                   every ring on 8 channels, each its own ring as NCCL lays them on nodes (entering a node at its GPU
 //                   c, leaving from the GPU before it), so a node's crossings use its 8 GPUs' NICs; the steps' bytes in
 //                   one pass of the 8 channels' flows, every other step's latency paid
-//   nccl all-to-all NCCL's grouped sends and receives: one message to and from every other rank, all at once, each
-//                   straight to its peer (across nodes over the sender's NIC and the receiver's)
+//   nccl all-to-all NCCL's grouped sends and receives, all at once: on one node a piece straight to each peer; across
+//                   nodes as NCCL's PXN moves them (over NVLink to the GPU on the peer's rail, which sends its node's
+//                   pieces for that peer over its own NIC)
 //   device          zeco's device All-Scan: the same chain of blocks (the host All-Scan's code), each block one
 //                   peer write of its bytes plus the per-block handshake (flag, ack); the fold runs inside the kernel,
 //                   so the stage table's state_fold is not charged again
