@@ -13,8 +13,9 @@ MODEL_STAGES=$SPB_ROOT/results/nvidia-h200-x4_model_stages.csv
 # The network model without SMPI's Ethernet-fitted correction factors (CM02), no reverse-path traffic; the host code
 # between MPI calls costs no simulated time (only the stage times do); sends up to 64 KiB eager (the device
 # All-Scan's blocks stream without a handshake), larger ones a rendezvous (SimGrid 3.32 walks its list of eager sends
-# at every completion, quadratic in the sends in flight); NCCL's collective algorithms (ring all-gather, pairwise
-# all-to-all; its all-reduce is spbench's own, sim/sim_comm.cpp), a ring for the host's sums; MPI_Test costs nothing;
+# at every completion, quadratic in the sends in flight); SMPI's ring all-gather, pairwise all-to-all and ring sums
+# for the host's own small collectives and --backend cpu's MPI communicator (SimComm moves NCCL's collectives as
+# point-to-point messages, sim/sim_comm.cpp); MPI_Test costs nothing;
 # shared memory mapped in 256 MiB blocks (1 MiB ones exceed the kernel's map count past 64 ranks of the paper's
 # shapes).
 SIMFLAGS=(--cfg=smpi/host-speed:1Gf --cfg=network/model:CM02 --cfg=network/crosstraffic:0

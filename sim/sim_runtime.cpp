@@ -129,7 +129,7 @@ std::unique_ptr<Runtime> make_sim_runtime(Bootstrap& boot, const SimSetup& setup
       new Runtime{boot, "sim", nullptr, nullptr, nullptr, nullptr, sim_topology(boot, ranks_per_node)});
   auto dev = std::make_unique<SimDevice>(std::move(clock), cal.gpu);
   rt->kern = make_sim_kernels(*dev, std::move(*table));
-  rt->comm = make_sim_communicator(boot, *dev, cal.transport);
+  rt->comm = make_sim_communicator(boot, *dev, cal.transport, rt->topo.ranks_per_node);
   rt->dev = std::move(dev);
   return rt;
 }

@@ -1,16 +1,23 @@
 // The simulated backend (`--backend sim`, DESIGN §10): spbench's own levels and methods, run by SimGrid's SMPI on a
 // platform file, with a SimDevice (time, no data), the GPU's stage times (SimKernels over the stage table) and a
-// communicator that runs every operation as MPI in the simulation, each call first paying its transport's cost,
-// a per-call and a per-byte part (calibrated at P = 2: sim/calibration.h). What each transport is on the wire:
-//   nccl p2p        one MPI message per send (NCCL's send/recv kernels); a group one call for all its messages
-//   nccl all-gather MPI_Allgather with SMPI's ring algorithm (smpirun --cfg=smpi/allgather:ring), as NCCL's ring
-//   nccl all-to-all MPI_Alltoall, pairwise (smpi/alltoall:pair): NCCL's grouped sends and receives
+// communicator that runs every operation as MPI point-to-point messages in the simulation, each call first paying its
+// transport's cost, a per-call and a per-byte part (calibrated at P = 2: sim/calibration.h). What each transport is
+// on the wire (sim/sim_comm.cpp; no SMPI collective carries a call's bytes):
+//   nccl p2p        one MPI message per send (NCCL's send/recv kernels); a group one call for all its messages. Across
+//                   nodes a GPU's messages share its own NIC (the DGX platform's rails)
+//   nccl all-gather NCCL's ring: P - 1 steps, each passing one piece to the next rank
 //   nccl all-reduce NCCL's ring, a reduce-scatter and an all-gather of P - 1 steps each (a reduce-scatter alone, the
-//                   first P - 1), the steps' bytes in one pass of 8 flows to the next rank (NCCL's channels) and
-//                   every other step's latency paid, summing nothing (sim/sim_comm.cpp)
+//                   first P - 1), summing nothing
+//                   every ring on 8 channels, each its own ring as NCCL lays them on nodes (entering a node at its GPU
+//                   c, leaving from the GPU before it), so a node's crossings use its 8 GPUs' NICs; the steps' bytes in
+//                   one pass of the 8 channels' flows, every other step's latency paid
+//   nccl all-to-all NCCL's grouped sends and receives, all at once: on one node a piece straight to each peer; across
+//                   nodes as NCCL's PXN moves them (over NVLink to the GPU on the peer's rail, which sends its node's
+//                   pieces for that peer over its own NIC)
 //   device          zeco's device All-Scan: the same chain of blocks (the host All-Scan's code), each block one
 //                   peer write of its bytes plus the per-block handshake (flag, ack); the fold runs inside the kernel,
 //                   so the stage table's state_fold is not charged again
+// A collective's message above 1 GiB is several (SMPI counts in int); a send or receive above 2 GiB is a UsageError.
 #pragma once
 
 #include <memory>
@@ -25,8 +32,9 @@ namespace spb {
 
 // What one call of a transport costs before its bytes move: per_call + per_byte * bytes, the bytes being the call's
 // (a send's or a receive's message, the more of what a rank sends and receives in a group, an all-gather's own
-// piece, an all-to-all's piece per peer, an all-reduce's buffer). Where the transport's protocol changes with the
-// size (NCCL's collectives: LL, LL128, Simple), a second line holds from `split_bytes` on.
+// piece, an all-to-all's piece per peer, an all-reduce's piece: a P-th of its buffer, what each step of its ring
+// passes). Where the transport's protocol changes with the size (NCCL's collectives: LL, LL128, Simple), a second
+// line holds from `split_bytes` on.
 struct SimCost {
   double call_s = 0, byte_s = 0;              // the line below split_bytes (everywhere where split_bytes is 0)
   double split_bytes = 0;                     // 0: one line
@@ -68,7 +76,9 @@ struct SimSetup {
 };
 
 std::unique_ptr<GlaKernels> make_sim_kernels(SimDevice& dev, StageTable table);
-std::unique_ptr<Communicator> make_sim_communicator(Bootstrap& boot, SimDevice& dev, const SimTransport& t);
+// Nodes of `ranks_per_node` consecutive ranks (0: one node), where NCCL's rings cross between nodes (sim_comm.cpp).
+std::unique_ptr<Communicator> make_sim_communicator(Bootstrap& boot, SimDevice& dev, const SimTransport& t,
+                                                   int ranks_per_node = 0);
 // Point-to-point operations of `rt` (a --backend sim runtime) stand for the device All-Scan's peer writes (`on`) or
 // NCCL's sends, from now on: the levels set it for each method or pattern they run.
 void sim_use_device_transport(Runtime& rt, bool on);

@@ -29,7 +29,8 @@ plot "sim_collective_vs_gpus.dat" index 0 using 1:2 with linespoints lw 2 dt 2 p
      "sim_collective_vs_gpus.dat" index 13 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#ff7f0e" title "ring simulated, dgx-h100", \
      "sim_collective_vs_gpus.dat" index 14 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#9467bd" title "alltoall (nccl) measured, nvidia-h200-x4", \
      "sim_collective_vs_gpus.dat" index 15 using 1:2 with points lw 1.5 pt 6 ps 2.0 lc rgb "#9467bd" title "alltoall (nccl) simulated, nvidia-h200-x4", \
-     "sim_collective_vs_gpus.dat" index 16 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#9467bd" title "alltoall simulated, dgx-h100"
+     "sim_collective_vs_gpus.dat" index 16 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#9467bd" title "alltoall simulated, dgx-h100", \
+     "sim_collective_vs_gpus.dat" index 17 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#7f7f7f" title "allreduce simulated, dgx-h100"
 set terminal svg size 1200,760 font "sans,10" noenhanced
 set output "sim_collective_vs_gpus.svg"
 replot

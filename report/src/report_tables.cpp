@@ -91,9 +91,10 @@ std::string section_code_changed(const Context& c) {
   std::ostringstream s;
   s << "## Rows of older code\n\n"
     << "Each row is checked against the code it measures: the source paths of its level (below) must not have changed "
-       "between the row's commit (`git_sha`, a `-dirty` suffix stripped and said) and HEAD (`git diff SHA HEAD -- "
-       "PATHS`, the folders' Markdown notes left out). A measured number whose code changed since is marked **†** (and its \"measured on\" cell says \"code "
-       "changed since\"), one whose commit is not in the repository **?** (\"commit unknown\"); in the plots such a "
+       "between the row's commit (`git_sha`, a `-dirty` suffix stripped and said) and HEAD (`git diff "
+       "--diff-filter=a SHA HEAD -- PATHS`, the folders' Markdown notes and files added since left out). A measured "
+       "number whose code changed since is marked **†** (and its \"measured on\" cell says \"code changed since\"), "
+       "one whose commit is not in the repository **?** (\"commit unknown\"); in the plots such a "
        "series' legend ends in \"stale\" or \"commit unknown\". `tables/*.csv` carry each row's `git_sha` and "
        "`code_state` (current, changed, unknown).\n\n";
   std::vector<std::vector<std::string>> paths;

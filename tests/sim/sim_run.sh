@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# sim_run.sh ROOT smoke|cpu_check|model|timing NP DIR: the simulated build (ROOT/build-sim/spbench) under smpirun.
+# sim_run.sh ROOT smoke|cpu_check|network|model|timing NP DIR: the simulated build (ROOT/build-sim/spbench) under smpirun.
 #   smoke      NP simulated ranks of the DGX H100 platform at the paper's shapes, every pattern and every method, with
 #              the GPU's stage times: every row simulated = 1 on its platform, every time positive, the collective's
 #              times growing with the state, and the simulated clock alone (the same run twice gives the same times)
 #   cpu_check  NP ranks of the same build running the arithmetic (--backend cpu, small shapes): every method's
 #              outputs and gradients against the single-device run, as on every other backend ("wrong results: 0")
+#   network    NP simulated ranks (16: two DGX H100 nodes) all-gather 8 MiB a rank: NCCL's rings cross the nodes on
+#              every GPU's NIC, so the busbw passes two NICs' rate (one NIC is 50 GB/s); and an all-gather of 4 GiB on
+#              two ranks of the lent host (past SMPI's 2 GiB message) runs
 #   model      GLA-1B (32 heads, 16384 tokens per GPU) on NP simulated ranks of the lent 4-GPU host, dp and zeco, one
 #              step each, replaying the model stage table: every row simulated = 1 on its platform, and each method's
 #              step within 0.9-1.5x the sum of its recorded kernel calls (the table's time per call x calls per step)
@@ -60,6 +63,19 @@ case $what in
     grep -q "^# wrong results: 0" "$dir/check.log" || { cat "$dir/check.log"; fail "a method's result was wrong"; }
     echo "SIM_CPU_CHECK_OK: every method matches the single-device run on $np ranks of the simulated build"
     ;;
+  network)
+    col() { awk -F, -v n="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == n) print i; exit }' "$1"; }
+    sim dgx-h100 "$PLAT/nvidia-h200-x4.calib" "$np" collective -p allgather -b 8M -e 8M --ranks-per-node 8 -w 1 -n 2 \
+      --csv "$dir/nodes.csv" >"$dir/nodes.log" 2>&1 || { cat "$dir/nodes.log"; fail "all-gather at $np ranks"; }
+    f=$dir/nodes.csv
+    bw=$(awk -F, -v b="$(col "$f" busbw_GBps)" 'NR == 2 { print $b }' "$f")
+    awk -v bw="$bw" 'BEGIN { exit !(bw > 100) }' ||
+      fail "the all-gather over $((np / 8)) nodes moved $bw GB/s busbw, not past two NICs' 100 GB/s"
+    sim nvidia-h200-x4 "$PLAT/nvidia-h200-x4.calib" 2 collective -p allgather -b 2G -e 2G -w 0 -n 1 \
+      --csv "$dir/big.csv" >"$dir/big.log" 2>&1 || { cat "$dir/big.log"; fail "an all-gather of 4 GiB on 2 ranks"; }
+    [ "$(wc -l <"$dir/big.csv")" -eq 2 ] || fail "no row of the all-gather of 4 GiB"
+    echo "SIM_NETWORK_OK np $np: the all-gather across nodes at $bw GB/s busbw, one of 4 GiB simulated"
+    ;;
   model)
     sim nvidia-h200-x4 "$PLAT/nvidia-h200-x4.calib" "$np" model -m dp,zeco -H 32 -L 16384 -K 4 -w 0 -n 1 \
       --log-every 0 --csv "$dir/model.csv" >"$dir/model.log" 2>&1 || { cat "$dir/model.log"; fail "model at $np"; }
@@ -106,5 +122,5 @@ case $what in
       tr '\n' ';'
     echo
     ;;
-  *) fail "sim_run.sh: smoke, cpu_check, model or timing, not $what" ;;
+  *) fail "sim_run.sh: smoke, cpu_check, network, model or timing, not $what" ;;
 esac

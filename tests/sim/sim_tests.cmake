@@ -25,6 +25,9 @@ set_tests_properties(sim.cpu_check.np4 PROPERTIES PASS_REGULAR_EXPRESSION "SIM_C
 add_test(NAME sim.timing.np16 COMMAND ${SPB_SIM_RUN} timing 16 ${CMAKE_CURRENT_BINARY_DIR}/sim_timing_np16)
 set_tests_properties(sim.timing.np16 PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS sim
                      PASS_REGULAR_EXPRESSION "SIM_TIMING_OK")
+add_test(NAME sim.network.np16 COMMAND ${SPB_SIM_RUN} network 16 ${CMAKE_CURRENT_BINARY_DIR}/sim_network_np16)
+set_tests_properties(sim.network.np16 PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS sim
+                     PASS_REGULAR_EXPRESSION "SIM_NETWORK_OK")
 add_test(NAME sim.model.np4 COMMAND ${SPB_SIM_RUN} model 4 ${CMAKE_CURRENT_BINARY_DIR}/sim_model_np4)
 set_tests_properties(sim.model.np4 PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77 LABELS sim
                      PASS_REGULAR_EXPRESSION "SIM_MODEL_OK")

@@ -72,10 +72,10 @@ TEST(SimComm, EachCallPaysItsTransportsCostPerCallAndPerByte) {
   // The all-to-all: its piece per peer.
   const double a2a = r.charged([&] { r.comm->all_to_all(a.data(), b.data(), 200, r.cs); });
   EXPECT_DOUBLE_EQ(a2a, t.nccl_alltoall.seconds(200));
-  // The all-reduce: its buffer; a barrier, no bytes.
+  // The all-reduce: its piece (a P-th of its buffer, what each of its ring's steps passes); a barrier, no bytes.
   std::vector<float> x(10, 1.f);
   const double ar = r.charged([&] { r.comm->all_reduce_sum(x.data(), x.size(), r.cs); });
-  EXPECT_DOUBLE_EQ(ar, t.nccl_allreduce.seconds(40));
+  EXPECT_DOUBLE_EQ(ar, t.nccl_allreduce.seconds(20));
   EXPECT_DOUBLE_EQ(r.charged([&] { r.comm->barrier(r.cs); }), t.nccl_allreduce.seconds(0));
 }
 
@@ -126,7 +126,7 @@ TEST(SimComm, TheRingPaysEveryStepsLatencyBesidesItsCost) {
   // Here MPI moves the bytes in no time: the all-reduce's 2 (P - 1) = 2 steps pay the cost and one more hop (the
   // first step's is the messages' own), the reduce-scatter's P - 1 = 1 step the cost alone.
   EXPECT_DOUBLE_EQ(charged([&] { comm->all_reduce_sum(x.data(), x.size(), dev.comm_stream()); }),
-                   t.nccl_allreduce.seconds(40) + 0.25);
+                   t.nccl_allreduce.seconds(20) + 0.25);
   EXPECT_DOUBLE_EQ(charged([&] { comm->reduce_scatter_sum(x.data(), x.size() / 2, dev.comm_stream()); }),
                    t.nccl_allreduce.seconds(20));
 }
