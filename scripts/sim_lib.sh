@@ -146,6 +146,9 @@ sim_holdout() {
     done
     run "operator, 2 nodes x 2 over sockets, every method" "$op" nvidia-h200-x4-sockets 4 operator -m all -B 1 -H 16 \
       --dk 128 --dv 128 -L 16384 -K 16 --ranks-per-node 2 -w 2 -n 5
+    # The measured zeco rows over sockets ran host-hier (auto's choice then); auto's rail-logdepth has none yet.
+    run "operator, 2 nodes x 2 over sockets, zeco host-hier" "$op" nvidia-h200-x4-sockets 4 operator -m zeco \
+      --allscan host-hier -B 1 -H 16 --dk 128 --dv 128 -L 16384 -K 16 --ranks-per-node 2 -w 2 -n 5
   fi
   sim_holdout_model "$model"
 }
@@ -168,6 +171,8 @@ sim_holdout_model() {
   if [ -f "$PLAT/nvidia-h200-x4-sockets.xml" ]; then
     run "model, 2 nodes x 2 over sockets, dp, zeco, lasp2" "$model" nvidia-h200-x4-sockets 4 model \
       -m dp,zeco,lasp2 -H 32 -L 16384 -K 4 --ranks-per-node 2 -w 1 -n 2 --log-every 0
+    run "model, 2 nodes x 2 over sockets, zeco host-hier" "$model" nvidia-h200-x4-sockets 4 model -m zeco \
+      --allscan host-hier -H 32 -L 16384 -K 4 --ranks-per-node 2 -w 1 -n 2 --log-every 0
   fi
 }
 

@@ -7,9 +7,8 @@
 #   scripts/sim_network_check.sh            simulate (rows in $SPB_SIM_DIR/dgx-h100_network_check.csv, resumed) and
 #                                           print the table
 #   scripts/sim_network_check.sh --table    print the table of the rows already there
-# Needs the simulated build (scripts/sim.sh build) and build-sim/spbench. The collective level's calls are timed
-# back to back, as nccl-tests times its loop (spbench's default today; once `--timing` exists, this comparison must
-# pass `--timing back-to-back`). The all-gather pattern gathers each rank's state and its decay (1/128 more bytes
+# Needs the simulated build (scripts/sim.sh build) and build-sim/spbench. The calls are timed back to back
+# (`--timing back-to-back`, not the collective level's default latency), as nccl-tests times its loop. The all-gather pattern gathers each rank's state and its decay (1/128 more bytes
 # than the state), so its gathered size is 1/128 above the published size it stands beside; busbw counts its own.
 source "$(dirname "${BASH_SOURCE[0]}")/sim_lib.sh"
 PUBLISHED=$PLAT/published-nccl-h100.csv
@@ -22,9 +21,9 @@ simulate() {
   for P in 8 16 32; do
     # nccl-tests' all-gather size is the gathered output: P pieces of size / P
     run "network check: all-gather, $((P / 8)) node(s) x 8 GPUs" "$CSV" dgx-h100 "$P" collective -p allgather \
-      -b $((MIN_TOTAL / P)) -e $((MAX_TOTAL / P)) -f 2 --ranks-per-node 8 -w 2 -n 10
+      -b $((MIN_TOTAL / P)) -e $((MAX_TOTAL / P)) -f 2 --ranks-per-node 8 -w 2 -n 10 --timing back-to-back
     run "network check: all-reduce, $((P / 8)) node(s) x 8 GPUs" "$CSV" dgx-h100 "$P" collective -p allreduce \
-      -b "$MIN_TOTAL" -e "$MAX_TOTAL" -f 2 --ranks-per-node 8 -w 2 -n 10
+      -b "$MIN_TOTAL" -e "$MAX_TOTAL" -f 2 --ranks-per-node 8 -w 2 -n 10 --timing back-to-back
   done
 }
 
