@@ -11,7 +11,7 @@ set logscale y
 set format y "%g"
 set xrange [1.7:300]
 set xtics (2, 3, 4, 8, 16, 32, 64, 128, 256)
-set terminal pngcairo size 1200,760 font "sans,10" noenhanced
+set terminal pngcairo size 1400,760 font "sans,10" noenhanced
 set output "sim_operator_vs_gpus.png"
 plot "sim_operator_vs_gpus.dat" index 0 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#7f7f7f" title "dp (nccl) measured, nvidia-h200-x4, stale", \
      "sim_operator_vs_gpus.dat" index 1 using 1:2 with points lw 1.5 pt 6 ps 2.0 lc rgb "#7f7f7f" title "dp (nccl) simulated, nvidia-h200-x4", \
@@ -35,7 +35,7 @@ plot "sim_operator_vs_gpus.dat" index 0 using 1:2 with linespoints lw 2 dt 1 pt 
      "sim_operator_vs_gpus.dat" index 19 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#9467bd" title "ulysses (nccl) measured, nvidia-h200-x4, stale", \
      "sim_operator_vs_gpus.dat" index 20 using 1:2 with points lw 1.5 pt 6 ps 2.0 lc rgb "#9467bd" title "ulysses (nccl) simulated, nvidia-h200-x4", \
      "sim_operator_vs_gpus.dat" index 21 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#9467bd" title "ulysses simulated, dgx-h100"
-set terminal svg size 1200,760 font "sans,10" noenhanced
+set terminal svg size 1400,760 font "sans,10" noenhanced
 set output "sim_operator_vs_gpus.svg"
 replot
 unset output

@@ -631,7 +631,7 @@ Figure plot_sim_vs_gpus(Context& c, const PredictDef& d, const std::set<std::str
   p.ylabel = d.level == "collective" ? "time per call (ms)" : "forward+backward time (ms)";
   p.xscale = Scale::log, p.yscale = Scale::log, p.logx_base = 2;
   p.extra = "set xrange [1.7:300]\nset xtics (2, 3, 4, 8, 16, 32, 64, 128, 256)\n";
-  p.height = 760;
+  p.width = 1400, p.height = 760;  // the key's three columns hold entries such as "zeco (rail-logdepth) simulated, ..."
   const auto pred = predicted_rows(c, d);
   std::set<std::string> names;
   for (auto& [k, r] : pred) names.insert(k.second);
