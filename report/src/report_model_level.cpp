@@ -194,8 +194,8 @@ std::string section_model_rows(Context& c) {
   s << "The tables above show one row per method and world size: the paper's configuration and the default schedule "
        "(on GPUs at P > 1 the gradients summed beside the backward). "
        "Here is the newest row of every configuration and schedule measured on GPUs (`--no-grad-overlap`, "
-       "`--shard-optimizer`, `--wgrad-beside`, zeco's `--overlap 2`: model/NOTES.md says what each does and what it "
-       "measured), each beside dp's row of the same machine, world size, configuration and gradient schedule.\n\n";
+       "`--shard-optimizer`, `--wgrad-beside`, zeco's `--overlap 2`: model/NOTES.md says what each does and which is "
+       "the default and why), each beside dp's row of the same machine, world size, configuration and gradient schedule.\n\n";
   // By machine, world size, tokens, heads (the paper's 32 first), recompute, the default schedule first, and the
   // methods in their registry order.
   const auto methods = operator_methods(c);
