@@ -87,8 +87,10 @@ int run_report(const ReportOptions& o) {
         "([`paper/paper_tables.csv`](paper/paper_tables.csv), transcribed from a secondary summary of the paper; "
         "[`paper/README.md`](paper/README.md) says where each number comes from and how sure it is). Do not edit by hand: "
         "regenerate with `build/spbench report`; `scripts/check_report.sh` (ctest `report.drift`) fails when this "
-        "directory no longer matches what results/ gives.\n\n"
-     << "What each number is:\n\n"
+        "directory no longer matches what results/ gives.\n\n";
+  // The answer first, then how to read the tables, the tables, and last what the report was made from.
+  md << section_summary(c) << section_claim(c);
+  md << "## Reading the tables\n\n"
      << "- **measured**: a row of results/; the machine is its `gpu` column, world size, backend and date (where "
         "several rows match, the newest `date`). Times are the mean over the timed iterations of the slowest rank (a "
         "collective call timed as latency or back to back: each table says which).\n"
@@ -100,7 +102,6 @@ int run_report(const ReportOptions& o) {
      << "\" where the summary did not give the number.\n\n"
      << "Ratios are between methods on the same machine and world size (method ÷ the table's reference), so they "
         "can be compared across machines where the times cannot.\n\n";
-  md << section_claim(c) << section_data(c) << section_code_changed(c);
 
   md << section_table2(c) << section_floors(c);
   for (long long L : {16384LL, 32768LL}) {
@@ -131,6 +132,7 @@ int run_report(const ReportOptions& o) {
   for (auto& f : timeline_figs) md << figure_md(f);
   md << section_exposed(c);
   md << section_cpu(c, cpu_figs);
+  md << section_code_changed(c) << section_data(c);
 
   // No trailing blanks on a line, one newline at the end.
   std::string text;

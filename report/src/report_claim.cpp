@@ -3,6 +3,7 @@
 // with why where there is none.
 #include <algorithm>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "report/src/report_common.h"
@@ -110,25 +111,18 @@ std::string paper_span(const std::vector<Line>& lines, const std::string& method
          (v.size() > 1 ? " to " + ratio_cell(v.back().second) + " at " + std::to_string(v.back().first) : "");
 }
 
-}  // namespace
+// The paper tables whose ratios the opening sections answer: each one's lines (measured), methods, reference, the
+// simulated level and timing its predictions are read at, and why an answer may be missing.
+struct Level {
+  std::string title;
+  std::vector<Line> lines;
+  std::vector<std::string> methods;
+  std::string ref, sim_level, timing;
+  long long tokens;
+  std::string measured_none, sim_none;
+};
 
-std::string section_claim(Context& c) {
-  std::ostringstream s;
-  s << "## Does ZeCO's claim hold?\n\n"
-    << "ZeCO's claim: its All-Scan beats LASP-2's All-Gather by a factor that grows with the GPUs (Table 2), and its "
-       "operator and training step stay close to the ideal dp, ahead of LASP-2 and LASP-1 (Tables 3-6). For each "
-       "ratio the paper published, what our rows say: **agrees** where our ratio ÷ the paper's lies within 0.80-1.25, "
-       "**disagrees** where not, or not known and why. Measured answers are the tables' below (our GPUs); simulated "
-       "ones the `" << kSimPredictPlatform << "` predictions', each verdict resting on the hold-out of the rows its "
-       "ratio is made of (its two methods with their backends and timing, every hold-out row within 15%).\n\n";
-  struct Level {
-    std::string title;
-    std::vector<Line> lines;
-    std::vector<std::string> methods;
-    std::string ref, sim_level, timing;
-    long long tokens;
-    std::string measured_none, sim_none;
-  };
+std::vector<Level> claim_levels(Context& c) {
   std::vector<Level> levels;
   {
     const TableDef t = collective_table(c, kLatency);
@@ -156,6 +150,21 @@ std::string section_claim(Context& c) {
                       "no GPU row at this setting",
                       "not simulated at the paper's GPU counts"});
   }
+  return levels;
+}
+
+}  // namespace
+
+std::string section_claim(Context& c) {
+  std::ostringstream s;
+  s << "## Does ZeCO's claim hold?\n\n"
+    << "ZeCO's claim: its All-Scan beats LASP-2's All-Gather by a factor that grows with the GPUs (Table 2), and its "
+       "operator and training step stay close to the ideal dp, ahead of LASP-2 and LASP-1 (Tables 3-6). For each "
+       "ratio the paper published, what our rows say: **agrees** where our ratio ÷ the paper's lies within 0.80-1.25, "
+       "**disagrees** where not, or not known and why. Measured answers are the tables' below (our GPUs); simulated "
+       "ones the `" << kSimPredictPlatform << "` predictions', each verdict resting on the hold-out of the rows its "
+       "ratio is made of (its two methods with their backends and timing, every hold-out row within 15%).\n\n";
+  const std::vector<Level> levels = claim_levels(c);
   std::vector<std::string> unpublished;
   for (const Level& lv : levels) {
     const auto methods = published(lv.lines, lv.methods, lv.ref);
@@ -175,6 +184,120 @@ std::string section_claim(Context& c) {
     s << "- " << join(unpublished, ", ") << ": the paper's numbers are not published here (report/paper/README.md), "
       << "so there is no ratio to compare.\n";
   s << "\n";
+  return s.str();
+}
+
+namespace {
+
+// "zeco 1.02x, lasp2 1.08x" of dp at the most GPUs measured for each method of `lv` with a published ratio.
+struct MeasuredAt {
+  int gpus = 0;
+  std::vector<std::string> ratios;
+};
+MeasuredAt measured_at_most_gpus(const Level& lv, const std::vector<std::string>& methods) {
+  MeasuredAt out;
+  for (const Line& l : lv.lines)
+    if (l.row && std::isfinite(l.r_measured) && l.method != lv.ref &&
+        std::find(methods.begin(), methods.end(), l.method) != methods.end())
+      out.gpus = std::max(out.gpus, l.gpus);
+  for (const std::string& m : methods)
+    for (const Line& l : lv.lines)
+      if (l.method == m && l.gpus == out.gpus && l.row && std::isfinite(l.r_measured)) {
+        out.ratios.push_back(m + " " + ratio_cell(l.r_measured));
+        break;
+      }
+  return out;
+}
+
+// "2.82x at 8 GPUs to 6.72x at 256 (the paper: 1.66x to 3.93x)": a method's simulated ratios over the GPU counts.
+std::string simulated_span(const std::vector<Claim>& claims, const std::string& method) {
+  const Claim *first = nullptr, *last = nullptr;
+  for (const Claim& k : claims)
+    if (k.method == method && std::isfinite(k.ratio)) {
+      if (!first || k.gpus < first->gpus) first = &k;
+      if (!last || k.gpus > last->gpus) last = &k;
+    }
+  if (!first) return "";
+  std::string s = ratio_cell(first->ratio) + " at " + std::to_string(first->gpus) + " GPUs";
+  if (last != first) s += " to " + ratio_cell(last->ratio) + " at " + std::to_string(last->gpus);
+  if (std::isfinite(first->paper_ratio))
+    s += " (the paper: " + ratio_cell(first->paper_ratio) +
+         (last != first && std::isfinite(last->paper_ratio) ? " to " + ratio_cell(last->paper_ratio) : "") + ")";
+  return s;
+}
+
+std::string count_of(size_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+}  // namespace
+
+std::string section_summary(Context& c) {
+  const std::vector<Level> levels = claim_levels(c);
+  std::vector<std::string> measured, simulated, unknown;
+  std::set<std::string> kinds, missing_parts;
+  int max_measured_gpus = 0;
+  size_t agree = 0, disagree = 0, no_holdout = 0, holdout_missed = 0;
+  for (const Level& lv : levels) {
+    const auto methods = published(lv.lines, lv.methods, lv.ref);
+    if (methods.empty()) continue;
+    const MeasuredAt m = measured_at_most_gpus(lv, methods);
+    if (m.ratios.empty()) {
+      unknown.push_back(lv.title + " measured: " + lv.measured_none);
+    } else {
+      measured.push_back(lv.title + " at " + std::to_string(m.gpus) + " GPUs: " + join(m.ratios, ", ") + " of " +
+                         lv.ref);
+      max_measured_gpus = std::max(max_measured_gpus, m.gpus);
+      for (const Line& l : lv.lines)
+        if (l.row && !col(*l.row, "gpu").empty()) kinds.insert(col(*l.row, "gpu"));
+    }
+    const auto claims = simulated_claims(c, lv.sim_level, lv.tokens, lv.timing, lv.ref);
+    std::vector<std::string> spans;
+    for (const std::string& method : methods) {
+      const std::string span = simulated_span(claims, method);
+      if (!span.empty()) spans.push_back(method + " " + span);
+    }
+    if (!spans.empty()) simulated.push_back(lv.title + ", ÷ " + lv.ref + ": " + join(spans, "; "));
+    for (const Claim& k : claims) {
+      if (k.kind == Claim::agrees) ++agree;
+      if (k.kind == Claim::disagrees) ++disagree;
+      if (k.kind != Claim::no_verdict) continue;
+      if (!k.holdout.missing.empty()) {
+        ++no_holdout;
+        missing_parts.insert(k.holdout.missing.begin(), k.holdout.missing.end());
+      } else {
+        ++holdout_missed;
+      }
+    }
+  }
+  std::ostringstream s;
+  s << "## In short\n\n";
+  if (measured.empty()) {
+    s << "**Measured:** no GPU row at a setting of the paper's tables yet.\n\n";
+  } else {
+    s << "**Measured** on " << join({kinds.begin(), kinds.end()}, ", ") << ", up to " << max_measured_gpus
+      << " GPUs: " << join(measured, "; ") << ". The paper's tables start at 8 GPUs, so at these counts the rows "
+      << "check the code and hold the simulation out; they do not test the claim itself.\n\n";
+  }
+  if (simulated.empty()) {
+    s << "**Simulated:** no prediction on `" << kSimPredictPlatform << "` yet.\n\n";
+  } else {
+    s << "**Simulated** on `" << kSimPredictPlatform << "` (the paper's cluster, 8 GPUs a node): "
+      << join(simulated, ". ") << ". Of the " << agree + disagree + no_holdout + holdout_missed
+      << " ratios set beside the paper's, " << agree << (agree == 1 ? " agrees, " : " agree, ") << disagree
+      << (disagree == 1 ? " disagrees and " : " disagree and ")
+      << no_holdout + holdout_missed << " have no verdict.\n\n";
+  }
+  std::vector<std::string> why;
+  if (no_holdout)
+    why.push_back(count_of(no_holdout, "ratio rests", "ratios rest") + " on rows with no measured counterpart to " +
+                  "hold the simulation out against (" + join({missing_parts.begin(), missing_parts.end()}, ", ") +
+                  ")");
+  if (holdout_missed)
+    why.push_back(count_of(holdout_missed, "ratio rests", "ratios rest") + " on rows whose hold-out missed by " +
+                  "more than 15% somewhere");
+  for (const std::string& u : unknown) why.push_back(u);
+  if (!why.empty()) s << "**Not known:** " << join(why, "; ") << ". The next section gives each ratio's answer.\n\n";
   return s.str();
 }
 

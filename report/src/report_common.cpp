@@ -75,10 +75,11 @@ PlotSeries measured_of(const std::string& method, const Row& r, const std::strin
   std::vector<std::string> where;
   if (!extra.empty()) where.push_back(extra);
   if (gpu != be) where.push_back(gpu);
-  if (code_changed(r)) where.push_back("stale");
-  if (code_unknown(r)) where.push_back("commit unknown");
+  if (code_changed(r)) where.push_back(kOlderCodeMark);
+  if (code_unknown(r)) where.push_back(kUnknownCodeMark);
   PlotSeries s = measured_series(method, be, join(where, ", "), colour);
   if (gpu != be) restyle_for_gpu(s, gpu);
+  s.mark = code_changed(r) ? kOlderCodeMark : code_unknown(r) ? kUnknownCodeMark : "";
   return s;
 }
 

@@ -258,7 +258,8 @@ struct Claim {
   enum Kind { none, agrees, disagrees, no_verdict, not_compared } kind = none;
   int gpus = 0;
   std::string method;
-  double quotient = NAN;  // ours ÷ the paper's ratio
+  double ratio = NAN, paper_ratio = NAN;  // ours (simulated) and the paper's
+  double quotient = NAN;                  // ours ÷ the paper's ratio
   RatioHoldOut holdout;   // simulated: the hold-out of the ratio's rows, which a verdict rests on
 };
 // The verdicts of a prediction table (section_simulation): Table 2 in `timing` (collective), Tables 3 and 4
@@ -288,6 +289,9 @@ std::map<std::pair<int, std::string>, const Row*> simulated_predictions(const Co
                                                                         long long tokens = 16384);
 // A series of those predictions in a plot: the method's colour, a dashed line of open squares, "M simulated, PLATFORM".
 PlotSeries predicted_series(const std::string& method);
+// Along a series' rows in order of GPUs: a label at the row `r` (at height y) whose backend is not the one before it
+// (zeco's All-Scan turns from the device protocol to the rail scan where the GPUs span several nodes).
+void label_backend_change(PlotSeries& s, std::string& last_backend, const Row& r, double y);
 
 // --- the paper's two headline figures (report_paper_figures.cpp) --------------------------------------------------
 // Tokens/s per GPU against GPUs (the paper's Figure 1: the operator level, and the model level where rows exist) and
@@ -299,6 +303,10 @@ std::string section_paper_figures(Context& c);
 // The report's first section: per paper table and ratio, what the measured and the simulated rows say against the
 // paper (agrees, disagrees, or not known, and why), from the same verdicts as the tables below.
 std::string section_claim(Context& c);
+// The report's opening: in a few sentences, what the measured rows show (at the GPU counts measured), what the
+// simulation predicts past them and how many of its verdicts agree with the paper, and what is not known and why;
+// every number from the same lines and claims as section_claim.
+std::string section_summary(Context& c);
 
 // --- CPU ranks (report_cpu.cpp) -------------------------------------------------------------------------------------
 std::string section_cpu_model(const Context& c);

@@ -167,6 +167,40 @@ bool matches(const std::string& spec, const std::string& file) {
 
 }  // namespace
 
+std::vector<std::string> files_changed_in_code(const std::vector<std::string>& diff) {
+  std::vector<std::string> out;
+  std::string file;
+  bool counts = false;
+  auto flush = [&] {
+    if (!file.empty() && counts) out.push_back(file);
+    file.clear(), counts = false;
+  };
+  auto is_include = [](const std::string& line) {
+    size_t i = 1;
+    while (i < line.size() && std::isspace((unsigned char)line[i])) ++i;
+    if (i == line.size()) return true;  // a blank line
+    if (line[i] != '#') return false;
+    ++i;
+    while (i < line.size() && std::isspace((unsigned char)line[i])) ++i;
+    return line.compare(i, 7, "include") == 0;
+  };
+  for (const std::string& line : diff) {
+    if (line.rfind("diff --git ", 0) == 0) {
+      flush();
+      const auto b = line.rfind(" b/");
+      file = b == std::string::npos ? line : line.substr(b + 3);
+    } else if (line.rfind("Binary files ", 0) == 0) {
+      counts = true;
+    } else if (line.rfind("+++ ", 0) == 0 || line.rfind("--- ", 0) == 0) {
+      continue;
+    } else if ((line[0] == '+' || line[0] == '-') && !is_include(line)) {
+      counts = true;
+    }
+  }
+  flush();
+  return out;
+}
+
 const CodeState& CodeStates::of(const Row& r) { return of(col(r, "git_sha"), code_level_of(r)); }
 
 const CodeState& CodeStates::of(const std::string& git_sha, const std::string& level) {
@@ -195,8 +229,9 @@ const CodeState& CodeStates::of(const std::string& git_sha, const std::string& l
     return st;
   }
   // Files added since the row's commit are left out: the row's code did not hold them (a new pattern or method is
-  // code of rows to come); a change that makes old code use one changes an old file too.
-  std::string cmd = git + " diff --name-only --diff-filter=a " + st.sha + " HEAD --";
+  // code of rows to come); a change that makes old code use one changes an old file too. Renames are found (-M): a
+  // file moved whole, or moved with only its #include lines changed, is the same code (files_changed_in_code).
+  std::string cmd = git + " diff -M -U0 --no-color --diff-filter=a " + st.sha + " HEAD --";
   for (const auto& p : paths) {  // "!spec": a path that does not count, though an earlier spec holds it
     const bool exclude = p[0] == '!';
     const std::string spec = exclude ? p.substr(1) : p;
@@ -204,11 +239,12 @@ const CodeState& CodeStates::of(const std::string& git_sha, const std::string& l
                               (spec.back() == '/' ? spec + "**" : spec));
   }
   cmd += " " + shell_quoted(":(top,exclude,glob)**/*.md");  // the folders' notes describe the code, they aren't it
-  auto [ok, files] = run_lines(cmd);
+  auto [ok, diff] = run_lines(cmd);
   if (!ok) {
     st.why = "git diff " + st.short_sha() + " HEAD failed";
     return st;
   }
+  const std::vector<std::string> files = files_changed_in_code(diff);
   st.kind = files.empty() ? CodeState::current : CodeState::changed;
   for (const auto& p : paths) {
     if (p[0] == '!') continue;

@@ -133,6 +133,7 @@ PlotSpec figure_plot(const FigData& f) {
   auto order = [](const std::string& m) {
     return fmt("%02.0f", double(std::find(kFigureMethods.begin(), kFigureMethods.end(), m) - kFigureMethods.begin()));
   };
+  std::map<std::string, std::map<int, const FigPoint*>> simulated;  // per series, its points by GPUs
   for (const FigPoint& p : f.points) {
     PlotSeries fresh = p.label == "measured"    ? measured_of(p.method, *p.row)
                        : p.label == "simulated" ? predicted_series(p.method)
@@ -141,6 +142,11 @@ PlotSpec figure_plot(const FigData& f) {
                             order(p.method) + fresh.title;
     PlotSeries& s = series.emplace(key, fresh).first->second;
     s.rows.push_back({double(p.gpus), p.value});
+    if (p.label == "simulated" && p.row) simulated[key][p.gpus] = &p;
+  }
+  for (auto& [key, by_gpus] : simulated) {  // where the simulated backend changes along the GPUs, say so
+    std::string last_backend;
+    for (auto& [gpus, point] : by_gpus) label_backend_change(series.at(key), last_backend, *point->row, point->value);
   }
   PlotSpec p;
   p.name = f.name;

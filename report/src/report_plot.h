@@ -25,7 +25,21 @@ struct PlotSeries {
   std::string using_ = "1:2";
   std::string style;  // "with ..." and colours; see the helpers below
   SeriesKind kind = SeriesKind::measured;
+  // Text drawn in the plot beside points of this series, so that a reader of the image alone sees it, not only the
+  // legend: `mark` beside every row's point ("†": measured on code that changed since; "?": of unknown code), and
+  // each of `labels` at its point (a point of older code among current ones; where the All-Scan backend changes along
+  // the GPUs).
+  struct Label {
+    double x, y;
+    std::string text;
+  };
+  std::string mark;
+  std::vector<Label> labels;
 };
+// The marks of older code in plots and tables: kOlderCodeMark where a row's code changed since it was measured,
+// kUnknownCodeMark where its commit is not known here.
+inline const char* const kOlderCodeMark = "†";
+inline const char* const kUnknownCodeMark = "?";
 
 // A method keeps its colour in every plot (its index in a fixed palette); a backend keeps its dash type and point type.
 int method_colour(const std::string& method);

@@ -661,7 +661,7 @@ Figure plot_sim_vs_gpus(Context& c, const PredictDef& d, const std::set<std::str
   const std::vector<std::string> methods = ordered(names, d.first);
   for (const std::string& m : methods) {
     const int colour = method_colour(m);
-    // Measured: the backend's line and filled point, as in every plot; "stale" where a row's code changed since.
+    // Measured: the backend's line and filled point, as in every plot; marked where a row's code changed since.
     std::map<int, const Row*> mrow, srow;
     for (size_t i = 0; i < c.res.rows.size(); ++i) {
       const Row& r = c.res.rows[i];
@@ -669,11 +669,12 @@ Figure plot_sim_vs_gpus(Context& c, const PredictDef& d, const std::set<std::str
       const Row*& slot = mrow[inum(r, "world_size")];
       if (!slot || col(*slot, "date") <= col(r, "date")) slot = &r;
     }
-    bool stale = false;
-    for (auto& [P, r] : mrow) stale |= code_changed(*r);
-    PlotSeries meas =
-        measured_series(m, backend[m], join({kinds.begin(), kinds.end()}, ", ") + (stale ? ", stale" : ""));
-    for (auto& [P, r] : mrow) meas.rows.push_back({double(P), ms(*r)});
+    PlotSeries meas = measured_series(m, backend[m], join({kinds.begin(), kinds.end()}, ", "));
+    for (auto& [P, r] : mrow) {
+      meas.rows.push_back({double(P), ms(*r)});
+      if (code_changed(*r)) meas.labels.push_back({double(P), ms(*r), kOlderCodeMark});
+    }
+    if (!meas.labels.empty()) meas.title += std::string(", ") + kOlderCodeMark;
     // Simulated on the lent platform: large open circles, no line (a measured point sits inside its ring).
     PlotSeries sim;
     sim.kind = SeriesKind::simulated;
@@ -688,8 +689,12 @@ Figure plot_sim_vs_gpus(Context& c, const PredictDef& d, const std::set<std::str
     for (auto& [P, r] : srow) sim.rows.push_back({double(P), ms(*r)});
     // The prediction platform: a dashed line with open squares.
     PlotSeries dgx = predicted_series(m);
-    for (auto& [k, r] : pred)
-      if (k.second == m) dgx.rows.push_back({double(k.first), ms(*r)});
+    std::string last_backend;
+    for (auto& [k, r] : pred) {
+      if (k.second != m) continue;
+      dgx.rows.push_back({double(k.first), ms(*r)});
+      label_backend_change(dgx, last_backend, *r, ms(*r));
+    }
     PlotSeries paper = paper_series(m, "H100");
     paper.style = kPaperStarStyle + colour_spec(colour);
     for (int P : kPaperGpus) {
@@ -808,9 +813,17 @@ std::vector<Claim> simulated_claims(const Context& c, const std::string& level, 
     if (l.kind == Claim::none) continue;
     Claim k;
     k.kind = l.kind, k.gpus = l.gpus, k.method = l.method, k.quotient = l.q, k.holdout = l.rh;
+    k.ratio = l.r_sim, k.paper_ratio = l.r_paper;
     out.push_back(k);
   }
   return out;
+}
+
+void label_backend_change(PlotSeries& s, std::string& last_backend, const Row& r, double y) {
+  const std::string& backend = col(r, "backend");
+  if (!last_backend.empty() && backend != last_backend)
+    s.labels.push_back({num(r, "world_size"), y, col(r, "method") + ": " + backend + " from here"});
+  last_backend = backend;
 }
 
 PlotSeries predicted_series(const std::string& method) {

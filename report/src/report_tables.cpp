@@ -91,12 +91,13 @@ std::string section_code_changed(const Context& c) {
   std::ostringstream s;
   s << "## Rows of older code\n\n"
     << "Each row is checked against the code it measures: the source paths of its level (below) must not have changed "
-       "between the row's commit (`git_sha`, a `-dirty` suffix stripped and said) and HEAD (`git diff "
-       "--diff-filter=a SHA HEAD -- PATHS`, the folders' Markdown notes and files added since left out). A measured "
+       "between the row's commit (`git_sha`, a `-dirty` suffix stripped and said) and HEAD (`git diff -M "
+       "--diff-filter=a SHA HEAD -- PATHS`; the folders' Markdown notes, files added since, and files moved whole or "
+       "with only their `#include` lines changed left out). A measured "
        "number whose code changed since is marked **†** (and its \"measured on\" cell says \"code changed since\"), "
-       "one whose commit is not in the repository **?** (\"commit unknown\"); in the plots such a "
-       "series' legend ends in \"stale\" or \"commit unknown\". `tables/*.csv` carry each row's `git_sha` and "
-       "`code_state` (current, changed, unknown).\n\n";
+       "one whose commit is not in the repository **?** (\"commit unknown\"); in the plots such a series' legend "
+       "ends in \"†\" or \"?\", and the mark stands beside each of its points. "
+       "`tables/*.csv` carry each row's `git_sha` and `code_state` (current, changed, unknown).\n\n";
   std::vector<std::vector<std::string>> paths;
   for (const auto& m : measured_paths()) {
     std::vector<std::string> q;

@@ -48,12 +48,23 @@ std::string sh(const std::string& cmd) {
   return out;
 }
 
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
 // A commit before the last change to `path`: rows of it are of changed code at every level that measures `path`.
 std::string commit_before_change_of(const std::string& path) {
-  // The last commit that changed code under `path` (the Markdown notes do not count, as in CodeStates).
-  const std::string last =
-      sh("git -C '" + kSource + "' rev-list -1 HEAD -- " + path + " ':(top,exclude,glob)**/*.md'");
-  return last.empty() ? "" : sh("git -C '" + kSource + "' rev-parse " + last + "^");
+  // The last commit that changed code under `path`, as CodeStates counts it: the Markdown notes, moves and #include
+  // lines do not count.
+  const std::string git = "git -C '" + kSource + "' ";
+  const std::string spec = " -- " + path + " ':(top,exclude,glob)**/*.md'";
+  for (const std::string& c : lines_of(sh(git + "rev-list -200 HEAD" + spec)))
+    if (!files_changed_in_code(lines_of(sh(git + "diff -M -U0 --no-color " + c + "^ " + c + spec))).empty())
+      return sh(git + "rev-parse " + c + "^");
+  return "";
 }
 
 // Collective rows of a synthetic machine at P = 2 and 4, 256 KiB..4 MiB and the paper's 2 MiB, of commit `sha`: each
@@ -206,6 +217,36 @@ class ScratchRepo {
   std::string git_;
 };
 
+// A file moved whole, or moved with only its #include lines changed (the files that name it updated too), is the
+// same code: rows of the commit before the move stay current; a changed line of code after it changes them.
+TEST(Report, AMoveThatChangesNoLineLeavesRowsCurrent) {
+  ScratchRepo repo("spb_report_move");
+  // git finds a rename by similarity: a file of a few lines of code beside its one #include, as real ones are.
+  const std::string body = "int f() {\n  int x = 0;\n  x += 1;\n  return x;\n}\n";
+  repo.write("kernels/cpu/gla_cpu.cpp", "#include \"kernels/gla.h\"\n" + body);
+  repo.write("kernels/gla.h", "int f();\n");
+  repo.write("sp/method.cpp", "#include \"kernels/gla.h\"\nint g() { return f(); }\n");
+  const std::string before = repo.commit("before");
+  if (before.empty()) GTEST_SKIP() << "no git here";
+  sh("cd '" + repo.dir() + "' && mkdir -p kernels/gla && git mv kernels/cpu kernels/gla/cpu && "
+     "git mv kernels/gla.h kernels/gla/gla.h");
+  repo.write("kernels/gla/cpu/gla_cpu.cpp", "#include \"kernels/gla/gla.h\"\n" + body);
+  repo.write("sp/method.cpp", "#include \"kernels/gla/gla.h\"\nint g() { return f(); }\n");
+  const std::string moved = repo.commit("moved");
+  {
+    CodeStates states(repo.dir());
+    EXPECT_EQ(states.of(before, "operator").kind, CodeState::current) << "a move marked the rows";
+  }
+  repo.write("kernels/gla/cpu/gla_cpu.cpp", "#include \"kernels/gla/gla.h\"\nint h = 2;\n" + body);
+  repo.commit("changed");
+  CodeStates states(repo.dir());
+  EXPECT_EQ(states.of(before, "operator").kind, CodeState::changed);
+  const CodeState& after_move = states.of(moved, "operator");
+  EXPECT_EQ(after_move.kind, CodeState::changed);
+  ASSERT_EQ(after_move.changed_paths.size(), 1u);
+  EXPECT_EQ(after_move.changed_paths[0], "kernels/ (1 file)");
+}
+
 // The simulated collective and operator levels run none of the model's simulated kernels (sim/*model*): a change
 // there alone leaves their rows current, as a change to model/ leaves the measured operator rows current. Checked in
 // a repository of the test's own, so that the commits it compares are the ones it made.
@@ -314,12 +355,12 @@ TEST(Report, AStaleRowIsMarked) {
   // The rows have no timing column: read as back to back, they land in that table.
   const Report current = run("current", {{"synthetic_collective.csv", collective_csv(head)}});
   EXPECT_NE(current.readme.find("Every row is of the current code of its level."), std::string::npos);
-  EXPECT_EQ(current.readme.find("† code changed since"), std::string::npos);
+  EXPECT_EQ(current.readme.find(", † code changed since"), std::string::npos);
   EXPECT_NE(current.table2_back.find(",current,"), std::string::npos) << current.table2_back;
   EXPECT_EQ(current.table2_back.find(",changed,"), std::string::npos) << current.table2_back;
 
   const Report stale = run("stale", {{"synthetic_collective.csv", collective_csv(before)}});
-  EXPECT_NE(stale.readme.find("† code changed since"), std::string::npos);  // the "measured on" cells
+  EXPECT_NE(stale.readme.find(", † code changed since"), std::string::npos);  // the "measured on" cells
   EXPECT_NE(stale.readme.find("| † | `" + before.substr(0, 7) + "` | collective |"), std::string::npos)
       << "the section on older code names the commit";
   EXPECT_NE(stale.readme.find("code changed since: zeco/ ("), std::string::npos);
