@@ -11,18 +11,30 @@ set logscale y
 set format y "%g"
 set terminal pngcairo size 1200,560 font "sans,10" noenhanced
 set output "allscan_vs_block.png"
-plot "allscan_vs_block.dat" index 0 using 1:2 with linespoints lw 2 dt 5 pt 11 ps 1.1 lc rgb "#1f77b4" title "allscan (device-flag) measured, P=2, NVIDIA H200, stale", \
-     "allscan_vs_block.dat" index 1 using 1:2 with linespoints lw 2 dt 4 pt 9 ps 1.1 lc rgb "#1f77b4" title "allscan (device-ll) measured, P=2, NVIDIA H200, stale", \
-     "allscan_vs_block.dat" index 2 using 1:2 with linespoints lw 2 dt 2 pt 7 ps 1.1 lc rgb "#1f77b4" title "allscan (device-ll16) measured, P=2, NVIDIA H200, stale", \
-     "allscan_vs_block.dat" index 3 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#1f77b4" title "allscan (nccl) measured, P=2, NVIDIA H200, stale", \
-     "allscan_vs_block.dat" index 4 using 1:2 with linespoints lw 2 dt 5 pt 11 ps 1.1 lc rgb "#d62728" title "allscan (device-flag) measured, P=3, NVIDIA H200, stale", \
-     "allscan_vs_block.dat" index 5 using 1:2 with linespoints lw 2 dt 4 pt 9 ps 1.1 lc rgb "#d62728" title "allscan (device-ll) measured, P=3, NVIDIA H200, stale", \
-     "allscan_vs_block.dat" index 6 using 1:2 with linespoints lw 2 dt 2 pt 7 ps 1.1 lc rgb "#d62728" title "allscan (device-ll16) measured, P=3, NVIDIA H200, stale", \
-     "allscan_vs_block.dat" index 7 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#d62728" title "allscan (nccl) measured, P=3, NVIDIA H200, stale", \
-     "allscan_vs_block.dat" index 8 using 1:2 with linespoints lw 2 dt 5 pt 11 ps 1.1 lc rgb "#2ca02c" title "allscan (device-flag) measured, P=4, NVIDIA H200, stale", \
-     "allscan_vs_block.dat" index 9 using 1:2 with linespoints lw 2 dt 4 pt 9 ps 1.1 lc rgb "#2ca02c" title "allscan (device-ll) measured, P=4, NVIDIA H200, stale", \
-     "allscan_vs_block.dat" index 10 using 1:2 with linespoints lw 2 dt 2 pt 7 ps 1.1 lc rgb "#2ca02c" title "allscan (device-ll16) measured, P=4, NVIDIA H200, stale", \
-     "allscan_vs_block.dat" index 11 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#2ca02c" title "allscan (nccl) measured, P=4, NVIDIA H200, stale"
+plot "allscan_vs_block.dat" index 0 using 1:2 with linespoints lw 2 dt 5 pt 11 ps 1.1 lc rgb "#1f77b4" title "allscan (device-flag) measured, P=2, NVIDIA H200, †", \
+     "allscan_vs_block.dat" index 1 using 1:2 with linespoints lw 2 dt 4 pt 9 ps 1.1 lc rgb "#1f77b4" title "allscan (device-ll) measured, P=2, NVIDIA H200, †", \
+     "allscan_vs_block.dat" index 2 using 1:2 with linespoints lw 2 dt 2 pt 7 ps 1.1 lc rgb "#1f77b4" title "allscan (device-ll16) measured, P=2, NVIDIA H200, †", \
+     "allscan_vs_block.dat" index 3 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#1f77b4" title "allscan (nccl) measured, P=2, NVIDIA H200, †", \
+     "allscan_vs_block.dat" index 4 using 1:2 with linespoints lw 2 dt 5 pt 11 ps 1.1 lc rgb "#d62728" title "allscan (device-flag) measured, P=3, NVIDIA H200, †", \
+     "allscan_vs_block.dat" index 5 using 1:2 with linespoints lw 2 dt 4 pt 9 ps 1.1 lc rgb "#d62728" title "allscan (device-ll) measured, P=3, NVIDIA H200, †", \
+     "allscan_vs_block.dat" index 6 using 1:2 with linespoints lw 2 dt 2 pt 7 ps 1.1 lc rgb "#d62728" title "allscan (device-ll16) measured, P=3, NVIDIA H200, †", \
+     "allscan_vs_block.dat" index 7 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#d62728" title "allscan (nccl) measured, P=3, NVIDIA H200, †", \
+     "allscan_vs_block.dat" index 8 using 1:2 with linespoints lw 2 dt 5 pt 11 ps 1.1 lc rgb "#2ca02c" title "allscan (device-flag) measured, P=4, NVIDIA H200, †", \
+     "allscan_vs_block.dat" index 9 using 1:2 with linespoints lw 2 dt 4 pt 9 ps 1.1 lc rgb "#2ca02c" title "allscan (device-ll) measured, P=4, NVIDIA H200, †", \
+     "allscan_vs_block.dat" index 10 using 1:2 with linespoints lw 2 dt 2 pt 7 ps 1.1 lc rgb "#2ca02c" title "allscan (device-ll16) measured, P=4, NVIDIA H200, †", \
+     "allscan_vs_block.dat" index 11 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#2ca02c" title "allscan (nccl) measured, P=4, NVIDIA H200, †", \
+     "allscan_vs_block.dat" index 12 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#1f77b4" notitle, \
+     "allscan_vs_block.dat" index 13 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#1f77b4" notitle, \
+     "allscan_vs_block.dat" index 14 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#1f77b4" notitle, \
+     "allscan_vs_block.dat" index 15 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#1f77b4" notitle, \
+     "allscan_vs_block.dat" index 16 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#d62728" notitle, \
+     "allscan_vs_block.dat" index 17 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#d62728" notitle, \
+     "allscan_vs_block.dat" index 18 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#d62728" notitle, \
+     "allscan_vs_block.dat" index 19 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#d62728" notitle, \
+     "allscan_vs_block.dat" index 20 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#2ca02c" notitle, \
+     "allscan_vs_block.dat" index 21 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#2ca02c" notitle, \
+     "allscan_vs_block.dat" index 22 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#2ca02c" notitle, \
+     "allscan_vs_block.dat" index 23 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#2ca02c" notitle
 set terminal svg size 1200,560 font "sans,10" noenhanced
 set output "allscan_vs_block.svg"
 replot

@@ -12,14 +12,22 @@ set format y "%g"
 set format x "%.0b %BB"
 set terminal pngcairo size 1200,560 font "sans,10" noenhanced
 set output "collective_vs_bytes.png"
-plot "collective_vs_bytes.dat" index 0 using 1:2 with linespoints lw 2 dt 5 pt 11 ps 1.1 lc rgb "#1f77b4" title "allscan (device-flag) measured, NVIDIA H200, stale", \
-     "collective_vs_bytes.dat" index 1 using 1:2 with linespoints lw 2 dt 4 pt 9 ps 1.1 lc rgb "#1f77b4" title "allscan (device-ll) measured, NVIDIA H200, stale", \
-     "collective_vs_bytes.dat" index 2 using 1:2 with linespoints lw 2 dt 2 pt 7 ps 1.1 lc rgb "#1f77b4" title "allscan (device-ll16) measured, NVIDIA H200, stale", \
-     "collective_vs_bytes.dat" index 3 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#1f77b4" title "allscan (nccl) measured, NVIDIA H200, stale", \
-     "collective_vs_bytes.dat" index 4 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#d62728" title "allgather (nccl) measured, NVIDIA H200, stale", \
-     "collective_vs_bytes.dat" index 5 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#2ca02c" title "chain (nccl) measured, NVIDIA H200, stale", \
-     "collective_vs_bytes.dat" index 6 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#ff7f0e" title "ring (nccl) measured, NVIDIA H200, stale", \
-     "collective_vs_bytes.dat" index 7 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#9467bd" title "alltoall (nccl) measured, NVIDIA H200, stale"
+plot "collective_vs_bytes.dat" index 0 using 1:2 with linespoints lw 2 dt 5 pt 11 ps 1.1 lc rgb "#1f77b4" title "allscan (device-flag) measured, NVIDIA H200, †", \
+     "collective_vs_bytes.dat" index 1 using 1:2 with linespoints lw 2 dt 4 pt 9 ps 1.1 lc rgb "#1f77b4" title "allscan (device-ll) measured, NVIDIA H200, †", \
+     "collective_vs_bytes.dat" index 2 using 1:2 with linespoints lw 2 dt 2 pt 7 ps 1.1 lc rgb "#1f77b4" title "allscan (device-ll16) measured, NVIDIA H200, †", \
+     "collective_vs_bytes.dat" index 3 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#1f77b4" title "allscan (nccl) measured, NVIDIA H200, †", \
+     "collective_vs_bytes.dat" index 4 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#d62728" title "allgather (nccl) measured, NVIDIA H200, †", \
+     "collective_vs_bytes.dat" index 5 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#2ca02c" title "chain (nccl) measured, NVIDIA H200, †", \
+     "collective_vs_bytes.dat" index 6 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#ff7f0e" title "ring (nccl) measured, NVIDIA H200, †", \
+     "collective_vs_bytes.dat" index 7 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#9467bd" title "alltoall (nccl) measured, NVIDIA H200, †", \
+     "collective_vs_bytes.dat" index 8 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#1f77b4" notitle, \
+     "collective_vs_bytes.dat" index 9 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#1f77b4" notitle, \
+     "collective_vs_bytes.dat" index 10 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#1f77b4" notitle, \
+     "collective_vs_bytes.dat" index 11 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#1f77b4" notitle, \
+     "collective_vs_bytes.dat" index 12 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#d62728" notitle, \
+     "collective_vs_bytes.dat" index 13 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#2ca02c" notitle, \
+     "collective_vs_bytes.dat" index 14 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#ff7f0e" notitle, \
+     "collective_vs_bytes.dat" index 15 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#9467bd" notitle
 set terminal svg size 1200,560 font "sans,10" noenhanced
 set output "collective_vs_bytes.svg"
 replot

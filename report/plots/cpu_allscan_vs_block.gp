@@ -9,8 +9,10 @@ set logscale x 2
 set format x "%g"
 set terminal pngcairo size 1200,560 font "sans,10" noenhanced
 set output "cpu_allscan_vs_block.png"
-plot "cpu_allscan_vs_block.dat" index 0 using 1:2 with linespoints lw 2 dt 1 pt 7 ps 1.1 lc rgb "#1f77b4" title "allscan (cpu) measured, P=2, stale", \
-     "cpu_allscan_vs_block.dat" index 1 using 1:2 with linespoints lw 2 dt 1 pt 7 ps 1.1 lc rgb "#d62728" title "allscan (cpu) measured, P=4, stale"
+plot "cpu_allscan_vs_block.dat" index 0 using 1:2 with linespoints lw 2 dt 1 pt 7 ps 1.1 lc rgb "#1f77b4" title "allscan (cpu) measured, P=2, †", \
+     "cpu_allscan_vs_block.dat" index 1 using 1:2 with linespoints lw 2 dt 1 pt 7 ps 1.1 lc rgb "#d62728" title "allscan (cpu) measured, P=4, †", \
+     "cpu_allscan_vs_block.dat" index 2 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#1f77b4" notitle, \
+     "cpu_allscan_vs_block.dat" index 3 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#d62728" notitle
 set terminal svg size 1200,560 font "sans,10" noenhanced
 set output "cpu_allscan_vs_block.svg"
 replot

@@ -12,11 +12,16 @@ set format y "%g"
 set format x "%.0b %BB"
 set terminal pngcairo size 1200,560 font "sans,10" noenhanced
 set output "cpu_collective_vs_bytes.png"
-plot "cpu_collective_vs_bytes.dat" index 0 using 1:2 with linespoints lw 2 dt 1 pt 7 ps 1.1 lc rgb "#1f77b4" title "allscan (cpu) measured, stale", \
-     "cpu_collective_vs_bytes.dat" index 1 using 1:2 with linespoints lw 2 dt 1 pt 7 ps 1.1 lc rgb "#d62728" title "allgather (cpu) measured, stale", \
-     "cpu_collective_vs_bytes.dat" index 2 using 1:2 with linespoints lw 2 dt 1 pt 7 ps 1.1 lc rgb "#2ca02c" title "chain (cpu) measured, stale", \
-     "cpu_collective_vs_bytes.dat" index 3 using 1:2 with linespoints lw 2 dt 1 pt 7 ps 1.1 lc rgb "#ff7f0e" title "ring (cpu) measured, stale", \
-     "cpu_collective_vs_bytes.dat" index 4 using 1:2 with linespoints lw 2 dt 1 pt 7 ps 1.1 lc rgb "#9467bd" title "alltoall (cpu) measured, stale"
+plot "cpu_collective_vs_bytes.dat" index 0 using 1:2 with linespoints lw 2 dt 1 pt 7 ps 1.1 lc rgb "#1f77b4" title "allscan (cpu) measured, †", \
+     "cpu_collective_vs_bytes.dat" index 1 using 1:2 with linespoints lw 2 dt 1 pt 7 ps 1.1 lc rgb "#d62728" title "allgather (cpu) measured, †", \
+     "cpu_collective_vs_bytes.dat" index 2 using 1:2 with linespoints lw 2 dt 1 pt 7 ps 1.1 lc rgb "#2ca02c" title "chain (cpu) measured, †", \
+     "cpu_collective_vs_bytes.dat" index 3 using 1:2 with linespoints lw 2 dt 1 pt 7 ps 1.1 lc rgb "#ff7f0e" title "ring (cpu) measured, †", \
+     "cpu_collective_vs_bytes.dat" index 4 using 1:2 with linespoints lw 2 dt 1 pt 7 ps 1.1 lc rgb "#9467bd" title "alltoall (cpu) measured, †", \
+     "cpu_collective_vs_bytes.dat" index 5 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#1f77b4" notitle, \
+     "cpu_collective_vs_bytes.dat" index 6 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#d62728" notitle, \
+     "cpu_collective_vs_bytes.dat" index 7 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#2ca02c" notitle, \
+     "cpu_collective_vs_bytes.dat" index 8 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#ff7f0e" notitle, \
+     "cpu_collective_vs_bytes.dat" index 9 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#9467bd" notitle
 set terminal svg size 1200,560 font "sans,10" noenhanced
 set output "cpu_collective_vs_bytes.svg"
 replot

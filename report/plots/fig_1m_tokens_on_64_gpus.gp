@@ -16,10 +16,10 @@ set x2tics ("16K" 1, "32K" 2, "64K" 4, "128K" 8, "256K" 16, "512K" 32, "1M" 64, 
 set x2label "tokens in all (16384 per GPU)" noenhanced
 set terminal pngcairo size 1200,560 font "sans,10" noenhanced
 set output "fig_1m_tokens_on_64_gpus.png"
-plot "fig_1m_tokens_on_64_gpus.dat" index 0 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#7f7f7f" title "dp (nccl) measured, NVIDIA H200, stale", \
-     "fig_1m_tokens_on_64_gpus.dat" index 1 using 1:2 with linespoints lw 2 dt 2 pt 7 ps 1.1 lc rgb "#1f77b4" title "zeco (device-ll16) measured, NVIDIA H200, stale", \
-     "fig_1m_tokens_on_64_gpus.dat" index 2 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#d62728" title "lasp2 (nccl) measured, NVIDIA H200, stale", \
-     "fig_1m_tokens_on_64_gpus.dat" index 3 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#2ca02c" title "lasp1 (nccl) measured, NVIDIA H200, stale", \
+plot "fig_1m_tokens_on_64_gpus.dat" index 0 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#7f7f7f" title "dp (nccl) measured, NVIDIA H200, †", \
+     "fig_1m_tokens_on_64_gpus.dat" index 1 using 1:2 with linespoints lw 2 dt 2 pt 7 ps 1.1 lc rgb "#1f77b4" title "zeco (device-ll16) measured, NVIDIA H200, †", \
+     "fig_1m_tokens_on_64_gpus.dat" index 2 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#d62728" title "lasp2 (nccl) measured, NVIDIA H200, †", \
+     "fig_1m_tokens_on_64_gpus.dat" index 3 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#2ca02c" title "lasp1 (nccl) measured, NVIDIA H200, †", \
      "fig_1m_tokens_on_64_gpus.dat" index 4 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#7f7f7f" title "dp simulated, dgx-h100", \
      "fig_1m_tokens_on_64_gpus.dat" index 5 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#1f77b4" title "zeco simulated, dgx-h100", \
      "fig_1m_tokens_on_64_gpus.dat" index 6 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#d62728" title "lasp2 simulated, dgx-h100", \
@@ -28,7 +28,12 @@ plot "fig_1m_tokens_on_64_gpus.dat" index 0 using 1:2 with linespoints lw 2 dt 1
      "fig_1m_tokens_on_64_gpus.dat" index 9 using 1:2 with points pt 6 ps 1.6 lw 2 lc rgb "#1f77b4" title "zeco paper, H100, Table 3", \
      "fig_1m_tokens_on_64_gpus.dat" index 10 using 1:2 with points pt 6 ps 1.6 lw 2 lc rgb "#d62728" title "lasp2 paper, H100, Table 3", \
      "fig_1m_tokens_on_64_gpus.dat" index 11 using 1:2 with points pt 6 ps 1.6 lw 2 lc rgb "#2ca02c" title "lasp1 paper, H100, Table 3", \
-     "fig_1m_tokens_on_64_gpus.dat" index 12 using 1:2 with lines lw 1 dt 3 lc rgb "#000000" title "16K tokens on one GPU: dp measured, 1.628 ms"
+     "fig_1m_tokens_on_64_gpus.dat" index 12 using 1:2 with lines lw 1 dt 3 lc rgb "#000000" title "16K tokens on one GPU: dp measured, 1.628 ms", \
+     "fig_1m_tokens_on_64_gpus.dat" index 13 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#7f7f7f" notitle, \
+     "fig_1m_tokens_on_64_gpus.dat" index 14 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#1f77b4" notitle, \
+     "fig_1m_tokens_on_64_gpus.dat" index 15 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#d62728" notitle, \
+     "fig_1m_tokens_on_64_gpus.dat" index 16 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#2ca02c" notitle, \
+     "fig_1m_tokens_on_64_gpus.dat" index 17 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#1f77b4" notitle
 set terminal svg size 1200,560 font "sans,10" noenhanced
 set output "fig_1m_tokens_on_64_gpus.svg"
 replot

@@ -25,7 +25,8 @@ plot "sim_collective_vs_gpus.dat" index 0 using 1:2 with points lw 1.5 pt 6 ps 2
      "sim_collective_vs_gpus.dat" index 9 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#ff7f0e" title "ring simulated, dgx-h100", \
      "sim_collective_vs_gpus.dat" index 10 using 1:2 with points lw 1.5 pt 6 ps 2.0 lc rgb "#9467bd" title "alltoall (nccl) simulated, nvidia-h200-x4", \
      "sim_collective_vs_gpus.dat" index 11 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#9467bd" title "alltoall simulated, dgx-h100", \
-     "sim_collective_vs_gpus.dat" index 12 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#7f7f7f" title "allreduce simulated, dgx-h100"
+     "sim_collective_vs_gpus.dat" index 12 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#7f7f7f" title "allreduce simulated, dgx-h100", \
+     "sim_collective_vs_gpus.dat" index 13 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#1f77b4" notitle
 set terminal svg size 1400,760 font "sans,10" noenhanced
 set output "sim_collective_vs_gpus.svg"
 replot

@@ -13,28 +13,35 @@ set xrange [1.7:300]
 set xtics (2, 3, 4, 8, 16, 32, 64, 128, 256)
 set terminal pngcairo size 1400,760 font "sans,10" noenhanced
 set output "sim_operator_vs_gpus.png"
-plot "sim_operator_vs_gpus.dat" index 0 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#7f7f7f" title "dp (nccl) measured, nvidia-h200-x4, stale", \
+plot "sim_operator_vs_gpus.dat" index 0 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#7f7f7f" title "dp (nccl) measured, nvidia-h200-x4, †", \
      "sim_operator_vs_gpus.dat" index 1 using 1:2 with points lw 1.5 pt 6 ps 2.0 lc rgb "#7f7f7f" title "dp (nccl) simulated, nvidia-h200-x4", \
      "sim_operator_vs_gpus.dat" index 2 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#7f7f7f" title "dp simulated, dgx-h100", \
      "sim_operator_vs_gpus.dat" index 3 using 1:2 with points pt 3 ps 2.6 lw 2 lc rgb "#7f7f7f" title "dp paper, H100", \
-     "sim_operator_vs_gpus.dat" index 4 using 1:2 with linespoints lw 2 dt 2 pt 7 ps 1.1 lc rgb "#1f77b4" title "zeco (device-ll16) measured, nvidia-h200-x4, stale", \
+     "sim_operator_vs_gpus.dat" index 4 using 1:2 with linespoints lw 2 dt 2 pt 7 ps 1.1 lc rgb "#1f77b4" title "zeco (device-ll16) measured, nvidia-h200-x4, †", \
      "sim_operator_vs_gpus.dat" index 5 using 1:2 with points lw 1.5 pt 6 ps 2.0 lc rgb "#1f77b4" title "zeco (device-ll16) simulated, nvidia-h200-x4", \
      "sim_operator_vs_gpus.dat" index 6 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#1f77b4" title "zeco simulated, dgx-h100", \
      "sim_operator_vs_gpus.dat" index 7 using 1:2 with points pt 3 ps 2.6 lw 2 lc rgb "#1f77b4" title "zeco paper, H100", \
-     "sim_operator_vs_gpus.dat" index 8 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#d62728" title "lasp2 (nccl) measured, nvidia-h200-x4, stale", \
+     "sim_operator_vs_gpus.dat" index 8 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#d62728" title "lasp2 (nccl) measured, nvidia-h200-x4, †", \
      "sim_operator_vs_gpus.dat" index 9 using 1:2 with points lw 1.5 pt 6 ps 2.0 lc rgb "#d62728" title "lasp2 (nccl) simulated, nvidia-h200-x4", \
      "sim_operator_vs_gpus.dat" index 10 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#d62728" title "lasp2 simulated, dgx-h100", \
      "sim_operator_vs_gpus.dat" index 11 using 1:2 with points pt 3 ps 2.6 lw 2 lc rgb "#d62728" title "lasp2 paper, H100", \
-     "sim_operator_vs_gpus.dat" index 12 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#2ca02c" title "lasp1 (nccl) measured, nvidia-h200-x4, stale", \
+     "sim_operator_vs_gpus.dat" index 12 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#2ca02c" title "lasp1 (nccl) measured, nvidia-h200-x4, †", \
      "sim_operator_vs_gpus.dat" index 13 using 1:2 with points lw 1.5 pt 6 ps 2.0 lc rgb "#2ca02c" title "lasp1 (nccl) simulated, nvidia-h200-x4", \
      "sim_operator_vs_gpus.dat" index 14 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#2ca02c" title "lasp1 simulated, dgx-h100", \
      "sim_operator_vs_gpus.dat" index 15 using 1:2 with points pt 3 ps 2.6 lw 2 lc rgb "#2ca02c" title "lasp1 paper, H100", \
-     "sim_operator_vs_gpus.dat" index 16 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#ff7f0e" title "ring (nccl) measured, nvidia-h200-x4, stale", \
+     "sim_operator_vs_gpus.dat" index 16 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#ff7f0e" title "ring (nccl) measured, nvidia-h200-x4, †", \
      "sim_operator_vs_gpus.dat" index 17 using 1:2 with points lw 1.5 pt 6 ps 2.0 lc rgb "#ff7f0e" title "ring (nccl) simulated, nvidia-h200-x4", \
      "sim_operator_vs_gpus.dat" index 18 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#ff7f0e" title "ring simulated, dgx-h100", \
-     "sim_operator_vs_gpus.dat" index 19 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#9467bd" title "ulysses (nccl) measured, nvidia-h200-x4, stale", \
+     "sim_operator_vs_gpus.dat" index 19 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#9467bd" title "ulysses (nccl) measured, nvidia-h200-x4, †", \
      "sim_operator_vs_gpus.dat" index 20 using 1:2 with points lw 1.5 pt 6 ps 2.0 lc rgb "#9467bd" title "ulysses (nccl) simulated, nvidia-h200-x4", \
-     "sim_operator_vs_gpus.dat" index 21 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#9467bd" title "ulysses simulated, dgx-h100"
+     "sim_operator_vs_gpus.dat" index 21 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#9467bd" title "ulysses simulated, dgx-h100", \
+     "sim_operator_vs_gpus.dat" index 22 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#7f7f7f" notitle, \
+     "sim_operator_vs_gpus.dat" index 23 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#1f77b4" notitle, \
+     "sim_operator_vs_gpus.dat" index 24 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#1f77b4" notitle, \
+     "sim_operator_vs_gpus.dat" index 25 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#d62728" notitle, \
+     "sim_operator_vs_gpus.dat" index 26 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#2ca02c" notitle, \
+     "sim_operator_vs_gpus.dat" index 27 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#ff7f0e" notitle, \
+     "sim_operator_vs_gpus.dat" index 28 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#9467bd" notitle
 set terminal svg size 1400,760 font "sans,10" noenhanced
 set output "sim_operator_vs_gpus.svg"
 replot

@@ -11,13 +11,19 @@ set logscale y
 set format y "%g"
 set terminal pngcairo size 1200,560 font "sans,10" noenhanced
 set output "strong_scaling_B1_H16_dk128_dv128_T65536_NVIDIA_H200.png"
-plot "strong_scaling_B1_H16_dk128_dv128_T65536_NVIDIA_H200.dat" index 0 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#7f7f7f" title "dp (nccl) measured, NVIDIA H200, stale", \
-     "strong_scaling_B1_H16_dk128_dv128_T65536_NVIDIA_H200.dat" index 1 using 1:2 with linespoints lw 2 dt 2 pt 7 ps 1.1 lc rgb "#1f77b4" title "zeco (device-ll16) measured, block 16384, NVIDIA H200, stale", \
-     "strong_scaling_B1_H16_dk128_dv128_T65536_NVIDIA_H200.dat" index 2 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#d62728" title "lasp2 (nccl) measured, NVIDIA H200, stale", \
-     "strong_scaling_B1_H16_dk128_dv128_T65536_NVIDIA_H200.dat" index 3 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#2ca02c" title "lasp1 (nccl) measured, NVIDIA H200, stale", \
-     "strong_scaling_B1_H16_dk128_dv128_T65536_NVIDIA_H200.dat" index 4 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#ff7f0e" title "ring (nccl) measured, NVIDIA H200, stale", \
-     "strong_scaling_B1_H16_dk128_dv128_T65536_NVIDIA_H200.dat" index 5 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#9467bd" title "ulysses (nccl) measured, NVIDIA H200, stale", \
-     "strong_scaling_B1_H16_dk128_dv128_T65536_NVIDIA_H200.dat" index 6 using 1:2 with lines lw 1 dt 3 lc rgb "#000000" title "ideal: dp at P=1, divided by P"
+plot "strong_scaling_B1_H16_dk128_dv128_T65536_NVIDIA_H200.dat" index 0 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#7f7f7f" title "dp (nccl) measured, NVIDIA H200, †", \
+     "strong_scaling_B1_H16_dk128_dv128_T65536_NVIDIA_H200.dat" index 1 using 1:2 with linespoints lw 2 dt 2 pt 7 ps 1.1 lc rgb "#1f77b4" title "zeco (device-ll16) measured, block 16384, NVIDIA H200, †", \
+     "strong_scaling_B1_H16_dk128_dv128_T65536_NVIDIA_H200.dat" index 2 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#d62728" title "lasp2 (nccl) measured, NVIDIA H200, †", \
+     "strong_scaling_B1_H16_dk128_dv128_T65536_NVIDIA_H200.dat" index 3 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#2ca02c" title "lasp1 (nccl) measured, NVIDIA H200, †", \
+     "strong_scaling_B1_H16_dk128_dv128_T65536_NVIDIA_H200.dat" index 4 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#ff7f0e" title "ring (nccl) measured, NVIDIA H200, †", \
+     "strong_scaling_B1_H16_dk128_dv128_T65536_NVIDIA_H200.dat" index 5 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#9467bd" title "ulysses (nccl) measured, NVIDIA H200, †", \
+     "strong_scaling_B1_H16_dk128_dv128_T65536_NVIDIA_H200.dat" index 6 using 1:2 with lines lw 1 dt 3 lc rgb "#000000" title "ideal: dp at P=1, divided by P", \
+     "strong_scaling_B1_H16_dk128_dv128_T65536_NVIDIA_H200.dat" index 7 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#7f7f7f" notitle, \
+     "strong_scaling_B1_H16_dk128_dv128_T65536_NVIDIA_H200.dat" index 8 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#1f77b4" notitle, \
+     "strong_scaling_B1_H16_dk128_dv128_T65536_NVIDIA_H200.dat" index 9 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#d62728" notitle, \
+     "strong_scaling_B1_H16_dk128_dv128_T65536_NVIDIA_H200.dat" index 10 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#2ca02c" notitle, \
+     "strong_scaling_B1_H16_dk128_dv128_T65536_NVIDIA_H200.dat" index 11 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#ff7f0e" notitle, \
+     "strong_scaling_B1_H16_dk128_dv128_T65536_NVIDIA_H200.dat" index 12 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#9467bd" notitle
 set terminal svg size 1200,560 font "sans,10" noenhanced
 set output "strong_scaling_B1_H16_dk128_dv128_T65536_NVIDIA_H200.svg"
 replot
