@@ -10,8 +10,9 @@
 
 namespace spb {
 
-constexpr Recompute kRecomputeLevels[] = {Recompute::none, Recompute::states, Recompute::elementwise,
-                                         Recompute::states_elementwise, Recompute::all};
+constexpr Recompute kRecomputeLevels[] = {Recompute::none,   Recompute::states,
+                                         Recompute::elementwise, Recompute::states_elementwise,
+                                         Recompute::all,    Recompute::blocks};
 
 const char* recompute_name(Recompute r) {
   switch (r) {
@@ -20,6 +21,7 @@ const char* recompute_name(Recompute r) {
     case Recompute::elementwise: return "elementwise";
     case Recompute::states_elementwise: return "states+elementwise";
     case Recompute::all: return "attention+elementwise";
+    case Recompute::blocks: return "blocks";
   }
   return "?";
 }
@@ -29,13 +31,15 @@ Recompute recompute_from_name(const std::string& name) {
   for (Recompute r : kRecomputeLevels)
     if (name == recompute_name(r)) return r;
   throw UsageError("--recompute: '" + name +
-                   "' is none of none, states, elementwise, states+elementwise, all (attention+elementwise), auto");
+                   "' is none of none, states, elementwise, states+elementwise, all (attention+elementwise), blocks, "
+                   "auto");
 }
 
 bool remakes_states(Recompute r) { return r == Recompute::states || r == Recompute::states_elementwise; }
 bool remakes_elementwise(Recompute r) {
   return r == Recompute::elementwise || r == Recompute::states_elementwise || r == Recompute::all;
 }
+bool remakes_blocks(Recompute r) { return r == Recompute::blocks; }
 
 Recompute recompute_auto(const GlaModelConfig& c) {
   const double per_token_states = double(c.dk()) * c.dv() / kChunk, per_token_kv = double(c.dk()) + c.dv();
@@ -80,14 +84,19 @@ struct GlaModel::Layer {
   size_t attn_norm, wq, wk, wv, wg, wgk0, wgk1, bgk1, g_norm, wo, mlp_norm, w_gate, w_up, w_down;
 };
 
+// What the forward keeps of one block for its backward.
+struct GlaModel::LayerActs {
+  Buffer x_mid, rstd1, h1, q, k, v, z, gl, pre, g, o, rstd_gn, y, rstd2, h2;
+  Buffer ab;  // [N, 2F]: the MLP's gate and up products side by side (one GEMM)
+};
+
 // What the forward keeps for the backward (per block) and the backward's scratch (shared by the blocks).
 struct GlaModel::Acts {
-  struct PerLayer {
-    Buffer x_mid, rstd1, h1, q, k, v, z, gl, pre, g, o, rstd_gn, y, rstd2, h2;
-    Buffer ab;  // [N, 2F]: the MLP's gate and up products side by side (one GEMM)
-  };
-  std::vector<Buffer> x;  // the residual stream entering block l (x[layers]: entering the final norm), f32 [N, D]
-  std::vector<PerLayer> layer;
+  // The residual stream entering block l (x[layers]: entering the final norm), f32 [N, D]. Where the level
+  // remakes_blocks: x[0] the one the blocks pass along, x[1] the final norm's, and each block's input in `kept`.
+  std::vector<Buffer> x;
+  std::vector<Buffer> kept;  // remakes_blocks: block l's input, act type [N, D]
+  std::vector<LayerActs> layer;  // per block, or one set for all where the level remakes_blocks
   Buffer h1s, h2s, ys;  // the blocks' h1, h2, y where the level remakes_elementwise
   Buffer gs;            // the blocks' g where the level remakes_states
   // SwiGLU's output m, one for every block: the forward's down product reads it right away, and the backward's
@@ -145,8 +154,9 @@ std::vector<ParamInfo> GlaModel::layout(const GlaModelConfig& c, std::vector<Lay
 // The list of the activation buffers (but the dense dq, dk, dv: plan_dense_grads): with a device it makes them,
 // without one it adds them up (device_bytes).
 size_t GlaModel::plan_acts(const GlaModelConfig& c, int rows, DType act, Recompute recompute, Acts& A, Device* dev) {
-  const bool shared = spb::remakes_elementwise(recompute);  // h1, h2, y: one buffer each for every block
-  const bool gates_shared = spb::remakes_states(recompute);  // g: one buffer for every block
+  const bool blocks = spb::remakes_blocks(recompute);  // one set of a block's activations for every block
+  const bool shared = spb::remakes_elementwise(recompute) || blocks;  // h1, h2, y: one buffer each for every block
+  const bool gates_shared = spb::remakes_states(recompute) || blocks;  // g: one buffer for every block
   const size_t N = rows, D = c.hidden, Kd = c.key_dim(), Vd = c.value_dim(), F = c.mlp_size(), R = c.gate_rank;
   const size_t a = dtype_size(act), f = 4;
   size_t total = 0;
@@ -154,10 +164,12 @@ size_t GlaModel::plan_acts(const GlaModelConfig& c, int rows, DType act, Recompu
     total += bytes;
     if (dev) b = Buffer(*dev, bytes);
   };
-  A.x.resize(size_t(c.layers) + 1);
+  A.x.resize(blocks ? 2 : size_t(c.layers) + 1);
   for (Buffer& x : A.x) take(x, N * D * f);
-  A.layer.resize(size_t(c.layers));
-  for (Acts::PerLayer& p : A.layer) {
+  A.kept.resize(blocks ? size_t(c.layers) : 0);
+  for (Buffer& x : A.kept) take(x, N * D * a);
+  A.layer.resize(blocks ? 1 : size_t(c.layers));
+  for (LayerActs& p : A.layer) {
     take(p.x_mid, N * D * f);
     take(p.rstd1, N * f), take(p.rstd2, N * f), take(p.rstd_gn, N * c.heads * f);
     if (!shared) take(p.h1, N * D * a), take(p.h2, N * D * a), take(p.y, N * Vd * a);
@@ -351,14 +363,22 @@ void GlaModel::mm(bool ta, bool tb, int M, int N, int K, float alpha, const void
   mk_->gemm(ta, tb, M, N, K, alpha, A, B, beta, C, c_type, st);
 }
 
+GlaModel::LayerActs& GlaModel::acts_of(int l) const { return acts_->layer[remakes_blocks() ? 0 : size_t(l)]; }
+
+float* GlaModel::stream_of(int l) const {
+  if (!remakes_blocks()) return acts_->x[size_t(l)].f32();
+  return acts_->x[l == c_.layers ? 1 : 0].f32();
+}
+
 GlaModel::Elementwise GlaModel::elementwise_of(int l) const {
-  const Acts::PerLayer& A = acts_->layer[size_t(l)];
-  if (remakes_elementwise()) return {acts_->h1s.get(), acts_->h2s.get(), acts_->ys.get(), acts_->ms.get()};
+  const LayerActs& A = acts_of(l);
+  if (remakes_elementwise() || remakes_blocks())
+    return {acts_->h1s.get(), acts_->h2s.get(), acts_->ys.get(), acts_->ms.get()};
   return {A.h1.get(), A.h2.get(), A.y.get(), acts_->ms.get()};
 }
 
 void* GlaModel::gates_of(int l) const {
-  return remakes_states() ? acts_->gs.get() : acts_->layer[size_t(l)].g.get();
+  return remakes_states() || remakes_blocks() ? acts_->gs.get() : acts_of(l).g.get();
 }
 
 void GlaModel::wgrad(Wgrad kind, int n, int k, const void* dY, const void* X, float* dW) {
@@ -389,25 +409,30 @@ void GlaModel::wait_wgrads(Stream s) {
 // the residual stream in its own pass (x_mid = x + o_proj; x[l + 1] = x_mid + MLP down, in block l + 1's first norm or
 // the final norm), so that the stream is read and written once per add (not copied, then read and written by the
 // product). The products write fp32: a bf16 delta would round every block's contribution to the stream.
-void GlaModel::forward_layer(int l) {
+void GlaModel::forward_layer(int l, bool remake) {
   const Views V = views();
   ModelKernels& k = *mk_;
   const Layer& y = layers_[size_t(l)];
-  Acts::PerLayer& A = acts_->layer[size_t(l)];
+  LayerActs& A = acts_of(l);
   const Stream st = rt_.dev->compute_stream();
   const int N = N_, D = c_.hidden, Kd = c_.key_dim(), Vd = c_.value_dim(), F = c_.mlp_size(), R = c_.gate_rank;
   const DType t = act_;
-  float* x = acts_->x[size_t(l)].f32();
+  float* x = stream_of(l);
   float* delta = acts_->delta.f32();
   const auto [h1, h2, yo, m] = elementwise_of(l);
-  TimelineSpan span(rt_, "layer", Lane::compute);
+  TimelineSpan span(rt_, remake ? "layer_remake" : "layer", Lane::compute);
+  // A block made again keeps the backward's stage on the clock ("recompute"), not the forward's stages.
+  auto stage = [&](const char* name) {
+    if (!remake) this->stage(name);
+  };
 
   stage("norms");
-  if (l == 0)
+  if (l == 0 || remake)  // remake: x is the block's kept input
     k.rmsnorm_fwd(N, D, x, V.P(y.attn_norm), c_.norm_eps, h1, A.rstd1.f32(), st);
   else  // x = the previous block's x_mid + its MLP down product
-    k.rmsnorm_add_fwd(N, D, acts_->layer[size_t(l) - 1].x_mid.f32(), delta, V.P(y.attn_norm), c_.norm_eps, x, h1,
-                      A.rstd1.f32(), st);
+    k.rmsnorm_add_fwd(N, D, acts_of(l - 1).x_mid.f32(), delta, V.P(y.attn_norm), c_.norm_eps, x, h1, A.rstd1.f32(),
+                      st);
+  if (remakes_blocks() && !remake) k.convert(size_t(N) * D, x, DType::f32, acts_->kept[size_t(l)].get(), t, st);
   stage("q, k, v, gate projections");
   mm(false, true, N, Kd, D, 1, h1, V.W(y.wq), 0, A.q.get(), t, st);
   mm(false, true, N, Kd, D, 1, h1, V.W(y.wk), 0, A.k.get(), t, st);
@@ -433,6 +458,7 @@ void GlaModel::forward_layer(int l) {
   k.rmsnorm_add_fwd(N, D, x, delta, V.P(y.mlp_norm), c_.norm_eps, A.x_mid.f32(), h2, A.rstd2.f32(), st);
   stage("MLP gate, up");
   mm(false, true, N, 2 * F, D, 1, h2, V.W(y.w_gate), 0, A.ab.get(), t, st);  // [Wgate; Wup] are one matrix
+  if (remake) return;  // SwiGLU's backward makes m again; the down product feeds only the next block
   stage("swiglu");
   k.swiglu_fwd(N, F, A.ab.get(), m, st);
   stage("MLP down");
@@ -444,16 +470,23 @@ void GlaModel::backward_layer(int l) {
   const Views V = views();
   ModelKernels& k = *mk_;
   const Layer& y = layers_[size_t(l)];
-  Acts::PerLayer& A = acts_->layer[size_t(l)];
+  LayerActs& A = acts_of(l);
   Acts& S = *acts_;
   const Stream st = rt_.dev->compute_stream();
   const int N = N_, D = c_.hidden, Kd = c_.key_dim(), Vd = c_.value_dim(), F = c_.mlp_size(), R = c_.gate_rank;
   const DType t = act_, f32 = DType::f32;
-  float* x = acts_->x[size_t(l)].f32();
+  float* x = stream_of(l);
   // With recompute, h1, h2 and y are made again (into one buffer each) just before the products that read them; m,
   // at every level, by SwiGLU's backward.
   const auto [h1, h2, yo, m] = elementwise_of(l);
   TimelineSpan span(rt_, "layer_backward", Lane::compute);
+  if (remakes_blocks()) {
+    stage("recompute");
+    // The block above's weight gradients' products read buffers every block shares: the remade forward writes them.
+    for (int kind = 0; kind < kWgradKinds; ++kind) wait_wgrad(Wgrad(kind));
+    k.convert(size_t(N) * D, S.kept[size_t(l)].get(), t, x, DType::f32, st);
+    forward_layer(l, /*remake=*/true);
+  }
   if (remakes_elementwise()) {
     stage("recompute");
     wait_wgrad(kWgradProj);  // the block above's last weight gradient: its products read the buffers made again here
@@ -505,7 +538,7 @@ void GlaModel::backward_layer(int l) {
   {
     TimelineSpan span(rt_, "attention", Lane::compute);
     const SpForwardArgs fa{A.q.get(), A.k.get(), A.v.get(), gates_of(l), nullptr, A.o.get(), nullptr};
-    if (recompute_ == Recompute::all) method(l).forward(fa);
+    if (recompute_ == Recompute::all) method(l).forward(fa);  // (remakes_blocks: in the block's forward above)
     SpBackwardArgs ba{S.d_o.get(), nullptr, S.dq.get(), S.dk.get(), S.dv.get(), S.dg.get(), nullptr};
     if (grads_in_dproj_) ba.dq = dproj, ba.dk = dproj + Kd * a, ba.dv = dproj + 2 * Kd * a, ba.grad_ld = P;
     method(l).backward(fa, ba);
@@ -554,12 +587,12 @@ double GlaModel::forward_backward(const std::vector<int32_t>& tokens) {
   }
 
   stage("embedding");
-  k.embedding_fwd(N, D, static_cast<const int32_t*>(S.tokens.get()), V.P(embed_), S.x[0].f32(), st);
+  k.embedding_fwd(N, D, static_cast<const int32_t*>(S.tokens.get()), V.P(embed_), stream_of(0), st);
   for (int l = 0; l < c_.layers; ++l) forward_layer(l);
-  float* xl = S.x[size_t(c_.layers)].f32();
+  float* xl = stream_of(c_.layers);
   stage("norms");
-  k.rmsnorm_add_fwd(N, D, S.layer.back().x_mid.f32(), S.delta.f32(), V.P(final_norm_), c_.norm_eps, xl, S.hf.get(),
-                    S.rstd_f.f32(), st);
+  k.rmsnorm_add_fwd(N, D, acts_of(c_.layers - 1).x_mid.f32(), S.delta.f32(), V.P(final_norm_), c_.norm_eps, xl,
+                    S.hf.get(), S.rstd_f.f32(), st);
   // The logits a chunk of rows at a time (fp32, [chunk, vocab]); cross-entropy turns each into its rows of the loss
   // and of dlogits (act type, [chunk, vocab]), and the LM head's backward takes that chunk at once: its rows of
   // dh = dlogits W and its share of dW = dlogits^T hf (accumulated over the chunks, in line on the compute stream,

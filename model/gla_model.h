@@ -66,13 +66,17 @@ enum class Recompute {
   states_elementwise,  // both
   all,                 // elementwise, and one method object for every block, its forward run again (which makes the
                        // chunk states again)
+  blocks,              // block checkpointing: each block's input alone kept (act dtype), every other activation one
+                       // buffer for all blocks, and the block's forward run again inside its backward: its SP method's
+                       // forward too, with its communication (one method object for every block)
 };
-// "none", "states", "elementwise", "states+elementwise", "attention+elementwise": the CSV's recompute column, and
-// --recompute's values ("all" for the last)
+// "none", "states", "elementwise", "states+elementwise", "attention+elementwise", "blocks": the CSV's recompute
+// column, and --recompute's values ("all" for attention+elementwise)
 const char* recompute_name(Recompute r);
 Recompute recompute_from_name(const std::string& name);  // throws UsageError naming --recompute
 bool remakes_states(Recompute r);       // states, states_elementwise
 bool remakes_elementwise(Recompute r);  // elementwise, states_elementwise, all
+bool remakes_blocks(Recompute r);       // blocks
 // The level `--recompute=auto` picks: `states` where a block's chunk states are larger than the k and v they are
 // made from (dk dv / 64 > dk + dv per head and token: 4 heads of GLA-1B, not 32), so that making them again reads
 // fewer bytes than keeping them holds; `none` otherwise.
@@ -122,7 +126,7 @@ class GlaModel {
   void upload_params(const std::vector<float>& p);  // the flat vector of download_params()
   std::vector<float> download_grads() const;        // summed over the ranks
   double grad_norm() const;  // of grads(), after forward_backward
-  SpMethod& method(int layer) { return *methods_.at(recompute_ == Recompute::all ? 0 : size_t(layer)); }
+  SpMethod& method(int layer) { return *methods_.at(method_objects(c_, recompute_) == 1 ? 0 : size_t(layer)); }
   int steps_done() const { return step_; }
   const GlaModelConfig& config() const { return c_; }
   Runtime& runtime() { return rt_; }
@@ -161,6 +165,7 @@ class GlaModel {
 
  private:
   struct Layer;
+  struct LayerActs;  // what the forward keeps of one block
   struct Acts;
   struct Views;
   Views views() const;
@@ -172,9 +177,17 @@ class GlaModel {
   static GlaShape local_shape(const GlaModelConfig& c, int batch, int tokens_per_rank) {
     return GlaShape{batch, tokens_per_rank, c.heads, c.dk(), c.dv()};
   }
-  static int method_objects(const GlaModelConfig& c, Recompute r) { return r == Recompute::all ? 1 : c.layers; }
+  static int method_objects(const GlaModelConfig& c, Recompute r) {
+    return r == Recompute::all || r == Recompute::blocks ? 1 : c.layers;
+  }
   bool remakes_elementwise() const { return spb::remakes_elementwise(recompute_); }
   bool remakes_states() const { return spb::remakes_states(recompute_); }
+  bool remakes_blocks() const { return spb::remakes_blocks(recompute_); }
+  // Block l's activations: its own, or the one set every block shares where the level remakes_blocks.
+  LayerActs& acts_of(int l) const;
+  // The residual stream entering block l (l = layers: entering the final norm), fp32: each block's own, or where the
+  // level remakes_blocks one buffer the blocks pass along (and the final norm's own), each block's input kept apart.
+  float* stream_of(int l) const;
   // Block l's forget gates: its own buffer, or the one every block shares where the level remakes_states.
   void* gates_of(int l) const;
   struct Elementwise {
@@ -187,7 +200,10 @@ class GlaModel {
   // mk_->gemm, its FLOPs counted on the clock
   void mm(bool ta, bool tb, int M, int N, int K, float alpha, const void* A, const void* B, float beta, void* C,
           DType c_type, Stream st);
-  void forward_layer(int l);
+  // remake: inside the backward, where the level remakes_blocks: from the block's kept input, up to what the
+  // backward reads (not SwiGLU's output or the MLP down product, which only the next block reads), off the stage
+  // clock's forward stages.
+  void forward_layer(int l, bool remake = false);
   void backward_layer(int l);
   // The products of the weight gradients, one event each: the compute stream waits on a kind's event before it
   // overwrites what that kind's last product read (wait_wgrad).

@@ -148,7 +148,7 @@ int recompute_rank(const std::string& level) {
   try {
     return int(recompute_from_name(level));
   } catch (const UsageError&) {
-    return int(Recompute::all) + 1;
+    return int(Recompute::blocks) + 1;
   }
 }
 std::string recompute_flag(const std::string& level) {

@@ -123,15 +123,16 @@ TEST(ModelSp, RecomputeGivesTheSameStep) {
   auto rt = make_runtime(boot, backend());
   const int P = boot.size(), p = boot.rank(), L = kSeq / P;
   const TokenData data("", tiny().vocab, kBatch, kSeq, 9);
-  const Recompute kinds[] = {Recompute::none, Recompute::elementwise, Recompute::all};
-  std::vector<float> grads[3];
-  double loss[3];
-  for (int i = 0; i < 3; ++i) {
+  const Recompute kinds[] = {Recompute::none, Recompute::elementwise, Recompute::all, Recompute::blocks};
+  constexpr int kKinds = 4;
+  std::vector<float> grads[kKinds];
+  double loss[kKinds];
+  for (int i = 0; i < kKinds; ++i) {
     GlaModel model(*rt, make_model_kernels(*rt->dev), tiny(), kBatch, L, "zeco", SpConfig{}, kinds[i], 5);
     loss[i] = model.forward_backward(data.window(0, p * L, (p + 1) * L));
     grads[i] = model.download_grads();
   }
-  for (int i = 1; i < 3; ++i) {
+  for (int i = 1; i < kKinds; ++i) {
     EXPECT_NEAR(loss[i], loss[0], 1e-6 * loss[0]) << recompute_name(kinds[i]);
     EXPECT_LT(rel_rms(grads[0].data(), grads[i].data(), grads[0].size()), gpu() ? 1e-3 : 1e-6)
         << recompute_name(kinds[i]);
@@ -180,6 +181,59 @@ TEST(ModelSp, RemadeStatesGiveTheSameStep) {
         EXPECT_NEAR(remade.losses[s], kept.losses[s], tol * kept.losses[s]) << what << " step " << s + 1;
     }
   }
+}
+
+// --recompute=blocks keeps each block's input alone and runs the whole block's forward again inside its backward, the
+// SP method's forward (and its communication) included, into one set of buffers every block shares: for every method,
+// zeco's and lasp2's schedules, and the gradients summed beside the backward with the weight gradients beside it,
+// the step of the run that keeps everything. A block remade from another block's input, or a buffer of the block
+// above still read while the remade forward writes it, moves the gradients far outside the tolerance. On CPU ranks
+// the block's input is kept in fp32 and the same sums run in the same order: the same bits.
+TEST(ModelSp, BlockCheckpointingGivesTheSameStep) {
+  if (!have_devices()) GTEST_SKIP() << "fewer GPUs than ranks";
+  auto rt = make_runtime(*test::boot(), backend());
+  const double tol = gpu() ? 1e-3 : 0;
+  struct Run {
+    std::string method;
+    SpConfig sp;
+    std::string name;
+    GradSum sum;
+    bool wgrad_beside;
+  };
+  std::vector<Run> runs;
+  for (const std::string& m : method_names()) runs.push_back({m, SpConfig{}, "", GradSum::after_backward, false});
+  for (const std::string& m : {std::string("zeco"), std::string("lasp2")})
+    for (const SpOverlap o : {SpOverlap::output, SpOverlap::states}) {
+      SpConfig sp;
+      sp.overlap = o;
+      runs.push_back({m, sp, " --overlap " + std::to_string(int(o)), GradSum::after_backward, false});
+    }
+  runs.push_back({"zeco", SpConfig{}, " --grad-overlap --wgrad-beside", GradSum::beside_backward, true});
+  for (const Run& r : runs) {
+    const Trained kept = train(*rt, r.method, false, 2, r.sum, Recompute::none, r.wgrad_beside, r.sp);
+    const Trained remade = train(*rt, r.method, false, 2, r.sum, Recompute::blocks, r.wgrad_beside, r.sp);
+    const std::string what = r.method + r.name + " P=" + std::to_string(rt->world());
+    for (const ParamInfo& t : kept.params) {
+      const double e = rel_rms(kept.grads.data() + t.offset, remade.grads.data() + t.offset, t.elems());
+      EXPECT_LE(e, tol) << what << " gradient of " << t.name;
+    }
+    for (size_t s = 0; s < kept.losses.size(); ++s)
+      EXPECT_NEAR(remade.losses[s], kept.losses[s], tol * kept.losses[s]) << what << " step " << s + 1;
+  }
+}
+
+// The plan of --recompute=blocks against `all` (one method object and one set of h1, h2, y too): one set of a block's
+// other activations for every block instead of one per block (x_mid, the rstds, q, k, the gate's pre-activation and
+// gates, v, z, o, the rank-16 rows, (a | b)), two fp32 residual streams instead of one per block, and each block's
+// input kept in the act type.
+TEST(ModelSp, BlockCheckpointingPlansOneBlocksActivations) {
+  const GlaModelConfig c;  // GLA-1B
+  const size_t N = 32768, L = c.layers, a = 2, D = c.hidden, Kd = c.key_dim(), Vd = c.value_dim();
+  const size_t block = N * D * 4 + N * (2 + c.heads) * 4 + N * (4 * Kd + 3 * Vd + c.gate_rank + 2 * c.mlp_size()) * a;
+  auto bytes = [&](Recompute r) { return GlaModel::device_bytes(c, 1, int(N), DType::bf16, DType::bf16, r); };
+  EXPECT_EQ(bytes(Recompute::all) - bytes(Recompute::blocks), (L - 1) * (block + N * D * 4) - L * N * D * a);
+  EXPECT_EQ(recompute_from_name("blocks"), Recompute::blocks);
+  EXPECT_EQ(recompute_name(Recompute::blocks), std::string("blocks"));
 }
 
 // zeco's and lasp2's other schedules give the in-order step: --overlap 1 and 2, and zeco's two head groups (the odd
@@ -304,7 +358,7 @@ TEST(ModelSp, AutoRemakesTheStatesWhereTheyOutweighKAndV) {
   c.heads = 16;  // dk 64, dv 128: 128 against 192
   EXPECT_EQ(recompute_auto(c), Recompute::none);
   for (const Recompute r : {Recompute::none, Recompute::states, Recompute::elementwise, Recompute::states_elementwise,
-                            Recompute::all})
+                            Recompute::all, Recompute::blocks})
     EXPECT_EQ(recompute_from_name(recompute_name(r)), r);
   EXPECT_EQ(recompute_from_name("all"), Recompute::all);
   EXPECT_THROW(recompute_from_name("attention"), UsageError);
@@ -318,7 +372,7 @@ TEST(ModelSp, AutoRemakesTheStatesWhereTheyOutweighKAndV) {
 TEST(ModelSp, ChunkStateGradientsAreOneBufferForEveryBlock) {
   for (const int heads : {4, 32})
     for (const Recompute r : {Recompute::none, Recompute::states, Recompute::elementwise,
-                              Recompute::states_elementwise, Recompute::all}) {
+                              Recompute::states_elementwise, Recompute::all, Recompute::blocks}) {
       GlaModelConfig c;  // GLA-1B
       c.heads = heads;
       const int N = 16384;
@@ -328,7 +382,7 @@ TEST(ModelSp, ChunkStateGradientsAreOneBufferForEveryBlock) {
         return GlaModel::device_bytes(c, 1, N, DType::bf16, DType::f32, r) -
                GlaModel::device_bytes(c, 1, N, DType::bf16, DType::bf16, r);
       };
-      const bool one_hs = r == Recompute::all || remakes_states(r);
+      const bool one_hs = r == Recompute::all || r == Recompute::blocks || remakes_states(r);
       const size_t hs_buffers = one_hs ? 1 : 20;
       const std::string what = "H=" + std::to_string(heads) + " recompute " + recompute_name(r);
       EXPECT_EQ(wider(20), (hs_buffers + 1) * elems * 2) << what;
