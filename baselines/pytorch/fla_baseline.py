@@ -2,7 +2,7 @@
 """GLA-1B training steps in PyTorch with fla's GLAForCausalLM: the stack a user would run instead of `spbench model`.
 
 usage: fla_baseline.py --heads H --seq T --precision {bf16,fp32-autocast-bf16,bf16-fp32-master}
-                       --compile {none,block,model} [--csv FILE] ...
+                       --compile {none,block,model} [--checkpoint] [--csv FILE] ...
 
 One configuration per process (so that peak memory is this configuration's alone). The model is spbench's GLA-1B
 configuration (20 layers, hidden 2048, vocab 32000, expand_k 0.5, expand_v 1, MLP 5632, untied head, gate rank 16,
@@ -54,7 +54,7 @@ COLUMNS = [
 ]
 # The key of a configuration: a row with the same values of these is already measured (resume).
 KEY = ["gpu", "git_sha", "heads", "tokens_per_rank", "layers", "hidden", "vocab", "mlp", "precision", "compile",
-       "warmup", "iters", "seed", "fla_commit"]
+       "recompute", "warmup", "iters", "seed", "fla_commit"]
 
 PRECISIONS = ["bf16", "fp32-autocast-bf16", "bf16-fp32-master"]
 COMPILE_MODES = ["none", "block", "model"]
@@ -76,6 +76,10 @@ def parse_args():
     ap.add_argument("--precision", choices=PRECISIONS, required=True)
     ap.add_argument("--compile", choices=COMPILE_MODES, default="none",
                     help="none (eager), block (each block compiled on its own) or model (the whole model)")
+    ap.add_argument("--checkpoint", action="store_true",
+                    help="activation checkpointing of every block (gradient_checkpointing_enable, non-reentrant: "
+                         "each block's input kept, its forward run again in the backward), as spbench's "
+                         "--recompute=blocks; the row's recompute column says blocks")
     ap.add_argument("--layers", type=int, default=20)
     ap.add_argument("--hidden", type=int, default=2048)
     ap.add_argument("--vocab", type=int, default=32000)
@@ -244,7 +248,8 @@ def main():
         "chunk": 64, "blocks": 0, "comm": "none", "warmup": a.warmup, "iters": a.steps, "host": socket.gethostname(),
         "driver": driver_version(), "cuda": torch.version.cuda or "", "nccl": "", "mpi": "", "overlap": 0,
         "layers": a.layers, "hidden": a.hidden, "vocab": a.vocab, "expand_k": 0.5, "expand_v": 1, "mlp": a.mlp,
-        "steps": a.steps, "seed": a.seed, "recompute": "none", "peak_tflops": peak, "nodes": 1, "ranks_per_node": 1,
+        "steps": a.steps, "seed": a.seed, "recompute": "blocks" if a.checkpoint else "none", "peak_tflops": peak,
+        "nodes": 1, "ranks_per_node": 1,
         "precision": a.precision, "compile": a.compile, "torch": torch.__version__, "triton": triton.__version__,
         "fla_commit": fla_commit,
     }
@@ -262,6 +267,8 @@ def main():
     bf16_weights = a.precision in ("bf16", "bf16-fp32-master")
     model = GLAForCausalLM(config).to(dev, dtype=torch.bfloat16 if bf16_weights else torch.float32)
     model.train()
+    if a.checkpoint:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     params = sum(p.numel() for p in model.parameters())
     embed = model.model.embeddings.weight.numel()
     H, dk, dv = a.heads, row["dk"], row["dv"]

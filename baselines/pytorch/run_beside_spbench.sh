@@ -6,7 +6,8 @@
 #                                                                               -> OUTDIR/MACHINE_model_fla.csv
 # Knobs (environment): FLA_CONFIGS, the "heads:tokens" pairs (default "32:16384 4:16384"); FLA_PRECISIONS (default
 # "bf16 fp32-autocast-bf16 bf16-fp32-master"); FLA_COMPILE (default "none block"; "model" compiles the whole model); SPB_MODEL_ARGS, more flags for spbench (e.g.
-# --recompute=elementwise); DEADLINE, seconds since the epoch after which no new configuration starts (a lent
+# --recompute=elementwise, or --recompute=blocks beside FLA_ARGS=--checkpoint); FLA_ARGS, more flags for
+# fla_baseline.py; DEADLINE, seconds since the epoch after which no new configuration starts (a lent
 # machine's call has a hard limit). fla's source must be importable (PYTHONPATH); TRITON_CACHE_DIR keeps its
 # compiled kernels and autotune choices between calls (the first compile and autotune takes minutes).
 # Exit status: the number of configurations that failed (0: all measured or skipped as already there).
@@ -47,8 +48,9 @@ for cfg in ${FLA_CONFIGS:-32:16384 4:16384}; do
     -L "$tokens" --log-every 0 --csv "$model_csv" ${SPB_MODEL_ARGS:-}
   for compile in ${FLA_COMPILE:-none block}; do
     for precision in ${FLA_PRECISIONS:-bf16 fp32-autocast-bf16 bf16-fp32-master}; do
-      one "fla, $heads heads, $tokens tokens, $precision, compile $compile" python3 "$here/fla_baseline.py" \
-        --heads "$heads" --seq "$tokens" --precision "$precision" --compile "$compile" --csv "$fla_csv"
+      # shellcheck disable=SC2086  # FLA_ARGS too
+      one "fla, $heads heads, $tokens tokens, $precision, compile $compile ${FLA_ARGS:-}" python3 "$here/fla_baseline.py" \
+        --heads "$heads" --seq "$tokens" --precision "$precision" --compile "$compile" --csv "$fla_csv" ${FLA_ARGS:-}
     done
   done
 done
