@@ -1,8 +1,10 @@
 // The rail All-Scan (DESIGN §10; --allscan rail, rail-logdepth): ZeCO's scan across nodes from the fast parts. With
-// rank p's map x -> diag(exp a) x + b (a its decay, b its local state; maps compose as in zeco/all_scan.h) and R
-// ranks in each of N nodes, in scan order (forward: rank order; reverse: the opposite, nodes mirrored), one call
-//   1. scans inside every node from a zero state, all nodes at once: first the decays (a column with no decay of its
-//      own, so that it sums), then the states in K blocks; rank i of a node gets (A_loc, B_loc), the composition of
+// rank p's map x -> A x + b (sp/rank_map.h; GLA's A = diag(exp a), a its decay, b its local state; maps compose as in
+// zeco/all_scan.h) and R ranks in each of N nodes, in scan order (forward: rank order; reverse: the opposite, nodes
+// mirrored), one call
+//   1. scans inside every node from a zero state, all nodes at once: first the transitions (RankMap::
+//      transition_scan_map: GLA's decays as a column with no decay of its own, so that it sums), then the states in
+//      K blocks; rank i of a node gets (A_loc, B_loc), the composition of
 //      the node's ranks before it. On GPUs both are the device All-Scan (one kernel, NVLink) in segments of R ranks;
 //      elsewhere the chain over the communicator, which the simulated device charges as that kernel;
 //   2. deals the node aggregate's rows, which the node's last rank holds after step 1, over the node's R GPUs
