@@ -33,6 +33,10 @@ RankMap::RankMap(GlaKernels& kern, Device& dev, RankMapType type, size_t rows, s
             "a dense rank map of " + std::to_string(rows_) + " rows in heads of " + std::to_string(type_.head_rows));
 }
 
+void RankMap::require_arithmetic() const {
+  if (kind() == TransitionKind::dense) no_dense("kernels (apply, compose, identity)");
+}
+
 void RankMap::apply(const float* t, const float* x, const float* b, float* out, Stream st) const {
   if (kind() == TransitionKind::dense) no_dense("apply (out = A x + b)");
   kern_->state_fold(rows_, cols_, t, x, b, out, st);

@@ -72,6 +72,10 @@ class RankMap {
   // The state's extent along the block axis: the rows (diagonal), the columns (dense).
   size_t block_extent() const { return block_axis() == BlockAxis::rows ? rows_ : cols_; }
 
+  // UsageError where this map's arithmetic has no kernels (the dense map): for a collective scan to call on every rank
+  // before its first transfer, so that all ranks stop together.
+  void require_arithmetic() const;
+
   // out = A x + b, A from the transition t (out may alias x or b). Diagonal: state_fold.
   void apply(const float* t, const float* x, const float* b, float* out, Stream st) const;
   // t_out = the transition of "second after first", A_second A_first (t_out may alias either). Diagonal:

@@ -18,6 +18,7 @@ void validate_blocks(size_t rows, int blocks) {
 }
 
 void validate_blocks(const RankMap& map, int blocks) {
+  map.require_arithmetic();
   if (map.block_axis() == BlockAxis::rows) return validate_blocks(map.rows(), blocks);
   SPB_USAGE(map.splits_into(blocks), "--blocks: K=" + std::to_string(blocks) + " must be >= 1 and divide the state's " +
                                          std::to_string(map.cols()) + " columns (the " + map.type().name() +

@@ -118,7 +118,8 @@ void scan_nodes_by_doubling(Runtime& rt, ScanDirection dir, int v, int stride, i
 
 // Checks K against the state; throws UsageError naming the flag.
 void validate_blocks(size_t rows, int blocks);
-// The same against the map's block axis (rows: the message above).
+// The same against the map's block axis (rows: the message above), after RankMap::require_arithmetic: what every
+// host-driven scan checks before its first transfer.
 void validate_blocks(const RankMap& map, int blocks);
 
 // The All-Scan backends, as --allscan names them (and as the `backend` column of a result row records them):

@@ -234,6 +234,28 @@ TEST(AllScan, KThatDoesNotDivideTheRowsIsAUsageError) {
   EXPECT_THROW(all_scan_host(*rt, a, {}), UsageError);
 }
 
+// A rank map with no kernels (the dense one of DESIGN §12) stops every host-driven scan with a UsageError on every
+// rank before any transfer (no rank left waiting), and the device All-Scan's check refuses it (it folds diag(exp)
+// in blocks of rows inside its kernel).
+TEST(AllScan, ADenseRankMapIsAUsageErrorOnEveryRank) {
+  const int P = test::boot()->size();
+  std::vector<float> s(kRows * kCols), t(kRows * 6);
+  AllScanArgs a;
+  a.rows = kRows, a.cols = kCols, a.blocks = 1, a.map = RankMapType::dense(6), a.transition = t.data();
+  a.local = s.data(), a.carry_in = s.data(), a.carry_out = s.data();
+  EXPECT_THROW(require_diagonal_decay(a, "device All-Scan"), UsageError);
+  AllScanArgs gla = a;
+  gla.map = RankMapType::diagonal_decay();
+  EXPECT_NO_THROW(require_diagonal_decay(gla, "device All-Scan"));
+  for (int rpn : {1, 2}) {
+    if (P % rpn) continue;
+    auto rt = make_runtime(*test::boot(), "cpu", rpn);
+    EXPECT_THROW(all_scan_host(*rt, a, {}), UsageError);
+    for (const char* variant : {"host", "host-hier", "host-logdepth", "rail", "rail-logdepth"})
+      EXPECT_THROW(make_all_scan(*rt, variant, kRows * 6, kRows * kCols)->run(a, {}), UsageError) << variant;
+  }
+}
+
 }  // namespace
 }  // namespace spb
 
