@@ -1,6 +1,7 @@
 // LASP-2: every rank all-gathers the rank maps (Lambda_j, M_j) of all ranks (sp/rank_map.h: [state | transition]) and
-// folds the ranks before it (the suffix after it in the backward). The all-gather and the fold run on the communication stream, overlapped with the local compute,
-// as the LASP-2 paper does; the price is P states of traffic per rank instead of one. The orders (--overlap) are
+// folds the ranks before it (the suffix after it in the backward). The all-gather and the fold run on the
+// communication stream, overlapped with the local compute, as the LASP-2 paper does; the price is P states of traffic
+// per rank instead of one. The orders (--overlap) are
 // zeco's: the local schedule is SpLocalGla's for both.
 #include "sp/method.h"
 #include "sp/sp_local.h"

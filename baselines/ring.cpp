@@ -1,9 +1,9 @@
 // Ring-Attention-style SP for GLA: the inputs themselves travel. In the forward, (k, v, g) blocks go round the ring;
 // at step j rank p holds the block of rank p-j, computes that rank's map (Lambda, M; sp/rank_map.h) from it and
-// composes it into S_in (the offset of the map of the ranks since). In the backward, (q, do, g) blocks go round the other way and each rank folds the state
-// gradients D of the ranks after it into dS_out. Each step's transfer (communication stream) overlaps the previous
-// step's compute (compute stream); two ring buffers alternate, and a transfer never overwrites a buffer the compute
-// stream is still reading.
+// composes it into S_in (the offset of the map of the ranks since). In the backward, (q, do, g) blocks go round the
+// other way and each rank folds the state gradients D of the ranks after it into dS_out. Each step's transfer
+// (communication stream) overlaps the previous step's compute (compute stream); two ring buffers alternate, and a
+// transfer never overwrites a buffer the compute stream is still reading.
 #include "sp/method.h"
 #include "sp/sp_local.h"
 #include "sp/timeline.h"

@@ -14,7 +14,7 @@
 //      `rail-logdepth` by recursive doubling (ceil(log2 N) exchange steps of the whole share); GPU i then holds
 //      its share of X_n, the state entering its node;
 //   4. gathers X_n inside the node (grouped sends over NVLink; node 0's X_n is `first` on every rank), and every rank
-//      applies it: carry_in = diag(exp A_loc) X_n + B_loc, carry_out = diag(exp decay) carry_in + local.
+//      applies it: carry_in = A_loc X_n + B_loc, carry_out = A_p carry_in + local.
 // Each NIC carries 1/R of one state per node boundary, where host-hier's leader carries the whole state over one.
 // The results equal the sequential fold up to rounding (the decays are summed before exp, and the folds regrouped).
 // zeco/NOTES.md ("The rail All-Scan") counts each step's hops, messages and bytes.
