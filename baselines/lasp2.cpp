@@ -1,6 +1,7 @@
-// LASP-2: every rank all-gathers (M_j, Lambda_j) of all ranks and folds the ranks before it (the suffix after it in
-// the backward). The all-gather and the fold run on the communication stream, overlapped with the local compute,
-// as the LASP-2 paper does; the price is P states of traffic per rank instead of one. The orders (--overlap) are
+// LASP-2: every rank all-gathers the rank maps (Lambda_j, M_j) of all ranks (sp/rank_map.h: [state | transition]) and
+// folds the ranks before it (the suffix after it in the backward). The all-gather and the fold run on the
+// communication stream, overlapped with the local compute, as the LASP-2 paper does; the price is P states of traffic
+// per rank instead of one. The orders (--overlap) are
 // zeco's: the local schedule is SpLocalGla's for both.
 #include "sp/method.h"
 #include "sp/sp_local.h"
@@ -13,7 +14,7 @@ class Lasp2 final : public SpMethod {
  public:
   Lasp2(Runtime& rt, const SpConfig& c)
       : rt_(rt), s_(c.local), overlap_(c.overlap), local_(rt, c),
-        record_elems_(c.local.state_elems() + c.local.state_rows()),
+        record_elems_(local_.map().state_elems() + local_.map().transition_elems()),
         mine_(*rt.dev, record_elems_ * 4), all_(*rt.dev, record_elems_ * 4 * rt.world()),
         ready_(*rt.dev, EventUse::order), folded_(*rt.dev, EventUse::order) {}
 
@@ -72,21 +73,23 @@ class Lasp2 final : public SpMethod {
   }
 
  private:
-  // Every rank's [state | lambda] record into all_, on the communication stream.
+  // Every rank's [state | transition] record into all_, on the communication stream.
   void gather(const float* state) {
     Device& dev = *rt_.dev;
     const Stream st = dev.compute_stream(), cs = dev.comm_stream();
-    dev.copy(mine_.f32(), state, s_.state_elems() * 4, st);
-    dev.copy(mine_.f32() + s_.state_elems(), local_.lambda(), s_.state_rows() * 4, st);
+    const RankMap map = local_.map();
+    dev.copy(mine_.f32(), state, map.state_bytes(), st);
+    dev.copy(mine_.f32() + map.state_elems(), local_.transition(), map.transition_bytes(), st);
     dev.record(ready_.get(), st);
     dev.wait(cs, ready_.get());
     TimelineSpan span(rt_, "allgather", Lane::comm);
     rt_.comm->all_gather(mine_.get(), all_.get(), record_elems_ * 4, cs);
   }
-  // carry = diag(exp Lambda_j) carry + state_j
+  // carry = A_j carry + state_j (A_j = diag(exp Lambda_j))
   void fold_rank(int j, float* carry) {
+    const RankMap map = local_.map();
     const float* rec = all_.f32() + size_t(j) * record_elems_;
-    rt_.kern->state_fold(s_.state_rows(), s_.dv, rec + s_.state_elems(), carry, rec, carry, rt_.dev->comm_stream());
+    map.apply(rec + map.state_elems(), carry, rec, carry, rt_.dev->comm_stream());
   }
 
   Runtime& rt_;

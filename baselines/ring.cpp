@@ -1,9 +1,9 @@
 // Ring-Attention-style SP for GLA: the inputs themselves travel. In the forward, (k, v, g) blocks go round the ring;
-// at step j rank p holds the block of rank p-j, computes that rank's state contribution M and decay Lambda from it
-// and folds it into S_in. In the backward, (q, do, g) blocks go round the other way and each rank folds the state
-// gradients D of the ranks after it into dS_out. Each step's transfer (communication stream) overlaps the previous
-// step's compute (compute stream); two ring buffers alternate, and a transfer never overwrites a buffer the compute
-// stream is still reading.
+// at step j rank p holds the block of rank p-j, computes that rank's map (Lambda, M; sp/rank_map.h) from it and
+// composes it into S_in (the offset of the map of the ranks since). In the backward, (q, do, g) blocks go round the
+// other way and each rank folds the state gradients D of the ranks after it into dS_out. Each step's transfer
+// (communication stream) overlaps the previous step's compute (compute stream); two ring buffers alternate, and a
+// transfer never overwrites a buffer the compute stream is still reading.
 #include "sp/method.h"
 #include "sp/sp_local.h"
 #include "sp/timeline.h"
@@ -18,8 +18,8 @@ class Ring final : public SpMethod {
         act_(dtype_size(rt.kern->act_dtype())),
         pack_bytes_((2 * c.local.qk_elems() + c.local.v_elems()) * act_),
         ring_{Buffer(*rt.dev, pack_bytes_), Buffer(*rt.dev, pack_bytes_)},
-        gc_(*rt.dev, c.local.qk_elems() * 4), lambda_(*rt.dev, c.local.state_rows() * 4),
-        decay_(*rt.dev, c.local.state_rows() * 4), contrib_(*rt.dev, c.local.state_elems() * 4),
+        gc_(*rt.dev, c.local.qk_elems() * 4), lambda_(*rt.dev, local_.map().transition_bytes()),
+        decay_(*rt.dev, local_.map().transition_bytes()), contrib_(*rt.dev, local_.map().state_bytes()),
         packed_(*rt.dev, EventUse::order), received_(*rt.dev, EventUse::order), joined_(*rt.dev, EventUse::order),
         used_{EventHandle(*rt.dev, EventUse::order), EventHandle(*rt.dev, EventUse::order)} {}
 
@@ -31,11 +31,12 @@ class Ring final : public SpMethod {
     local_.forward_local_states(a);
     pack(a.k, a.v, a.g, s_.qk_elems(), s_.v_elems());
     local_.forward_local_output(a);  // overlaps the first step
-    dev.fill_zero(local_.S_in(), s_.state_elems() * 4, st);
-    dev.fill_zero(decay_.get(), s_.state_rows() * 4, st);
+    const RankMap map = local_.map();
+    dev.fill_zero(local_.S_in(), map.state_bytes(), st);
+    map.identity(decay_.f32(), st);
     rotate(+1, [&](const char* blk, int src) {
       if (src < 0) return false;
-      // M and Lambda of rank src from its (k, v, g); S_in += diag(exp decay) M, decay += Lambda.
+      // M and Lambda of rank src from its (k, v, g); (decay, S_in) = (decay, S_in) after (Lambda, M).
       const char* k = blk;
       const char* v = blk + s_.qk_elems() * act_;
       const char* g = v + s_.v_elems() * act_;
@@ -43,7 +44,7 @@ class Ring final : public SpMethod {
       accumulate(local_.S_in());
       return true;
     });
-    if (a.h0) rt_.kern->state_fold(s_.state_rows(), s_.dv, decay_.f32(), a.h0, local_.S_in(), local_.S_in(), st);
+    if (a.h0) map.apply(decay_.f32(), a.h0, local_.S_in(), local_.S_in(), st);
     local_.forward_apply_initial(a);
     local_.fold_forward(local_.S_in(), a.h_out ? a.h_out : local_.spare_state(), st);
   }
@@ -54,11 +55,12 @@ class Ring final : public SpMethod {
     local_.backward_boundary(f, a);  // D_p, for dh_in
     pack(f.q, a.d_o, f.g, s_.qk_elems(), s_.v_elems());
     local_.backward_true_states();  // overlaps the first step
-    dev.fill_zero(local_.dS_out(), s_.state_elems() * 4, st);
-    dev.fill_zero(decay_.get(), s_.state_rows() * 4, st);
+    const RankMap map = local_.map();
+    dev.fill_zero(local_.dS_out(), map.state_bytes(), st);
+    map.identity(decay_.f32(), st);
     rotate(-1, [&](const char* blk, int src) {
       if (src >= rt_.world()) return false;
-      // D and Lambda of rank src from its (q, do, g); dS_out += diag(exp decay) D, decay += Lambda.
+      // D and Lambda of rank src from its (q, do, g); (decay, dS_out) = (decay, dS_out) after (Lambda, D).
       const char* q = blk;
       const char* d_o = blk + s_.qk_elems() * act_;
       const char* g = d_o + s_.v_elems() * act_;
@@ -67,7 +69,7 @@ class Ring final : public SpMethod {
       accumulate(local_.dS_out());
       return true;
     });
-    if (a.dht) rt_.kern->state_fold(s_.state_rows(), s_.dv, decay_.f32(), a.dht, local_.dS_out(), local_.dS_out(), st);
+    if (a.dht) map.apply(decay_.f32(), a.dht, local_.dS_out(), local_.dS_out(), st);
     local_.backward_finish(f, a);
     local_.fold_backward(local_.dS_out(), a.dh_in ? a.dh_in : local_.spare_state(), st);
   }
@@ -110,10 +112,10 @@ class Ring final : public SpMethod {
     dev.wait(st, joined_.get());
   }
 
+  // (decay_, carry), the map of the ranks between src and this one, composed after src's (lambda_, contrib_).
   void accumulate(float* carry) {
-    const Stream st = rt_.dev->compute_stream();
-    rt_.kern->state_fold(s_.state_rows(), s_.dv, decay_.f32(), contrib_.f32(), carry, carry, st);
-    rt_.kern->vec_add(s_.state_rows(), decay_.f32(), lambda_.f32(), decay_.f32(), st);
+    local_.map().compose(decay_.f32(), carry, lambda_.f32(), contrib_.f32(), decay_.f32(), carry,
+                         rt_.dev->compute_stream());
   }
 
   Runtime& rt_;

@@ -220,11 +220,11 @@ void SpLocalGla::backward_finish_after_arrival(const SpForwardArgs& f, const SpB
 }
 
 void SpLocalGla::fold_forward(const float* in, float* out, Stream st) {
-  rt_.kern->state_fold(ws_.shape.state_rows(), ws_.shape.dv, ws_.lambda.f32(), in, local_final_.f32(), out, st);
+  map().apply(transition(), in, local_final_.f32(), out, st);
 }
 
 void SpLocalGla::fold_backward(const float* in, float* out, Stream st) {
-  rt_.kern->state_fold(ws_.shape.state_rows(), ws_.shape.dv, ws_.lambda.f32(), in, local_dh_in_.f32(), out, st);
+  map().apply(transition(), in, local_dh_in_.f32(), out, st);
 }
 
 void copy_or_zero(Device& dev, float* dst, const float* src, size_t elems, Stream st) {

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "sp/method.h"
+#include "sp/rank_map.h"
 #include "sp/timeline.h"
 #include "kernels/gla.h"
 
@@ -79,9 +80,13 @@ class SpLocalGla {
   // the other orders (c.overlap), and K (c.blocks) must divide each group's state rows; UsageError otherwise.
   static int head_groups_for(const SpConfig& c);
 
-  // out = diag(exp Lambda_p) in + M_p: the state after this rank, given the state before it.
+  // This rank's map (sp/rank_map.h) over its whole state: GLA's diagonal decay, whose transition() is lambda (the
+  // forward's and, A^T = A, the backward's).
+  RankMap map() const { return gla_rank_map(rt_, ws_.shape); }
+  float* transition() { return lambda(); }
+  // out = A_p in + M_p (A_p = diag(exp Lambda_p)): the state after this rank, given the state before it.
   void fold_forward(const float* in, float* out, Stream st);
-  // out = diag(exp Lambda_p) in + D_p: the gradient before this rank, given the gradient after it.
+  // out = A_p^T in + D_p: the gradient before this rank, given the gradient after it.
   void fold_backward(const float* in, float* out, Stream st);
 
   const GlaShape& shape() const { return ws_.shape; }

@@ -17,6 +17,23 @@ void validate_blocks(size_t rows, int blocks) {
                 std::to_string(rows) + " (blocks are whole rows of dv elements)");
 }
 
+void validate_blocks(const RankMap& map, int blocks) {
+  map.require_arithmetic();
+  if (map.block_axis() == BlockAxis::rows) return validate_blocks(map.rows(), blocks);
+  SPB_USAGE(map.splits_into(blocks), "--blocks: K=" + std::to_string(blocks) + " must be >= 1 and divide the state's " +
+                                         std::to_string(map.cols()) + " columns (the " + map.type().name() +
+                                         " rank map's blocks are whole columns)");
+}
+
+RankMap rank_map_of(Runtime& rt, const AllScanArgs& a) { return RankMap(*rt.kern, *rt.dev, a.map, a.rows, a.cols); }
+
+void require_diagonal_decay(const AllScanArgs& a, const std::string& scan) {
+  SPB_USAGE(a.map.kind == TransitionKind::diagonal_decay,
+            scan + ": folds diag(exp decay) inside its kernel, in blocks of state rows; the " + a.map.name() +
+                " rank map (blocks of " + (a.map.block_axis() == BlockAxis::rows ? "rows" : "columns") +
+                ") needs --allscan host");
+}
+
 const char* const kDefaultDeviceAllScan = "device-ll16";
 
 const std::vector<std::string>& allscan_names() {
@@ -53,7 +70,8 @@ bool is_node_aware_allscan(const std::string& resolved) {
 bool is_rail_allscan(const std::string& resolved) { return resolved == "rail" || resolved == "rail-logdepth"; }
 
 void all_scan_host(Runtime& rt, const AllScanArgs& a, Stream st, int segment) {
-  validate_blocks(a.rows, a.blocks);
+  const RankMap map = rank_map_of(rt, a);
+  validate_blocks(map, a.blocks);
   const int p = rt.comm->rank(), P = rt.comm->size();
   const int seg = segment > 0 ? segment : P;
   SPB_CHECK(P % seg == 0, "a chain in segments of " + std::to_string(seg) + " ranks over " + std::to_string(P));
@@ -62,29 +80,27 @@ void all_scan_host(Runtime& rt, const AllScanArgs& a, Stream st, int segment) {
   const int next = fwd ? p + 1 : p - 1;  // where it goes
   auto in_segment = [&](int q) { return q >= 0 && q < P && q / seg == p / seg; };
   const bool has_prev = in_segment(prev), has_next = in_segment(next);
-  const size_t block_rows = a.rows / a.blocks, block_elems = block_rows * a.cols, block_bytes = block_elems * 4;
 
   if (!has_prev) {
-    if (a.first) rt.dev->copy(a.carry_in, a.first, a.rows * a.cols * 4, st);
-    else rt.dev->fill_zero(a.carry_in, a.rows * a.cols * 4, st);
+    if (a.first) rt.dev->copy(a.carry_in, a.first, map.state_bytes(), st);
+    else rt.dev->fill_zero(a.carry_in, map.state_bytes(), st);
   }
   for (int b = 0; b < a.blocks; ++b) {
-    const size_t off = size_t(b) * block_elems;
+    const RankMapPart blk = map.block(b, a.blocks);
+    const size_t off = blk.state_offset, block_bytes = blk.map.state_bytes();
     if (has_prev) rt.comm->recv(a.carry_in + off, block_bytes, prev, st);
-    rt.kern->state_fold(block_rows, a.cols, a.decay + size_t(b) * block_rows, a.carry_in + off, a.local + off,
-                        a.carry_out + off, st);
+    blk.map.apply(a.transition + blk.transition_offset, a.carry_in + off, a.local + off, a.carry_out + off, st);
     if (has_next) rt.comm->send(a.carry_out + off, block_bytes, next, st);
   }
 }
 
-void scan_nodes_by_doubling(Runtime& rt, ScanDirection dir, int v, int stride, int n, int nodes, size_t rows,
-                            size_t cols, float* inc_a, float* inc_b, const float* first, float* x,
-                            const DoublingScratch& s, Stream st) {
+void scan_nodes_by_doubling(Runtime& rt, ScanDirection dir, int v, int stride, int n, int nodes, const RankMap& map,
+                            float* inc_a, float* inc_b, const float* first, float* x, const DoublingScratch& s,
+                            Stream st) {
   Communicator& comm = *rt.comm;
-  GlaKernels& kern = *rt.kern;
   Device& dev = *rt.dev;
   const int P = comm.size();
-  const size_t elems = rows * cols;
+  const size_t state_bytes = map.state_bytes(), transition_bytes = map.transition_bytes();
   // (inc_a, inc_b) is the composition of nodes [n - 2d + 1, n] after the step at distance d, (exc_a, x) that of
   // [n - 2d + 1, n - 1] (none yet while `exc_empty`: the first arrival lands there, no copy); what arrives covers
   // [n - 2d + 1, n - d] and goes before both.
@@ -94,31 +110,27 @@ void scan_nodes_by_doubling(Runtime& rt, ScanDirection dir, int v, int stride, i
     float *got_a = exc_empty ? s.exc_a : s.got_a, *got_b = exc_empty ? x : s.got_b;
     comm.group_start();
     if (to) {
-      comm.send(inc_b, elems * 4, scan_rank_at(dir, P, v + d * stride), st);
-      comm.send(inc_a, rows * 4, scan_rank_at(dir, P, v + d * stride), st);
+      comm.send(inc_b, state_bytes, scan_rank_at(dir, P, v + d * stride), st);
+      comm.send(inc_a, transition_bytes, scan_rank_at(dir, P, v + d * stride), st);
     }
     if (from) {
-      comm.recv(got_b, elems * 4, scan_rank_at(dir, P, v - d * stride), st);
-      comm.recv(got_a, rows * 4, scan_rank_at(dir, P, v - d * stride), st);
+      comm.recv(got_b, state_bytes, scan_rank_at(dir, P, v - d * stride), st);
+      comm.recv(got_a, transition_bytes, scan_rank_at(dir, P, v - d * stride), st);
     }
     comm.group_end();
     if (!from) continue;
-    if (!exc_empty) {
-      kern.state_fold(rows, cols, s.exc_a, got_b, x, x, st);
-      kern.vec_add(rows, s.exc_a, got_a, s.exc_a, st);
-    }
-    if (n + 2 * d < nodes) {  // the inclusive aggregate matters only while a later step sends it
-      kern.state_fold(rows, cols, inc_a, got_b, inc_b, inc_b, st);
-      kern.vec_add(rows, inc_a, got_a, inc_a, st);
-    }
+    // What arrived goes first, the aggregate after it.
+    if (!exc_empty) map.compose(s.exc_a, x, got_a, got_b, s.exc_a, x, st);
+    if (n + 2 * d < nodes)  // the inclusive aggregate matters only while a later step sends it
+      map.compose(inc_a, inc_b, got_a, got_b, inc_a, inc_b, st);
     exc_empty = false;
   }
   // X_n = the exclusive aggregate applied to the scan's start.
   if (exc_empty) {
-    if (first) dev.copy(x, first, elems * 4, st);
-    else dev.fill_zero(x, elems * 4, st);
+    if (first) dev.copy(x, first, state_bytes, st);
+    else dev.fill_zero(x, state_bytes, st);
   } else if (first) {
-    kern.state_fold(rows, cols, s.exc_a, first, x, x, st);
+    map.apply(s.exc_a, first, x, x, st);
   }
 }
 
@@ -139,8 +151,9 @@ HostAllScan::HostAllScan(Runtime& rt, const std::string& variant, size_t max_row
 }
 
 void HostAllScan::run(const AllScanArgs& a, Stream st) {
-  validate_blocks(a.rows, a.blocks);
-  SPB_CHECK(a.rows <= max_rows_ && a.rows * a.cols <= max_elems_,
+  const RankMap map = rank_map_of(rt_, a);
+  validate_blocks(map, a.blocks);
+  SPB_CHECK(a.rows <= max_rows_ && a.rows * a.cols <= max_elems_ && map.transition_elems() <= max_rows_,
             "All-Scan of " + std::to_string(a.rows) + " x " + std::to_string(a.cols) + " past its capacity");
   if (variant_ == "host" || rt_.topo.nodes == 1) return all_scan_host(rt_, a, st);
   run_across_nodes(a, st);
@@ -148,8 +161,8 @@ void HostAllScan::run(const AllScanArgs& a, Stream st) {
 
 void HostAllScan::run_across_nodes(const AllScanArgs& a, Stream st) {
   Communicator& comm = *rt_.comm;
-  GlaKernels& kern = *rt_.kern;
   Device& dev = *rt_.dev;
+  const RankMap map = rank_map_of(rt_, a);
   const int P = comm.size(), R = rt_.topo.ranks_per_node, N = rt_.topo.nodes;
   SPB_CHECK(R >= 1 && R * N == P, "the topology (" + rt_.topo.describe() + ") is not this world of " + std::to_string(P));
   const bool fwd = a.direction == ScanDirection::forward;
@@ -159,48 +172,48 @@ void HostAllScan::run_across_nodes(const AllScanArgs& a, Stream st) {
   const int v = fwd ? comm.rank() : P - 1 - comm.rank();
   const int n = v / R, i = v % R;
   const bool leader = i == R - 1;  // holds the node's aggregate after step 1
-  const size_t rows = a.rows, cols = a.cols, elems = rows * cols;
-  const size_t block_rows = rows / size_t(a.blocks), block_elems = block_rows * cols;
+  const size_t state_bytes = map.state_bytes(), transition_bytes = map.transition_bytes();
   float *a_loc = a_loc_.f32(), *a_node = a_node_.f32(), *x = x_.f32();
 
   // 1. The node's chain from a zero state: A_loc first (small), then B_loc into carry_in, block by block; carry_out
   //    holds B_loc after this rank, on the leader the node's aggregate b. With host-hier the leader scans the nodes
   //    block by block too, as each block of its node's aggregate is in: x = X_n, carry_out = the X_n+1 it sends on.
-  if (i == 0) dev.fill_zero(a_loc, rows * 4, st);
-  else comm.recv(a_loc, rows * 4, rank_at(v - 1), st);
-  kern.vec_add(rows, a_loc, a.decay, a_node, st);
-  if (!leader) comm.send(a_node, rows * 4, rank_at(v + 1), st);
-  if (i == 0) dev.fill_zero(a.carry_in, elems * 4, st);
+  if (i == 0) map.identity(a_loc, st);
+  else comm.recv(a_loc, transition_bytes, rank_at(v - 1), st);
+  map.compose_transitions(a.transition, a_loc, a_node, st);  // this rank after the node's ranks before it
+  if (!leader) comm.send(a_node, transition_bytes, rank_at(v + 1), st);
+  if (i == 0) dev.fill_zero(a.carry_in, state_bytes, st);
   const bool chain_across = leader && variant_ == "host-hier";
   for (int k = 0; k < a.blocks; ++k) {
-    const size_t off = size_t(k) * block_elems, roff = size_t(k) * block_rows;
-    if (i > 0) comm.recv(a.carry_in + off, block_elems * 4, rank_at(v - 1), st);
-    kern.state_fold(block_rows, cols, a.decay + roff, a.carry_in + off, a.local + off, a.carry_out + off, st);
-    if (!leader) comm.send(a.carry_out + off, block_elems * 4, rank_at(v + 1), st);
+    const RankMapPart blk = map.block(k, a.blocks);
+    const size_t off = blk.state_offset, toff = blk.transition_offset, block_bytes = blk.map.state_bytes();
+    if (i > 0) comm.recv(a.carry_in + off, block_bytes, rank_at(v - 1), st);
+    blk.map.apply(a.transition + toff, a.carry_in + off, a.local + off, a.carry_out + off, st);
+    if (!leader) comm.send(a.carry_out + off, block_bytes, rank_at(v + 1), st);
     if (!chain_across) continue;
-    if (n > 0) comm.recv(x + off, block_elems * 4, rank_at(v - R), st);
-    else if (a.first) dev.copy(x + off, a.first + off, block_elems * 4, st);
-    else dev.fill_zero(x + off, block_elems * 4, st);
+    if (n > 0) comm.recv(x + off, block_bytes, rank_at(v - R), st);
+    else if (a.first) dev.copy(x + off, a.first + off, block_bytes, st);
+    else dev.fill_zero(x + off, block_bytes, st);
     if (n == N - 1) continue;  // the last node's leader hands nothing on
-    kern.state_fold(block_rows, cols, a_node + roff, x + off, a.carry_out + off, a.carry_out + off, st);
-    comm.send(a.carry_out + off, block_elems * 4, rank_at(v + R), st);
+    blk.map.apply(a_node + toff, x + off, a.carry_out + off, a.carry_out + off, st);
+    comm.send(a.carry_out + off, block_bytes, rank_at(v + R), st);
   }
 
   // 2. host-logdepth: recursive doubling between the leaders, on whole states.
   if (leader && variant_ == "host-logdepth")
-    scan_nodes_by_doubling(rt_, a.direction, v, R, n, N, rows, cols, a_node, a.carry_out, a.first, x,
+    scan_nodes_by_doubling(rt_, a.direction, v, R, n, N, map, a_node, a.carry_out, a.first, x,
                            {got_a_.f32(), got_b_.f32(), exc_a_.f32()}, st);
 
   // 3. The leader hands X_n to its node, and every rank applies it to what its node's chain gave it.
   if (leader && R > 1) {
     comm.group_start();
-    for (int j = 0; j < R - 1; ++j) comm.send(x, elems * 4, rank_at(n * R + j), st);
+    for (int j = 0; j < R - 1; ++j) comm.send(x, state_bytes, rank_at(n * R + j), st);
     comm.group_end();
   } else if (!leader) {
-    comm.recv(x, elems * 4, rank_at(n * R + R - 1), st);
+    comm.recv(x, state_bytes, rank_at(n * R + R - 1), st);
   }
-  kern.state_fold(rows, cols, a_loc, x, a.carry_in, a.carry_in, st);
-  kern.state_fold(rows, cols, a.decay, a.carry_in, a.local, a.carry_out, st);
+  map.apply(a_loc, x, a.carry_in, a.carry_in, st);
+  map.apply(a.transition, a.carry_in, a.local, a.carry_out, st);
 }
 
 namespace {

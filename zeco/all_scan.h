@@ -1,7 +1,8 @@
-// All-Scan (ZeCO): the exclusive scan over ranks of the affine map  S -> diag(exp decay_p) S + local_p,
-// pipelined in K blocks of whole state rows. Rows decay independently (the decay is diagonal in dk), so block k of
-// a rank's output needs only block k of its input: rank p forwards block k to the next rank as soon as it has it,
-// and the scan costs about one state's transfer plus P-1 block hops instead of P-1 whole-state hops.
+// All-Scan (ZeCO): the exclusive scan over ranks of the rank map  S -> A_p S + local_p (sp/rank_map.h; GLA's is
+// A_p = diag(exp decay_p)), pipelined in K blocks of the state that the map folds independently (GLA: whole state
+// rows, since rows decay independently). Block k of a rank's output needs only block k of its input: rank p forwards
+// block k to the next rank as soon as it has it, and the scan costs about one state's transfer plus P-1 block hops
+// instead of P-1 whole-state hops.
 //
 // Forward direction: rank 0 starts from `first` (h0), carry_in(p) = S_in(p), carry_out(p) = S_in(p+1).
 // Reverse direction: rank P-1 starts from `first` (dht), carry_in(p) = dS_out(p), carry_out(p) = dS_out(p-1);
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "sp/rank_map.h"
 #include "sp/runtime.h"
 
 namespace spb {
@@ -21,15 +23,24 @@ enum class ScanDirection { forward, reverse };
 
 struct AllScanArgs {
   ScanDirection direction = ScanDirection::forward;
-  size_t rows = 0, cols = 0;     // the state as a rows x cols fp32 matrix; row r decays by exp(decay[r])
-  int blocks = 1;                // K; must divide rows
-  const float* decay = nullptr;  // [rows] this rank's total log-decay
-  const float* local = nullptr;  // [rows, cols] this rank's own contribution (M_p or D_p)
-  const float* first = nullptr;  // [rows, cols] the scan's start (nullptr: zero); the chain reads it on the first
-                                 // rank, the node-aware scans on other ranks too, so give the same on every rank
-  float* carry_in = nullptr;     // [rows, cols] out: what reached this rank
-  float* carry_out = nullptr;    // [rows, cols] out: diag(exp decay) carry_in + local, handed on
+  size_t rows = 0, cols = 0;          // the state as a rows x cols fp32 matrix
+  int blocks = 1;                     // K; must split the state along the map's block axis (GLA: divide rows)
+  RankMapType map;                    // the family's kind of rank map (default: GLA's diagonal decay)
+  const float* transition = nullptr;  // [map.transition_elems(rows, cols)] this rank's A_p (GLA: [rows] its total
+                                      // log-decay, row r decaying by exp(transition[r]))
+  const float* local = nullptr;       // [rows, cols] this rank's own contribution (M_p or D_p)
+  const float* first = nullptr;       // [rows, cols] the scan's start (nullptr: zero); the chain reads it on the
+                                      // first rank, the node-aware scans on other ranks too, so give the same on
+                                      // every rank
+  float* carry_in = nullptr;          // [rows, cols] out: what reached this rank
+  float* carry_out = nullptr;         // [rows, cols] out: A_p carry_in + local, handed on
 };
+
+// The rank map a's scan folds with: a.map over a.rows x a.cols, on rt's kernels and device.
+RankMap rank_map_of(Runtime& rt, const AllScanArgs& a);
+// For a scan that folds diag(exp transition) itself in blocks of rows (the device kernel): UsageError naming `scan`
+// where a.map is not the diagonal-decay map.
+void require_diagonal_decay(const AllScanArgs& a, const std::string& scan);
 
 // Any All-Scan backend: the host-driven scans below, the device kernel (zeco/all_scan_device.h) and the rail scan
 // across nodes. make_all_scan picks one by the name --allscan gives.
@@ -53,22 +64,22 @@ class AllScan {
 void all_scan_host(Runtime& rt, const AllScanArgs& a, Stream st, int segment = 0);
 
 // The host-driven All-Scans that know the nodes (DESIGN §10; the nodes are rt.topo's), over the same communicator with
-// point-to-point calls only, the arithmetic in GlaKernels::state_fold and vec_add, so one code runs on CPU ranks and
-// GPUs. Rank p's map is x -> diag(exp a) x + b with a = its decay, b = its local state, and maps compose:
-// (a2, b2) after (a1, b1) = (a1 + a2, diag(exp a2) b1 + b2), a in the log domain. In scan order (forward: rank order;
-// reverse: the opposite, nodes mirrored), each call
+// point-to-point calls only, the arithmetic in the rank map's (sp/rank_map.h; GLA's on GlaKernels::state_fold and
+// vec_add), so one code runs on CPU ranks and GPUs. Rank p's map is x -> A x + b with A = its transition, b = its
+// local state, and maps compose: (A2, b2) after (A1, b1) = (A2 A1, A2 b1 + b2) (GLA: A = diag(exp a), composed as
+// a1 + a2 in the log domain). In scan order (forward: rank order; reverse: the opposite, nodes mirrored), each call
 //   1. chains the ranks of every node, all nodes at once, from a zero state: rank i of a node gets the composition of
-//      the node's ranks before it, (A_loc, B_loc): the decays once as a whole, then the states in K blocks;
+//      the node's ranks before it, (A_loc, B_loc): the transitions once as a whole, then the states in K blocks;
 //   2. scans the node aggregates, which the node's last rank in scan order (its leader here) holds after step 1,
 //      between the leaders: `host-hier` as a chain of K pipelined blocks (nodes - 1 network hops, each leader
 //      forwarding block k as soon as its node's block k is in), `host-logdepth` by recursive doubling on whole states
 //      (scan_nodes_by_doubling); the leader of node n then holds X_n, the state entering its node;
 //   3. the leader sends X_n to the other ranks of its node (grouped), and every rank applies it:
-//      carry_in = diag(exp A_loc) X_n + B_loc, carry_out = diag(exp decay) carry_in + local.
+//      carry_in = A_loc X_n + B_loc, carry_out = A_p carry_in + local.
 // Latency: R - 1 + (nodes - 1) + 1 hops for host-hier and R - 1 + log2(nodes) + 1 for host-logdepth (R ranks per
-// node), against P - 1 for the chain. The results equal the sequential fold up to rounding (the decays are summed
-// before exp, and the folds are regrouped). On one node both are the chain. Every step is a host-launched call per
-// block: the rail scan (zeco/all_scan_rail.h) is what composes the fast parts.
+// node), against P - 1 for the chain. The results equal the sequential fold up to rounding (the transitions are
+// composed first, GLA's decays summed before exp, and the folds are regrouped). On one node both are the chain. Every
+// step is a host-launched call per block: the rail scan (zeco/all_scan_rail.h) is what composes the fast parts.
 class HostAllScan final : public AllScan {
  public:
   // Collective: every rank, the same variant (`host`, `host-hier` or `host-logdepth`) and capacity. UsageError where
@@ -84,29 +95,32 @@ class HostAllScan final : public AllScan {
   Runtime& rt_;
   std::string variant_;
   size_t max_rows_, max_elems_;
-  Buffer a_loc_, a_node_, x_;          // A_loc, A_loc + decay, X_n
-  Buffer got_a_, got_b_, exc_a_;  // host-logdepth: what arrives, the exclusive aggregate's decay
+  Buffer a_loc_, a_node_, x_;     // A_loc, A_p after A_loc, X_n (the transitions: a diagonal map's, max_rows)
+  Buffer got_a_, got_b_, exc_a_;  // host-logdepth: what arrives, the exclusive aggregate's transition
 };
 
 // Scan order: the world rank at place u of a scan in direction `dir` (forward: rank order; reverse: the opposite).
 inline int scan_rank_at(ScanDirection dir, int world, int u) { return dir == ScanDirection::forward ? u : world - 1 - u; }
 
 // Recursive doubling between the nodes' members of a scan across nodes, one member a node: member n at scan place v,
-// member n + d at place v + d * stride. On entry (inc_a, inc_b) is member n's node aggregate of `rows` x `cols` (its
-// log-decay, its state); ceil(log2 nodes) exchange steps: at distance d = 1, 2, 4, ... each member sends its inclusive
-// aggregate to the member d nodes on and composes what arrives from d nodes back into its inclusive and its exclusive
-// aggregate. On return x = X_n, the state entering node n (`first`, or zero, carried through the nodes before it);
-// x holds the exclusive aggregate's state on the way, and inc_a and inc_b are left as scratch. got_b holds rows x
-// cols fp32, got_a and exc_a rows.
+// member n + d at place v + d * stride. On entry (inc_a, inc_b) is member n's node aggregate under `map` (its
+// transition, its state of map.rows() x map.cols()); ceil(log2 nodes) exchange steps: at distance d = 1, 2, 4, ...
+// each member sends its inclusive aggregate to the member d nodes on and composes what arrives from d nodes back into
+// its inclusive and its exclusive aggregate. On return x = X_n, the state entering node n (`first`, or zero, carried
+// through the nodes before it); x holds the exclusive aggregate's state on the way, and inc_a and inc_b are left as
+// scratch. got_b holds a state, got_a and exc_a a transition.
 struct DoublingScratch {
   float *got_a, *got_b, *exc_a;
 };
-void scan_nodes_by_doubling(Runtime& rt, ScanDirection dir, int v, int stride, int n, int nodes, size_t rows,
-                            size_t cols, float* inc_a, float* inc_b, const float* first, float* x,
-                            const DoublingScratch& s, Stream st);
+void scan_nodes_by_doubling(Runtime& rt, ScanDirection dir, int v, int stride, int n, int nodes, const RankMap& map,
+                            float* inc_a, float* inc_b, const float* first, float* x, const DoublingScratch& s,
+                            Stream st);
 
 // Checks K against the state; throws UsageError naming the flag.
 void validate_blocks(size_t rows, int blocks);
+// The same against the map's block axis (rows: the message above), after RankMap::require_arithmetic: what every
+// host-driven scan checks before its first transfer.
+void validate_blocks(const RankMap& map, int blocks);
 
 // The All-Scan backends, as --allscan names them (and as the `backend` column of a result row records them):
 //   host           all_scan_host over the runtime's communicator (MPI on CPU ranks, NCCL on GPUs)

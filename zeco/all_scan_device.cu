@@ -374,13 +374,14 @@ class DeviceAllScanImpl final : public DeviceAllScan {
   std::string backend() const override { return backend_; }
 
   void run(const AllScanArgs& a, Stream st) override {
+    require_diagonal_decay(a, "device All-Scan");  // the kernel folds diag(exp decay) in blocks of rows
     validate_blocks(a.rows, a.blocks);
     SPB_USAGE(a.rows * a.cols <= max_elems_, "device All-Scan: a state of " + std::to_string(a.rows) + " x " +
                                                  std::to_string(a.cols) + " exceeds the capacity of " +
                                                  std::to_string(max_elems_) + " elements given at creation");
     throw_if_failed();
     if (a.rows * a.cols == 0) return;
-    SPB_CHECK(a.decay && a.local && a.carry_in && a.carry_out, "device All-Scan: a null buffer");
+    SPB_CHECK(a.transition && a.local && a.carry_in && a.carry_out, "device All-Scan: a null buffer");
     const bool fwd = a.direction == ScanDirection::forward;
     const int d = fwd ? 0 : 1;
     const unsigned epoch = ++epoch_[d];
@@ -388,7 +389,7 @@ class DeviceAllScanImpl final : public DeviceAllScan {
     const int prev = fwd ? p - 1 : p + 1, next = fwd ? p + 1 : p - 1;  // in this rank's segment, or none
 
     ScanParams sp{};
-    sp.decay = a.decay;
+    sp.decay = a.transition;  // (the diagonal map's: the log-decay of each row)
     sp.local = a.local;
     sp.first = a.first;
     sp.carry_in = a.carry_in;

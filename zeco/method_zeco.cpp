@@ -9,12 +9,12 @@
 // measured.
 // In order, the heads may be split into groups (--head-groups N; default 1), each scanned on its own: group i's scan
 // runs while group i+1's boundary kernel runs, and the last group's while the first group's outputs (or gradients)
-// are computed, so that neither direction's scan leaves the GPU idle. Rows decay independently, so a group's scan is
-// the All-Scan of its rows of the state. Groups alternate between the two compute streams (SpLocalGla::stream), and
-// group i's boundary kernel starts once group i - 1's has finished. Not the default: on an H200 the split costs more
-// than the ~10-30 us of scan it hides (on one stream each launch's last wave; on two streams a group's boundary
-// kernel costs ~3/4 of the whole one; zeco/NOTES.md, "Head groups"); where the scan is slower (across nodes), it
-// may pay.
+// are computed, so that neither direction's scan leaves the GPU idle. Heads are independent under the rank map
+// (sp/rank_map.h: RankMap::rows_part), so a group's scan is the All-Scan of its rows of the state. Groups alternate
+// between the two compute streams (SpLocalGla::stream), and group i's boundary kernel starts once group i - 1's has
+// finished. Not the default: on an H200 the split costs more than the ~10-30 us of scan it hides (on one stream each
+// launch's last wave; on two streams a group's boundary kernel costs ~3/4 of the whole one; zeco/NOTES.md, "Head
+// groups"); where the scan is slower (across nodes), it may pay.
 #include <memory>
 #include <vector>
 
@@ -41,7 +41,7 @@ class Zeco final : public SpMethod {
       : rt_(rt),
         cfg_(c),
         local_(rt, c, SpLocalGla::head_groups_for(c)) {
-    validate_blocks(c.local.state_rows(), c.blocks);
+    validate_blocks(local_.map(), c.blocks);
     for (int i = 0; i < local_.groups(); ++i) {
       ready_.push_back(std::make_unique<EventHandle>(*rt.dev, EventUse::order));
       scanned_.push_back(std::make_unique<EventHandle>(*rt.dev, EventUse::order));
@@ -142,13 +142,16 @@ class Zeco final : public SpMethod {
     {
       TimelineSpan span(rt_, dir == ScanDirection::forward ? "allscan" : "allscan_reverse", Lane::comm);
       const GlaShape& g = local_.group(i);
-      const size_t row0 = size_t(g.pair_begin) * g.dk, at = row0 * g.dv;
+      // The group's heads: their rows of the state and their part of the transition.
+      const RankMapPart part = local_.map().rows_part(size_t(g.pair_begin) * g.dk, size_t(g.pairs()) * g.dk);
+      const size_t at = part.state_offset;
       AllScanArgs s;
       s.direction = dir;
-      s.rows = size_t(g.pairs()) * g.dk;
-      s.cols = g.dv;
+      s.rows = part.map.rows();
+      s.cols = part.map.cols();
       s.blocks = cfg_.blocks;
-      s.decay = local_.lambda() + row0;
+      s.map = part.map.type();
+      s.transition = local_.transition() + part.transition_offset;
       s.local = local + at;
       s.first = first ? first + at : nullptr;
       s.carry_in = carry_in + at;

@@ -34,7 +34,7 @@ class AllScanPattern : public CollectivePattern {
   void run(Stream st) override {
     AllScanArgs a;
     a.rows = rows_, a.cols = cols_, a.blocks = blocks_;
-    a.decay = decay_.f32(), a.local = local_.f32(), a.carry_in = in_.f32(), a.carry_out = out_.f32();
+    a.transition = decay_.f32(), a.local = local_.f32(), a.carry_in = in_.f32(), a.carry_out = out_.f32();
     scan_->run(a, st);
   }
 

@@ -55,7 +55,7 @@ void check(Runtime& rt, AllScan* scan, ScanDirection dir, int blocks, bool with_
 
   AllScanArgs a;
   a.direction = dir, a.rows = rows, a.cols = kCols, a.blocks = blocks;
-  a.decay = mine.decay.data(), a.local = mine.local.data(), a.first = with_first ? first.data() : nullptr;
+  a.transition = mine.decay.data(), a.local = mine.local.data(), a.first = with_first ? first.data() : nullptr;
   a.carry_in = carry_in.data(), a.carry_out = carry_out.data();
   if (scan) scan->run(a, {});
   else all_scan_host(rt, a, {});
@@ -140,7 +140,7 @@ TEST(AllScan, ChainInSegmentsEqualsEachSegmentsFold) {
       for (size_t i = 0; i < first.size(); ++i) first[i] = float(i % 5) - 2.f;
       AllScanArgs a;
       a.direction = dir, a.rows = kRows, a.cols = kCols, a.blocks = 3;
-      a.decay = mine.decay.data(), a.local = mine.local.data(), a.first = first.data();
+      a.transition = mine.decay.data(), a.local = mine.local.data(), a.first = first.data();
       a.carry_in = carry_in.data(), a.carry_out = carry_out.data();
       all_scan_host(*rt, a, {}, R);
       const bool fwd = dir == ScanDirection::forward;
@@ -227,11 +227,33 @@ TEST(AllScan, KThatDoesNotDivideTheRowsIsAUsageError) {
   auto rt = make_runtime(*test::boot(), "cpu");
   std::vector<float> s(kRows * kCols), d(kRows);
   AllScanArgs a;
-  a.rows = kRows, a.cols = kCols, a.blocks = 5, a.decay = d.data(), a.local = s.data();
+  a.rows = kRows, a.cols = kCols, a.blocks = 5, a.transition = d.data(), a.local = s.data();
   a.carry_in = s.data(), a.carry_out = s.data();
   EXPECT_THROW(all_scan_host(*rt, a, {}), UsageError);
   a.blocks = 0;
   EXPECT_THROW(all_scan_host(*rt, a, {}), UsageError);
+}
+
+// A rank map with no kernels (the dense one of DESIGN §12) stops every host-driven scan with a UsageError on every
+// rank before any transfer (no rank left waiting), and the device All-Scan's check refuses it (it folds diag(exp)
+// in blocks of rows inside its kernel).
+TEST(AllScan, ADenseRankMapIsAUsageErrorOnEveryRank) {
+  const int P = test::boot()->size();
+  std::vector<float> s(kRows * kCols), t(kRows * 6);
+  AllScanArgs a;
+  a.rows = kRows, a.cols = kCols, a.blocks = 1, a.map = RankMapType::dense(6), a.transition = t.data();
+  a.local = s.data(), a.carry_in = s.data(), a.carry_out = s.data();
+  EXPECT_THROW(require_diagonal_decay(a, "device All-Scan"), UsageError);
+  AllScanArgs gla = a;
+  gla.map = RankMapType::diagonal_decay();
+  EXPECT_NO_THROW(require_diagonal_decay(gla, "device All-Scan"));
+  for (int rpn : {1, 2}) {
+    if (P % rpn) continue;
+    auto rt = make_runtime(*test::boot(), "cpu", rpn);
+    EXPECT_THROW(all_scan_host(*rt, a, {}), UsageError);
+    for (const char* variant : {"host", "host-hier", "host-logdepth", "rail", "rail-logdepth"})
+      EXPECT_THROW(make_all_scan(*rt, variant, kRows * 6, kRows * kCols)->run(a, {}), UsageError) << variant;
+  }
 }
 
 }  // namespace

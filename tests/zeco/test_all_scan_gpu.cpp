@@ -191,7 +191,7 @@ void run_batch_on(DeviceAllScan* scan, const std::string& label, const std::vect
     a.rows = k.rows;
     a.cols = k.cols;
     a.blocks = k.K;
-    a.decay = bufs[c].decay.f32();
+    a.transition = bufs[c].decay.f32();
     a.local = bufs[c].local.f32();
     a.first = k.with_first ? bufs[c].first.f32() : nullptr;
     a.carry_in = bufs[c].cin.f32();
@@ -402,7 +402,7 @@ TEST(AllScanGpuUsage, BlocksThatDoNotDivideTheRowsThrow) {
   a.rows = 256;
   a.cols = 64;
   a.blocks = 3;
-  a.decay = decay.f32();
+  a.transition = decay.f32();
   a.local = local.f32();
   a.carry_in = cin.f32();
   a.carry_out = cout.f32();
@@ -469,7 +469,7 @@ TEST(AllScanGpuProbe, AllScanTimes) {
         a.rows = rows;
         a.cols = cols;
         a.blocks = K;
-        a.decay = decay.f32();
+        a.transition = decay.f32();
         a.local = local.f32();
         a.carry_in = cin.f32();
         a.carry_out = cout.f32();
@@ -584,7 +584,7 @@ TEST_P(AllScanGpuZFault, AMissingRankIsNamedAndNobodyHangs) {
   a.rows = rows;
   a.cols = cols;
   a.blocks = 4;
-  a.decay = decay.f32();
+  a.transition = decay.f32();
   a.local = local.f32();
   a.carry_in = cin.f32();
   a.carry_out = cout.f32();
