@@ -263,6 +263,30 @@ bool fla_matched_precision(const Row& r) {
   return p == "fp32-autocast-bf16" || p == "bf16-fp32-master";
 }
 
+bool fla_checkpointed(const Row& r) { return col(r, "recompute") == "blocks"; }
+
+// What the memory plan of the current code (GlaModel::device_bytes) says a GPU model row's step needs, in GiB: its
+// shape, tokens, batch and recompute level from its columns, bf16 activations and chunk states; NaN where a column
+// is missing or the level is not one the model knows.
+double planned_gib(const Row& r) {
+  GlaModelConfig m;
+  m.vocab = int(lnum(r, "vocab")), m.hidden = int(lnum(r, "hidden")), m.layers = int(lnum(r, "layers"));
+  m.heads = int(lnum(r, "heads")), m.mlp = int(lnum(r, "mlp"));
+  const double ek = num(r, "expand_k"), ev = num(r, "expand_v");
+  if (std::isfinite(ek)) m.expand_k = ek;
+  if (std::isfinite(ev)) m.expand_v = ev;
+  const long long batch = lnum(r, "batch"), L = lnum(r, "tokens_per_rank");
+  if (m.vocab <= 0 || m.hidden <= 0 || m.layers <= 0 || m.heads <= 0 || batch <= 0 || L <= 0) return NAN;
+  try {
+    m.validate();
+    const Recompute level = recompute_from_name(recompute_flag(recompute_of(r)));
+    return double(GlaModel::device_bytes(m, int(batch), int(L), DType::bf16, DType::bf16, level)) /
+           double(1ull << 30);
+  } catch (const UsageError&) {
+    return NAN;
+  }
+}
+
 std::string section_fla(Context& c) {
   std::ostringstream s;
   s << "## spbench vs PyTorch + fla\n\n";
@@ -277,14 +301,16 @@ std::string section_fla(Context& c) {
   s << "The same GLA model trained on one GPU by PyTorch with fla's kernels (`method` = `pytorch-fla`; not an SP "
        "method, so no method table shows it), set against spbench's dp row at world size 1 on the same kind (the "
        "newest of the default schedule, one line per `--recompute` level measured, in the flag's order: none, states, "
-       "elementwise, states+elementwise, all). spbench keeps fp32 master weights, gradients and AdamW moments and "
+       "elementwise, states+elementwise, all, blocks). fla's rows with every block checkpointed "
+       "(`gradient_checkpointing_enable()`, `recompute` = blocks) say so. spbench keeps fp32 master weights, gradients and AdamW moments and "
        "computes its products in bf16; fla's rows of the same work are its **matched precision**: "
        "`bf16-fp32-master` (Megatron's recipe: bf16 weights, fp32 masters and main gradients) and "
        "`fp32-autocast-bf16` (fp32 weights under bf16 autocast). spbench's lead is stated against fla's fastest "
        "matched-precision row, eager or compiled (each block on its own, `block`, or the whole model, `model`), and, "
        "as its own table, against fla's fastest pure `bf16` row (every weight, gradient and moment in bf16: a lower "
        "precision than spbench trains in). Memory is each row's own peak (the device's used memory, as the driver "
-       "counts it). Every cell names the commit of the call that measured it: where fla's differs from spbench's, the "
+       "counts it); beside spbench's, in brackets, what its memory plan (`GlaModel::device_bytes`, the current code) "
+       "says the step needs. Every cell names the commit of the call that measured it: where fla's differs from spbench's, the "
        "two sides ran in different calls, on two machines of the kind, so their ratio also holds the spread between "
        "such machines (up to 3% in the model level's rows).\n\n";
   using Key = std::tuple<std::string, long long, long long>;  // gpu, heads, tokens per rank
@@ -310,8 +336,8 @@ std::string section_fla(Context& c) {
     const Row* best_bf16 = fastest([](const Row& r) { return col(r, "precision") == "bf16"; });
     for (const Row* r : sorted)
       every_row.push_back({gpu, std::to_string(heads), std::to_string(L), col(*r, "precision"), fla_compile_mode(*r),
-                           num_cell(tokens_per_s(*r)) + stale_mark(*r), num_cell(num(*r, "peak_mem_gib")),
-                           short_sha(*r)});
+                           fla_checkpointed(*r) ? "every block" : "none", num_cell(tokens_per_s(*r)) + stale_mark(*r),
+                           num_cell(num(*r, "peak_mem_gib")), short_sha(*r)});
     // spbench's newest dp row at P = 1 per recompute level, in the flag's order: what each level trades.
     std::map<int, const Row*> ours_by_level;
     for (const Row& r : c.res.rows)
@@ -333,8 +359,13 @@ std::string section_fla(Context& c) {
                                    ", recompute " + recompute_flag(rc) + ")"
                              : kNotMeasured,
                         num_cell(tokens_per_s(*theirs)) + stale_mark(*theirs) + " (" + col(*theirs, "precision") +
-                            ", " + fla_compile_mode(*theirs) + ", " + short_sha(*theirs) + ")",
-                        ratio_cell(ratio), std::isfinite(our_mem) ? num_cell(our_mem) : "—",
+                            ", " + fla_compile_mode(*theirs) + (fla_checkpointed(*theirs) ? ", checkpointed" : "") +
+                            ", " + short_sha(*theirs) + ")",
+                        ratio_cell(ratio),
+                        std::isfinite(our_mem) ? num_cell(our_mem) + (std::isfinite(planned_gib(*ours))
+                                                                          ? " (" + num_cell(planned_gib(*ours)) + ")"
+                                                                          : std::string())
+                                               : "—",
                         their_mem > 0 ? num_cell(their_mem) : "—", ratio_cell(our_mem / their_mem)});
         csv << join({csv_field(gpu), std::to_string(heads), std::to_string(L), name, opt(tokens_per_s(*theirs)),
                      col(*theirs, "precision"), col(*theirs, "compile"), opt(their_mem), col(*theirs, "git_sha"),
@@ -350,7 +381,7 @@ std::string section_fla(Context& c) {
   }
   std::ofstream(c.tables_dir + "/spbench_vs_fla.csv") << csv.str();
   const std::vector<std::string> head = {"gpu", "heads", "tokens per GPU", "spbench dp, P = 1 (tokens/s/GPU)",
-                                         "fla's fastest (tokens/s/GPU)", "spbench ÷ fla", "spbench peak (GiB)",
+                                         "fla's fastest (tokens/s/GPU)", "spbench ÷ fla", "spbench peak (plan) (GiB)",
                                          "fla peak (GiB)", "spbench ÷ fla (memory)"};
   s << "**Against fla's fastest matched-precision step** (the lead):\n\n";
   if (matched_rows.empty())
@@ -363,8 +394,9 @@ std::string section_fla(Context& c) {
   else
     s << md_table(head, bf16_rows, "lrrrrrrrr") << "\n";
   s << "Every fla row, fastest first:\n\n"
-    << md_table({"gpu", "heads", "tokens per GPU", "precision", "compile", "tokens/s/GPU", "peak (GiB)", "commit"},
-                every_row, "lrrllrrl")
+    << md_table({"gpu", "heads", "tokens per GPU", "precision", "compile", "checkpointed", "tokens/s/GPU",
+                 "peak (GiB)", "commit"},
+                every_row, "lrrlllrrl")
     << "\n(`tables/spbench_vs_fla.csv` has both comparisons, with each side's `git_sha`.)\n\n";
   return s.str();
 }
