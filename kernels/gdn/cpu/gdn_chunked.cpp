@@ -84,4 +84,54 @@ GdnForward gdn_chunked_forward(const GdnShape& s, const std::vector<float>& q, c
   return out;
 }
 
+GdnMap gdn_chunked_rank_map(const GdnShape& s, const std::vector<float>& k, const std::vector<float>& v,
+                            const std::vector<float>& g, const std::vector<float>& beta) {
+  const int T = s.T, H = s.H, dk = s.dk, C = kGdnChunk;
+  GdnMap m;
+  m.M = gdn_chunked_forward(s, std::vector<float>(s.qk_elems(), 0.0f), k, v, g, beta, {}).ht;
+  m.A.assign(s.transition_elems(), 0.0f);
+  std::vector<float> A(size_t(dk) * dk), Ac(size_t(dk) * dk), next(size_t(dk) * dk), gamma(C), W(size_t(C) * dk);
+#pragma omp parallel for collapse(2) schedule(static) firstprivate(A, Ac, next, gamma, W)
+  for (int b = 0; b < s.B; ++b)
+    for (int h = 0; h < H; ++h) {
+      auto qk = [&](int t) { return ((size_t(b) * T + t) * H + h) * dk; };
+      auto gt = [&](int t) { return (size_t(b) * T + t) * H + h; };
+      for (int i = 0; i < dk; ++i)
+        for (int j = 0; j < dk; ++j) A[size_t(i) * dk + j] = i == j ? 1.0f : 0.0f;
+      for (int t0 = 0; t0 < T; t0 += C) {
+        const int n = std::min(C, T - t0);
+        float acc = 0.0f;
+        for (int i = 0; i < n; ++i) gamma[size_t(i)] = acc += g[gt(t0 + i)];
+        // W = (I + L)^-1 (beta exp(gamma) K), as in the forward
+        for (int i = 0; i < n; ++i) {
+          const float be = beta[gt(t0 + i)] * std::exp(gamma[size_t(i)]);
+          for (int c = 0; c < dk; ++c) W[size_t(i) * dk + c] = be * k[qk(t0 + i) + c];
+          for (int j = 0; j < i; ++j) {
+            float d = 0.0f;
+            for (int c = 0; c < dk; ++c) d += k[qk(t0 + i) + c] * k[qk(t0 + j) + c];
+            const float l = beta[gt(t0 + i)] * std::exp(gamma[size_t(i)] - gamma[size_t(j)]) * d;
+            for (int c = 0; c < dk; ++c) W[size_t(i) * dk + c] -= l * W[size_t(j) * dk + c];
+          }
+        }
+        // A_c = exp(gamma_C) I - (K * exp(gamma_C - gamma))^T W
+        const float last = gamma[size_t(n) - 1];
+        for (int r = 0; r < dk; ++r)
+          for (int c = 0; c < dk; ++c) {
+            float a = r == c ? std::exp(last) : 0.0f;
+            for (int j = 0; j < n; ++j) a -= std::exp(last - gamma[size_t(j)]) * k[qk(t0 + j) + r] * W[size_t(j) * dk + c];
+            Ac[size_t(r) * dk + c] = a;
+          }
+        for (int r = 0; r < dk; ++r)  // A <- A_c A
+          for (int c = 0; c < dk; ++c) {
+            float a = 0.0f;
+            for (int x = 0; x < dk; ++x) a += Ac[size_t(r) * dk + x] * A[size_t(x) * dk + c];
+            next[size_t(r) * dk + c] = a;
+          }
+        A.swap(next);
+      }
+      std::copy(A.begin(), A.end(), m.A.begin() + long((size_t(b) * H + h) * dk * dk));
+    }
+  return m;
+}
+
 }  // namespace spb

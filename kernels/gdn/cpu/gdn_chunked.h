@@ -28,4 +28,14 @@ GdnForward gdn_chunked_forward(const GdnShape& s, const std::vector<float>& q, c
                                const std::vector<float>& v, const std::vector<float>& g,
                                const std::vector<float>& beta, const std::vector<float>& h0);
 
+// A rank's tokens as one map of its initial state, S_T = A S_0 + M (DESIGN §12), chunk by chunk: each chunk's
+// transition is exp(gamma_C) I - (K * exp(gamma_C - gamma))^T W (dk x dk, W as above from the chunk's keys alone), the
+// rank's A their product in order, and M the forward's final state from a zero start (fp32 [B, H, dk, dk] and
+// [B, H, dk, dv]).
+struct GdnMap {
+  std::vector<float> A, M;
+};
+GdnMap gdn_chunked_rank_map(const GdnShape& s, const std::vector<float>& k, const std::vector<float>& v,
+                            const std::vector<float>& g, const std::vector<float>& beta);
+
 }  // namespace spb

@@ -47,5 +47,27 @@ TEST(GdnChunked, ForwardMatchesTheTokenLoop) {
     }
 }
 
+TEST(GdnChunked, RankMapMatchesTheTokenLoops) {
+  for (const int T : {5, 64, 200}) {
+    const GdnShape s{1, T, 2, 8, 4};
+    std::mt19937_64 rng{uint64_t(T)};
+    std::uniform_real_distribution<float> u(-1, 1), gate(-0.3f, 0.0f), b(0.05f, 0.95f);
+    std::vector<float> k(s.qk_elems()), v(s.v_elems()), g(s.gate_elems()), beta(s.gate_elems());
+    for (float& x : v) x = u(rng);
+    for (float& x : g) x = gate(rng);
+    for (float& x : beta) x = b(rng);
+    for (size_t r = 0; r < s.qk_elems() / size_t(s.dk); ++r) {
+      float n = 0;
+      for (int i = 0; i < s.dk; ++i) k[r * s.dk + i] = u(rng), n += k[r * s.dk + i] * k[r * s.dk + i];
+      for (int i = 0; i < s.dk; ++i) k[r * s.dk + i] /= std::sqrt(n);
+    }
+    auto wide = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
+    const GdnRankMap ref = gdn_reference_rank_map(s, wide(k), wide(v), wide(g), wide(beta));
+    const GdnMap got = gdn_chunked_rank_map(s, k, v, g, beta);
+    EXPECT_LT(rel_rms(ref.A, got.A), 1e-5) << "T " << T << ": A";
+    EXPECT_LT(rel_rms(ref.M, got.M), 1e-5) << "T " << T << ": M";
+  }
+}
+
 }  // namespace
 }  // namespace spb
