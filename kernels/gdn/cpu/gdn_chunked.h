@@ -28,6 +28,18 @@ GdnForward gdn_chunked_forward(const GdnShape& s, const std::vector<float>& q, c
                                const std::vector<float>& v, const std::vector<float>& g,
                                const std::vector<float>& beta, const std::vector<float>& h0);
 
+struct GdnBackward {
+  std::vector<float> dq, dk, dv, dg, dbeta, dh0;
+};
+// The backward of gdn_chunked_forward (d_o the output's gradient, dht the final state's; either may be empty: zero):
+// the chunk states again from h0, then the chunks in reverse, each back through its output, its state handed on, the
+// written values U = T (beta V) - W S_0 and the solve T = (I + L)^-1 (its adjoint a back substitution with
+// (I + L)^T), and the in-chunk cumsum of the gates.
+GdnBackward gdn_chunked_backward(const GdnShape& s, const std::vector<float>& q, const std::vector<float>& k,
+                                 const std::vector<float>& v, const std::vector<float>& g,
+                                 const std::vector<float>& beta, const std::vector<float>& h0,
+                                 const std::vector<float>& d_o, const std::vector<float>& dht);
+
 // A rank's tokens as one map of its initial state, S_T = A S_0 + M (DESIGN §12), chunk by chunk: each chunk's
 // transition is exp(gamma_C) I - (K * exp(gamma_C - gamma))^T W (dk x dk, W as above from the chunk's keys alone), the
 // rank's A their product in order, and M the forward's final state from a zero start (fp32 [B, H, dk, dk] and

@@ -47,6 +47,37 @@ TEST(GdnChunked, ForwardMatchesTheTokenLoop) {
     }
 }
 
+TEST(GdnChunked, BackwardMatchesTheTokenLoop) {
+  for (const int T : {1, 64, 150})
+    for (const bool with_states : {false, true}) {
+      const GdnShape s{1, T, 2, 8, 4};
+      std::mt19937_64 rng{uint64_t(T) * 3 + with_states};
+      std::uniform_real_distribution<float> u(-1, 1), gate(-0.3f, 0.0f), b(0.05f, 0.95f);
+      std::vector<float> q(s.qk_elems()), k(s.qk_elems()), v(s.v_elems()), g(s.gate_elems()), beta(s.gate_elems());
+      std::vector<float> d_o(s.v_elems()), h0(with_states ? s.state_elems() : 0), dht(h0.size());
+      for (auto* x : {&q, &v, &d_o, &h0, &dht})
+        for (float& e : *x) e = u(rng);
+      for (float& x : g) x = gate(rng);
+      for (float& x : beta) x = b(rng);
+      for (size_t r = 0; r < s.qk_elems() / size_t(s.dk); ++r) {
+        float n = 0;
+        for (int i = 0; i < s.dk; ++i) k[r * s.dk + i] = u(rng), n += k[r * s.dk + i] * k[r * s.dk + i];
+        for (int i = 0; i < s.dk; ++i) k[r * s.dk + i] /= std::sqrt(n);
+      }
+      auto wide = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
+      const GdnReferenceResult ref =
+          gdn_reference(s, wide(q), wide(k), wide(v), wide(g), wide(beta), wide(h0), wide(d_o), wide(dht));
+      const GdnBackward got = gdn_chunked_backward(s, q, k, v, g, beta, h0, d_o, dht);
+      const std::string what = "T " + std::to_string(T) + (with_states ? " with h0, dht" : "");
+      EXPECT_LT(rel_rms(ref.dq, got.dq), 1e-5) << what << ": dq";
+      EXPECT_LT(rel_rms(ref.dk, got.dk), 1e-5) << what << ": dk";
+      EXPECT_LT(rel_rms(ref.dv, got.dv), 1e-5) << what << ": dv";
+      EXPECT_LT(rel_rms(ref.dg, got.dg), 1e-5) << what << ": dg";
+      EXPECT_LT(rel_rms(ref.dbeta, got.dbeta), 1e-5) << what << ": dbeta";
+      if (with_states) EXPECT_LT(rel_rms(ref.dh0, got.dh0), 1e-5) << what << ": dh0";
+    }
+}
+
 TEST(GdnChunked, RankMapMatchesTheTokenLoops) {
   for (const int T : {5, 64, 200}) {
     const GdnShape s{1, T, 2, 8, 4};
