@@ -3,7 +3,7 @@
 // steps (time = max over ranks of the compute stream's events around forward, backward, gradient all-reduce and AdamW),
 // print an nccl-tests-style table and append one row per method to the CSV. Under --backend sim (DESIGN §10) the
 // model's kernels and the GLA stages advance the simulated streams by the model stage table's times
-// (sim/sim_model_kernels.h), the communication runs in the simulation, and no weights, tokens or check are made.
+// (the kernels backend/backend.h makes), the communication runs in the simulation, and no weights, tokens or check are made.
 #include "harness/model_level.h"
 
 #include <sys/stat.h>
@@ -26,15 +26,13 @@
 #include "runtime/provenance.h"
 #include "harness/resume.h"
 #include "harness/timeline_csv.h"
+#include "backend/backend.h"
 #include "harness/runtime_options.h"
 #include "sp/runtime.h"
 #include "sp/sp_local.h"
 #include "runtime/stats.h"
 #include "model/gla_model.h"
 #include "model/token_data.h"
-#include "sim/model_stage_table.h"
-#include "sim/sim_model_kernels.h"
-#include "sim/stage_table.h"
 #include "zeco/all_scan.h"
 
 namespace spb {
@@ -444,11 +442,12 @@ StepTimes timed_steps(const Bootstrap& boot, GlaModel& model, const ModelPlan& p
   return t;
 }
 
-// What measuring every method reads: the plan, the runtime, the tokens and the model, and what follows from them once.
+// What measuring every method reads: the plan, the backend, the tokens and the model, and what follows from them once.
 struct ModelRun {
   const Bootstrap& boot;
   const ModelPlan& plan;
-  Runtime& rt;
+  const Backend& be;
+  Runtime& rt;            // be.rt's
   const TokenData* data;  // none under --backend sim: the simulated kernels read no tokens
   const SimRows& sim;     // what a simulated run's rows say (sim.on: --backend sim)
   std::unique_ptr<GlaModel> model;  // built once, reset for every method (reference_step)
@@ -461,10 +460,7 @@ struct ModelRun {
   double peak_tflops = NAN;     // the datasheet's dense bf16 peak, MFU's denominator; NaN: MFU left empty
   double flops_per_token = 0;
   std::string key;  // the rows' config_key
-  // --stage-times: the recorders around the model's kernels and rt.kern, and the stage CSV (rank 0's)
-  RecordingModelKernels* model_recorder = nullptr;
-  RecordingKernels* gla_recorder = nullptr;
-  std::unique_ptr<CsvAppender> stage_csv;
+  StageRecording* stages = nullptr;  // --stage-times: the recorders around the model's kernels and rt.kern (be's)
 
   // This rank's tokens of training step `step` (none under --backend sim).
   std::vector<int32_t> rank_tokens(int step) const {
@@ -494,46 +490,27 @@ std::string model_config_key(const ModelPlan& plan, double tolerance) {
                      {"allscan", o.allscan}});
 }
 
-// What every method's measurement shares, made once and in this order on every rank (the All-Scan's choice and the
-// memory check are collectives): --stage-times' recorders, the gradient sum's schedule, the tolerance, the All-Scan,
-// the memory check (before any allocation), the GEMM ceiling, then the model.
-ModelRun prepare_model_run(const Bootstrap& boot, const ModelPlan& plan, Runtime& rt, const TokenData* data,
-                           const SimRows& sim) {
+// What every method's measurement shares, made once and in this order on every rank (the memory check is a
+// collective): the gradient sum's schedule, the tolerance, the memory check (before any allocation), the GEMM
+// ceiling, then the model over the backend's model kernels.
+ModelRun prepare_model_run(const Bootstrap& boot, const ModelPlan& plan, Backend& be, const TokenData* data) {
   const ModelOptions& o = plan.o;
   const int P = boot.size();
+  Runtime& rt = *be.rt;
   // The simulation stands for GPUs: their default schedule and datasheet peak.
-  const bool gpu = rt.dev->is_gpu() || sim.on;
-  ModelRun run{boot, plan, rt, data, sim};
-  if (!o.stage_times.empty()) {  // every kernel call of the timed steps timed: the GLA stages' here, the model's below
-    auto gla_rec = std::make_unique<RecordingKernels>(std::move(rt.kern), *rt.dev);
-    run.gla_recorder = gla_rec.get();
-    rt.kern = std::move(gla_rec);
-    agree_on_usage_errors(boot, [&] {
-      if (boot.rank() == 0) run.stage_csv = std::make_unique<CsvAppender>(o.stage_times, model_stage_columns());
-    });
-  }
+  const bool gpu = rt.dev->is_gpu() || be.sim.on;
+  ModelRun run{boot, plan, be, rt, data, be.sim};
+  run.stages = be.stages.get();
   run.grad_overlap = P > 1 && (o.grad_overlap > 0 || (o.grad_overlap == 0 &&
                                                       grad_overlap_by_default(gpu, P, o.shard_optimizer, o.overlap)));
   run.tolerance = o.tolerance > 0 ? o.tolerance : gpu ? 5e-3 : 1e-5;
-  agree_on_usage_errors(boot, [&] { run.scan_backend = resolve_allscan(o.allscan, gpu, rt.topo); });
+  run.scan_backend = be.scan;
   run.adam = AdamWConfig{o.lr, 0.9f, 0.95f, 1e-8f, o.weight_decay};
   run.need_gib = check_memory(boot, rt, plan, gpu);
   run.ceiling_tflops = gemm_ceiling_tflops(*rt.dev);
   run.peak_tflops = gpu ? datasheet_bf16_tflops(rt.dev->name()) : NAN;
-  std::unique_ptr<ModelKernels> kernels;
-  if (sim.on)
-    agree_on_usage_errors(boot, [&] {
-      kernels = make_sim_model_kernels(dynamic_cast<SimDevice&>(*rt.dev), StageTable(o.sim.stages));
-    });
-  else
-    kernels = make_model_kernels(*rt.dev);
-  if (run.gla_recorder) {
-    auto model_rec = std::make_unique<RecordingModelKernels>(std::move(kernels), *rt.dev);
-    run.model_recorder = model_rec.get();
-    kernels = std::move(model_rec);
-  }
-  run.model = std::make_unique<GlaModel>(rt, std::move(kernels), plan.mc, o.batch, plan.L, plan.methods.front(),
-                                         plan.sp, plan.recompute, o.seed);
+  run.model = std::make_unique<GlaModel>(rt, std::move(be.model_kernels), plan.mc, o.batch, plan.L,
+                                         plan.methods.front(), plan.sp, plan.recompute, o.seed);
   run.model->set_grad_overlap(run.grad_overlap);
   run.model->set_shard_optimizer(o.shard_optimizer);
   run.model->set_wgrad_beside(o.wgrad_beside);
@@ -541,6 +518,7 @@ ModelRun prepare_model_run(const Bootstrap& boot, const ModelPlan& plan, Runtime
   run.key = model_config_key(plan, run.tolerance);
   return run;
 }
+
 
 // A row of `method` without its measurement: what --resume compares with the CSV's rows (ran: nullptr), and what a
 // measured row or the timeline starts from (ran: the method object that ran, which knows its own communication
@@ -658,7 +636,7 @@ MethodResult measure_method(const ModelRun& run, const std::string& name, EventH
   GlaModel& model = *run.model;
   auto tokens_of = [&](int step) { return run.rank_tokens(step); };
   MethodResult r;
-  if (run.sim.on) sim_use_device_transport(run.rt, run.sim.device() && name == "zeco");
+  run.be.select_transport(name == "zeco");
   r.err = reference_step(run.boot, model, name, o.check ? reference_method(name, P) : "", tokens_of(0), o.seed);
   r.ok = std::isnan(r.err) || r.err <= run.tolerance;
 
@@ -666,16 +644,11 @@ MethodResult measure_method(const ModelRun& run, const std::string& name, EventH
   if (!o.dump.empty()) dump.write_start(run.boot, model, run.plan.mc, o, run.plan.T, run.adam);
   const int total = o.warmup + o.steps;
   auto record = [&](bool on) {
-    if (run.model_recorder) run.model_recorder->set_recording(on), run.gla_recorder->set_recording(on);
+    if (run.stages) run.stages->set_recording(on);
   };
   r.steps = timed_steps(run.boot, model, run.plan, name, run.adam, tokens_of, run.data, dump, e0, e1, record);
-  if (run.model_recorder) {  // every rank's calls of both recorders, one row per stage and shape
-    std::vector<StageSample> samples = run.model_recorder->take(), gla = run.gla_recorder->take();
-    samples.insert(samples.end(), std::make_move_iterator(gla.begin()), std::make_move_iterator(gla.end()));
-    agree_on_usage_errors(run.boot, [&] {
-      append_stage_rows(run.boot, samples, o.steps, model_row(run, name, &model.method(0)), run.stage_csv.get());
-    });
-  }
+  // every rank's calls of both recorders, one row per stage and shape
+  if (run.stages) run.stages->append_rows(run.boot, o.steps, model_row(run, name, &model.method(0)));
   if (!o.timeline.empty() && r.ok)
     timeline_steps(model, o.timeline_steps, total, tokens_of, run.adam,
                    timeline_prefix(model_row(run, name, &model.method(0))), o.timeline);
@@ -729,11 +702,10 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
   if (o.backend != "sim")
     agree_on_usage_errors(boot,
                           [&] { data = std::make_unique<TokenData>(o.data, plan.mc.vocab, o.batch, plan.T, o.seed); });
-  SimRows sim;
-  const std::unique_ptr<Runtime> rt =
-      make_level_runtime(boot, o.backend, plan.o.allscan, o.ranks_per_node, o.nodes_over_network, o.sim, &sim);
-  plan.sp.allscan = o.allscan;  // the simulation runs a device protocol as the chain over its device transport
-  const ModelRun run = prepare_model_run(boot, plan, *rt, data.get(), sim);
+  Backend be = make_backend(boot, {o.backend, o.allscan, o.ranks_per_node, o.nodes_over_network, o.sim,
+                                   /*model_kernels=*/true, o.stage_times});
+  plan.o.allscan = plan.sp.allscan = be.allscan;  // the simulation runs a device protocol as the chain
+  const ModelRun run = prepare_model_run(boot, plan, be, data.get());
 
   std::unique_ptr<CsvAppender> csv;
   const std::vector<std::string> todo = model_methods_to_measure(run, csv);
@@ -741,7 +713,7 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
   if (p == 0) print_model_header(run);
 
   int wrong = 0;
-  EventHandle e0(*rt->dev), e1(*rt->dev);
+  EventHandle e0(*run.rt.dev), e1(*run.rt.dev);
   for (const std::string& name : todo) {
     watchdog_set_context("model, " + name + ", " + std::to_string(plan.L) + " tokens per rank");
     const MethodResult r = measure_method(run, name, e0, e1);

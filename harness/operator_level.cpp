@@ -13,7 +13,6 @@
 #include "runtime/csv.h"
 #include "runtime/error.h"
 #include "runtime/watchdog.h"
-#include "sim/stage_table.h"
 #include "sp/inputs.h"
 #include "sp/method.h"
 #include "runtime/npy.h"
@@ -229,24 +228,15 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
   if (simulated) o.check = 0;
   if (!simulated) check_host_memory(boot, whole, o);
 
-  SimRows sim;
-  auto rt = make_level_runtime(boot, o.backend, o.allscan, o.ranks_per_node, o.nodes_over_network, o.sim, &sim);
-  cfg.allscan = o.allscan;  // the simulation runs a device protocol as the chain over its device transport
-  RecordingKernels* recorder = nullptr;  // --stage-times: every stage call timed in the timed iterations
-  std::unique_ptr<CsvAppender> stage_csv;
-  if (!o.stage_times.empty()) {
-    auto rec = std::make_unique<RecordingKernels>(std::move(rt->kern), *rt->dev);
-    recorder = rec.get();
-    rt->kern = std::move(rec);
-    agree_on_usage_errors(boot, [&] {
-      if (p == 0) stage_csv = std::make_unique<CsvAppender>(o.stage_times, stage_columns());
-    });
-  }
+  Backend be = make_backend(boot, {o.backend, o.allscan, o.ranks_per_node, o.nodes_over_network, o.sim,
+                                   /*model_kernels=*/false, o.stage_times});
+  o.allscan = cfg.allscan = be.allscan;  // the simulation runs a device protocol as the chain
+  const std::unique_ptr<Runtime>& rt = be.rt;
+  const SimRows& sim = be.sim;
   const bool gpu = rt->dev->is_gpu();
   const DType act = rt->kern->act_dtype();
   const double tol = o.tolerance > 0 ? o.tolerance : gpu ? 5e-3 : 1e-5;
-  std::string scan_backend;  // what zeco's options ask for
-  agree_on_usage_errors(boot, [&] { scan_backend = resolve_allscan(o.allscan, gpu, rt->topo); });
+  const std::string& scan_backend = be.scan;  // what zeco's options ask for
 
   // What else sets what is computed or how it is timed (the rows' config_key).
   char tol_str[32];
@@ -349,7 +339,7 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
   for (const std::string& name : todo) {
     watchdog_set_context("operator, " + name + ", " + std::to_string(local.T) + " tokens per rank");
     std::unique_ptr<SpMethod> method;
-    if (sim.on) sim_use_device_transport(*rt, sim.device() && name == "zeco");
+    be.select_transport(name == "zeco");
     agree_on_usage_errors(boot, [&] { method = require_method(name).make(*rt, cfg); });
     if (p == 0 && !method->notice().empty()) std::printf("# %s\n", method->notice().c_str());
     poison_outputs(dev, d);  // so the check also proves every element was written
@@ -359,7 +349,7 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
     }
     dev.synchronize();
     std::vector<double> fwd_max, all_max, all_mean;
-    if (recorder) recorder->set_recording(true);
+    if (be.stages) be.stages->set_recording(true);
     for (int i = 0; i < o.iters; ++i) {
       boot.barrier();
       dev.record(e0.get(), st);
@@ -374,11 +364,9 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
       all_mean.push_back(boot.sum(a) / P);
     }
     method->finish();
-    if (recorder) {
-      recorder->set_recording(false);
-      agree_on_usage_errors(boot, [&] {
-        append_stage_rows(boot, recorder->take(), o.iters, row_for(name, "fwd_bwd", method.get()), stage_csv.get());
-      });
+    if (be.stages) {
+      be.stages->set_recording(false);
+      be.stages->append_rows(boot, o.iters, row_for(name, "fwd_bwd", method.get()));
     }
 
     Errors err;
