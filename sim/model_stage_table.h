@@ -28,7 +28,7 @@
 
 #include "model/model_kernels.h"
 #include "runtime/device.h"
-#include "sim/stage_recorder.h"
+#include "sim/stage_table_recorder.h"
 #include "sim/stage_table.h"
 
 namespace spb {

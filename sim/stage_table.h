@@ -17,7 +17,7 @@
 
 #include "kernels/gla_kernels.h"
 #include "runtime/device.h"
-#include "sim/stage_recorder.h"
+#include "sim/stage_table_recorder.h"
 
 namespace spb {
 

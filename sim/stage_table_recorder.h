@@ -1,7 +1,8 @@
 // What the stage tables are made of (DESIGN §10): the device time of every kernel call, recorded by stage and shape
 // key. One recorder serves both tables: RecordingKernels (sim/stage_table.h) times the GLA stages with it,
 // RecordingModelKernels (sim/model_stage_table.h) the model's kernels, and stage_key builds the shape keys that the
-// recorders write and the simulated kernels look up.
+// recorders write and the simulated kernels look up. Named under sim/stage_table*, the paths that
+// report/src/report_data.cpp counts as measuring the stage rows, so that a change here marks them.
 #pragma once
 
 #include <initializer_list>

@@ -1,4 +1,4 @@
-#include "sim/stage_recorder.h"
+#include "sim/stage_table_recorder.h"
 
 #include <map>
 
