@@ -158,9 +158,8 @@ struct OperatorPlan {
 // will write checked, and the host memory the inputs and references take. Nothing is allocated yet.
 OperatorPlan validated_plan(const Bootstrap& boot, const OperatorOptions& opt) {
   const int P = boot.size();
-  OperatorPlan plan;
+  OperatorPlan plan{opt};
   OperatorOptions& o = plan.o;
-  o = opt;
   o.backend = resolve_backend(o.backend);
   GlaShape& whole = plan.whole;
   if (!o.inputs.empty()) agree_on_usage_errors(boot, [&] { whole = npy_problem_shape(o.inputs); });
