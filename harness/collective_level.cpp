@@ -17,7 +17,6 @@
 #include "runtime/provenance.h"
 #include "sp/runtime.h"
 #include "runtime/stats.h"
-#include "zeco/all_scan.h"
 #ifdef SPB_HAVE_CUDA
 #include "zeco/all_scan_device.h"
 #endif
@@ -172,9 +171,10 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
   }
 
   o.backend = resolve_backend(o.backend);
-  SimRows sim;
-  auto rt = make_level_runtime(boot, o.backend, o.allscan, o.ranks_per_node, o.nodes_over_network, o.sim, &sim);
-  agree_on_usage_errors(boot, [&] { o.allscan = resolve_allscan(o.allscan, rt->dev->is_gpu(), rt->topo); });
+  const Backend be = make_backend(boot, {o.backend, o.allscan, o.ranks_per_node, o.nodes_over_network, o.sim});
+  const std::unique_ptr<Runtime>& rt = be.rt;
+  const SimRows& sim = be.sim;
+  o.allscan = be.scan;
   // The simulation moves no data: there is nothing to check.
   if (sim.on) o.check = 0;
   Device& dev = *rt->dev;
@@ -212,7 +212,7 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
                              std::to_string(block));
         CollectiveConfig c{bytes / 4, size_t(o.dv), size_t(block), o.allscan};
         std::unique_ptr<CollectivePattern> pat;
-        if (sim.on) sim_use_device_transport(*rt, sim.device() && blocked);  // the chain pattern stays NCCL's
+        be.select_transport(blocked);  // the chain pattern stays NCCL's
         agree_on_usage_errors(boot, [&] { pat = require_pattern(name).make(*rt, c); });
         const std::string backend = sim.on                  ? sim.backend(name == "allscan")
                                     : !pat->backend().empty() ? pat->backend()

@@ -26,22 +26,12 @@ struct ModelOptions {
   std::string stage_times;  // --stage-times: the model's and the GLA stages' kernel calls timed, to this CSV
   // auto (recompute_auto), none, states, elementwise, states+elementwise, all (--recompute alone)
   std::string recompute = "auto";
-  int grad_overlap = 0;  // 1: --grad-overlap, -1: --no-grad-overlap, 0: grad_overlap_by_default
+  int grad_overlap = 0;  // 1: --grad-overlap, -1: --no-grad-overlap, 0: grad_overlap_by_default (model/)
   bool shard_optimizer = false, wgrad_beside = false, nodes_over_network = false, resume = true;
   int check = 1;
   double tolerance = 0;  // 0: 1e-5 on the CPU (fp32), 5e-3 on the GPU (bf16)
   SimOptions sim;        // --backend sim: --sim-stages is the model's stage table (results/<kind>_model_stages.csv)
 };
-
-// Whether a step sums its gradients beside the backward (an all-reduce per block on the communication stream) unless
-// told otherwise: on GPUs at P > 1, as PyTorch's DDP does, where the bucketed sums hide under the backward and couple
-// the ranks at every block as an SP method's states do (model/NOTES.md, "The gradient sum beside the backward is the
-// default on GPUs"). Not on CPU ranks, whose streams run in order on one thread; not with the sharded optimizer (a
-// reduce-scatter after the backward) or zeco's --overlap 2 (a states kernel that waits for the scan on the
-// communication stream, where a bucket may stand first). The report uses the same rule to tell a row's schedule.
-inline bool grad_overlap_by_default(bool gpu, int world, bool shard_optimizer, int overlap) {
-  return gpu && world > 1 && !shard_optimizer && overlap != 2;
-}
 
 void add_model_command(CLI::App& app, ModelOptions& o);
 int run_model(Bootstrap& boot, const ModelOptions& o);

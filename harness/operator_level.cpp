@@ -1,7 +1,8 @@
-// spbench operator: the driver of the operator level (DESIGN §4-5). Per configuration: validate, build the runtime,
-// make the inputs, run the method's forward+backward -w times untimed and -n times timed (time = max over ranks of the
-// compute stream's events, the slowest rank sets the step), check the last iteration against the single-device run of
-// the same sequence, print an nccl-tests-style table and append the rows to the CSV.
+// spbench operator: the driver of the operator level (DESIGN §4-5). Per configuration: validate (the plan), make the
+// backend and the inputs, run the method's forward+backward -w times untimed and -n times timed (time = max over ranks
+// of the compute stream's events, the slowest rank sets the step), check the last iteration against the single-device
+// run of the same sequence, print an nccl-tests-style table and append the rows to the CSV (write). run_operator
+// calls the sections below in that order.
 #include "harness/operator_level.h"
 
 #include <climits>
@@ -13,7 +14,6 @@
 #include "runtime/csv.h"
 #include "runtime/error.h"
 #include "runtime/watchdog.h"
-#include "sim/stage_table.h"
 #include "sp/inputs.h"
 #include "sp/method.h"
 #include "runtime/npy.h"
@@ -28,7 +28,6 @@
 #include "sp/timeline.h"
 #include "kernels/gla.h"
 #include "zeco/all_scan.h"
-
 
 namespace spb {
 
@@ -83,6 +82,8 @@ void add_operator_command(CLI::App& app, OperatorOptions& o) {
 }
 
 namespace {
+
+// --- plan: the options validated, the shapes and the methods ---------------------------------------------------------
 
 // The head groups `method` runs with (the `head_groups` column): zeco's (SpLocalGla::head_groups_for, as
 // zeco/method_zeco.cpp asks for them); every other method has one group.
@@ -144,6 +145,233 @@ void check_host_memory(const Bootstrap& boot, const GlaShape& s, const OperatorO
   });
 }
 
+// What run_operator measures: the options (backend resolved) and what follows from them.
+struct OperatorPlan {
+  OperatorOptions o;
+  GlaShape whole, local;  // the whole sequence's shape, a rank's
+  SpConfig cfg;
+  std::vector<std::string> methods, left_out;  // left_out: by `all`, the methods that cannot run this configuration
+  bool simulated = false;  // --backend sim: no inputs, no data; times alone, nothing to check
+};
+
+// The options, validated the same way on every rank (or agreed on), and what follows from them; every file rank 0
+// will write checked, and the host memory the inputs and references take. Nothing is allocated yet.
+OperatorPlan validated_plan(const Bootstrap& boot, const OperatorOptions& opt) {
+  const int P = boot.size();
+  OperatorPlan plan{opt};
+  OperatorOptions& o = plan.o;
+  o.backend = resolve_backend(o.backend);
+  GlaShape& whole = plan.whole;
+  if (!o.inputs.empty()) agree_on_usage_errors(boot, [&] { whole = npy_problem_shape(o.inputs); });
+  else whole = whole_shape(o, P);
+  require_distinct_methods(o.method);
+  for (const std::string& m : split_method_list(o.method)) {
+    OperatorOptions one = o;
+    one.method = m;
+    validate(whole, one, P);
+  }
+  plan.local = whole;
+  plan.local.T = whole.T / P;
+  plan.cfg = SpConfig{plan.local, o.blocks, o.allscan, SpOverlap(o.overlap), o.head_groups};
+  plan.methods = methods_to_run(o.method, plan.cfg, P, &plan.left_out);
+  SPB_USAGE(o.outputs.empty() || plan.methods.size() == 1, "--outputs: give a single --method");
+  plan.simulated = o.backend == "sim";
+  SPB_USAGE(!plan.simulated || (o.outputs.empty() && o.inputs.empty() && o.timeline.empty() && o.stage_times.empty()),
+            "--backend sim: no --inputs, --outputs, --timeline or --stage-times (the simulation moves no data)");
+  SPB_USAGE(o.stage_times.empty() || o.csv.empty(),
+            "--stage-times: give no --csv (the events around every stage call change the times its rows would hold)");
+  check_outputs(boot, {{"--csv", o.csv}, {"--timeline", o.timeline}, {"--stage-times", o.stage_times},
+                       {"--outputs", o.outputs, true}});
+  if (plan.simulated) o.check = 0;
+  if (!plan.simulated) check_host_memory(boot, whole, o);
+  return plan;
+}
+
+// --- run: the backend, the inputs on the device, the rows, the timed iterations --------------------------------------
+
+// What measuring every method reads: the plan, the backend, the inputs, and what follows from them once.
+struct OperatorRun {
+  Bootstrap& boot;
+  const OperatorPlan& plan;
+  Backend& be;
+  double tol = 0;   // the largest relative RMS error that passes
+  std::string key;  // the rows' config_key
+  HostTensors in, mine;  // the whole sequence's inputs (every rank's), this rank's slice of them
+  std::unique_ptr<DeviceTensors> d;
+  SpForwardArgs fa;
+  SpBackwardArgs ba;
+  // The references, each computed once for every method that needs it (reference()).
+  std::unique_ptr<HostResult> ref_whole, ref_own;
+
+  Runtime& rt() const { return *be.rt; }
+  // The single-device run this rank's outputs are checked against: of its own tokens alone (a method whose ranks
+  // run independent sequences) or its slice of the whole sequence's.
+  const HostResult& reference(bool independent);
+};
+
+const HostResult& OperatorRun::reference(bool independent) {
+  const GlaShape &whole = plan.whole, &local = plan.local;
+  const int p = boot.rank();
+  auto& r = independent ? ref_own : ref_whole;
+  if (!r)
+    r = std::make_unique<HostResult>(
+        independent ? single_device(rt(), local, mine)
+                    : slice_result(single_device(rt(), whole, in), whole, p * local.T, (p + 1) * local.T));
+  return *r;
+}
+
+// What else sets what is computed or how it is timed: the rows' config_key.
+std::string operator_config_key(const OperatorOptions& o, double tol) {
+  char tol_str[32];
+  std::snprintf(tol_str, sizeof tol_str, "%.9g", tol);
+  return config_key({{"seed", std::to_string(o.seed)},
+                     {"gates", o.gates},
+                     {"h0", std::to_string(o.h0)},
+                     {"dht", std::to_string(o.dht)},
+                     {"inputs", o.inputs},
+                     {"check", std::to_string(o.check)},
+                     {"tolerance", tol_str},
+                     {"warmup", std::to_string(o.warmup)},
+                     {"iters", std::to_string(o.iters)},
+                     {"allscan", o.allscan}});
+}
+
+// A row of `method` at `pass` without its measurement. `backend`: cpu, or what carried the communication on GPUs:
+// the communicator (nccl) or zeco's device All-Scan; on either, zeco's node-aware All-Scan (host-hier,
+// host-logdepth) when it ran. Before a method exists (the rerun check, ran: nullptr) it is what the options ask for;
+// a row written after the run says what ran.
+ResultRow operator_row(const OperatorRun& run, const std::string& method, const char* pass,
+                       const SpMethod* ran = nullptr) {
+  const OperatorOptions& o = run.plan.o;
+  const GlaShape &whole = run.plan.whole, &local = run.plan.local;
+  const Runtime& rt = run.rt();
+  const SimRows& sim = run.be.sim;
+  const bool uses_scan = method == "zeco";
+  const std::string plain = !rt.dev->is_gpu() ? "cpu" : rt.comm->name();  // the communicator itself carried it
+  const std::string& scan = run.be.scan;
+  std::string backend = uses_scan && (is_device_allscan(scan) || is_node_aware_allscan(scan)) ? scan : plain;
+  if (ran) backend = ran->comm_backend().empty() ? plain : ran->comm_backend();
+  if (sim.on) backend = sim.backend(uses_scan);
+  ResultRow r;
+  r.set("level", std::string("operator")).set("method", method);
+  r.set("backend", backend);
+  r.set("world_size", run.boot.size()).set("batch", whole.B).set("heads", whole.H).set("dk", whole.dk);
+  r.set("dv", whole.dv).set("tokens_per_rank", local.T).set("chunk", kChunk);
+  r.set("dtype", std::string(dtype_name(rt.kern->act_dtype())));
+  r.set("blocks", uses_scan ? o.blocks : 0);
+  r.set("overlap", method == "zeco" || method == "lasp2" ? o.overlap : 0);
+  r.set("head_groups", ran ? ran->head_groups() : head_groups_of(method, o, local));
+  r.set("block_elems", uses_scan ? (long long)(local.state_rows() / o.blocks * local.dv) : 0LL);
+  r.set("pass", std::string(pass)).set("comm", rt.comm->name()).set("warmup", o.warmup).set("iters", o.iters);
+  r.set("nodes", rt.topo.nodes).set("ranks_per_node", rt.topo.ranks_per_node);
+  r.set("config_key", run.key);
+  add_provenance(r, *rt.dev);
+  if (sim.on) sim.mark(r);
+  return r;
+}
+
+// Inputs of the whole sequence on every rank (each rank checks its slice against the whole-sequence reference),
+// this rank's slice uploaded, and the method's arguments over them.
+void prepare_inputs(OperatorRun& run) {
+  const OperatorPlan& plan = run.plan;
+  const OperatorOptions& o = plan.o;
+  const int p = run.boot.rank();
+  if (!plan.simulated) {
+    agree_on_usage_errors(run.boot, [&] {
+      run.in = o.inputs.empty() ? generate_inputs(plan.whole, o.seed,
+                                                  o.gates == "strong" ? GateKind::strong : GateKind::model, o.h0, o.dht)
+                                : read_inputs(o.inputs, plan.whole, o.seed);
+    });
+    run.mine = local_slice(run.in, plan.whole, p * plan.local.T, (p + 1) * plan.local.T);
+  }
+  Device& dev = *run.rt().dev;
+  const DType act = run.rt().kern->act_dtype();
+  run.d = std::make_unique<DeviceTensors>(dev, plan.local, act);
+  if (!plan.simulated) upload_inputs(dev, act, *run.d, run.mine);
+  run.fa = forward_args(*run.d, run.mine);
+  run.ba = backward_args(*run.d, run.mine);
+}
+
+// Rank 0's header: every parameter of the run, then the table's column names.
+void print_operator_header(const OperatorRun& run) {
+  const OperatorOptions& o = run.plan.o;
+  const GlaShape &whole = run.plan.whole, &local = run.plan.local;
+  const Runtime& rt = run.rt();
+  std::printf("# spbench operator  backend %s (%s, allscan %s)  ranks %d (%s)  device %s\n", o.backend.c_str(),
+              rt.comm->name().c_str(), o.allscan.c_str(), run.boot.size(), rt.topo.describe().c_str(),
+              rt.dev->name().c_str());
+  std::printf("# B %d  T %d (%d per rank)  H %d  dk %d  dv %d  chunk %d  K %d  dtype %s\n", whole.B, whole.T, local.T,
+              whole.H, whole.dk, whole.dv, kChunk, o.blocks, dtype_name(rt.kern->act_dtype()));
+  std::printf("# warm-up %d  iterations %d  seed %llu  gates %s  h0 %s  dht %s  inputs %s  tolerance %.0e\n", o.warmup,
+              o.iters, (unsigned long long)o.seed, o.gates.c_str(), run.in.h0.empty() ? "no" : "yes",
+              run.in.dht.empty() ? "no" : "yes", o.inputs.empty() ? "random" : o.inputs.c_str(), run.tol);
+  for (const std::string& m : run.plan.left_out) std::printf("# left out of all: %s\n", m.c_str());
+  std::printf("#\n# %8s %5s %11s %8s %10s %10s %10s %10s %6s %9s %6s\n", "method", "ranks", "tokens/rank", "pass",
+              "mean_ms", "median_ms", "min_ms", "max_ms", "cv", "error", "check");
+  std::fflush(stdout);
+}
+
+// The timed iterations of one method: per iteration the max over ranks of the forward's and the forward+backward's
+// time, and the mean over ranks of the latter.
+struct IterationTimes {
+  std::vector<double> fwd_max, all_max, all_mean;
+};
+
+// -w untimed and -n timed iterations of `method` (--stage-times: the timed ones recorded, their rows appended).
+IterationTimes time_method(OperatorRun& run, const std::string& name, SpMethod& method, EventHandle& e0,
+                           EventHandle& e1, EventHandle& e2) {
+  const OperatorOptions& o = run.plan.o;
+  Bootstrap& boot = run.boot;
+  Device& dev = *run.rt().dev;
+  const Stream st = dev.compute_stream();
+  for (int i = 0; i < o.warmup; ++i) {
+    method.forward(run.fa);
+    method.backward(run.fa, run.ba);
+  }
+  dev.synchronize();
+  IterationTimes t;
+  if (run.be.stages) run.be.stages->set_recording(true);
+  for (int i = 0; i < o.iters; ++i) {
+    boot.barrier();
+    dev.record(e0.get(), st);
+    method.forward(run.fa);
+    dev.record(e1.get(), st);
+    method.backward(run.fa, run.ba);
+    dev.record(e2.get(), st);
+    dev.synchronize();
+    const double f = dev.elapsed_ms(e0.get(), e1.get()), a = dev.elapsed_ms(e0.get(), e2.get());
+    t.fwd_max.push_back(boot.max(f));
+    t.all_max.push_back(boot.max(a));
+    t.all_mean.push_back(boot.sum(a) / boot.size());
+  }
+  method.finish();
+  if (run.be.stages) {
+    run.be.stages->set_recording(false);
+    run.be.stages->append_rows(boot, o.iters, operator_row(run, name, "fwd_bwd", &method));
+  }
+  return t;
+}
+
+// --- check: the method's outputs against the single-device run -------------------------------------------------------
+
+struct MethodCheck {
+  Errors err;
+  bool ok = true;  // within the tolerance, or not checked; a wrong result is not written to the CSV
+};
+
+MethodCheck check_method(OperatorRun& run, const SpMethod& method) {
+  MethodCheck c;
+  if (!run.plan.o.check) return c;
+  const bool indep = method.independent_sequences();
+  const Runtime& rt = run.rt();
+  c.err = compare(run.boot, run.reference(indep),
+                  download_result(*rt.dev, rt.kern->act_dtype(), run.plan.local, *run.d), indep);
+  c.ok = c.err.all() <= run.tol;
+  return c;
+}
+
+// --- write: the table's lines, the CSV rows, the timeline and the .npy outputs ---------------------------------------
+
 // `iters` more iterations with every span recorded (record_timeline); rank 0 appends every rank's spans to `path`.
 void write_timeline(Runtime& rt, SpMethod& m, const SpForwardArgs& fa, const SpBackwardArgs& ba, const std::string& path,
                     const std::string& prefix, int iters) {
@@ -197,234 +425,93 @@ void write_outputs(const Bootstrap& boot, const std::string& dir, const GlaShape
   agree_on_usage_errors(boot, [&] { SPB_USAGE(failed.empty(), failed); });
 }
 
-}  // namespace
-
-
-int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
-  const int P = boot.size(), p = boot.rank();
-  OperatorOptions o = opt;
-  o.backend = resolve_backend(o.backend);
-  GlaShape whole;
-  if (!o.inputs.empty()) agree_on_usage_errors(boot, [&] { whole = npy_problem_shape(o.inputs); });
-  else whole = whole_shape(o, P);
-  require_distinct_methods(o.method);
-  for (const std::string& m : split_method_list(o.method)) {
-    OperatorOptions one = o;
-    one.method = m;
-    validate(whole, one, P);
+// Rank 0's lines for both passes (fwd, fwd_bwd) and, where the result is right, their rows, appended by rank 0 (the
+// only rank with `csv`) after every rank has come here: a row rank 0 cannot write stops them all.
+void write_method_rows(const OperatorRun& run, CsvAppender* csv, const std::string& name, const SpMethod& method,
+                       const IterationTimes& t, const MethodCheck& c) {
+  const OperatorOptions& o = run.plan.o;
+  const int P = run.boot.size(), p = run.boot.rank();
+  const char* passes[2] = {"fwd", "fwd_bwd"};
+  std::vector<ResultRow> rows;
+  const std::vector<double>* times[2] = {&t.fwd_max, &t.all_max};
+  for (int i = 0; i < 2; ++i) {
+    const Summary s = summarize(*times[i]);
+    const double e = i == 0 ? c.err.fwd() : c.err.all();
+    if (p == 0)
+      std::printf("  %8s %5d %11d %8s %10.4f %10.4f %10.4f %10.4f %6.3f %9.2e %6s\n", name.c_str(), P,
+                  run.plan.local.T, passes[i], s.mean, s.median, s.min, s.max, s.cv, e,
+                  !o.check ? "-" : c.ok ? "OK" : "WRONG");
+    if (csv && c.ok) {
+      ResultRow r = operator_row(run, name, passes[i], &method);
+      r.set("time_ms_mean", s.mean).set("time_ms_median", s.median).set("time_ms_min", s.min);
+      r.set("time_ms_max", s.max).set("time_ms_cv", s.cv);
+      if (i == 1) r.set("time_ms_mean_over_ranks", summarize(t.all_mean).mean);
+      if (o.check) r.set("err_rel_rms", e);
+      rows.push_back(r);
+    }
   }
-  GlaShape local = whole;
-  local.T = whole.T / P;
-  SpConfig cfg{local, o.blocks, o.allscan, SpOverlap(o.overlap), o.head_groups};
-  std::vector<std::string> left_out;  // by `all`: the methods that cannot run this configuration
-  const std::vector<std::string> methods = methods_to_run(o.method, cfg, P, &left_out);
-  SPB_USAGE(o.outputs.empty() || methods.size() == 1, "--outputs: give a single --method");
-  const bool simulated = o.backend == "sim";  // no inputs, no data: times alone, nothing to check
-  SPB_USAGE(!simulated || (o.outputs.empty() && o.inputs.empty() && o.timeline.empty() && o.stage_times.empty()),
-            "--backend sim: no --inputs, --outputs, --timeline or --stage-times (the simulation moves no data)");
-  SPB_USAGE(o.stage_times.empty() || o.csv.empty(),
-            "--stage-times: give no --csv (the events around every stage call change the times its rows would hold)");
-  check_outputs(boot, {{"--csv", o.csv}, {"--timeline", o.timeline}, {"--stage-times", o.stage_times},
-                       {"--outputs", o.outputs, true}});
-  if (simulated) o.check = 0;
-  if (!simulated) check_host_memory(boot, whole, o);
-
-  SimRows sim;
-  auto rt = make_level_runtime(boot, o.backend, o.allscan, o.ranks_per_node, o.nodes_over_network, o.sim, &sim);
-  cfg.allscan = o.allscan;  // the simulation runs a device protocol as the chain over its device transport
-  RecordingKernels* recorder = nullptr;  // --stage-times: every stage call timed in the timed iterations
-  std::unique_ptr<CsvAppender> stage_csv;
-  if (!o.stage_times.empty()) {
-    auto rec = std::make_unique<RecordingKernels>(std::move(rt->kern), *rt->dev);
-    recorder = rec.get();
-    rt->kern = std::move(rec);
-    agree_on_usage_errors(boot, [&] {
-      if (p == 0) stage_csv = std::make_unique<CsvAppender>(o.stage_times, stage_columns());
+  if (!o.csv.empty())
+    agree_on_usage_errors(run.boot, [&] {
+      for (const ResultRow& r : rows) csv->append(r);
     });
-  }
-  const bool gpu = rt->dev->is_gpu();
-  const DType act = rt->kern->act_dtype();
-  const double tol = o.tolerance > 0 ? o.tolerance : gpu ? 5e-3 : 1e-5;
-  std::string scan_backend;  // what zeco's options ask for
-  agree_on_usage_errors(boot, [&] { scan_backend = resolve_allscan(o.allscan, gpu, rt->topo); });
-
-  // What else sets what is computed or how it is timed (the rows' config_key).
-  char tol_str[32];
-  std::snprintf(tol_str, sizeof tol_str, "%.9g", tol);
-  const std::string key = config_key({{"seed", std::to_string(o.seed)},
-                                      {"gates", o.gates},
-                                      {"h0", std::to_string(o.h0)},
-                                      {"dht", std::to_string(o.dht)},
-                                      {"inputs", o.inputs},
-                                      {"check", std::to_string(o.check)},
-                                      {"tolerance", tol_str},
-                                      {"warmup", std::to_string(o.warmup)},
-                                      {"iters", std::to_string(o.iters)},
-                                      {"allscan", o.allscan}});
-
-  // `backend`: cpu, or what carried the communication on GPUs: the communicator (nccl) or zeco's device All-Scan; on
-  // either, zeco's node-aware All-Scan (host-hier, host-logdepth) when it ran. Before
-  // a method exists (the rerun check) it is what the options ask for; a row written after the run says what ran.
-  auto row_for = [&](const std::string& method, const char* pass, const SpMethod* ran = nullptr) {
-    const bool uses_scan = method == "zeco";
-    const std::string plain = !gpu ? "cpu" : rt->comm->name();  // the communicator itself carried it
-    std::string backend =
-        uses_scan && (is_device_allscan(scan_backend) || is_node_aware_allscan(scan_backend)) ? scan_backend : plain;
-    if (ran) backend = ran->comm_backend().empty() ? plain : ran->comm_backend();
-    if (sim.on) backend = sim.backend(uses_scan);
-    ResultRow r;
-    r.set("level", std::string("operator")).set("method", method);
-    r.set("backend", backend);
-    r.set("world_size", P).set("batch", whole.B).set("heads", whole.H).set("dk", whole.dk).set("dv", whole.dv);
-    r.set("tokens_per_rank", local.T).set("chunk", kChunk).set("dtype", std::string(dtype_name(act)));
-    r.set("blocks", uses_scan ? o.blocks : 0);
-    r.set("overlap", method == "zeco" || method == "lasp2" ? o.overlap : 0);
-    r.set("head_groups", ran ? ran->head_groups() : head_groups_of(method, o, local));
-    r.set("block_elems", uses_scan ? (long long)(local.state_rows() / o.blocks * local.dv) : 0LL);
-    r.set("pass", std::string(pass)).set("comm", rt->comm->name()).set("warmup", o.warmup).set("iters", o.iters);
-    r.set("nodes", rt->topo.nodes).set("ranks_per_node", rt->topo.ranks_per_node);
-    r.set("config_key", key);
-    add_provenance(r, *rt->dev);
-    if (sim.on) sim.mark(r);
-    return r;
-  };
-  // A rerun skips the methods whose rows the CSV already holds.
-  std::unique_ptr<CsvAppender> csv;
-  std::vector<std::string> todo = methods;
-  if (!o.csv.empty()) {
-    todo = methods_to_measure(
-        boot, o.csv, sim.columns({"head_groups", "nodes", "ranks_per_node"}), o.resume, methods,
-        [&](const CsvAppender& c, const std::string& m) {
-          return c.contains(row_for(m, "fwd")) && c.contains(row_for(m, "fwd_bwd"));
-        },
-        "P=" + std::to_string(P) + " T/P=" + std::to_string(local.T), csv);
-    if (todo.empty()) return 0;
-  }
-
-  // Inputs of the whole sequence on every rank (each rank checks its slice against the whole-sequence reference).
-  HostTensors in, mine;
-  if (!simulated) {
-    agree_on_usage_errors(boot, [&] {
-      in = o.inputs.empty() ? generate_inputs(whole, o.seed, o.gates == "strong" ? GateKind::strong : GateKind::model,
-                                              o.h0, o.dht)
-                            : read_inputs(o.inputs, whole, o.seed);
-    });
-    mine = local_slice(in, whole, p * local.T, (p + 1) * local.T);
-  }
-
-  Device& dev = *rt->dev;
-  DeviceTensors d(dev, local, act);
-  if (!simulated) upload_inputs(dev, act, d, mine);
-  const SpForwardArgs fa = forward_args(d, mine);
-  const SpBackwardArgs ba = backward_args(d, mine);
-
   if (p == 0) {
-    std::printf("# spbench operator  backend %s (%s, allscan %s)  ranks %d (%s)  device %s\n", o.backend.c_str(),
-                rt->comm->name().c_str(), o.allscan.c_str(), P, rt->topo.describe().c_str(), dev.name().c_str());
-    std::printf("# B %d  T %d (%d per rank)  H %d  dk %d  dv %d  chunk %d  K %d  dtype %s\n", whole.B, whole.T, local.T,
-                whole.H, whole.dk, whole.dv, kChunk, o.blocks, dtype_name(act));
-    std::printf("# warm-up %d  iterations %d  seed %llu  gates %s  h0 %s  dht %s  inputs %s  tolerance %.0e\n", o.warmup,
-                o.iters, (unsigned long long)o.seed, o.gates.c_str(), in.h0.empty() ? "no" : "yes",
-                in.dht.empty() ? "no" : "yes", o.inputs.empty() ? "random" : o.inputs.c_str(), tol);
-    for (const std::string& m : left_out) std::printf("# left out of all: %s\n", m.c_str());
-    std::printf("#\n# %8s %5s %11s %8s %10s %10s %10s %10s %6s %9s %6s\n", "method", "ranks", "tokens/rank", "pass",
-                "mean_ms", "median_ms", "min_ms", "max_ms", "cv", "error", "check");
+    const Errors& err = c.err;
+    if (o.check)
+      std::printf("# %s errors vs the single-device run (relative RMS, max over ranks): o %.2e  ht %.2e  dq %.2e  "
+                  "dk %.2e  dv %.2e  dg %.2e  dh0 %.2e\n",
+                  name.c_str(), err.o, err.ht, err.dq, err.dk, err.dv, err.dg, err.dh0);
     std::fflush(stdout);
   }
+}
 
-  // The references, each computed once for every method that needs it.
-  std::unique_ptr<HostResult> ref_whole, ref_own;
-  auto reference = [&](bool independent) -> const HostResult& {
-    auto& r = independent ? ref_own : ref_whole;
-    if (!r)
-      r = std::make_unique<HostResult>(
-          independent ? single_device(*rt, local, mine)
-                      : slice_result(single_device(*rt, whole, in), whole, p * local.T, (p + 1) * local.T));
-    return *r;
-  };
+}  // namespace
+
+int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
+  const int p = boot.rank();
+  OperatorPlan plan = validated_plan(boot, opt);
+  OperatorOptions& o = plan.o;
+  Backend be = make_backend(boot, {o.backend, o.allscan, o.ranks_per_node, o.nodes_over_network, o.sim,
+                                   /*model_kernels=*/false, o.stage_times});
+  o.allscan = plan.cfg.allscan = be.allscan;  // the simulation runs a device protocol as the chain
+  OperatorRun run{boot, plan, be};
+  run.tol = o.tolerance > 0 ? o.tolerance : be.rt->dev->is_gpu() ? 5e-3 : 1e-5;
+  run.key = operator_config_key(o, run.tol);
+
+  // A rerun skips the methods whose rows the CSV already holds.
+  std::unique_ptr<CsvAppender> csv;
+  std::vector<std::string> todo = plan.methods;
+  if (!o.csv.empty()) {
+    todo = methods_to_measure(
+        boot, o.csv, be.sim.columns({"head_groups", "nodes", "ranks_per_node"}), o.resume, plan.methods,
+        [&](const CsvAppender& c, const std::string& m) {
+          return c.contains(operator_row(run, m, "fwd")) && c.contains(operator_row(run, m, "fwd_bwd"));
+        },
+        "P=" + std::to_string(boot.size()) + " T/P=" + std::to_string(plan.local.T), csv);
+    if (todo.empty()) return 0;
+  }
+  prepare_inputs(run);
+  if (p == 0) print_operator_header(run);
 
   int wrong = 0;
+  Device& dev = *be.rt->dev;
   EventHandle e0(dev), e1(dev), e2(dev);
-  const Stream st = dev.compute_stream();
   for (const std::string& name : todo) {
-    watchdog_set_context("operator, " + name + ", " + std::to_string(local.T) + " tokens per rank");
+    watchdog_set_context("operator, " + name + ", " + std::to_string(plan.local.T) + " tokens per rank");
     std::unique_ptr<SpMethod> method;
-    if (sim.on) sim_use_device_transport(*rt, sim.device() && name == "zeco");
-    agree_on_usage_errors(boot, [&] { method = require_method(name).make(*rt, cfg); });
+    be.select_transport(name == "zeco");
+    agree_on_usage_errors(boot, [&] { method = require_method(name).make(*be.rt, plan.cfg); });
     if (p == 0 && !method->notice().empty()) std::printf("# %s\n", method->notice().c_str());
-    poison_outputs(dev, d);  // so the check also proves every element was written
-    for (int i = 0; i < o.warmup; ++i) {
-      method->forward(fa);
-      method->backward(fa, ba);
-    }
-    dev.synchronize();
-    std::vector<double> fwd_max, all_max, all_mean;
-    if (recorder) recorder->set_recording(true);
-    for (int i = 0; i < o.iters; ++i) {
-      boot.barrier();
-      dev.record(e0.get(), st);
-      method->forward(fa);
-      dev.record(e1.get(), st);
-      method->backward(fa, ba);
-      dev.record(e2.get(), st);
-      dev.synchronize();
-      const double f = dev.elapsed_ms(e0.get(), e1.get()), a = dev.elapsed_ms(e0.get(), e2.get());
-      fwd_max.push_back(boot.max(f));
-      all_max.push_back(boot.max(a));
-      all_mean.push_back(boot.sum(a) / P);
-    }
-    method->finish();
-    if (recorder) {
-      recorder->set_recording(false);
-      agree_on_usage_errors(boot, [&] {
-        append_stage_rows(boot, recorder->take(), o.iters, row_for(name, "fwd_bwd", method.get()), stage_csv.get());
-      });
-    }
-
-    Errors err;
-    bool ok = true;
-    if (o.check) {
-      const bool indep = method->independent_sequences();
-      err = compare(boot, reference(indep), download_result(dev, act, local, d), indep);
-      ok = err.all() <= tol;
-    }
-    wrong += !ok;
-    if (!o.timeline.empty() && ok) {
-      write_timeline(*rt, *method, fa, ba, o.timeline, timeline_prefix(row_for(name, "fwd_bwd", method.get())),
-                     o.timeline_iters);
-    }
-    if (!o.outputs.empty()) write_outputs(boot, o.outputs, whole, local, download_result(dev, act, local, d), in);
-
-    const char* passes[2] = {"fwd", "fwd_bwd"};
-    std::vector<ResultRow> rows;
-    std::vector<double>* times[2] = {&fwd_max, &all_max};
-    for (int i = 0; i < 2; ++i) {
-      const Summary s = summarize(*times[i]);
-      const double e = i == 0 ? err.fwd() : err.all();
-      if (p == 0)
-        std::printf("  %8s %5d %11d %8s %10.4f %10.4f %10.4f %10.4f %6.3f %9.2e %6s\n", name.c_str(), P, local.T,
-                    passes[i], s.mean, s.median, s.min, s.max, s.cv, e, !o.check ? "-" : ok ? "OK" : "WRONG");
-      if (csv && ok) {
-        ResultRow r = row_for(name, passes[i], method.get());
-        r.set("time_ms_mean", s.mean).set("time_ms_median", s.median).set("time_ms_min", s.min);
-        r.set("time_ms_max", s.max).set("time_ms_cv", s.cv);
-        if (i == 1) r.set("time_ms_mean_over_ranks", summarize(all_mean).mean);
-        if (o.check) r.set("err_rel_rms", e);
-        rows.push_back(r);
-      }
-    }
-    // Every rank, after every method: a row rank 0 cannot write stops them all here.
-    if (!o.csv.empty())
-      agree_on_usage_errors(boot, [&] {
-        for (const ResultRow& r : rows) csv->append(r);
-      });
-    if (p == 0) {
-      if (o.check)
-        std::printf("# %s errors vs the single-device run (relative RMS, max over ranks): o %.2e  ht %.2e  dq %.2e  "
-                    "dk %.2e  dv %.2e  dg %.2e  dh0 %.2e\n",
-                    name.c_str(), err.o, err.ht, err.dq, err.dk, err.dv, err.dg, err.dh0);
-      std::fflush(stdout);
-    }
+    poison_outputs(dev, *run.d);  // so the check also proves every element was written
+    const IterationTimes t = time_method(run, name, *method, e0, e1, e2);
+    const MethodCheck c = check_method(run, *method);
+    wrong += !c.ok;
+    if (!o.timeline.empty() && c.ok)
+      write_timeline(*be.rt, *method, run.fa, run.ba, o.timeline,
+                     timeline_prefix(operator_row(run, name, "fwd_bwd", method.get())), o.timeline_iters);
+    if (!o.outputs.empty())
+      write_outputs(boot, o.outputs, plan.whole, plan.local,
+                    download_result(dev, be.rt->kern->act_dtype(), plan.local, *run.d), run.in);
+    write_method_rows(run, csv.get(), name, *method, t, c);
   }
   if (p == 0) {
     std::printf("# wrong results: %d%s\n", wrong, wrong ? "  (a wrong result is not written to the CSV)" : "");

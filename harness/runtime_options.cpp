@@ -4,8 +4,6 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "runtime/collective_errors.h"
-#include "runtime/csv.h"
 #include "zeco/all_scan.h"
 
 namespace spb {
@@ -63,36 +61,6 @@ void add_sim_options(CLI::App& app, SimOptions& o) {
                  "--backend sim: the platform's per-call costs (sim/platforms/<platform>.calib)");
   app.add_option("--sim-platform", o.platform,
                  "--backend sim: the name rows carry in `platform` (default: the calibration file's)");
-}
-
-// The chain over the communicator (`host`) is NCCL's on GPUs, as a measured row names it.
-std::string SimRows::backend(bool uses_scan) const { return uses_scan && scan != "host" ? scan : "nccl"; }
-
-bool SimRows::device() const { return is_device_allscan(scan); }
-
-void SimRows::mark(ResultRow& r) const { r.set("simulated", 1).set("platform", platform); }
-
-std::vector<std::string> SimRows::columns(std::vector<std::string> extra) const {
-  if (on) extra.insert(extra.end(), {"simulated", "platform"});
-  return extra;
-}
-
-std::unique_ptr<Runtime> make_level_runtime(Bootstrap& boot, const std::string& backend, std::string& allscan,
-                                            int ranks_per_node, bool nodes_over_network, const SimOptions& sim_opt,
-                                            SimRows* sim) {
-  if (backend != "sim") {
-    SPB_USAGE(sim_opt.stages.empty() && sim_opt.calibration.empty() && sim_opt.platform.empty(),
-              "--sim-stages, --sim-calibration and --sim-platform go with --backend sim");
-    return make_runtime(boot, backend, ranks_per_node, nodes_over_network);
-  }
-  SPB_USAGE(!nodes_over_network, "--nodes-over-network: the simulation's network is its platform file's");
-  const SimSetup setup{sim_opt.stages, sim_opt.calibration, sim_opt.platform};
-  auto rt = make_sim_runtime(boot, setup, ranks_per_node);
-  std::string scan;
-  agree_on_usage_errors(boot, [&] { scan = resolve_allscan(allscan, /*gpu=*/true, rt->topo); });
-  if (sim) *sim = SimRows{true, scan, sim_platform_name(setup)};
-  if (is_device_allscan(scan)) allscan = "host";
-  return rt;
 }
 
 }  // namespace spb

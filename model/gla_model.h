@@ -261,4 +261,14 @@ class GlaModel {
   std::vector<std::unique_ptr<EventHandle>> wgrad_done_;  // by Wgrad kind
 };
 
+// Whether a step sums its gradients beside the backward (an all-reduce per block on the communication stream) unless
+// told otherwise: on GPUs at P > 1, as PyTorch's DDP does, where the bucketed sums hide under the backward and couple
+// the ranks at every block as an SP method's states do (model/NOTES.md, "The gradient sum beside the backward is the
+// default on GPUs"). Not on CPU ranks, whose streams run in order on one thread; not with the sharded optimizer (a
+// reduce-scatter after the backward) or zeco's --overlap 2 (a states kernel that waits for the scan on the
+// communication stream, where a bucket may stand first). The report uses the same rule to tell a row's schedule.
+inline bool grad_overlap_by_default(bool gpu, int world, bool shard_optimizer, int overlap) {
+  return gpu && world > 1 && !shard_optimizer && overlap != 2;
+}
+
 }  // namespace spb

@@ -28,19 +28,24 @@
 
 #include "model/model_kernels.h"
 #include "runtime/device.h"
+#include "sim/stage_table_recorder.h"
 #include "sim/stage_table.h"
 
 namespace spb {
 
-// ModelKernels that run `inner` and, while recording(), time every call on its stream with a pair of device events,
-// as RecordingKernels does the GLA stages.
+// The shape keys above that are more than stage_key's numbers, as the recorder writes them and the simulated model
+// kernels (sim/sim_model_kernels.cpp) look them up.
+std::string gemm_shape_key(bool trans_a, bool trans_b, int M, int N, int K, DType c_type);
+std::string convert_shape_key(size_t n, DType src_type, DType dst_type);
+
+// ModelKernels that run `inner` and, while recording, time every call on its stream (StageRecorder), as
+// RecordingKernels does the GLA stages.
 class RecordingModelKernels final : public ModelKernels {
  public:
   RecordingModelKernels(std::unique_ptr<ModelKernels> inner, Device& dev);
-  ~RecordingModelKernels() override;
-  void set_recording(bool on) { recording_ = on; }
+  void set_recording(bool on) { rec_.set_recording(on); }
   // Every recorded call since the last take, grouped by stage and shape (synchronizes the device).
-  std::vector<StageSample> take();
+  std::vector<StageSample> take() { return rec_.take(); }
 
   DType act_dtype() const override { return inner_->act_dtype(); }
   bool computes() const override { return inner_->computes(); }
@@ -72,20 +77,8 @@ class RecordingModelKernels final : public ModelKernels {
              float weight_decay, int step, void* p_act, Stream st) override;
 
  private:
-  struct Call {
-    std::string stage, shape;
-    Event start, stop;
-  };
-  // Runs `body` between two events on st where recording (its stage and shape named), and alone otherwise.
-  template <class Body>
-  void timed(const char* stage, const std::string& shape, Stream st, Body&& body);
-  Event take_event();
-
   std::unique_ptr<ModelKernels> inner_;
-  Device& dev_;
-  bool recording_ = false;
-  std::vector<Call> calls_;
-  std::vector<Event> free_events_;
+  StageRecorder rec_;
 };
 
 // The extra columns of a model stage CSV (after the schema): the stage CSV's, then the model's shape and schedule

@@ -95,15 +95,15 @@ class SimKernels final : public GlaKernels {
   void state_fold(size_t rows, size_t cols, const float*, const float*, const float*, float*, Stream st) override {
     // The device All-Scan folds inside its kernel as it forwards each block: its per-block cost holds that.
     if (dev_.device_transport()) return;
-    sized("state_fold", "rows" + std::to_string(rows) + " cols" + std::to_string(cols), double(rows * cols), 12, st);
+    sized("state_fold", stage_key({{"rows", (long long)rows}, {"cols", (long long)cols}}), double(rows * cols), 12, st);
   }
   void vec_add(size_t n, const float*, const float*, float*, Stream st) override {
-    sized("vec_add", "n" + std::to_string(n), double(n), 12, st);
+    sized("vec_add", stage_key({{"n", (long long)n}}), double(n), 12, st);
   }
   void copy_4d(void*, const void*, size_t elem_bytes, const int64_t dims[4], const int64_t*, const int64_t*,
                Stream st) override {
     const size_t bytes = elem_bytes * size_t(dims[0] * dims[1] * dims[2] * dims[3]);
-    sized("copy_4d", "bytes" + std::to_string(bytes), double(bytes), 2, st);
+    sized("copy_4d", stage_key({{"bytes", (long long)bytes}}), double(bytes), 2, st);
   }
 
  private:

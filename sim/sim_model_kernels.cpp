@@ -1,6 +1,6 @@
-// The simulated model kernels (sim/sim_model_kernels.h). The shape keys are built as RecordingModelKernels builds them
-// (sim/model_stage_table.cpp), byte for byte: tests/sim/test_sim_model_kernels.cpp replays a table the recorder wrote
-// and finds every call of the same step in it.
+// The simulated model kernels (sim/sim_model_kernels.h). The shape keys are built by the functions
+// RecordingModelKernels builds them with (stage_key, gemm_shape_key, convert_shape_key):
+// tests/sim/test_sim_model_kernels.cpp replays a table the recorder wrote and finds every call of the same step in it.
 #include "sim/sim_model_kernels.h"
 
 #include <algorithm>
@@ -9,16 +9,10 @@
 #include <utility>
 
 #include "runtime/error.h"
+#include "sim/model_stage_table.h"
 
 namespace spb {
 namespace {
-
-// "n16384 D2048": each part's name followed by its number, space-separated (model_stage_table.cpp's key()).
-std::string key(std::initializer_list<std::pair<const char*, long long>> parts) {
-  std::string s;
-  for (const auto& [name, n] : parts) s += (s.empty() ? "" : " ") + std::string(name) + std::to_string(n);
-  return s;
-}
 
 class SimModelKernels final : public ModelKernels {
  public:
@@ -28,59 +22,58 @@ class SimModelKernels final : public ModelKernels {
   bool computes() const override { return false; }
   void gemm(bool trans_a, bool trans_b, int M, int N, int K, float, const void*, const void*, float, void*,
             DType c_type, Stream st) override {
-    run("gemm", key({{"ta", trans_a}, {"tb", trans_b}, {"M", M}, {"N", N}, {"K", K}}) + " c_" + dtype_name(c_type),
-        st);
+    run("gemm", gemm_shape_key(trans_a, trans_b, M, N, K, c_type), st);
   }
   void convert(size_t n, const void*, DType src_type, void*, DType dst_type, Stream st) override {
-    run("convert", key({{"n", (long long)n}}) + " " + dtype_name(src_type) + "_to_" + dtype_name(dst_type), st);
+    run("convert", convert_shape_key(n, src_type, dst_type), st);
   }
   void embedding_fwd(int n, int D, const int32_t*, const float*, float*, Stream st) override {
-    run("embedding_fwd", key({{"n", n}, {"D", D}}), st);
+    run("embedding_fwd", stage_key({{"n", n}, {"D", D}}), st);
   }
   void embedding_bwd(int n, int D, const int32_t*, const float*, float*, Stream st) override {
-    run("embedding_bwd", key({{"n", n}, {"D", D}}), st);
+    run("embedding_bwd", stage_key({{"n", n}, {"D", D}}), st);
   }
   void rmsnorm_fwd(int n, int D, const float*, const float*, float, void*, float*, Stream st) override {
-    run("rmsnorm_fwd", key({{"n", n}, {"D", D}}), st);
+    run("rmsnorm_fwd", stage_key({{"n", n}, {"D", D}}), st);
   }
   void rmsnorm_add_fwd(int n, int D, const float*, const float*, const float*, float, float*, void*, float*,
                        Stream st) override {
-    run("rmsnorm_add_fwd", key({{"n", n}, {"D", D}}), st);
+    run("rmsnorm_add_fwd", stage_key({{"n", n}, {"D", D}}), st);
   }
   void rmsnorm_bwd(int n, int D, const float*, const float*, const float*, const float*, float*, float*,
                    void* dx_act, Stream st) override {
-    run("rmsnorm_bwd", key({{"n", n}, {"D", D}, {"dx_act", dx_act != nullptr}}), st);
+    run("rmsnorm_bwd", stage_key({{"n", n}, {"D", D}, {"dx_act", dx_act != nullptr}}), st);
   }
   void forget_gate_fwd(int n, int C, const void*, const float*, float, void*, Stream st) override {
-    run("forget_gate_fwd", key({{"n", n}, {"C", C}}), st);
+    run("forget_gate_fwd", stage_key({{"n", n}, {"C", C}}), st);
   }
   void forget_gate_bwd(int n, int C, const void*, const float*, float, const void*, void*, float*,
                        Stream st) override {
-    run("forget_gate_bwd", key({{"n", n}, {"C", C}}), st);
+    run("forget_gate_bwd", stage_key({{"n", n}, {"C", C}}), st);
   }
   void gated_rmsnorm_fwd(int rows, int D, const void*, const void*, const float*, float, void*, float*,
                          Stream st) override {
-    run("gated_rmsnorm_fwd", key({{"rows", rows}, {"D", D}}), st);
+    run("gated_rmsnorm_fwd", stage_key({{"rows", rows}, {"D", D}}), st);
   }
   void gated_rmsnorm_bwd(int rows, int D, const void*, const void*, const float*, const float*, const void*, void*,
                          void*, float*, int heads, size_t dz_ld, Stream st) override {
-    run("gated_rmsnorm_bwd", key({{"rows", rows}, {"D", D}, {"heads", heads}, {"ld", (long long)dz_ld}}), st);
+    run("gated_rmsnorm_bwd", stage_key({{"rows", rows}, {"D", D}, {"heads", heads}, {"ld", (long long)dz_ld}}), st);
   }
   void swiglu_fwd(int rows, int F, const void*, void*, Stream st) override {
-    run("swiglu_fwd", key({{"rows", rows}, {"F", F}}), st);
+    run("swiglu_fwd", stage_key({{"rows", rows}, {"F", F}}), st);
   }
   void swiglu_bwd(int rows, int F, const void*, const void*, void*, void* y, Stream st) override {
-    run("swiglu_bwd", key({{"rows", rows}, {"F", F}, {"y", y != nullptr}}), st);
+    run("swiglu_bwd", stage_key({{"rows", rows}, {"F", F}, {"y", y != nullptr}}), st);
   }
   void copy_columns(int rows, int cols, const void*, int dst_cols, int, void*, Stream st) override {
-    run("copy_columns", key({{"rows", rows}, {"cols", cols}, {"dst_cols", dst_cols}}), st);
+    run("copy_columns", stage_key({{"rows", rows}, {"cols", cols}, {"dst_cols", dst_cols}}), st);
   }
   void cross_entropy(int n, int V, const float*, const int32_t*, float, float*, void*, Stream st) override {
-    run("cross_entropy", key({{"n", n}, {"V", V}}), st);
+    run("cross_entropy", stage_key({{"n", n}, {"V", V}}), st);
   }
   void adamw(size_t n, float*, const float*, float*, float*, float, float, float, float, float, int, void* p_act,
              Stream st) override {
-    run("adamw", key({{"n", (long long)n}, {"act_copy", p_act != nullptr}}), st);
+    run("adamw", stage_key({{"n", (long long)n}, {"act_copy", p_act != nullptr}}), st);
   }
 
  private:

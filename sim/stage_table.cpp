@@ -12,16 +12,8 @@
 namespace spb {
 
 std::string stage_shape_key(const GlaShape& s) {
-  char buf[128];
-  std::snprintf(buf, sizeof buf, "B%d T%d H%d dk%d dv%d pairs%d", s.B, s.T, s.H, s.dk, s.dv, s.pairs());
-  return buf;
+  return stage_key({{"B", s.B}, {"T", s.T}, {"H", s.H}, {"dk", s.dk}, {"dv", s.dv}, {"pairs", s.pairs()}});
 }
-
-namespace {
-
-std::string count_key(const char* name, size_t n) { return name + std::to_string(n); }
-
-}  // namespace
 
 // --- the table ---------------------------------------------------------------------------------------------------
 
@@ -62,130 +54,93 @@ std::vector<std::string> StageTable::shapes(const std::string& stage) const {
 // --- recording -------------------------------------------------------------------------------------------------
 
 RecordingKernels::RecordingKernels(std::unique_ptr<GlaKernels> inner, Device& dev)
-    : inner_(std::move(inner)), dev_(dev) {}
-
-RecordingKernels::~RecordingKernels() {
-  for (Call& c : calls_) free_events_.push_back(c.start), free_events_.push_back(c.stop);
-  for (Event e : free_events_) dev_.destroy_event(e);
-}
-
-Event RecordingKernels::take_event() {
-  if (free_events_.empty()) return dev_.create_event(EventUse::timing);
-  const Event e = free_events_.back();
-  free_events_.pop_back();
-  return e;
-}
-
-template <class Body>
-auto RecordingKernels::timed(const char* stage, const std::string& shape, Stream st, Body&& body) -> decltype(body()) {
-  if (!recording_) return body();
-  calls_.push_back({stage, shape, take_event(), take_event()});
-  dev_.record(calls_.back().start, st);
-  struct Stop {  // recorded after the body, also for a body that returns a value
-    RecordingKernels& k;
-    Event stop;
-    Stream st;
-    ~Stop() { k.dev_.record(stop, st); }
-  } stop{*this, calls_.back().stop, st};
-  return body();
-}
-
-std::vector<StageSample> RecordingKernels::take() {
-  dev_.synchronize();
-  std::map<std::pair<std::string, std::string>, std::vector<double>> by_key;
-  for (Call& c : calls_) {
-    by_key[{c.stage, c.shape}].push_back(dev_.elapsed_ms(c.start, c.stop));
-    free_events_.push_back(c.start), free_events_.push_back(c.stop);
-  }
-  calls_.clear();
-  std::vector<StageSample> out;
-  for (auto& [key, ms] : by_key) out.push_back({key.first, key.second, std::move(ms)});
-  return out;
-}
+    : inner_(std::move(inner)), rec_(dev) {}
 
 void RecordingKernels::chunk_cumsum(const GlaShape& s, const void* g, float* gc, float* lambda, Stream st) {
-  timed("chunk_cumsum", stage_shape_key(s), st, [&] { inner_->chunk_cumsum(s, g, gc, lambda, st); });
+  rec_.timed("chunk_cumsum", stage_shape_key(s), st, [&] { inner_->chunk_cumsum(s, g, gc, lambda, st); });
 }
 void RecordingKernels::chunk_states_fwd(const GlaShape& s, const void* k, const void* v, const float* gc,
                                         const float* h0, void* hs, float* ht, Stream st) {
-  timed("chunk_states_fwd", stage_shape_key(s), st, [&] { inner_->chunk_states_fwd(s, k, v, gc, h0, hs, ht, st); });
+  rec_.timed("chunk_states_fwd", stage_shape_key(s), st,
+             [&] { inner_->chunk_states_fwd(s, k, v, gc, h0, hs, ht, st); });
 }
 void RecordingKernels::chunk_output(const GlaShape& s, const void* q, const void* k, const void* v, const float* gc,
                                     const void* hs, void* o, Stream st) {
-  timed("chunk_output", stage_shape_key(s), st, [&] { inner_->chunk_output(s, q, k, v, gc, hs, o, st); });
+  rec_.timed("chunk_output", stage_shape_key(s), st, [&] { inner_->chunk_output(s, q, k, v, gc, hs, o, st); });
 }
 void RecordingKernels::output_add_initial(const GlaShape& s, const void* q, const float* gc, const float* S_in,
                                           void* o, Stream st) {
-  timed("output_add_initial", stage_shape_key(s), st, [&] { inner_->output_add_initial(s, q, gc, S_in, o, st); });
+  rec_.timed("output_add_initial", stage_shape_key(s), st, [&] { inner_->output_add_initial(s, q, gc, S_in, o, st); });
 }
 void RecordingKernels::states_add_initial(const GlaShape& s, const float* gc, const float* S_in, void* hs, float* ht,
                                           Stream st) {
-  timed("states_add_initial", stage_shape_key(s), st, [&] { inner_->states_add_initial(s, gc, S_in, hs, ht, st); });
+  rec_.timed("states_add_initial", stage_shape_key(s), st,
+             [&] { inner_->states_add_initial(s, gc, S_in, hs, ht, st); });
 }
 void RecordingKernels::chunk_states_bwd(const GlaShape& s, const void* q, const void* d_o, const float* gc,
                                         const float* dht, void* dhs, float* dh0, Stream st) {
-  timed("chunk_states_bwd", stage_shape_key(s), st,
-        [&] { inner_->chunk_states_bwd(s, q, d_o, gc, dht, dhs, dh0, st); });
+  rec_.timed("chunk_states_bwd", stage_shape_key(s), st,
+             [&] { inner_->chunk_states_bwd(s, q, d_o, gc, dht, dhs, dh0, st); });
 }
 void RecordingKernels::chunk_grads(const GlaShape& s, const void* q, const void* k, const void* v, const float* gc,
                                    const void* hs, const float* ht, const void* dhs, const void* d_o, void* dq,
                                    void* dk, void* dv, void* dg, Stream st) {
-  timed("chunk_grads", stage_shape_key(s), st,
-        [&] { inner_->chunk_grads(s, q, k, v, gc, hs, ht, dhs, d_o, dq, dk, dv, dg, st); });
+  rec_.timed("chunk_grads", stage_shape_key(s), st,
+             [&] { inner_->chunk_grads(s, q, k, v, gc, hs, ht, dhs, d_o, dq, dk, dv, dg, st); });
 }
 bool RecordingKernels::chunk_final_state(const GlaShape& s, const void* k, const void* v, const void* g, float* gc,
                                          float* ht, float* lambda, Stream st) {
-  return timed("chunk_final_state", stage_shape_key(s), st,
-               [&] { return inner_->chunk_final_state(s, k, v, g, gc, ht, lambda, st); });
+  return rec_.timed("chunk_final_state", stage_shape_key(s), st,
+                    [&] { return inner_->chunk_final_state(s, k, v, g, gc, ht, lambda, st); });
 }
 void RecordingKernels::chunk_initial_dstate(const GlaShape& s, const void* q, const void* d_o, const void* g,
                                             const float* gc, float* dh0, Stream st) {
-  timed("chunk_initial_dstate", stage_shape_key(s), st,
-        [&] { inner_->chunk_initial_dstate(s, q, d_o, g, gc, dh0, st); });
+  rec_.timed("chunk_initial_dstate", stage_shape_key(s), st,
+             [&] { inner_->chunk_initial_dstate(s, q, d_o, g, gc, dh0, st); });
 }
 void RecordingKernels::chunk_states_fwd_after_boundary(const GlaShape& s, const void* k, const void* v,
                                                        const float* gc, const float* h0, void* hs, float* ht,
                                                        Stream st) {
-  timed("chunk_states_fwd_after_boundary", stage_shape_key(s), st,
-        [&] { inner_->chunk_states_fwd_after_boundary(s, k, v, gc, h0, hs, ht, st); });
+  rec_.timed("chunk_states_fwd_after_boundary", stage_shape_key(s), st,
+             [&] { inner_->chunk_states_fwd_after_boundary(s, k, v, gc, h0, hs, ht, st); });
 }
 void RecordingKernels::chunk_states_bwd_after_boundary(const GlaShape& s, const void* q, const void* d_o,
                                                        const float* gc, const float* dht, void* dhs, float* dh0,
                                                        Stream st) {
-  timed("chunk_states_bwd_after_boundary", stage_shape_key(s), st,
-        [&] { inner_->chunk_states_bwd_after_boundary(s, q, d_o, gc, dht, dhs, dh0, st); });
+  rec_.timed("chunk_states_bwd_after_boundary", stage_shape_key(s), st,
+             [&] { inner_->chunk_states_bwd_after_boundary(s, q, d_o, gc, dht, dhs, dh0, st); });
 }
 void RecordingKernels::chunk_states_fwd_arriving(const GlaShape& s, const void* k, const void* v, const float* gc,
                                                  const ArrivingState& h0, void* hs, float* ht, Stream st) {
-  timed("chunk_states_fwd_arriving", stage_shape_key(s), st,
-        [&] { inner_->chunk_states_fwd_arriving(s, k, v, gc, h0, hs, ht, st); });
+  rec_.timed("chunk_states_fwd_arriving", stage_shape_key(s), st,
+             [&] { inner_->chunk_states_fwd_arriving(s, k, v, gc, h0, hs, ht, st); });
 }
 void RecordingKernels::chunk_states_bwd_arriving(const GlaShape& s, const void* q, const void* d_o, const float* gc,
                                                  const ArrivingState& dht, void* dhs, float* dh0, Stream st) {
-  timed("chunk_states_bwd_arriving", stage_shape_key(s), st,
-        [&] { inner_->chunk_states_bwd_arriving(s, q, d_o, gc, dht, dhs, dh0, st); });
+  rec_.timed("chunk_states_bwd_arriving", stage_shape_key(s), st,
+             [&] { inner_->chunk_states_bwd_arriving(s, q, d_o, gc, dht, dhs, dh0, st); });
 }
 void RecordingKernels::chunk_states_settle(const GlaShape& s, bool reverse, const float* gc, const ArrivingState& init,
                                            void* hs, float* fin, Stream st) {
-  timed(reverse ? "chunk_states_settle_bwd" : "chunk_states_settle_fwd", stage_shape_key(s), st,
-        [&] { inner_->chunk_states_settle(s, reverse, gc, init, hs, fin, st); });
+  rec_.timed(reverse ? "chunk_states_settle_bwd" : "chunk_states_settle_fwd", stage_shape_key(s), st,
+             [&] { inner_->chunk_states_settle(s, reverse, gc, init, hs, fin, st); });
 }
 void RecordingKernels::signal_ready(uint32_t* ready, uint32_t epoch, Stream st) {
-  timed("signal_ready", "-", st, [&] { inner_->signal_ready(ready, epoch, st); });
+  rec_.timed("signal_ready", "-", st, [&] { inner_->signal_ready(ready, epoch, st); });
 }
 void RecordingKernels::state_fold(size_t rows, size_t cols, const float* decay, const float* x, const float* y,
                                   float* out, Stream st) {
-  timed("state_fold", count_key("rows", rows) + " " + count_key("cols", cols), st,
-        [&] { inner_->state_fold(rows, cols, decay, x, y, out, st); });
+  rec_.timed("state_fold", stage_key({{"rows", (long long)rows}, {"cols", (long long)cols}}), st,
+             [&] { inner_->state_fold(rows, cols, decay, x, y, out, st); });
 }
 void RecordingKernels::vec_add(size_t n, const float* a, const float* b, float* out, Stream st) {
-  timed("vec_add", count_key("n", n), st, [&] { inner_->vec_add(n, a, b, out, st); });
+  rec_.timed("vec_add", stage_key({{"n", (long long)n}}), st, [&] { inner_->vec_add(n, a, b, out, st); });
 }
 void RecordingKernels::copy_4d(void* dst, const void* src, size_t elem_bytes, const int64_t dims[4],
                                const int64_t dst_strides[4], const int64_t src_strides[4], Stream st) {
   const size_t bytes = elem_bytes * size_t(dims[0] * dims[1] * dims[2] * dims[3]);
-  timed("copy_4d", count_key("bytes", bytes), st,
-        [&] { inner_->copy_4d(dst, src, elem_bytes, dims, dst_strides, src_strides, st); });
+  rec_.timed("copy_4d", stage_key({{"bytes", (long long)bytes}}), st,
+             [&] { inner_->copy_4d(dst, src, elem_bytes, dims, dst_strides, src_strides, st); });
 }
 
 // --- rows ----------------------------------------------------------------------------------------------------------

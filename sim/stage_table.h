@@ -17,6 +17,7 @@
 
 #include "kernels/gla_kernels.h"
 #include "runtime/device.h"
+#include "sim/stage_table_recorder.h"
 
 namespace spb {
 
@@ -25,12 +26,6 @@ class CsvAppender;
 class ResultRow;
 
 std::string stage_shape_key(const GlaShape& s);
-
-// One stage at one shape, as recorded on one rank: milliseconds per call and the calls it saw.
-struct StageSample {
-  std::string stage, shape;
-  std::vector<double> ms;
-};
 
 class StageTable {
  public:
@@ -49,16 +44,14 @@ class StageTable {
   std::map<std::pair<std::string, std::string>, double> ms_;
 };
 
-// GlaKernels that run `inner` and, while recording(), time every stage call on its stream with a pair of device
-// events: the stage table's input. A stage's events bracket it on its own stream, so its time is its kernels' own
-// (what waits before it on that stream is not in it).
+// GlaKernels that run `inner` and, while recording, time every stage call on its stream (StageRecorder): the stage
+// table's input.
 class RecordingKernels final : public GlaKernels {
  public:
   RecordingKernels(std::unique_ptr<GlaKernels> inner, Device& dev);
-  ~RecordingKernels() override;
-  void set_recording(bool on) { recording_ = on; }
+  void set_recording(bool on) { rec_.set_recording(on); }
   // Every recorded call since the last take, grouped by stage and shape (synchronizes the device).
-  std::vector<StageSample> take();
+  std::vector<StageSample> take() { return rec_.take(); }
 
   DType act_dtype() const override { return inner_->act_dtype(); }
   DType chunk_state_type() const override { return inner_->chunk_state_type(); }
@@ -99,20 +92,8 @@ class RecordingKernels final : public GlaKernels {
                const int64_t src_strides[4], Stream st) override;
 
  private:
-  struct Call {
-    std::string stage, shape;
-    Event start, stop;
-  };
-  // Runs `body` between two events on st where recording (its stage and shape named), and alone otherwise.
-  template <class Body>
-  auto timed(const char* stage, const std::string& shape, Stream st, Body&& body) -> decltype(body());
-  Event take_event();
-
   std::unique_ptr<GlaKernels> inner_;
-  Device& dev_;
-  bool recording_ = false;
-  std::vector<Call> calls_;
-  std::vector<Event> free_events_;
+  StageRecorder rec_;
 };
 
 // The stage rows of one method's run, every rank's samples merged on rank 0 (a stage at a shape: the mean over the

@@ -15,7 +15,7 @@
 #include <tuple>
 #include <utility>
 
-#include "harness/model_level.h"
+#include "model/gla_model.h"
 #include "runtime/csv.h"
 #include "runtime/error.h"
 

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The floors of the source tree (README "Layout"): a file may include its own folder's headers and those of any lower
+# The floors of the source tree (DESIGN §4): a file may include its own folder's headers and those of any lower
 # floor, never a higher floor's, nor a folder beside it on the same floor (zeco/ and baselines/ stand side by side).
 # Usage: check_include_floors.sh SOURCE_DIR   (exit 1 and one line per upward include when any is found)
 set -euo pipefail
 root=${1:?usage: check_include_floors.sh SOURCE_DIR}
-declare -A floor=([runtime]=0 [kernels]=1 [sp]=2 [zeco]=3 [baselines]=3 [model]=4 [sim]=5 [harness]=6 [report]=7 [cli]=8)
+declare -A floor=([runtime]=0 [kernels]=1 [sp]=2 [zeco]=3 [baselines]=3 [model]=4 [sim]=5 [backend]=6 [harness]=7
+                  [report]=8 [cli]=9)
 
 bad=0
 checked=0

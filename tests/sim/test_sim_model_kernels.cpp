@@ -1,7 +1,8 @@
 // The simulated model kernels (sim/sim_model_kernels.h) replay what RecordingModelKernels (sim/model_stage_table.h)
 // records: a tiny model's step on CPU ranks, recorded and written as stage rows, then the same model run over the
-// simulated kernels finds a time for every call of its steps (their shape keys are built by two copies of the same
-// code, one in each file), and its compute stream advances by the recorded times. dp and zeco, at 1 and 2 ranks.
+// simulated kernels finds a time for every call of its steps (both build their shape keys with the same functions,
+// sim/stage_table_recorder.h and sim/model_stage_table.h), and its compute stream advances by the recorded times.
+// dp and zeco, at 1 and 2 ranks.
 #include <cstdio>
 
 #include "../mpi_test_main.h"
