@@ -73,10 +73,10 @@ const std::vector<MeasuredPaths>& measured_paths() {
     model.push_back("model/");
     // A stage row times the kernels one method calls, between the recorder's events.
     std::vector<std::string> stage = op;
-    stage.push_back("sim/stage_table*");
+    stage.insert(stage.end(), {"sim/stage_table*", "backend/"});  // the recorders, and where the level wires them
     // A model stage row times the model's kernels too, and is recorded by both recorders.
     std::vector<std::string> model_stage = model;
-    model_stage.insert(model_stage.end(), {"sim/model_stage_table*", "sim/stage_table*"});
+    model_stage.insert(model_stage.end(), {"sim/model_stage_table*", "sim/stage_table*", "backend/"});
     // CPU ranks run the CPU kernels over MPI, and the simulated build the simulation's: none of the CUDA kernels, the
     // GPU device or NCCL.
     auto without_gpu_code = [](std::vector<std::string> v) {
@@ -88,12 +88,12 @@ const std::vector<MeasuredPaths>& measured_paths() {
     // collective and operator levels run none of the model's simulated kernels (sim/*model*), as their measured rows
     // run none of model/.
     auto with_sim = [&](std::vector<std::string> v) {
-      v.insert(v.end(), {"sim/", "!sim/*model*"});
+      v.insert(v.end(), {"sim/", "!sim/*model*", "backend/"});
       return without_gpu_code(v);
     };
     // A simulated model row runs the model and every part of the simulation, its model kernels among them.
     std::vector<std::string> sim_model = model;
-    sim_model.push_back("sim/");
+    sim_model.insert(sim_model.end(), {"sim/", "backend/"});
     sim_model = without_gpu_code(sim_model);
     return std::vector<MeasuredPaths>{
         {"kernel", {"kernels/"}}, {"collective", comm}, {"operator", op}, {"timeline", op}, {"model", model},
