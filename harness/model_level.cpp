@@ -262,6 +262,12 @@ int run_model(Bootstrap& boot, const ModelOptions& opt) {
   Backend be = make_backend(boot, {o.backend, o.allscan, o.ranks_per_node, o.nodes_over_network, o.sim,
                                    /*model_kernels=*/true, o.stage_times});
   plan.o.allscan = plan.sp.allscan = be.allscan;  // the simulation runs a device protocol as the chain
+  const bool gpu = be.rt->dev->is_gpu() || be.sim.on;  // the simulation stands for GPUs
+  if (o.plan) {
+    print_memory_plan(boot, *be.rt, plan, gpu);
+    return 0;
+  }
+  choose_auto_recompute(boot, *be.rt, plan, gpu);
   const ModelRun run = prepare_model_run(boot, plan, be, data.get());
 
   std::unique_ptr<CsvAppender> csv;

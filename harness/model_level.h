@@ -24,8 +24,10 @@ struct ModelOptions {
   float lr = 3e-4f, weight_decay = 0.1f;
   std::string data, dump, csv, timeline;
   std::string stage_times;  // --stage-times: the model's and the GLA stages' kernel calls timed, to this CSV
-  // auto (recompute_auto), none, states, elementwise, states+elementwise, all (--recompute alone)
+  // auto (the fastest level that fits: auto_recompute_levels), none, states, elementwise, states+elementwise, all
+  // (--recompute alone), blocks
   std::string recompute = "auto";
+  bool plan = false;  // --plan: print the memory of every --recompute level, run nothing
   int grad_overlap = 0;  // 1: --grad-overlap, -1: --no-grad-overlap, 0: grad_overlap_by_default (model/)
   bool shard_optimizer = false, wgrad_beside = false, nodes_over_network = false, resume = true;
   int check = 1;

@@ -64,10 +64,15 @@ void add_model_command(CLI::App& app, ModelOptions& o) {
   app.add_flag("--recompute{all}", o.recompute,
                "what the backward makes again instead of keeping it (SwiGLU's output is at every level): states (the "
                "attention's gates, their cumsum and its chunk states, one buffer each for every block), elementwise "
-               "(the norms' outputs), states+elementwise, or --recompute (=all: the norms' outputs and one attention "
-               "object for every block, its forward run again); auto (the default): states where a block's chunk "
-               "states are larger than its k and v (dk dv / 64 > dk + dv), else none")
-      ->check(CLI::IsMember({"auto", "none", "states", "elementwise", "states+elementwise", "all"}));
+               "(the norms' outputs), states+elementwise, --recompute (=all: the norms' outputs and one attention "
+               "object for every block, its forward run again), or blocks (each block's input alone kept, the whole "
+               "block made again in its backward); auto (the default): the fastest that fits, from states where a "
+               "block's chunk states are larger than its k and v (dk dv / 64 > dk + dv), else none, on to "
+               "states+elementwise and blocks")
+      ->check(CLI::IsMember({"auto", "none", "states", "elementwise", "states+elementwise", "all", "blocks"}));
+  app.add_flag("--plan", o.plan,
+               "print what the step would hold at every --recompute level against the memory free, and which one "
+               "auto picks; train nothing");
   app.add_flag("--grad-overlap,!--no-grad-overlap", o.grad_overlap,
                "at P > 1, sum each block's gradients over the ranks as soon as its backward is done, on the "
                "communication stream beside the blocks still to go (the default on GPUs, unless --shard-optimizer or "
@@ -160,29 +165,99 @@ ModelPlan validated_model_plan(const Bootstrap& boot, const ModelOptions& opt) {
   return plan;
 }
 
+std::vector<Recompute> auto_recompute_levels(const GlaModelConfig& c) {
+  const Recompute rule = recompute_auto(c);
+  std::vector<Recompute> levels{rule};
+  if (rule == Recompute::none) levels.push_back(Recompute::elementwise);
+  levels.insert(levels.end(), {Recompute::states_elementwise, Recompute::blocks});
+  return levels;
+}
+
+namespace {
+
+// What the plan's step holds at `level` on this runtime, and what a rank may use: GiB; every rank agrees.
+struct MemoryFit {
+  double need_gib, free_gib;
+  int sharing;  // ranks of a node that share its memory (CPU ranks), each needing all of it; 1 on a GPU
+  bool fits() const { return need_gib * sharing < 0.95 * free_gib; }
+};
+MemoryFit memory_fit(const Bootstrap& boot, Runtime& rt, const ModelPlan& plan, Recompute level, bool gpu) {
+  const size_t bytes = GlaModel::device_bytes(plan.mc, plan.o.batch, plan.L, rt.kern->act_dtype(),
+                                              rt.kern->chunk_state_type(), level,
+                                              plan.o.shard_optimizer ? boot.size() : 1);
+  return {double(bytes) / double(1ull << 30), boot.min(double(rt.dev->free_memory_bytes()) / double(1ull << 30)),
+          gpu ? 1 : int(boot.max(double(boot.local_size())))};
+}
+
+}  // namespace
+
+void choose_auto_recompute(const Bootstrap& boot, Runtime& rt, ModelPlan& plan, bool gpu) {
+  if (plan.o.recompute != "auto") return;
+  const std::vector<Recompute> levels = auto_recompute_levels(plan.mc);
+  for (const Recompute r : levels)
+    if (memory_fit(boot, rt, plan, r, gpu).fits()) {
+      plan.recompute = r;
+      if (boot.rank() == 0 && r != levels.front()) {
+        const MemoryFit first = memory_fit(boot, rt, plan, levels.front(), gpu);
+        std::printf("# --recompute=auto: %s, the fastest level that fits (%s needs about %.1f GiB per rank, %.1f GiB "
+                    "free)\n",
+                    recompute_name(r), recompute_name(levels.front()), first.need_gib, first.free_gib);
+      }
+      return;
+    }
+  plan.recompute = levels.back();  // none fits: the memory check names the smallest
+}
+
+void print_memory_plan(const Bootstrap& boot, Runtime& rt, const ModelPlan& plan, bool gpu) {
+  const std::vector<Recompute> auto_levels = auto_recompute_levels(plan.mc);
+  // In the enum's order, so that fit[size_t(r)] is level r's.
+  const Recompute all_levels[] = {Recompute::none,   Recompute::states, Recompute::elementwise,
+                                  Recompute::states_elementwise, Recompute::all, Recompute::blocks};
+  std::vector<MemoryFit> fit;
+  for (const Recompute r : all_levels) fit.push_back(memory_fit(boot, rt, plan, r, gpu));
+  if (boot.rank() != 0) return;
+  const Recompute* pick = nullptr;
+  for (const Recompute& r : auto_levels)
+    if (fit[size_t(r)].fits()) {
+      pick = &r;
+      break;
+    }
+  std::printf("# spbench model --plan  %d layers  hidden %d  heads %d  vocab %d  B %d  %d tokens per rank  %s\n"
+              "# what a rank's step holds (GlaModel::device_bytes; the CUDA context, cuBLAS's workspaces and the "
+              "allocator's rounding come on top), against %.1f GiB free%s\n",
+              plan.mc.layers, plan.mc.hidden, plan.mc.heads, plan.mc.vocab, plan.o.batch, plan.L,
+              rt.dev->name().c_str(), fit.front().free_gib,
+              fit.front().sharing > 1 ? (" shared by " + std::to_string(fit.front().sharing) + " ranks").c_str() : "");
+  std::printf("%22s %10s %6s\n", "recompute", "GiB", "fits");
+  for (size_t i = 0; i < fit.size(); ++i)
+    std::printf("%22s %10.2f %6s%s\n", recompute_name(all_levels[i]), fit[i].need_gib, fit[i].fits() ? "yes" : "no",
+                pick && *pick == all_levels[i] ? "  <- auto" : "");
+  if (!pick) std::printf("# no level fits: fewer tokens per rank (-L) or more ranks\n");
+  std::fflush(stdout);
+}
+
 double check_model_memory(const Bootstrap& boot, Runtime& rt, const ModelPlan& plan, bool gpu) {
   const ModelOptions& o = plan.o;
   const GlaModelConfig& mc = plan.mc;
-  const int P = boot.size(), L = plan.L;
+  const int L = plan.L;
   const Recompute recompute = plan.recompute;
-  Device& dev = *rt.dev;
-  const size_t model_bytes = GlaModel::device_bytes(mc, o.batch, L, rt.kern->act_dtype(),
-                                                    rt.kern->chunk_state_type(), recompute, o.shard_optimizer ? P : 1);
-  const double need_gib = double(model_bytes) / double(1ull << 30);
-  const double free_gib = boot.min(double(dev.free_memory_bytes()) / double(1ull << 30));
-  // A GPU's memory is its own; CPU ranks share their node's, each needing all of it.
-  const int sharing = gpu ? 1 : int(boot.max(double(boot.local_size())));
-  SPB_USAGE(need_gib * sharing < 0.95 * free_gib,
+  const MemoryFit fit = memory_fit(boot, rt, plan, recompute, gpu);
+  const double need_gib = fit.need_gib, free_gib = fit.free_gib;
+  const int sharing = fit.sharing;
+  SPB_USAGE(fit.fits(),
             "the model needs about " + std::to_string(int(std::ceil(need_gib))) + " GiB per rank (" +
                 std::to_string(mc.layers) + " layers, " + std::to_string((long long)o.batch * L) +
                 " tokens per rank) and " +
                 (gpu ? "a GPU has " : sharing > 1 ? "the " + std::to_string(sharing) + " ranks of a node have " : "a rank has ") +
                 std::to_string(int(free_gib)) + " GiB free: " +
-                (recompute == Recompute::all || recompute == Recompute::states_elementwise
+                (recompute == Recompute::blocks
                      ? "use fewer tokens per rank (-L) or more ranks"
                      : std::string("try --recompute=") +
-                           (recompute == Recompute::none ? "states, --recompute=elementwise or --recompute=" : "") +
-                           "states+elementwise, fewer tokens per rank (-L) or more ranks"));
+                           (recompute == Recompute::none ? "states, --recompute=elementwise, --recompute=" : "") +
+                           (recompute == Recompute::all || recompute == Recompute::states_elementwise
+                                ? ""
+                                : "states+elementwise, --recompute=") +
+                           "blocks, fewer tokens per rank (-L) or more ranks"));
 
   return need_gib;
 }

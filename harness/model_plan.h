@@ -27,6 +27,16 @@ struct ModelPlan {
 // will write checked. Nothing is allocated yet.
 ModelPlan validated_model_plan(const Bootstrap& boot, const ModelOptions& opt);
 
+// The levels --recompute=auto tries, fastest first: recompute_auto's pick (states where a block's chunk states
+// outweigh its k and v, else none), elementwise after none, then states+elementwise and blocks, each holding less
+// than the one before. (all is left out: states+elementwise holds less and makes less again.)
+std::vector<Recompute> auto_recompute_levels(const GlaModelConfig& c);
+// --recompute=auto: plan.recompute becomes the first of auto_recompute_levels that fits this runtime's memory (the
+// last where none does: check_model_memory then says so), rank 0 saying which where it is not the first. Collective.
+void choose_auto_recompute(const Bootstrap& boot, Runtime& rt, ModelPlan& plan, bool gpu);
+// --plan: on rank 0, every --recompute level's memory against what is free, and auto's pick. Collective.
+void print_memory_plan(const Bootstrap& boot, Runtime& rt, const ModelPlan& plan, bool gpu);
+
 // Memory: the model's own tensors plus the SP methods' chunk states and gc (per block, or one block's with
 // --recompute=all, states or states+elementwise, and one dhs for every block: GlaModel::device_bytes), against what
 // the device has free; every rank agrees before any allocation. Returns GiB per rank.

@@ -316,9 +316,12 @@ spb_model_error(data_short 2 "--data .*: [0-9]+ bytes, fewer than the 4097 token
                 --data ${CMAKE_CURRENT_SOURCE_DIR}/harness/expect_error.sh -T 4096)
 spb_model_error(data_vocab 1 "--data: byte tokens need --vocab >= 256 \\(got 100\\)" --vocab 100
                 --data ${CMAKE_CURRENT_SOURCE_DIR}/harness/expect_error.sh)
-spb_model_error(too_large 2 "the model needs about [0-9]+ GiB per rank .* try --recompute" --hidden 65536
+spb_model_error(too_large 2 "the model needs about [0-9]+ GiB per rank .* try --recompute=states, .*--recompute=blocks"
+                --hidden 65536 --vocab 1000000 --recompute=none)
+# auto tries every level down to blocks: where none fits, the message names the last resorts.
+spb_model_error(too_large_auto 2 "the model needs about [0-9]+ GiB per rank .* use fewer tokens per rank" --hidden 65536
                 --vocab 1000000)
-spb_model_error(recompute_unknown 2 "--recompute: attention not in \\{auto,none,states,elementwise,states\\+elementwise,all\\}" --recompute=attention)
+spb_model_error(recompute_unknown 2 "--recompute: attention not in \\{auto,none,states,elementwise,states\\+elementwise,all,blocks\\}" --recompute=attention)
 spb_model_error(ulysses_heads 4 "ulysses splits the heads over the ranks" -m ulysses --heads 2 -T 256)
 spb_model_error(grad_overlap_with_states_beside 2 "--grad-overlap with --overlap 2: .* use one of the two"
                 --grad-overlap --overlap 2)
@@ -377,6 +380,21 @@ ${SPB_MPIRUN_STR} 2 ${SPB_MPI_FLAGS_STR} $<TARGET_FILE:spbench> model --backend 
 $c[\"shard_optimizer\"] }' model_sharded.csv")
 set_tests_properties(cli.model.shard_optimizer PROPERTIES TIMEOUT 150 PASS_REGULAR_EXPRESSION
                      "wrong results: 0.*gradients summed by a reduce-scatter after the backward.*wrong results: 0.*row shard_optimizer 0.*row shard_optimizer 1")
+# --plan: every --recompute level's memory against what is free and auto's pick, with nothing trained (exit 0).
+add_test(NAME cli.model.plan
+         COMMAND ${SPB_MPIEXEC} 2 ${SPB_MPI_FLAGS} $<TARGET_FILE:spbench> model --backend cpu --plan --vocab 256
+                 --hidden 64 --layers 2 --heads 4 -T 256)
+set_tests_properties(cli.model.plan PROPERTIES TIMEOUT 150 PASS_REGULAR_EXPRESSION
+                     "spbench model --plan.*none +[0-9.]+ +yes  <- auto.*blocks +[0-9.]+ +yes"
+                     FAIL_REGULAR_EXPRESSION "wrong results|tok/s")
+# --recompute=blocks: zeco's step against the reference method, and the row says blocks.
+add_test(NAME cli.model.recompute_blocks
+         COMMAND sh -c "rm -f model_blocks.csv && ${SPB_MPIRUN_STR} 2 ${SPB_MPI_FLAGS_STR} $<TARGET_FILE:spbench> model \
+--backend cpu -m zeco -w 0 -n 1 --vocab 256 --hidden 64 --layers 2 --heads 2 -T 128 --recompute=blocks \
+--csv model_blocks.csv && awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i } NR > 1 { print \"row recompute\", \
+$c[\"recompute\"] }' model_blocks.csv")
+set_tests_properties(cli.model.recompute_blocks PROPERTIES TIMEOUT 150 PASS_REGULAR_EXPRESSION
+                     "recompute blocks.*wrong results: 0.*row recompute blocks")
 add_test(NAME cli.model.csv_resume
          COMMAND sh -c "rm -f model_resume.csv && \
 ${SPB_MPIRUN_STR} 2 ${SPB_MPI_FLAGS_STR} $<TARGET_FILE:spbench> model --backend cpu -m zeco,lasp2 -w 1 -n 2 --vocab 256 \
