@@ -33,7 +33,7 @@
 
 #include "sp/method.h"
 #include "sp/timeline.h"
-#include "kernels/gla.h"
+#include "kernels/gla/gla.h"
 
 namespace spb {
 

@@ -25,8 +25,8 @@
 #include <algorithm>
 
 #include "runtime/cuda_check.h"
-#include "kernels/cuda/gla_cuda_common.cuh"
-#include "kernels/cuda/gla_cuda_internal.h"
+#include "kernels/gla/cuda/gla_cuda_common.cuh"
+#include "kernels/gla/cuda/gla_cuda_internal.h"
 
 namespace spb {
 namespace gla_cuda {

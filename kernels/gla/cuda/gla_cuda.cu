@@ -2,7 +2,7 @@
 // corrections, the state algebra) and the dispatch to the tensor-core kernels of gla_states.cu, gla_intra.cu and
 // gla_dqk.cu. Every stage computes the same function as its CPU twin in kernels/cpu/gla_cpu.cpp, with the same
 // nullable pointers; see NOTES.md beside this file for the design and the measured times.
-#include "kernels/cuda/gla_cuda.h"
+#include "kernels/gla/cuda/gla_cuda.h"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -13,8 +13,8 @@
 
 #include "runtime/cuda_check.h"
 #include "runtime/error.h"
-#include "kernels/cuda/gla_cuda_common.cuh"
-#include "kernels/cuda/gla_cuda_internal.h"
+#include "kernels/gla/cuda/gla_cuda_common.cuh"
+#include "kernels/gla/cuda/gla_cuda_internal.h"
 
 namespace spb {
 namespace gla_cuda {

@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/cuda/gla_cuda_common.cuh"
-#include "kernels/cuda/gla_cuda_internal.h"
+#include "kernels/gla/cuda/gla_cuda_common.cuh"
+#include "kernels/gla/cuda/gla_cuda_internal.h"
 
 namespace spb {
 namespace gla_cuda {
