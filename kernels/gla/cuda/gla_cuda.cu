@@ -309,9 +309,9 @@ __global__ void copy4d_kernel(char* dst, const char* src, size_t eb, Copy4d c, i
 // word; `ns` nanoseconds (%globaltimer) after the kernel starts.
 __global__ void signal_after_kernel(uint32_t* ready, uint32_t epoch, unsigned long long ns) {
 #ifndef SPB_GLA_EMU
-  unsigned long long t0, t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-  do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); while (t - t0 < ns);
+  const uint64_t t0 = ptx::globaltimer_ns();
+  while (ptx::globaltimer_ns() - t0 < ns) {
+  }
 #endif
   st_release_gpu(ready, epoch);
 }

@@ -21,6 +21,10 @@
 
 #include <cstdint>
 
+#ifndef SPB_GLA_EMU
+#include "kernels/cuda/ptx.cuh"
+#endif
+
 namespace spb {
 namespace gla_cuda {
 
@@ -51,14 +55,8 @@ __device__ __forceinline__ float tf32_round(float x) { return __uint_as_float(tf
 // A word another stream's kernel sets once what it guards is written (GlaKernels::signal_ready): read with acquire
 // semantics at GPU scope, so that loads after it see that data; `seen` compares epochs modulo 2^32.
 #ifndef SPB_GLA_EMU
-__device__ __forceinline__ uint32_t ld_acquire_gpu(const uint32_t* p) {
-  uint32_t v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void st_release_gpu(uint32_t* p, uint32_t v) {
-  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
+using ptx::ld_acquire_gpu;  // kernels/cuda/ptx.cuh
+using ptx::st_release_gpu;
 // A load that bypasses L1 (which is not coherent with other SMs' writes): data published by another kernel.
 __device__ __forceinline__ float ld_cg(const float* p) { return __ldcg(p); }
 __device__ __forceinline__ float4 ld_cg(const float4* p) { return __ldcg(p); }
