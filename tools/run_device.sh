@@ -18,7 +18,7 @@ J=$(nproc)
 
 B=build-k
 TEST=$B/tests/test_gla_cuda
-BENCH=$B/kernels/gla/cuda/bench_gla_cuda
+BENCH=$B/kernels/gla/bench/bench_gla_cuda
 mkdir -p build-deps
 for f in .deps/*.deb; do [ -f "$f" ] && dpkg -x "$f" build-deps; done
 # -include cstdint: some project sources rely on <cstdint> arriving transitively, which GCC 13 does not do.
@@ -48,7 +48,7 @@ else
     objs+=("$o")
   done
   [ -x $TEST ] || $CX -c tests/kernels/gla/test_gla_cuda.cpp -o $F/test.o >>"$OUT/build.log" 2>&1 &
-  [ -x $BENCH ] || $NV -DSPB_BENCH_CSV=0 -c kernels/gla/cuda/bench_gla_cuda.cu -o $F/bench.o >>"$OUT/build.log" 2>&1 &
+  [ -x $BENCH ] || $NV -DSPB_BENCH_CSV=0 -c kernels/gla/bench/bench_gla_cuda.cu -o $F/bench.o >>"$OUT/build.log" 2>&1 &
   wait
   L="-L/usr/local/cuda/lib64 -lcudart -lgomp -lpthread"
   if [ ! -x $TEST ]; then
