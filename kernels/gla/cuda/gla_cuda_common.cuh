@@ -1,5 +1,5 @@
 // Device building blocks shared by the CUDA GLA stages: tensor-core fragments (mma.sync), asynchronous tile copies
-// and small conversions. Internal to kernels/cuda.
+// and small conversions. Internal to kernels/gla/cuda.
 //
 // Why mma.sync m16n8k8 tf32 for most products: every product of the GLA stages has at least one operand that is not
 // exactly a bf16 number (q*exp(b), k*exp(B-b), the fp32 states, the fp32 score matrices). Rounding such an operand to
@@ -36,7 +36,7 @@ constexpr int kC = 64;  // chunk length (== spb::kChunk)
 // those blocks exactly, element by element (exp(40) ~ 2e17 keeps every factor a normal fp32/tf32 number with room).
 constexpr float kMaxSubchunkDecay = 40.f;
 
-#ifndef SPB_GLA_EMU  // kernels/cuda/emu: a CPU emulation of these instructions, for desk checks without a GPU
+#ifndef SPB_GLA_EMU  // tools/emu: a CPU emulation of these instructions, for desk checks without a GPU
 // fp32 -> tf32 (the low 13 bits zero), rounded to nearest. sm_90 converts in one instruction (cvt.rn, ties to even:
 // F2FP.TF32); sm_80 has only cvt.rna (ties away from zero), which ptxas builds from three (a NaN / Inf test, an add
 // and a mask). Both keep NaN and Inf. The choice matters: the kernels convert every state element they multiply.
