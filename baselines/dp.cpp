@@ -2,7 +2,7 @@
 // is no communication at all. Its result is checked against the single-device run of each rank's own tokens.
 #include "sp/method.h"
 #include "sp/timeline.h"
-#include "kernels/gla.h"
+#include "kernels/gla/gla.h"
 
 namespace spb {
 namespace {

@@ -4,7 +4,7 @@
 #include "sp/method.h"
 #include "sp/sp_local.h"
 #include "sp/timeline.h"
-#include "kernels/gla.h"
+#include "kernels/gla/gla.h"
 
 namespace spb {
 namespace {

@@ -5,7 +5,7 @@
 #include "runtime/error.h"
 #include "sp/method.h"
 #include "sp/timeline.h"
-#include "kernels/gla.h"
+#include "kernels/gla/gla.h"
 
 namespace spb {
 namespace {

@@ -26,7 +26,7 @@
 #include "sp/sp_run.h"
 #include "runtime/stats.h"
 #include "sp/timeline.h"
-#include "kernels/gla.h"
+#include "kernels/gla/gla.h"
 #include "zeco/all_scan.h"
 
 namespace spb {

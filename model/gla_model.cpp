@@ -3,7 +3,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "kernels/gla.h"
+#include "kernels/gla/gla.h"
 #include "runtime/error.h"
 #include "sp/inputs.h"
 #include "sp/timeline.h"

@@ -23,7 +23,7 @@
 
 #include "sp/method.h"
 #include "sp/runtime.h"
-#include "kernels/gla.h"
+#include "kernels/gla/gla.h"
 #include "model/model_kernels.h"
 #include "model/stage_clock.h"
 

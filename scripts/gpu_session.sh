@@ -20,7 +20,7 @@ LOG=$OUT/session.log  # one log: a call brings back at most 8 files
 SPB_SWEEP_LOG=$LOG    # every command's whole output goes there too
 # No NVLink multicast, OpenMPI as root, NCCL from its Python wheel (NCCL_ROOT), the commit sha from .deps/git_sha.
 source scripts/gpu_env.sh
-# SPB_PREBUILT=DIR: binaries built elsewhere from the same commit (DIR/spbench, DIR/kernels/cuda/bench_gla_cuda),
+# SPB_PREBUILT=DIR: binaries built elsewhere from the same commit (DIR/spbench, DIR/kernels/gla/bench/bench_gla_cuda),
 # used as they are, so that a call spends no time building; the stages that need the test binaries then skip.
 B=${SPB_PREBUILT:-build-gpu}
 t0=$(date +%s)
@@ -65,10 +65,10 @@ for stage in "${@:-all}"; do
     stamp "ctest (GPU tests)"
     gpu_tests "ctest: the GPU tests" "gla_cuda|device_cuda|gpu|nccl" ;;&
   bench|all)
-    if [ -x $B/kernels/cuda/bench_gla_cuda ]; then
+    if [ -x $B/kernels/gla/bench/bench_gla_cuda ]; then
       stamp "kernel benchmark"
       spb_config "bench_gla_cuda" "$OUT/${machine}_kernel.csv" "^[A-Za-z]|^-" \
-        env SPB_CSV="$OUT/${machine}_kernel.csv" timeout 200 $B/kernels/cuda/bench_gla_cuda
+        env SPB_CSV="$OUT/${machine}_kernel.csv" timeout 200 $B/kernels/gla/bench/bench_gla_cuda
     fi ;;&
   collective|all)
     stamp "collective sweep"

@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/gla_kernels.h"
+#include "kernels/gla/gla_kernels.h"
 #include "runtime/device.h"
 #include "sim/stage_table_recorder.h"
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/gla_kernels.h"
+#include "kernels/gla/gla_kernels.h"
 
 namespace spb {
 

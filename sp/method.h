@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "sp/runtime.h"
-#include "kernels/gla_kernels.h"
+#include "kernels/gla/gla_kernels.h"
 
 namespace spb {
 

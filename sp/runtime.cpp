@@ -9,7 +9,7 @@
 #ifdef SPB_HAVE_CUDA
 #include <cuda_runtime.h>
 
-#include "kernels/cuda/gla_cuda.h"
+#include "kernels/gla/cuda/gla_cuda.h"
 #endif
 
 namespace spb {

@@ -10,7 +10,7 @@
 #include "runtime/bootstrap.h"
 #include "runtime/communicator.h"
 #include "runtime/device.h"
-#include "kernels/gla_kernels.h"
+#include "kernels/gla/gla_kernels.h"
 
 namespace spb {
 

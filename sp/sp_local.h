@@ -34,7 +34,7 @@
 #include "sp/method.h"
 #include "sp/rank_map.h"
 #include "sp/timeline.h"
-#include "kernels/gla.h"
+#include "kernels/gla/gla.h"
 
 namespace spb {
 

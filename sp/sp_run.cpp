@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "runtime/stats.h"
-#include "kernels/gla.h"
+#include "kernels/gla/gla.h"
 
 namespace spb {
 

@@ -52,7 +52,7 @@ PY
 left=$((560 - ($(date +%s) - t0)))
 if [ "$left" -gt 30 ]; then
   echo "[dev_beside] kernel benchmark, ${left} s at most"
-  timeout "$left" $B/kernels/cuda/bench_gla_cuda > "$OUT/bench.log" 2>&1
+  timeout "$left" $B/kernels/gla/bench/bench_gla_cuda > "$OUT/bench.log" 2>&1
   grep -E "^device|sp (fwd|bwd)" "$OUT/bench.log"
 fi
 echo "[dev_beside] done in $(( $(date +%s) - t0 )) s"

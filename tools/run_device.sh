@@ -18,7 +18,7 @@ J=$(nproc)
 
 B=build-k
 TEST=$B/tests/test_gla_cuda
-BENCH=$B/kernels/cuda/bench_gla_cuda
+BENCH=$B/kernels/gla/bench/bench_gla_cuda
 mkdir -p build-deps
 for f in .deps/*.deb; do [ -f "$f" ] && dpkg -x "$f" build-deps; done
 # -include cstdint: some project sources rely on <cstdint> arriving transitively, which GCC 13 does not do.
@@ -35,20 +35,20 @@ else
   NV="nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -I. -DSPB_HAVE_CUDA=1 -lineinfo"
   CX="g++ -std=c++17 -O2 -fopenmp -include cstdint -I. -I/usr/local/cuda/include -DSPB_HAVE_CUDA=1"
   objs=()
-  for f in kernels/cuda/gla_cuda.cu kernels/cuda/gla_states.cu kernels/cuda/gla_intra.cu kernels/cuda/gla_dqk.cu \
-    runtime/device_cuda.cu; do
+  for f in kernels/gla/cuda/gla_cuda.cu kernels/gla/cuda/gla_states.cu kernels/gla/cuda/gla_intra.cu \
+    kernels/gla/cuda/gla_dqk.cu runtime/device_cuda.cu; do
     o=$F/$(echo "$f" | tr / _).o
     $NV -c "$f" -o "$o" >>"$OUT/build.log" 2>&1 &
     objs+=("$o")
   done
   for f in runtime/error.cpp runtime/device_cpu.cpp sp/inputs.cpp runtime/npy.cpp runtime/stats.cpp \
-    kernels/gla.cpp kernels/cpu/gla_cpu.cpp kernels/cpu/gla_reference.cpp; do
+    kernels/gla/gla.cpp kernels/gla/cpu/gla_cpu.cpp kernels/gla/cpu/gla_reference.cpp; do
     o=$F/$(echo "$f" | tr / _).o
     $CX -c "$f" -o "$o" >>"$OUT/build.log" 2>&1 &
     objs+=("$o")
   done
-  [ -x $TEST ] || $CX -c tests/kernels/test_gla_cuda.cpp -o $F/test.o >>"$OUT/build.log" 2>&1 &
-  [ -x $BENCH ] || $NV -DSPB_BENCH_CSV=0 -c kernels/cuda/bench_gla_cuda.cu -o $F/bench.o >>"$OUT/build.log" 2>&1 &
+  [ -x $TEST ] || $CX -c tests/kernels/gla/test_gla_cuda.cpp -o $F/test.o >>"$OUT/build.log" 2>&1 &
+  [ -x $BENCH ] || $NV -DSPB_BENCH_CSV=0 -c kernels/gla/bench/bench_gla_cuda.cu -o $F/bench.o >>"$OUT/build.log" 2>&1 &
   wait
   L="-L/usr/local/cuda/lib64 -lcudart -lgomp -lpthread"
   if [ ! -x $TEST ]; then

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Static instruction counts per kernel from `cuobjdump -sass` (read on stdin): all, shared loads (and how many are
-16 bytes wide), local-memory spills, mma, barriers. A development aid for kernels/cuda/NOTES.md: a static count says
+16 bytes wide), local-memory spills, mma, barriers. A development aid for kernels/gla/cuda/NOTES.md: a static count says
 what the compiler emitted, not how often it runs. Usage: cuobjdump -sass BINARY | sass_counts.py [NAME_REGEX]"""
 import re
 import subprocess

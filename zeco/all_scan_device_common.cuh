@@ -4,13 +4,16 @@
 //                                 acks, buffer reuse, timeouts
 //   all_scan_device_trace.cu      the trace's clock kernels and its files (SPB_ALLSCAN_TRACE)
 // Here: the kernels' block size and CTA counts, the error records in mapped host memory, the memory-model helpers
-// (system scope), the trace's records, the kernels' parameters, and the host functions one file offers the others.
+// (system scope, from kernels/cuda/ptx.cuh), the trace's records, the kernels' parameters, and the host functions one
+// file offers the others.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstddef>
 #include <cstdint>
+
+#include "kernels/cuda/ptx.cuh"
 
 namespace spb {
 namespace allscan_detail {
@@ -33,49 +36,17 @@ struct ErrorSlot {
   unsigned long long word;
 };
 
-// --- memory-model helpers (system scope: the peers are other GPUs) ---------------------------------------------
-__device__ __forceinline__ uint64_t ld_acquire_sys(const uint64_t* p) {
-  uint64_t v;
-  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ uint64_t ld_relaxed_sys(const uint64_t* p) {
-  uint64_t v;
-  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void st_release_sys(uint64_t* p, uint64_t v) {
-  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-__device__ __forceinline__ void st_relaxed_sys(uint64_t* p, uint64_t v) {
-  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-__device__ __forceinline__ void fence_acq_rel_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
-// 16 bytes as two u64 words, each single-copy atomic on its own (packet protocol `ll`).
-__device__ __forceinline__ ulonglong2 ld_relaxed_sys_v2(const ulonglong2* p) {
-  ulonglong2 v;
-  asm volatile("ld.relaxed.sys.global.v2.u64 {%0, %1}, [%2];" : "=l"(v.x), "=l"(v.y) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void st_relaxed_sys_v2(ulonglong2* p, ulonglong2 v) {
-  asm volatile("st.relaxed.sys.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(v.x), "l"(v.y) : "memory");
-}
-// 16 bytes as one .b128 access (PTX ISA 8.3+, sm_70+): one single-copy atomic access (packet protocol `ll16`).
-__device__ __forceinline__ ulonglong2 ld_relaxed_sys_b128(const ulonglong2* p) {
-  ulonglong2 v;
-  asm volatile("{ .reg .b128 t; ld.relaxed.sys.global.b128 t, [%2]; mov.b128 {%0, %1}, t; }"
-               : "=l"(v.x), "=l"(v.y) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void st_relaxed_sys_b128(ulonglong2* p, ulonglong2 v) {
-  asm volatile("{ .reg .b128 t; mov.b128 t, {%1, %2}; st.relaxed.sys.global.b128 [%0], t; }" ::"l"(p), "l"(v.x),
-               "l"(v.y) : "memory");
-}
-__device__ __forceinline__ uint64_t globaltimer_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
+// --- memory-model helpers (system scope: the peers are other GPUs) and the timer, from kernels/cuda/ptx.cuh -------
+using ptx::fence_acq_rel_sys;
+using ptx::globaltimer_ns;
+using ptx::ld_acquire_sys;
+using ptx::ld_relaxed_sys;
+using ptx::ld_relaxed_sys_b128;  // packet protocol `ll16`: 16 bytes as one single-copy atomic access
+using ptx::ld_relaxed_sys_v2;    // packet protocol `ll`: 16 bytes as two u64 words, each single-copy atomic
+using ptx::st_relaxed_sys;
+using ptx::st_relaxed_sys_b128;
+using ptx::st_relaxed_sys_v2;
+using ptx::st_release_sys;
 
 // --- trace (SPB_ALLSCAN_TRACE; off by default) -----------------------------------------------------------------
 // Each CTA of a traced call writes one record into a device ring of the last kTraceCalls calls (both directions):

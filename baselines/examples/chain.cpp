@@ -3,7 +3,7 @@
 // methods.example.cpu.np* compiles it into the method tests and runs them on it (tests/CMakeLists.txt).
 #include "sp/method.h"
 #include "sp/sp_local.h"
-#include "kernels/gla.h"
+#include "kernels/gla/gla.h"
 
 namespace spb {
 namespace {

@@ -6,7 +6,7 @@
 #include "sp/inputs.h"
 #include "runtime/npy.h"
 #include "runtime/stats.h"
-#include "kernels/cpu/gla_reference.h"
+#include "kernels/gla/cpu/gla_reference.h"
 
 int main(int argc, char** argv) {
   if (argc != 3) return 2;

@@ -33,9 +33,9 @@
 #include "runtime/device.h"
 #include "runtime/error.h"
 #include "sp/runtime.h"
-#include "kernels/gla_kernels.h"
+#include "kernels/gla/gla_kernels.h"
 #include "zeco/all_scan.h"
-#include "kernels/cuda/gla_cuda.h"
+#include "kernels/gla/cuda/gla_cuda.h"
 #include "zeco/all_scan_device.h"
 
 namespace spb {

@@ -1,5 +1,5 @@
 // Runs the CUDA GLA kernels under the CPU emulation (cuda_emu.h) on small problems and checks them like
-// tests/kernels/test_gla_cuda.cpp does: against the fp64 token loop (bf16-rounded inputs, DESIGN §7 bars) and, for
+// tests/kernels/gla/test_gla_cuda.cpp does: against the fp64 token loop (bf16-rounded inputs, DESIGN §7 bars) and, for
 // the SP helper stages, against the CPU stages. Built and run by emu_check.sh; a development tool, not a CI test
 // (one OS thread per CUDA thread: slow, small sizes only).
 #include <cmath>
@@ -15,11 +15,11 @@
 #include "runtime/device.h"
 #include "sp/inputs.h"
 #include "runtime/stats.h"
-#include "kernels/cpu/gla_reference.h"
-#include "kernels/cuda/gla_cuda.h"
-#include "kernels/cuda/gla_cuda_internal.h"
-#include "kernels/cuda/tf32_model.h"
-#include "kernels/gla.h"
+#include "kernels/gla/cpu/gla_reference.h"
+#include "kernels/gla/cuda/gla_cuda.h"
+#include "kernels/gla/cuda/gla_cuda_internal.h"
+#include "kernels/gla/cuda/tf32_model.h"
+#include "kernels/gla/gla.h"
 
 using namespace spb;
 

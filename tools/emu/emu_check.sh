@@ -9,7 +9,7 @@ mkdir -p "$out/src"
 cd "$root"
 for f in gla_cuda gla_states gla_intra gla_dqk gla_boundary gla_boundary_kernel gla_states_spans; do
   # Launches become emu::launch calls, dynamic shared memory a pointer into the emulated block's buffer.
-  python3 - "kernels/cuda/$f.cu" "$out/src/$f.cpp" <<'PY'
+  python3 - "kernels/gla/cuda/$f.cu" "$out/src/$f.cpp" <<'PY'
 import re, sys
 s = open(sys.argv[1]).read()
 s = re.sub(r'([A-Za-z_][A-Za-z_0-9]*(?:<[^<>;]*>)?)<<<([^>]*)>>>\(', r'::emu::launch(\1, \2, ', s)
@@ -27,8 +27,8 @@ for f in "$out"/src/*.cpp; do
   $CXX $flags -include tools/emu/cuda_emu.h -c "$f" -o "$o" &
   objs+=("$o")
 done
-for f in runtime/error.cpp runtime/device_cpu.cpp sp/inputs.cpp runtime/npy.cpp runtime/stats.cpp kernels/gla.cpp \
-         kernels/cpu/gla_cpu.cpp kernels/cpu/gla_reference.cpp tools/emu/emu_check.cpp; do
+for f in runtime/error.cpp runtime/device_cpu.cpp sp/inputs.cpp runtime/npy.cpp runtime/stats.cpp kernels/gla/gla.cpp \
+         kernels/gla/cpu/gla_cpu.cpp kernels/gla/cpu/gla_reference.cpp tools/emu/emu_check.cpp; do
   o="$out/$(basename "$f" .cpp).host.o"
   $CXX $flags -c "$f" -o "$o" &
   objs+=("$o")

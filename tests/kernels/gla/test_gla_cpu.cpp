@@ -8,8 +8,8 @@
 #include "sp/inputs.h"
 #include "runtime/error.h"
 #include "runtime/stats.h"
-#include "kernels/cpu/gla_reference.h"
-#include "kernels/gla.h"
+#include "kernels/gla/cpu/gla_reference.h"
+#include "kernels/gla/gla.h"
 
 namespace spb {
 namespace {

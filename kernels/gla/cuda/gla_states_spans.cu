@@ -1,4 +1,4 @@
-// The chunk states by spans (launch_states_spans; kernels/cuda/NOTES.md, "The chunk states"). Where a (b, h) has
+// The chunk states by spans (launch_states_spans; kernels/gla/cuda/NOTES.md, "The chunk states"). Where a (b, h) has
 // several spans: stage 1 of the boundary reduction (gla_boundary.cu) unless its partials are reused, and the fold that
 // turns each span's partial state into the span's initial state; then boundary_kernel with STORE
 // (gla_boundary_kernel.cu) runs every span's recurrence from its initial state at once. With a late initial state the
@@ -8,9 +8,9 @@
 
 #include "runtime/cuda_check.h"
 #include "runtime/error.h"
-#include "kernels/cuda/gla_boundary.cuh"
-#include "kernels/cuda/gla_cuda_common.cuh"
-#include "kernels/cuda/gla_cuda_internal.h"
+#include "kernels/gla/cuda/gla_boundary.cuh"
+#include "kernels/gla/cuda/gla_cuda_common.cuh"
+#include "kernels/gla/cuda/gla_cuda_internal.h"
 
 namespace spb {
 namespace gla_cuda {

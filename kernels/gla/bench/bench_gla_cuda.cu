@@ -29,10 +29,10 @@
 #include "runtime/cuda_check.h"
 #include "runtime/device.h"
 #include "runtime/stats.h"
-#include "kernels/cpu/gla_reference.h"
-#include "kernels/cuda/gla_cuda.h"
-#include "kernels/cuda/gla_cuda_internal.h"
-#include "kernels/gla.h"
+#include "kernels/gla/cpu/gla_reference.h"
+#include "kernels/gla/cuda/gla_cuda.h"
+#include "kernels/gla/cuda/gla_cuda_internal.h"
+#include "kernels/gla/gla.h"
 
 #if SPB_BENCH_CSV
 #include "runtime/csv.h"

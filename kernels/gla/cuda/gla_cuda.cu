@@ -1,8 +1,8 @@
 // The CUDA GLA stages (GlaKernels with bf16 activations): the class, the memory-bound stages (cumsum, the late-state
 // corrections, the state algebra) and the dispatch to the tensor-core kernels of gla_states.cu, gla_intra.cu and
-// gla_dqk.cu. Every stage computes the same function as its CPU twin in kernels/cpu/gla_cpu.cpp, with the same
+// gla_dqk.cu. Every stage computes the same function as its CPU twin in kernels/gla/cpu/gla_cpu.cpp, with the same
 // nullable pointers; see NOTES.md beside this file for the design and the measured times.
-#include "kernels/cuda/gla_cuda.h"
+#include "kernels/gla/cuda/gla_cuda.h"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -13,8 +13,8 @@
 
 #include "runtime/cuda_check.h"
 #include "runtime/error.h"
-#include "kernels/cuda/gla_cuda_common.cuh"
-#include "kernels/cuda/gla_cuda_internal.h"
+#include "kernels/gla/cuda/gla_cuda_common.cuh"
+#include "kernels/gla/cuda/gla_cuda_internal.h"
 
 namespace spb {
 namespace gla_cuda {
@@ -309,9 +309,9 @@ __global__ void copy4d_kernel(char* dst, const char* src, size_t eb, Copy4d c, i
 // word; `ns` nanoseconds (%globaltimer) after the kernel starts.
 __global__ void signal_after_kernel(uint32_t* ready, uint32_t epoch, unsigned long long ns) {
 #ifndef SPB_GLA_EMU
-  unsigned long long t0, t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-  do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); while (t - t0 < ns);
+  const uint64_t t0 = ptx::globaltimer_ns();
+  while (ptx::globaltimer_ns() - t0 < ns) {
+  }
 #endif
   st_release_gpu(ready, epoch);
 }
@@ -323,7 +323,7 @@ class CudaKernels final : public GlaKernels {
  public:
   DType act_dtype() const override { return DType::bf16; }
   // hs and dhs in bf16 (as flash-linear-attention's chunk_gla keeps h in the input dtype): they are most of the
-  // attention's memory traffic (kernels/cuda/NOTES.md, "The chunk states in bf16").
+  // attention's memory traffic (kernels/gla/cuda/NOTES.md, "The chunk states in bf16").
   DType chunk_state_type() const override { return DType::bf16; }
 
   void chunk_cumsum(const GlaShape& s, const void* g, float* gc, float* lambda, Stream st) override {
@@ -349,7 +349,7 @@ class CudaKernels final : public GlaKernels {
 
   // The chunk states by spans (launch_states_spans: a reduction over spans, a fold, then every span's recurrence at
   // once) unless set_states_variant(1) asks for the sequential walk (launch_states), which also serves hs == nullptr.
-  // Measured against the walk: kernels/cuda/NOTES.md, "The chunk states".
+  // Measured against the walk: kernels/gla/cuda/NOTES.md, "The chunk states".
   void chunk_states_fwd(const GlaShape& s, const void* k, const void* v, const float* gc, const float* h0, void* hs,
                         float* ht, Stream st) override {
     states(s, false, k, v, gc, h0, static_cast<bf16*>(hs), ht, false, st);
@@ -362,7 +362,7 @@ class CudaKernels final : public GlaKernels {
   // The boundary states by the chunk-parallel reduction of gla_boundary.cu (scratch: its per-span partials). The
   // forward reads g where boundary_reads_gates (no chunk_cumsum before it: that runs while M_p travels), else gc.
   // The backward has gc already; it reads g only where kDstateFromGates, i.e. where that kernel measured faster
-  // than the one reading gc (kernels/cuda/NOTES.md, "The boundary kernel").
+  // than the one reading gc (kernels/gla/cuda/NOTES.md, "The boundary kernel").
   bool chunk_final_state(const GlaShape& s, const void* k, const void* v, const void* g, float* gc, float* ht,
                          float* lambda, Stream st) override {
     const Dims d = dims_of(s);

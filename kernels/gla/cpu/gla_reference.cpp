@@ -1,4 +1,4 @@
-#include "kernels/cpu/gla_reference.h"
+#include "kernels/gla/cpu/gla_reference.h"
 
 #include <cmath>
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "runtime/error.h"
-#include "kernels/gla_kernels.h"
+#include "kernels/gla/gla_kernels.h"
 
 namespace spb {
 

@@ -25,8 +25,8 @@
 #include <algorithm>
 
 #include "runtime/cuda_check.h"
-#include "kernels/cuda/gla_cuda_common.cuh"
-#include "kernels/cuda/gla_cuda_internal.h"
+#include "kernels/gla/cuda/gla_cuda_common.cuh"
+#include "kernels/gla/cuda/gla_cuda_internal.h"
 
 namespace spb {
 namespace gla_cuda {
@@ -247,7 +247,7 @@ __global__ void __launch_bounds__(kDqkThreads, 3) dqk_kernel(const DqkParams p) 
   float* dAs = reinterpret_cast<float*>(slot(nsl + 2));  // [64][DAS]
   // The exact diagonal terms (only when big) go through 32 slots per thread in the next ring slot, filled by a
   // runtime loop: one call site each for dq and dk instead of 32 in the unrolled epilogues, where that cold code made
-  // the kernel longer and slower through its instruction fetch (kernels/cuda/NOTES.md, "dq, dk, dg").
+  // the kernel longer and slower through its instruction fetch (kernels/gla/cuda/NOTES.md, "dq, dk, dg").
   float* xslot = reinterpret_cast<float*>(slot(nsl + 3)) + tid;
   static_assert(4 * FT * kDqkThreads * 4 <= L::slot, "the exact-term slots fit a ring slot");
   // dA: scale and causal mask; shared copy for dA^T.

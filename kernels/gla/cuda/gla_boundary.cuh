@@ -1,4 +1,4 @@
-// What the files of the boundary reduction and of the chunk states by spans share (internal to kernels/cuda):
+// What the files of the boundary reduction and of the chunk states by spans share (internal to kernels/gla/cuda):
 //   gla_boundary.cu         the boundary reduction: its design, the plans (variants, spans), the fold (stage 2), the
 //                           launchers of gla_cuda_internal.h's boundary functions
 //   gla_boundary_kernel.cu  boundary_kernel (stage 1; with STORE the chunk states by spans) and its configurations
@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/cuda/gla_cuda_common.cuh"
-#include "kernels/cuda/gla_cuda_internal.h"
+#include "kernels/gla/cuda/gla_cuda_common.cuh"
+#include "kernels/gla/cuda/gla_cuda_internal.h"
 
 namespace spb {
 namespace gla_cuda {

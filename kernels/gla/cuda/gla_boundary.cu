@@ -18,7 +18,7 @@
 //   the layout's blocks per SM. Blocks of one (b*h, span) are adjacent in the grid (tile index fastest), so they run
 //   together and share their x / gc / y tiles through L2.
 //
-// Variants (set_boundary_variant; 0 = the default = 7, the fastest measured at every shape). kernels/cuda/NOTES.md
+// Variants (set_boundary_variant; 0 = the default = 7, the fastest measured at every shape). kernels/gla/cuda/NOTES.md
 // ("The boundary kernel") has the per-step budget behind them.
 //   1  plain: 2 x 4 warps, 32-token steps, X~(s+1) built before the products of step s (its own basic block,
 //      __expf), tiles 128 x 128 / 128 x 256 / 64 x ..., 1 block/SM.
@@ -72,9 +72,9 @@
 
 #include "runtime/cuda_check.h"
 #include "runtime/error.h"
-#include "kernels/cuda/gla_boundary.cuh"
-#include "kernels/cuda/gla_cuda_common.cuh"
-#include "kernels/cuda/gla_cuda_internal.h"
+#include "kernels/gla/cuda/gla_boundary.cuh"
+#include "kernels/gla/cuda/gla_cuda_common.cuh"
+#include "kernels/gla/cuda/gla_cuda_internal.h"
 
 namespace spb {
 namespace gla_cuda {

@@ -1,5 +1,5 @@
 // Launchers of the CUDA GLA kernels (one .cu file per stage family), called by the GlaKernels implementation in
-// gla_cuda.cu. Internal to kernels/cuda. Every launcher enqueues on `stream` and checks the launch.
+// gla_cuda.cu. Internal to kernels/gla/cuda. Every launcher enqueues on `stream` and checks the launch.
 #pragma once
 
 #include <cuda_bf16.h>

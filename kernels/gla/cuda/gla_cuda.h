@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "kernels/gla_kernels.h"
+#include "kernels/gla/gla_kernels.h"
 
 namespace spb {
 std::unique_ptr<GlaKernels> make_cuda_kernels();

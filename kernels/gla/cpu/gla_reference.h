@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "kernels/gla_kernels.h"
+#include "kernels/gla/gla_kernels.h"
 
 namespace spb {
 

@@ -1,4 +1,4 @@
-#include "kernels/gla.h"
+#include "kernels/gla/gla.h"
 
 #include <string>
 

@@ -1,5 +1,5 @@
 // Device building blocks shared by the CUDA GLA stages: tensor-core fragments (mma.sync), asynchronous tile copies
-// and small conversions. Internal to kernels/cuda.
+// and small conversions. Internal to kernels/gla/cuda.
 //
 // Why mma.sync m16n8k8 tf32 for most products: every product of the GLA stages has at least one operand that is not
 // exactly a bf16 number (q*exp(b), k*exp(B-b), the fp32 states, the fp32 score matrices). Rounding such an operand to
@@ -21,6 +21,10 @@
 
 #include <cstdint>
 
+#ifndef SPB_GLA_EMU
+#include "kernels/cuda/ptx.cuh"
+#endif
+
 namespace spb {
 namespace gla_cuda {
 
@@ -32,7 +36,7 @@ constexpr int kC = 64;  // chunk length (== spb::kChunk)
 // those blocks exactly, element by element (exp(40) ~ 2e17 keeps every factor a normal fp32/tf32 number with room).
 constexpr float kMaxSubchunkDecay = 40.f;
 
-#ifndef SPB_GLA_EMU  // kernels/cuda/emu: a CPU emulation of these instructions, for desk checks without a GPU
+#ifndef SPB_GLA_EMU  // tools/emu: a CPU emulation of these instructions, for desk checks without a GPU
 // fp32 -> tf32 (the low 13 bits zero), rounded to nearest. sm_90 converts in one instruction (cvt.rn, ties to even:
 // F2FP.TF32); sm_80 has only cvt.rna (ties away from zero), which ptxas builds from three (a NaN / Inf test, an add
 // and a mask). Both keep NaN and Inf. The choice matters: the kernels convert every state element they multiply.
@@ -51,14 +55,8 @@ __device__ __forceinline__ float tf32_round(float x) { return __uint_as_float(tf
 // A word another stream's kernel sets once what it guards is written (GlaKernels::signal_ready): read with acquire
 // semantics at GPU scope, so that loads after it see that data; `seen` compares epochs modulo 2^32.
 #ifndef SPB_GLA_EMU
-__device__ __forceinline__ uint32_t ld_acquire_gpu(const uint32_t* p) {
-  uint32_t v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void st_release_gpu(uint32_t* p, uint32_t v) {
-  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
+using ptx::ld_acquire_gpu;  // kernels/cuda/ptx.cuh
+using ptx::st_release_gpu;
 // A load that bypasses L1 (which is not coherent with other SMs' writes): data published by another kernel.
 __device__ __forceinline__ float ld_cg(const float* p) { return __ldcg(p); }
 __device__ __forceinline__ float4 ld_cg(const float4* p) { return __ldcg(p); }

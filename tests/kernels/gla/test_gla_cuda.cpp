@@ -18,12 +18,12 @@
 #include "runtime/device.h"
 #include "sp/inputs.h"
 #include "runtime/stats.h"
-#include "kernels/cpu/gla_reference.h"
-#include "kernels/cuda/gla_cuda.h"
-#include "kernels/cuda/gla_cuda_internal.h"
-#include "kernels/cuda/tf32_model.h"
-#include "kernels/gla.h"
-#include "../gpu_test_util.h"
+#include "kernels/gla/cpu/gla_reference.h"
+#include "kernels/gla/cuda/gla_cuda.h"
+#include "kernels/gla/cuda/gla_cuda_internal.h"
+#include "kernels/gla/cuda/tf32_model.h"
+#include "kernels/gla/gla.h"
+#include "../../gpu_test_util.h"
 
 namespace spb {
 namespace {

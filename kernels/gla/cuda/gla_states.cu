@@ -18,8 +18,8 @@
 //   odd k-steps into a second register set to halve the dependent mma chain. hs / dhs get the accumulators rounded
 //   to bf16 (nearest even) when they are stored; the walk itself goes on in fp32, and fin is stored in fp32.
 #include "runtime/cuda_check.h"
-#include "kernels/cuda/gla_cuda_common.cuh"
-#include "kernels/cuda/gla_cuda_internal.h"
+#include "kernels/gla/cuda/gla_cuda_common.cuh"
+#include "kernels/gla/cuda/gla_cuda_internal.h"
 
 namespace spb {
 namespace gla_cuda {

@@ -22,8 +22,8 @@
 #include <type_traits>
 
 #include "runtime/cuda_check.h"
-#include "kernels/cuda/gla_cuda_common.cuh"
-#include "kernels/cuda/gla_cuda_internal.h"
+#include "kernels/gla/cuda/gla_cuda_common.cuh"
+#include "kernels/gla/cuda/gla_cuda_internal.h"
 
 namespace spb {
 namespace gla_cuda {

@@ -2,7 +2,7 @@
 // over its heads, and the "single-device run of the whole sequence" every SP method is checked against.
 #pragma once
 
-#include "kernels/gla_kernels.h"
+#include "kernels/gla/gla_kernels.h"
 
 namespace spb {
 
