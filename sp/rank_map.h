@@ -24,7 +24,7 @@
 #include <cstddef>
 #include <string>
 
-#include "kernels/gla_kernels.h"
+#include "kernels/gla/gla_kernels.h"
 #include "runtime/device.h"
 
 namespace spb {

@@ -92,7 +92,7 @@ class GlaKernels {
   // --- the boundary states alone ------------------------------------------------------------------------------
   // What an SP rank sends before it computes anything else: the ht of chunk_states_fwd from a zero state and the dh0
   // of chunk_states_bwd from a zero final gradient, without the chunk states. The defaults run those stages and store
-  // no chunk state; the GPU overrides them with a chunk-parallel reduction (kernels/cuda/gla_boundary.cu).
+  // no chunk state; the GPU overrides them with a chunk-parallel reduction (kernels/gla/cuda/gla_boundary.cu).
   // chunk_final_state starts from the raw gates g: it writes ht and lambda (nullable; chunk_cumsum's, up to rounding)
   // and may use gc as scratch. It returns true where it left gc = chunk_cumsum(g) there (the default runs
   // chunk_cumsum first), false where it read g alone and left gc as it was (the caller then runs chunk_cumsum, with
@@ -120,7 +120,7 @@ class GlaKernels {
   // chunk_final_state / chunk_initial_dstate of this rank: the same results as chunk_states_fwd / chunk_states_bwd,
   // but an implementation may reuse what that boundary call computed, if it was the last boundary call made on this
   // object with the same k, v, g (q, do, g), unchanged since. The defaults run the plain stages; the GPU reuses its
-  // per-span partial states (kernels/cuda/gla_states_spans.cu, launch_states_spans) and otherwise recomputes them.
+  // per-span partial states (kernels/gla/cuda/gla_states_spans.cu, launch_states_spans) and otherwise recomputes them.
   virtual void chunk_states_fwd_after_boundary(const GlaShape& s, const void* k, const void* v, const float* gc,
                                                const float* h0, void* hs, float* ht, Stream st) {
     chunk_states_fwd(s, k, v, gc, h0, hs, ht, st);

@@ -67,7 +67,8 @@ struct CodeState {
   std::string short_sha() const { return sha.substr(0, 7); }
 };
 // The files the lines of a `git diff -M -U0` change in what they do: their new paths, leaving out pure renames and
-// files whose every changed line is an #include (a move updates the includes of the files that name it) or blank.
+// files whose every changed line is an #include (a move updates the includes of the files that name it), a line
+// comment alone (a path it cites) or blank.
 std::vector<std::string> files_changed_in_code(const std::vector<std::string>& diff);
 // Answers per (sha, level), asking git once each (`git diff -M SHA HEAD -- PATHS` in the repository that holds `dir`;
 // files moved whole or with only their #include lines changed do not count).

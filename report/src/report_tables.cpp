@@ -93,7 +93,7 @@ std::string section_code_changed(const Context& c) {
     << "Each row is checked against the code it measures: the source paths of its level (below) must not have changed "
        "between the row's commit (`git_sha`, a `-dirty` suffix stripped and said) and HEAD (`git diff -M "
        "--diff-filter=a SHA HEAD -- PATHS`; the folders' Markdown notes, files added since, and files moved whole or "
-       "with only their `#include` lines changed left out). A measured "
+       "with only their `#include` lines or line comments changed left out). A measured "
        "number whose code changed since is marked **†** (and its \"measured on\" cell says \"code changed since\"), "
        "one whose commit is not in the repository **?** (\"commit unknown\"); in the plots such a series' legend "
        "ends in \"†\" or \"?\", and the mark stands beside each of its points. "
