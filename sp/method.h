@@ -13,7 +13,7 @@
 
 namespace spb {
 
-struct GlaStateBuffers;  // kernels/gla.h
+struct GlaStateBuffers;  // kernels/gla/gla.h
 
 // What zeco and lasp2 overlap their communication with (--overlap; sp/sp_local.h has the schedules):
 //   none    in order: the boundary state alone, the communication, then the chunk states from the true incoming

@@ -5,7 +5,7 @@
 // and a large cuBLAS bf16 GEMM.
 //
 // Every timed configuration is also checked: after timing, that same run's outputs are compared with the fp64
-// token-loop reference (kernels/cpu/gla_reference.h) on batch 0, head 0 only -- the full fp64 reference at these sizes
+// token-loop reference (kernels/gla/cpu/gla_reference.h) on batch 0, head 0 only -- the full fp64 reference at these sizes
 // (16 heads x 16K tokens x a 128x128 state per token, stored for the backward) is far too slow and too large; one head
 // already takes seconds and gigabytes. The references run on host threads while the GPU is being timed.
 //
