@@ -95,7 +95,9 @@ struct GlaModel::Acts {
   // The residual stream entering block l (x[layers]: entering the final norm), f32 [N, D]. Where the level
   // remakes_blocks: x[0] the one the blocks pass along, x[1] the final norm's, and each block's input in `kept`.
   std::vector<Buffer> x;
-  std::vector<Buffer> kept;  // remakes_blocks: block l's input, act type [N, D]
+  // remakes_blocks: block l's input, fp32 [N, D]: the remade forward then is the forward (a bf16 copy moved the
+  // gradients 1-2% on GPUs)
+  std::vector<Buffer> kept;
   std::vector<LayerActs> layer;  // per block, or one set for all where the level remakes_blocks
   Buffer h1s, h2s, ys;  // the blocks' h1, h2, y where the level remakes_elementwise
   Buffer gs;            // the blocks' g where the level remakes_states
@@ -167,7 +169,7 @@ size_t GlaModel::plan_acts(const GlaModelConfig& c, int rows, DType act, Recompu
   A.x.resize(blocks ? 2 : size_t(c.layers) + 1);
   for (Buffer& x : A.x) take(x, N * D * f);
   A.kept.resize(blocks ? size_t(c.layers) : 0);
-  for (Buffer& x : A.kept) take(x, N * D * a);
+  for (Buffer& x : A.kept) take(x, N * D * f);
   A.layer.resize(blocks ? 1 : size_t(c.layers));
   for (LayerActs& p : A.layer) {
     take(p.x_mid, N * D * f);
@@ -432,7 +434,7 @@ void GlaModel::forward_layer(int l, bool remake) {
   else  // x = the previous block's x_mid + its MLP down product
     k.rmsnorm_add_fwd(N, D, acts_of(l - 1).x_mid.f32(), delta, V.P(y.attn_norm), c_.norm_eps, x, h1, A.rstd1.f32(),
                       st);
-  if (remakes_blocks() && !remake) k.convert(size_t(N) * D, x, DType::f32, acts_->kept[size_t(l)].get(), t, st);
+  if (remakes_blocks() && !remake) rt_.dev->copy(acts_->kept[size_t(l)].get(), x, size_t(N) * D * 4, st);
   stage("q, k, v, gate projections");
   mm(false, true, N, Kd, D, 1, h1, V.W(y.wq), 0, A.q.get(), t, st);
   mm(false, true, N, Kd, D, 1, h1, V.W(y.wk), 0, A.k.get(), t, st);
@@ -484,7 +486,7 @@ void GlaModel::backward_layer(int l) {
     stage("recompute");
     // The block above's weight gradients' products read buffers every block shares: the remade forward writes them.
     for (int kind = 0; kind < kWgradKinds; ++kind) wait_wgrad(Wgrad(kind));
-    k.convert(size_t(N) * D, S.kept[size_t(l)].get(), t, x, DType::f32, st);
+    rt_.dev->copy(x, S.kept[size_t(l)].get(), size_t(N) * D * 4, st);
     forward_layer(l, /*remake=*/true);
   }
   if (remakes_elementwise()) {

@@ -66,7 +66,7 @@ enum class Recompute {
   states_elementwise,  // both
   all,                 // elementwise, and one method object for every block, its forward run again (which makes the
                        // chunk states again)
-  blocks,              // block checkpointing: each block's input alone kept (act dtype), every other activation one
+  blocks,              // block checkpointing: each block's input alone kept (fp32), every other activation one
                        // buffer for all blocks, and the block's forward run again inside its backward: its SP method's
                        // forward too, with its communication (one method object for every block)
 };
