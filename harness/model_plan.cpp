@@ -194,15 +194,15 @@ MemoryFit memory_fit(const Bootstrap& boot, Runtime& rt, const ModelPlan& plan, 
 void choose_auto_recompute(const Bootstrap& boot, Runtime& rt, ModelPlan& plan, bool gpu) {
   if (plan.o.recompute != "auto") return;
   const std::vector<Recompute> levels = auto_recompute_levels(plan.mc);
+  // memory_fit is collective: every rank asks the same levels in the same order, and rank 0 alone prints.
+  const MemoryFit first = memory_fit(boot, rt, plan, levels.front(), gpu);
   for (const Recompute r : levels)
-    if (memory_fit(boot, rt, plan, r, gpu).fits()) {
+    if (r == levels.front() ? first.fits() : memory_fit(boot, rt, plan, r, gpu).fits()) {
       plan.recompute = r;
-      if (boot.rank() == 0 && r != levels.front()) {
-        const MemoryFit first = memory_fit(boot, rt, plan, levels.front(), gpu);
-        std::printf("# --recompute=auto: %s, the fastest level that fits (%s needs about %.1f GiB per rank, %.1f GiB "
-                    "free)\n",
+      if (boot.rank() == 0 && r != levels.front())
+        std::printf("# --recompute=auto: %s, the fastest level that fits (%s needs about %.1f GiB per rank, %.1f "
+                    "GiB free)\n",
                     recompute_name(r), recompute_name(levels.front()), first.need_gib, first.free_gib);
-      }
       return;
     }
   plan.recompute = levels.back();  // none fits: the memory check names the smallest
@@ -210,9 +210,7 @@ void choose_auto_recompute(const Bootstrap& boot, Runtime& rt, ModelPlan& plan, 
 
 void print_memory_plan(const Bootstrap& boot, Runtime& rt, const ModelPlan& plan, bool gpu) {
   const std::vector<Recompute> auto_levels = auto_recompute_levels(plan.mc);
-  // In the enum's order, so that fit[size_t(r)] is level r's.
-  const Recompute all_levels[] = {Recompute::none,   Recompute::states, Recompute::elementwise,
-                                  Recompute::states_elementwise, Recompute::all, Recompute::blocks};
+  const std::vector<Recompute>& all_levels = recompute_levels();  // in the enum's order: fit[size_t(r)] is r's
   std::vector<MemoryFit> fit;
   for (const Recompute r : all_levels) fit.push_back(memory_fit(boot, rt, plan, r, gpu));
   if (boot.rank() != 0) return;

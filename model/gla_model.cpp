@@ -10,9 +10,12 @@
 
 namespace spb {
 
-constexpr Recompute kRecomputeLevels[] = {Recompute::none,   Recompute::states,
-                                         Recompute::elementwise, Recompute::states_elementwise,
-                                         Recompute::all,    Recompute::blocks};
+const std::vector<Recompute>& recompute_levels() {
+  static const std::vector<Recompute> levels = {Recompute::none,        Recompute::states,
+                                                Recompute::elementwise, Recompute::states_elementwise,
+                                                Recompute::all,         Recompute::blocks};
+  return levels;
+}
 
 const char* recompute_name(Recompute r) {
   switch (r) {
@@ -28,7 +31,7 @@ const char* recompute_name(Recompute r) {
 
 Recompute recompute_from_name(const std::string& name) {
   if (name == "all") return Recompute::all;  // --recompute alone
-  for (Recompute r : kRecomputeLevels)
+  for (Recompute r : recompute_levels())
     if (name == recompute_name(r)) return r;
   throw UsageError("--recompute: '" + name +
                    "' is none of none, states, elementwise, states+elementwise, all (attention+elementwise), blocks, "

@@ -73,6 +73,7 @@ enum class Recompute {
 // "none", "states", "elementwise", "states+elementwise", "attention+elementwise", "blocks": the CSV's recompute
 // column, and --recompute's values ("all" for attention+elementwise)
 const char* recompute_name(Recompute r);
+const std::vector<Recompute>& recompute_levels();  // every level, in the enum's order
 Recompute recompute_from_name(const std::string& name);  // throws UsageError naming --recompute
 bool remakes_states(Recompute r);       // states, states_elementwise
 bool remakes_elementwise(Recompute r);  // elementwise, states_elementwise, all
