@@ -89,7 +89,7 @@ int run_report(const ReportOptions& o) {
         "regenerate with `build/spbench report`; `scripts/check_report.sh` (ctest `report.drift`) fails when this "
         "directory no longer matches what results/ gives.\n\n";
   // The answer first, then how to read the tables, the tables, and last what the report was made from.
-  md << section_summary(c) << section_claim(c);
+  md << section_claim(c);
   md << "## Reading the tables\n\n"
      << "- **measured**: a row of results/; the machine is its `gpu` column, world size, backend and date (where "
         "several rows match, the newest `date`). Times are the mean over the timed iterations of the slowest rank (a "

@@ -1,6 +1,6 @@
-// spbench report, its first section: does ZeCO's claim hold? Per paper table and published ratio, what the measured
-// rows and the simulation's predictions say against the paper: the verdicts of the tables further down, gathered,
-// with why where there is none.
+// spbench report, its opening sections: in short, and does ZeCO's claim hold? Per paper table and published ratio,
+// what the measured rows and the simulation's predictions say against the paper: the verdicts of the tables further
+// down, gathered, with why where there is none, and the few sentences they add up to.
 #include <algorithm>
 #include <map>
 #include <set>
@@ -120,6 +120,8 @@ struct Level {
   std::string ref, sim_level, timing;
   long long tokens;
   std::string measured_none, sim_none;
+  // The simulated ratios ÷ the measured table's reference, so that both answer the same ratio.
+  std::vector<Claim> claims;
 };
 
 std::vector<Level> claim_levels(Context& c) {
@@ -150,12 +152,16 @@ std::vector<Level> claim_levels(Context& c) {
                       "no GPU row at this setting",
                       "not simulated at the paper's GPU counts"});
   }
+  for (Level& lv : levels) lv.claims = simulated_claims(c, lv.sim_level, lv.tokens, lv.timing, lv.ref);
   return levels;
 }
 
 }  // namespace
 
-std::string section_claim(Context& c) {
+namespace {
+
+// The verdicts, per paper table and published ratio.
+std::string verdicts_md(const std::vector<Level>& levels) {
   std::ostringstream s;
   s << "## Does ZeCO's claim hold?\n\n"
     << "ZeCO's claim: its All-Scan beats LASP-2's All-Gather by a factor that grows with the GPUs (Table 2), and its "
@@ -164,7 +170,6 @@ std::string section_claim(Context& c) {
        "**disagrees** where not, or not known and why. Measured answers are the tables' below (our GPUs); simulated "
        "ones the `" << kSimPredictPlatform << "` predictions', each verdict resting on the hold-out of the rows its "
        "ratio is made of (its two methods with their backends and timing, every hold-out row within 15%).\n\n";
-  const std::vector<Level> levels = claim_levels(c);
   std::vector<std::string> unpublished;
   for (const Level& lv : levels) {
     const auto methods = published(lv.lines, lv.methods, lv.ref);
@@ -172,8 +177,7 @@ std::string section_claim(Context& c) {
       unpublished.push_back(lv.title.substr(0, lv.title.find(" (")));
       continue;
     }
-    // The simulated ratios ÷ the measured table's reference, so that both answer the same ratio.
-    const auto claims = simulated_claims(c, lv.sim_level, lv.tokens, lv.timing, lv.ref);
+    const auto& claims = lv.claims;
     for (const std::string& m : methods) {
       s << "- **" << lv.title << ", " << m << " ÷ " << lv.ref << "** (paper: " << paper_span(lv.lines, m) << ").\n"
         << "  Measured: " << measured_answer(lv.lines, m, lv.measured_none) << ".\n"
@@ -186,8 +190,6 @@ std::string section_claim(Context& c) {
   s << "\n";
   return s.str();
 }
-
-namespace {
 
 // "zeco 1.02x, lasp2 1.08x" of dp at the most GPUs measured for each method of `lv` with a published ratio.
 struct MeasuredAt {
@@ -230,10 +232,9 @@ std::string count_of(size_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
-}  // namespace
 
-std::string section_summary(Context& c) {
-  const std::vector<Level> levels = claim_levels(c);
+// In short: what the measured rows show, what the simulation predicts, what is not known.
+std::string summary_md(const std::vector<Level>& levels) {
   std::vector<std::string> measured, simulated, unknown;
   std::set<std::string> kinds, missing_parts;
   int max_measured_gpus = 0;
@@ -251,7 +252,7 @@ std::string section_summary(Context& c) {
       for (const Line& l : lv.lines)
         if (l.row && !col(*l.row, "gpu").empty()) kinds.insert(col(*l.row, "gpu"));
     }
-    const auto claims = simulated_claims(c, lv.sim_level, lv.tokens, lv.timing, lv.ref);
+    const auto& claims = lv.claims;
     std::vector<std::string> spans;
     for (const std::string& method : methods) {
       const std::string span = simulated_span(claims, method);
@@ -299,6 +300,13 @@ std::string section_summary(Context& c) {
   for (const std::string& u : unknown) why.push_back(u);
   if (!why.empty()) s << "**Not known:** " << join(why, "; ") << ". The next section gives each ratio's answer.\n\n";
   return s.str();
+}
+
+}  // namespace
+
+std::string section_claim(Context& c) {
+  const std::vector<Level> levels = claim_levels(c);
+  return summary_md(levels) + verdicts_md(levels);
 }
 
 }  // namespace report_detail

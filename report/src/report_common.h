@@ -300,13 +300,11 @@ void label_backend_change(PlotSeries& s, std::string& last_backend, const Row& r
 std::string section_paper_figures(Context& c);
 
 // --- does ZeCO's claim hold? (report_claim.cpp) ------------------------------------------------------------------
-// The report's first section: per paper table and ratio, what the measured and the simulated rows say against the
-// paper (agrees, disagrees, or not known, and why), from the same verdicts as the tables below.
+// The report's opening: "In short" (in a few sentences, what the measured rows show at the GPU counts measured, what
+// the simulation predicts past them and how many of its verdicts agree with the paper, what is not known and why),
+// then "Does ZeCO's claim hold?" (per paper table and ratio, what the measured and the simulated rows say against
+// the paper: agrees, disagrees, or not known, and why), both from one set of lines and claims, the tables' own.
 std::string section_claim(Context& c);
-// The report's opening: in a few sentences, what the measured rows show (at the GPU counts measured), what the
-// simulation predicts past them and how many of its verdicts agree with the paper, and what is not known and why;
-// every number from the same lines and claims as section_claim.
-std::string section_summary(Context& c);
 
 // --- CPU ranks (report_cpu.cpp) -------------------------------------------------------------------------------------
 std::string section_cpu_model(const Context& c);

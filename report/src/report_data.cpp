@@ -176,7 +176,7 @@ std::vector<std::string> files_changed_in_code(const std::vector<std::string>& d
     if (!file.empty() && counts) out.push_back(file);
     file.clear(), counts = false;
   };
-  auto is_include = [](const std::string& line) {
+  auto changes_no_code = [](const std::string& line) {  // an #include, a line comment, blank
     size_t i = 1;
     while (i < line.size() && std::isspace((unsigned char)line[i])) ++i;
     if (i == line.size()) return true;                  // a blank line
@@ -195,7 +195,7 @@ std::vector<std::string> files_changed_in_code(const std::vector<std::string>& d
       counts = true;
     } else if (line.rfind("+++ ", 0) == 0 || line.rfind("--- ", 0) == 0) {
       continue;
-    } else if ((line[0] == '+' || line[0] == '-') && !is_include(line)) {
+    } else if ((line[0] == '+' || line[0] == '-') && !changes_no_code(line)) {
       counts = true;
     }
   }
