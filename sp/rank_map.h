@@ -11,12 +11,14 @@
 // Seen by the scan, a state is a rows x cols fp32 matrix, row-major; a transition is transition_elems() fp32.
 //   diagonal_decay  GLA: A = diag(exp t), t a log-decay per row ([rows]: per head the dk-vector Lambda_p); maps
 //                   compose by adding t (the log domain); rows are independent, so blocks are blocks of whole ROWS.
-//   dense           Gated DeltaNet (§12; no kernels yet, every operation is a UsageError): per head a dk x dk
-//                   matrix (rows = heads * dk, the transition [heads, dk, dk] row-major); it mixes the rows of a
-//                   head's state but never its columns, so blocks would be blocks of COLUMNS, and maps compose by a
-//                   matrix product.
+//   dense           Gated DeltaNet (§12): per head a dk x dk matrix (rows = heads * dk, the transition
+//                   [heads, dk, dk] row-major); it mixes the rows of a head's state but never its columns, so blocks
+//                   are blocks of COLUMNS, and maps compose by a matrix product. Its arithmetic runs on the GdnKernels
+//                   dense stages (kernels/gdn/gdn_kernels.h); a runtime without them makes every operation a
+//                   UsageError. Split into K > 1 blocks, its states are COLUMN-BLOCKED: the K blocks of rows x cols/K
+//                   one after another, each row-major (block(); the caller packs them, column_blocks_pack()).
 // The backward scans the same way with the rank's backward map (A_p^T, D_p): for the diagonal map A^T = A, so the
-// forward's transition serves both directions; a dense family's boundary stage hands on A_p^T for the reverse scan.
+// forward's transition serves both directions; the dense family hands A_p^T to the reverse scan (SpLocal).
 // The diagonal map runs on GlaKernels::state_fold (apply), vec_add (compose) and Device::fill_zero (identity), so it
 // runs wherever those do (CPU ranks, GPUs, the simulated device) with the same calls as before it existed.
 #pragma once
@@ -24,6 +26,7 @@
 #include <cstddef>
 #include <string>
 
+#include "kernels/gdn/gdn_kernels.h"
 #include "kernels/gla/gla_kernels.h"
 #include "runtime/device.h"
 
@@ -58,7 +61,8 @@ struct RankMapPart;
 // blocks, a range of heads) are maps of their own.
 class RankMap {
  public:
-  RankMap(GlaKernels& kern, Device& dev, RankMapType type, size_t rows, size_t cols);
+  // dense: the stages of the dense kind's arithmetic (nullable: none on this runtime).
+  RankMap(GlaKernels& kern, Device& dev, RankMapType type, size_t rows, size_t cols, GdnKernels* dense = nullptr);
 
   const RankMapType& type() const { return type_; }
   TransitionKind kind() const { return type_.kind; }
@@ -72,8 +76,8 @@ class RankMap {
   // The state's extent along the block axis: the rows (diagonal), the columns (dense).
   size_t block_extent() const { return block_axis() == BlockAxis::rows ? rows_ : cols_; }
 
-  // UsageError where this map's arithmetic has no kernels (the dense map): for a collective scan to call on every rank
-  // before its first transfer, so that all ranks stop together.
+  // UsageError where this map's arithmetic has no kernels (a dense map on a runtime without GDN's): for a collective
+  // scan to call on every rank before its first transfer, so that all ranks stop together.
   void require_arithmetic() const;
 
   // out = A x + b, A from the transition t (out may alias x or b). Diagonal: state_fold.
@@ -90,11 +94,12 @@ class RankMap {
 
   // Whether K blocks split the state: K >= 1 dividing block_extent().
   bool splits_into(int K) const;
-  // Block k of K (splits_into(K)): block_part(k * n / K, n / K), n = block_extent().
+  // Block k of K (splits_into(K)), n = block_extent() / K: rows [k n, (k + 1) n) of the state (diagonal,
+  // block_part), or columns [k n, (k + 1) n) of a column-blocked state (dense: the part at k * rows * n, a
+  // rows x n map with the whole transition).
   RankMapPart block(int k, int K) const;
-  // `count` rows (diagonal) or columns (dense) from `begin` along the block axis, folded independently of the rest.
-  // The diagonal map's part is contiguous; a dense map's column part is strided in a row-major state, which no
-  // operation takes yet (UsageError).
+  // `count` rows from `begin` along the block axis of a map whose blocks are rows, folded independently of the rest
+  // (a dense map's columns are strided in a row-major state: UsageError; its scans take block()).
   RankMapPart block_part(size_t begin, size_t count) const;
   // `count` state rows from `begin`, whole heads for a dense map (independent for every kind: heads never mix): a head
   // group's share of the state.
@@ -109,6 +114,7 @@ class RankMap {
  private:
   GlaKernels* kern_;
   Device* dev_;
+  GdnKernels* dense_;
   RankMapType type_;
   size_t rows_, cols_;
 };
@@ -122,5 +128,14 @@ struct RankMapPart {
 
 // GLA's map over a state of shape s ([B, H, dk, dv]: B*H*dk rows of dv; the transition is lambda, [B, H, dk]).
 RankMap gla_rank_map(Runtime& rt, const GlaShape& s);
+// Gated DeltaNet's over the same state (the transition A, [B, H, dk, dk]), on rt.gdn.
+RankMap gdn_rank_map(Runtime& rt, const GlaShape& s);
+
+// A row-major rows x cols state to its K column blocks (rows x cols/K each, one after another) and back: the layout a
+// dense map's K-block scan takes (RankMap::block). On the kernels' copy_4d; K = 1 is a plain copy.
+void column_blocks_pack(GlaKernels& kern, size_t rows, size_t cols, int K, const float* state, float* blocked,
+                        Stream st);
+void column_blocks_unpack(GlaKernels& kern, size_t rows, size_t cols, int K, const float* blocked, float* state,
+                          Stream st);
 
 }  // namespace spb

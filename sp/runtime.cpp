@@ -96,6 +96,7 @@ std::unique_ptr<Runtime> make_runtime(Bootstrap& boot, const std::string& backen
   if (backend == "cpu") {
     rt->dev = make_cpu_device();
     rt->kern = make_cpu_kernels();
+    rt->gdn = make_cpu_gdn_kernels();
     rt->comm = make_mpi_communicator(boot);
     return rt;
   }

@@ -1,6 +1,6 @@
-// The runtime an SP method runs on: where tensors live (Device), the GLA stages (GlaKernels) and the data plane
-// (Communicator), plus the bootstrap for host-side agreements. `cpu`: host memory, fp32 stages, MPI.
-// `gpu`: one GPU per rank (chosen by the local rank), bf16/fp32 CUDA stages, NCCL.
+// The runtime an SP method runs on: where tensors live (Device), the attention stages (GlaKernels, and GdnKernels for
+// Gated DeltaNet) and the data plane (Communicator), plus the bootstrap for host-side agreements. `cpu`: host memory,
+// fp32 stages, MPI. `gpu`: one GPU per rank (chosen by the local rank), bf16/fp32 CUDA stages, NCCL.
 #pragma once
 
 #include <memory>
@@ -10,6 +10,7 @@
 #include "runtime/bootstrap.h"
 #include "runtime/communicator.h"
 #include "runtime/device.h"
+#include "kernels/gdn/gdn_kernels.h"
 #include "kernels/gla/gla_kernels.h"
 
 namespace spb {
@@ -48,6 +49,7 @@ struct Runtime {
   std::unique_ptr<Communicator> comm;
   Timeline* timeline = nullptr;  // set while one iteration's spans are recorded (sp/timeline.h)
   Topology topo;                 // set by make_runtime
+  std::unique_ptr<GdnKernels> gdn;  // Gated DeltaNet's stages (DESIGN §12); null where the backend has none
 
   int rank() const { return boot.rank(); }
   int world() const { return boot.size(); }

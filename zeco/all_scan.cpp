@@ -25,7 +25,9 @@ void validate_blocks(const RankMap& map, int blocks) {
                                          " rank map's blocks are whole columns)");
 }
 
-RankMap rank_map_of(Runtime& rt, const AllScanArgs& a) { return RankMap(*rt.kern, *rt.dev, a.map, a.rows, a.cols); }
+RankMap rank_map_of(Runtime& rt, const AllScanArgs& a) {
+  return RankMap(*rt.kern, *rt.dev, a.map, a.rows, a.cols, rt.gdn.get());
+}
 
 void require_diagonal_decay(const AllScanArgs& a, const std::string& scan) {
   SPB_USAGE(a.map.kind == TransitionKind::diagonal_decay,
