@@ -14,12 +14,12 @@ namespace {
 class Ring final : public SpMethod {
  public:
   Ring(Runtime& rt, const SpConfig& c)
-      : rt_(rt), s_(c.local), local_(rt, c),
+      : rt_(rt), s_(c.local), local_(make_sp_local(rt, c)),
         act_(dtype_size(rt.kern->act_dtype())),
         pack_bytes_((2 * c.local.qk_elems() + c.local.v_elems()) * act_),
         ring_{Buffer(*rt.dev, pack_bytes_), Buffer(*rt.dev, pack_bytes_)},
-        gc_(*rt.dev, c.local.qk_elems() * 4), lambda_(*rt.dev, local_.map().transition_bytes()),
-        decay_(*rt.dev, local_.map().transition_bytes()), contrib_(*rt.dev, local_.map().state_bytes()),
+        gc_(*rt.dev, c.local.qk_elems() * 4), lambda_(*rt.dev, local_->map().transition_bytes()),
+        decay_(*rt.dev, local_->map().transition_bytes()), contrib_(*rt.dev, local_->map().state_bytes()),
         packed_(*rt.dev, EventUse::order), received_(*rt.dev, EventUse::order), joined_(*rt.dev, EventUse::order),
         used_{EventHandle(*rt.dev, EventUse::order), EventHandle(*rt.dev, EventUse::order)} {}
 
@@ -28,11 +28,11 @@ class Ring final : public SpMethod {
   void forward(const SpForwardArgs& a) override {
     Device& dev = *rt_.dev;
     const Stream st = dev.compute_stream();
-    local_.forward_local_states(a);
+    local_->forward_local_states(a);
     pack(a.k, a.v, a.g, s_.qk_elems(), s_.v_elems());
-    local_.forward_local_output(a);  // overlaps the first step
-    const RankMap map = local_.map();
-    dev.fill_zero(local_.S_in(), map.state_bytes(), st);
+    local_->forward_local_output(a);  // overlaps the first step
+    const RankMap map = local_->map();
+    dev.fill_zero(local_->S_in(), map.state_bytes(), st);
     map.identity(decay_.f32(), st);
     rotate(+1, [&](const char* blk, int src) {
       if (src < 0) return false;
@@ -41,22 +41,22 @@ class Ring final : public SpMethod {
       const char* v = blk + s_.qk_elems() * act_;
       const char* g = v + s_.v_elems() * act_;
       rt_.kern->chunk_final_state(s_, k, v, g, gc_.f32(), contrib_.f32(), lambda_.f32(), st);
-      accumulate(local_.S_in());
+      accumulate(local_->S_in());
       return true;
     });
-    if (a.h0) map.apply(decay_.f32(), a.h0, local_.S_in(), local_.S_in(), st);
-    local_.forward_apply_initial(a);
-    local_.fold_forward(local_.S_in(), a.h_out ? a.h_out : local_.spare_state(), st);
+    if (a.h0) map.apply(decay_.f32(), a.h0, local_->S_in(), local_->S_in(), st);
+    local_->forward_apply_initial(a);
+    local_->fold_forward(local_->S_in(), a.h_out ? a.h_out : local_->spare_state(), st);
   }
 
   void backward(const SpForwardArgs& f, const SpBackwardArgs& a) override {
     Device& dev = *rt_.dev;
     const Stream st = dev.compute_stream();
-    local_.backward_boundary(f, a);  // D_p, for dh_in
+    local_->backward_boundary(f, a);  // D_p, for dh_in
     pack(f.q, a.d_o, f.g, s_.qk_elems(), s_.v_elems());
-    local_.backward_true_states();  // overlaps the first step
-    const RankMap map = local_.map();
-    dev.fill_zero(local_.dS_out(), map.state_bytes(), st);
+    local_->backward_true_states();  // overlaps the first step
+    const RankMap map = local_->map();
+    dev.fill_zero(local_->dS_out(), map.state_bytes(), st);
     map.identity(decay_.f32(), st);
     rotate(-1, [&](const char* blk, int src) {
       if (src >= rt_.world()) return false;
@@ -66,12 +66,12 @@ class Ring final : public SpMethod {
       const char* g = d_o + s_.v_elems() * act_;
       rt_.kern->chunk_cumsum(s_, g, gc_.f32(), lambda_.f32(), st);  // lambda_ (gc_ where the kernel reads gc)
       rt_.kern->chunk_initial_dstate(s_, q, d_o, g, gc_.f32(), contrib_.f32(), st);
-      accumulate(local_.dS_out());
+      accumulate(local_->dS_out());
       return true;
     });
-    if (a.dht) map.apply(decay_.f32(), a.dht, local_.dS_out(), local_.dS_out(), st);
-    local_.backward_finish(f, a);
-    local_.fold_backward(local_.dS_out(), a.dh_in ? a.dh_in : local_.spare_state(), st);
+    if (a.dht) map.apply(decay_.f32(), a.dht, local_->dS_out(), local_->dS_out(), st);
+    local_->backward_finish(f, a);
+    local_->fold_backward(local_->dS_out(), a.dh_in ? a.dh_in : local_->spare_state(), st);
   }
 
  private:
@@ -114,13 +114,13 @@ class Ring final : public SpMethod {
 
   // (decay_, carry), the map of the ranks between src and this one, composed after src's (lambda_, contrib_).
   void accumulate(float* carry) {
-    local_.map().compose(decay_.f32(), carry, lambda_.f32(), contrib_.f32(), decay_.f32(), carry,
+    local_->map().compose(decay_.f32(), carry, lambda_.f32(), contrib_.f32(), decay_.f32(), carry,
                          rt_.dev->compute_stream());
   }
 
   Runtime& rt_;
   GlaShape s_;
-  SpLocalGla local_;
+  std::unique_ptr<SpLocal> local_;
   size_t act_, pack_bytes_;
   Buffer ring_[2];
   Buffer gc_, lambda_, decay_, contrib_;
@@ -128,8 +128,15 @@ class Ring final : public SpMethod {
   EventHandle used_[2];
 };
 
+// GLA only so far: for Gated DeltaNet each arriving block's dense map would be built from (k, v, g, beta) at about
+// the cost of its forward, P - 1 times a pass (DESIGN §12).
+std::string gla_only(const SpConfig& c, int) {
+  return c.attention == Attention::gla ? "" : "ring has no Gated DeltaNet version yet (DESIGN §12)";
+}
+
 }  // namespace
 }  // namespace spb
 
 using spb::Ring;
-SPB_REGISTER_METHOD("ring", "Ring-Attention style: k, v, g blocks travel the ring; (q, do, g) back in the backward", Ring)
+SPB_REGISTER_METHOD_LIMITED("ring", "Ring-Attention style: k, v, g blocks travel the ring; (q, do, g) back in the backward",
+                            Ring, spb::gla_only)

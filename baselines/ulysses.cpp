@@ -10,8 +10,9 @@
 namespace spb {
 namespace {
 
-// Every rank takes H / P whole heads.
+// Every rank takes H / P whole heads; GLA only so far (Gated DeltaNet's beta and per-head gates would travel too).
 std::string heads_limit(const SpConfig& c, int P) {
+  if (c.attention != Attention::gla) return "ulysses has no Gated DeltaNet version yet (DESIGN §12)";
   return c.local.H % P == 0 ? "" : "ulysses splits the heads over the ranks, and H=" + std::to_string(c.local.H) +
                                        " is not divisible by the world size " + std::to_string(P);
 }

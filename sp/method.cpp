@@ -7,6 +7,15 @@
 
 namespace spb {
 
+const char* attention_name(Attention a) { return a == Attention::gdn ? "gdn" : "gla"; }
+
+Attention parse_attention(const std::string& name) {
+  if (name == "gla") return Attention::gla;
+  if (name == "gdn") return Attention::gdn;
+  throw UsageError("--attention: '" + name + "' is not a family; use gla (Gated Linear Attention, the default) or gdn "
+                   "(Gated DeltaNet)");
+}
+
 bool register_method(MethodInfo info) { return Registry<MethodInfo>::add(std::move(info)); }
 const MethodInfo* find_method(const std::string& name) { return Registry<MethodInfo>::find(name); }
 const MethodInfo& require_method(const std::string& name) { return Registry<MethodInfo>::require(name, "--method"); }

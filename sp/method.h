@@ -22,6 +22,12 @@ struct GlaStateBuffers;  // kernels/gla/gla.h
 //   states  in order, but the chunk states start beside the communication and take the incoming state as it arrives.
 enum class SpOverlap { none = 0, output = 1, states = 2 };
 
+// The attention family a method computes (DESIGN §12; --attention): GLA, the paper's and the default, or Gated
+// DeltaNet, whose rank map is dense (sp/rank_map.h).
+enum class Attention { gla = 0, gdn = 1 };
+const char* attention_name(Attention a);  // "gla", "gdn"
+Attention parse_attention(const std::string& name);  // UsageError naming --attention
+
 struct SpConfig {
   GlaShape local;                // this rank's tensors: T = tokens per rank
   int blocks = 1;                // All-Scan block count K (zeco): K blocks of whole state rows
@@ -47,9 +53,11 @@ struct SpConfig {
   // it reads them; forward() uses them as its own, so they too serve one object at a time, and a method's forward
   // leaves no work reading them on a stream the next object's forward does not wait for (its streams are joined).
   const GlaStateBuffers* remade_states = nullptr;
+  Attention attention = Attention::gla;  // the family; Gated DeltaNet runs the in-order schedule only
 };
 
-// This rank's tensors (device pointers, layouts of gla_kernels.h). h0 is the initial state of the whole sequence and
+// This rank's tensors (device pointers, layouts of gla_kernels.h; Gated DeltaNet's of gdn_kernels.h, whose g and beta
+// are [B, T, H] fp32). h0 is the initial state of the whole sequence and
 // is the same on every rank (nullptr: zero); h_out receives the state after this rank's last token, so on the last
 // rank it is the final state of the whole sequence.
 struct SpForwardArgs {
@@ -57,6 +65,7 @@ struct SpForwardArgs {
   const float* h0 = nullptr;
   void* o = nullptr;
   float* h_out = nullptr;
+  const float* beta = nullptr;  // Gated DeltaNet only
 };
 
 // dht is the gradient of the whole sequence's final state, the same on every rank (nullptr: zero); dh_in receives the
@@ -68,6 +77,7 @@ struct SpBackwardArgs {
   float* dh_in = nullptr;
   // The row stride, in elements, of dq, dk and dv (GlaShape::grad_ld; 0: dense), for a method whose takes_grad_ld().
   int grad_ld = 0;
+  float* dbeta = nullptr;  // Gated DeltaNet only
 };
 
 class SpMethod {

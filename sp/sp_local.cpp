@@ -28,34 +28,53 @@ int SpLocalGla::head_groups_for(const SpConfig& c) {
   return n;
 }
 
-SpLocalGla::SpLocalGla(Runtime& rt, const SpConfig& c, int groups)
-    : SpLocalGla(rt, c.local, groups, c.shared_dhs, c.remade_states) {}
-
-SpLocalGla::SpLocalGla(Runtime& rt, const GlaShape& s, int groups, const Buffer* shared_dhs,
-                       const GlaStateBuffers* remade_states)
+SpLocal::SpLocal(Runtime& rt, const GlaShape& s, int groups)
     : rt_(rt),
-      ws_(*rt.dev, *rt.kern, s, shared_dhs, remade_states),
+      shape_(s),
       groups_(s.split_pairs(groups)),
       local_final_(*rt.dev, s.state_elems() * 4),
       local_dh_in_(*rt.dev, s.state_elems() * 4),
       S_in_(*rt.dev, s.state_elems() * 4),
       dS_out_(*rt.dev, s.state_elems() * 4),
       spare_(*rt.dev, s.state_elems() * 4),
+      forked_(*rt.dev, EventUse::order),
+      joined_(*rt.dev, EventUse::order) {}
+
+namespace {
+[[noreturn]] void only_gla(const char* what) {
+  throw UsageError(std::string("--overlap: ") + what + " is GLA's alone; Gated DeltaNet runs in order (--overlap 0)");
+}
+}  // namespace
+
+void SpLocal::forward_local_states(const SpForwardArgs&) { only_gla("the zero-start chunk states"); }
+void SpLocal::forward_local_output(const SpForwardArgs&) { only_gla("the output from zero-start states"); }
+void SpLocal::forward_apply_initial(const SpForwardArgs&) { only_gla("the output's correction"); }
+void SpLocal::signal_arrival(bool, Stream) { only_gla("the states beside the scan"); }
+void SpLocal::forward_states_beside(const SpForwardArgs&) { only_gla("the states beside the scan"); }
+void SpLocal::forward_output_after_arrival(const SpForwardArgs&) { only_gla("the states beside the scan"); }
+void SpLocal::backward_states_beside(const SpForwardArgs&, const SpBackwardArgs&) {
+  only_gla("the states beside the scan");
+}
+void SpLocal::backward_finish_after_arrival(const SpForwardArgs&, const SpBackwardArgs&) {
+  only_gla("the states beside the scan");
+}
+
+SpLocalGla::SpLocalGla(Runtime& rt, const SpConfig& c, int groups)
+    : SpLocal(rt, c.local, groups),
+      ws_(*rt.dev, *rt.kern, c.local, c.shared_dhs, c.remade_states),
       start_(*rt.dev, EventUse::order),
       gates_(*rt.dev, EventUse::order),
-      forked_(*rt.dev, EventUse::order),
-      joined_(*rt.dev, EventUse::order),
       arrival_(*rt.dev, 2 * sizeof(uint32_t)) {
   rt.dev->fill_zero(arrival_.get(), arrival_.bytes(), rt.dev->compute_stream());  // epochs start at 1
 }
 
-void SpLocalGla::fork() {
+void SpLocal::fork() {
   Device& dev = *rt_.dev;
   dev.record(forked_.get(), dev.compute_stream());
   dev.wait(dev.second_compute_stream(), forked_.get());
 }
 
-void SpLocalGla::join() {
+void SpLocal::join() {
   Device& dev = *rt_.dev;
   dev.record(joined_.get(), dev.second_compute_stream());
   dev.wait(dev.compute_stream(), joined_.get());
@@ -219,12 +238,12 @@ void SpLocalGla::backward_finish_after_arrival(const SpForwardArgs& f, const SpB
   grads(f, a, 0);
 }
 
-void SpLocalGla::fold_forward(const float* in, float* out, Stream st) {
+void SpLocal::fold_forward(const float* in, float* out, Stream st) {
   map().apply(transition(), in, local_final_.f32(), out, st);
 }
 
-void SpLocalGla::fold_backward(const float* in, float* out, Stream st) {
-  map().apply(transition(), in, local_dh_in_.f32(), out, st);
+void SpLocal::fold_backward(const float* in, float* out, Stream st) {
+  map().apply(reverse_transition(), in, local_dh_in_.f32(), out, st);
 }
 
 void copy_or_zero(Device& dev, float* dst, const float* src, size_t elems, Stream st) {
