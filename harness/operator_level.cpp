@@ -58,6 +58,10 @@ void add_operator_command(CLI::App& app, OperatorOptions& o) {
   app.add_option("--warmup,-w", o.warmup, "untimed iterations")->check(at_least(0));
   app.add_option("--iters,-n", o.iters, "timed iterations")->check(at_least(1));
   app.add_option("--seed", o.seed, "seed of the random inputs")->check(at_least(0));
+  app.add_option("--attention", o.attention,
+                 "the attention family: gla (Gated Linear Attention, the paper's) or gdn (Gated DeltaNet: dp, zeco, "
+                 "lasp2 and lasp1, in order)")
+      ->check(CLI::IsMember({"gla", "gdn"}));
   app.add_option("--gates", o.gates, "model: logsigmoid(randn)/16; strong: logsigmoid(randn)")
       ->check(CLI::IsMember({"model", "strong"}));
   app.add_flag("--h0", o.h0, "a random initial state");
@@ -173,6 +177,9 @@ OperatorPlan validated_plan(const Bootstrap& boot, const OperatorOptions& opt) {
   plan.local = whole;
   plan.local.T = whole.T / P;
   plan.cfg = SpConfig{plan.local, o.blocks, o.allscan, SpOverlap(o.overlap), o.head_groups};
+  plan.cfg.attention = parse_attention(o.attention);
+  SPB_USAGE(plan.cfg.attention == Attention::gla || o.outputs.empty(),
+            "--outputs: GLA's tensors only so far (Gated DeltaNet's gates are [B, T, H])");
   plan.methods = methods_to_run(o.method, plan.cfg, P, &plan.left_out);
   SPB_USAGE(o.outputs.empty() || plan.methods.size() == 1, "--outputs: give a single --method");
   plan.simulated = o.backend == "sim";
@@ -224,7 +231,7 @@ const HostResult& OperatorRun::reference(bool independent) {
 std::string operator_config_key(const OperatorOptions& o, double tol) {
   char tol_str[32];
   std::snprintf(tol_str, sizeof tol_str, "%.9g", tol);
-  return config_key({{"seed", std::to_string(o.seed)},
+  std::vector<std::pair<std::string, std::string>> flags = {{"seed", std::to_string(o.seed)},
                      {"gates", o.gates},
                      {"h0", std::to_string(o.h0)},
                      {"dht", std::to_string(o.dht)},
@@ -233,7 +240,9 @@ std::string operator_config_key(const OperatorOptions& o, double tol) {
                      {"tolerance", tol_str},
                      {"warmup", std::to_string(o.warmup)},
                      {"iters", std::to_string(o.iters)},
-                     {"allscan", o.allscan}});
+                     {"allscan", o.allscan}};
+  if (o.attention != "gla") flags.push_back({"attention", o.attention});  // (GLA's keys as before the flag)
+  return config_key(flags);
 }
 
 // A row of `method` at `pass` without its measurement. `backend`: cpu, or what carried the communication on GPUs:
@@ -253,7 +262,7 @@ ResultRow operator_row(const OperatorRun& run, const std::string& method, const 
   if (ran) backend = ran->comm_backend().empty() ? plain : ran->comm_backend();
   if (sim.on) backend = sim.backend(uses_scan);
   ResultRow r;
-  r.set("level", std::string("operator")).set("method", method);
+  r.set("level", std::string("operator")).set("method", method).set("attention", o.attention);
   r.set("backend", backend);
   r.set("world_size", run.boot.size()).set("batch", whole.B).set("heads", whole.H).set("dk", whole.dk);
   r.set("dv", whole.dv).set("tokens_per_rank", local.T).set("chunk", kChunk);
@@ -278,15 +287,17 @@ void prepare_inputs(OperatorRun& run) {
   const int p = run.boot.rank();
   if (!plan.simulated) {
     agree_on_usage_errors(run.boot, [&] {
+      const Attention a = plan.cfg.attention;
       run.in = o.inputs.empty() ? generate_inputs(plan.whole, o.seed,
-                                                  o.gates == "strong" ? GateKind::strong : GateKind::model, o.h0, o.dht)
-                                : read_inputs(o.inputs, plan.whole, o.seed);
+                                                  o.gates == "strong" ? GateKind::strong : GateKind::model, o.h0, o.dht,
+                                                  a)
+                                : read_inputs(o.inputs, plan.whole, o.seed, a);
     });
     run.mine = local_slice(run.in, plan.whole, p * plan.local.T, (p + 1) * plan.local.T);
   }
   Device& dev = *run.rt().dev;
   const DType act = run.rt().kern->act_dtype();
-  run.d = std::make_unique<DeviceTensors>(dev, plan.local, act);
+  run.d = std::make_unique<DeviceTensors>(dev, plan.local, act, plan.cfg.attention);
   if (!plan.simulated) upload_inputs(dev, act, *run.d, run.mine);
   run.fa = forward_args(*run.d, run.mine);
   run.ba = backward_args(*run.d, run.mine);
@@ -300,8 +311,9 @@ void print_operator_header(const OperatorRun& run) {
   std::printf("# spbench operator  backend %s (%s, allscan %s)  ranks %d (%s)  device %s\n", o.backend.c_str(),
               rt.comm->name().c_str(), o.allscan.c_str(), run.boot.size(), rt.topo.describe().c_str(),
               rt.dev->name().c_str());
-  std::printf("# B %d  T %d (%d per rank)  H %d  dk %d  dv %d  chunk %d  K %d  dtype %s\n", whole.B, whole.T, local.T,
-              whole.H, whole.dk, whole.dv, kChunk, o.blocks, dtype_name(rt.kern->act_dtype()));
+  std::printf("# attention %s  B %d  T %d (%d per rank)  H %d  dk %d  dv %d  chunk %d  K %d  dtype %s\n",
+              o.attention.c_str(), whole.B, whole.T, local.T, whole.H, whole.dk, whole.dv, kChunk, o.blocks,
+              dtype_name(rt.kern->act_dtype()));
   std::printf("# warm-up %d  iterations %d  seed %llu  gates %s  h0 %s  dht %s  inputs %s  tolerance %.0e\n", o.warmup,
               o.iters, (unsigned long long)o.seed, o.gates.c_str(), run.in.h0.empty() ? "no" : "yes",
               run.in.dht.empty() ? "no" : "yes", o.inputs.empty() ? "random" : o.inputs.c_str(), run.tol);
@@ -456,10 +468,13 @@ void write_method_rows(const OperatorRun& run, CsvAppender* csv, const std::stri
     });
   if (p == 0) {
     const Errors& err = c.err;
-    if (o.check)
+    if (o.check) {
+      char dbeta[32] = "";  // Gated DeltaNet's betas
+      if (run.plan.cfg.attention == Attention::gdn) std::snprintf(dbeta, sizeof dbeta, "  dbeta %.2e", err.dbeta);
       std::printf("# %s errors vs the single-device run (relative RMS, max over ranks): o %.2e  ht %.2e  dq %.2e  "
-                  "dk %.2e  dv %.2e  dg %.2e  dh0 %.2e\n",
-                  name.c_str(), err.o, err.ht, err.dq, err.dk, err.dv, err.dg, err.dh0);
+                  "dk %.2e  dv %.2e  dg %.2e%s  dh0 %.2e\n",
+                  name.c_str(), err.o, err.ht, err.dq, err.dk, err.dv, err.dg, dbeta, err.dh0);
+    }
     std::fflush(stdout);
   }
 }
@@ -482,7 +497,7 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
   std::vector<std::string> todo = plan.methods;
   if (!o.csv.empty()) {
     todo = methods_to_measure(
-        boot, o.csv, be.sim.columns({"head_groups", "nodes", "ranks_per_node"}), o.resume, plan.methods,
+        boot, o.csv, be.sim.columns({"head_groups", "nodes", "ranks_per_node", "attention"}), o.resume, plan.methods,
         [&](const CsvAppender& c, const std::string& m) {
           return c.contains(operator_row(run, m, "fwd")) && c.contains(operator_row(run, m, "fwd_bwd"));
         },

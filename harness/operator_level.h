@@ -1,4 +1,4 @@
-// The operator level: one SP GLA forward+backward of a method on this world of ranks, timed with the paper's protocol
+// The operator level: one SP attention (GLA or Gated DeltaNet) forward+backward of a method on this world of ranks, timed with the paper's protocol
 // and checked against the single-device run of the same sequence.
 #pragma once
 
@@ -13,6 +13,7 @@ namespace spb {
 
 struct OperatorOptions {
   std::string method = "zeco";
+  std::string attention = "gla";  // the family: gla (the paper's) or gdn (Gated DeltaNet, DESIGN §12)
   std::string backend = "auto";  // cpu, gpu; auto = gpu where this build and node have one, else cpu
   std::string allscan = "auto";  // zeco's All-Scan: host, device; auto = device on GPUs, host on CPUs
   SimOptions sim;                // --backend sim

@@ -260,10 +260,14 @@ int repair_csv(const std::string& path) {
   return 0;
 }
 
+const std::vector<std::pair<std::string, std::string>>& late_columns() {
+  static const std::vector<std::pair<std::string, std::string>> cols = {{"attention", "gla"}};
+  return cols;
+}
+
 CsvAppender::CsvAppender(std::string path, std::vector<std::string> extra) : path_(std::move(path)) {
   columns_ = schema_columns();
   columns_.insert(columns_.end(), extra.begin(), extra.end());
-  const std::string without_key = join(columns_);
   columns_.push_back("config_key");
   check_output_file("--csv", path_);
   struct stat st;
@@ -271,9 +275,24 @@ CsvAppender::CsvAppender(std::string path, std::vector<std::string> extra) : pat
     std::ifstream in(path_);
     std::string header;
     std::getline(in, header);
-    SPB_USAGE(header == join(columns_) || header == without_key,
+    // The header as it stands, or as a file from before the late columns has it; either may lack config_key.
+    std::vector<std::string> without_late;
+    for (const std::string& c : columns_) {
+      bool late = false;
+      for (const auto& l : late_columns()) late = late || l.first == c;
+      if (late) absent_late_.push_back(c);
+      else without_late.push_back(c);
+    }
+    auto no_key = [](std::vector<std::string> v) {
+      v.pop_back();
+      return join(v);
+    };
+    if (header == join(columns_) || header == no_key(columns_)) absent_late_.clear();
+    else if (header == join(without_late) || header == no_key(without_late)) columns_ = without_late;
+    SPB_USAGE(header == join(columns_) || header == no_key(columns_),
               "--csv " + path_ + ": the file exists with other columns; write to a new file (the header must be: " +
                   join(columns_) + ")");
+    const std::string without_key = no_key(columns_);
     if (header == without_key) {
       columns_.pop_back();
       without_config_key_ = true;
@@ -305,6 +324,11 @@ bool CsvAppender::contains(const ResultRow& row) const {
 }
 
 void CsvAppender::append(const ResultRow& row) {
+  for (const std::string& c : absent_late_)
+    for (const auto& l : late_columns())
+      SPB_USAGE(l.first != c || row.get(c).empty() || row.get(c) == l.second,
+                "--csv " + path_ + ": the file was written before the `" + c + "` column and holds " + l.second +
+                    " rows alone; write " + c + " " + row.get(c) + " rows to a new file");
   std::vector<std::string> cells;
   for (auto& c : columns_) cells.push_back(row.get(c));
   append_whole("--csv", path_, join(cells) + "\n");

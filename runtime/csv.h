@@ -37,7 +37,8 @@ class CsvAppender {
  public:
   // Opens (creating with a header if new) `path`, whose columns are the schema followed by `extra` columns and
   // config_key. An existing file must have exactly that header, or that header without config_key (a file written
-  // before the column: its rows are matched without it, and a note on stderr says so).
+  // before the column: its rows are matched without it, and a note on stderr says so), or either without the late
+  // columns (late_columns(): a file written before them takes rows that hold their default, and refuses others).
   CsvAppender(std::string path, std::vector<std::string> extra = {});
   bool contains(const ResultRow& row) const;  // a row with the same key() is already in the file
   void append(const ResultRow& row);           // written and flushed at once
@@ -48,7 +49,12 @@ class CsvAppender {
   std::vector<std::string> columns_;
   std::vector<std::string> existing_keys_;
   bool without_config_key_ = false;  // an existing file from before the config_key column
+  std::vector<std::string> absent_late_;  // the late columns an existing file was written without
 };
+
+// Columns added after results files existed, each with the value its older rows stand for: `attention`, "gla" (the
+// operator level's family; DESIGN §6).
+const std::vector<std::pair<std::string, std::string>>& late_columns();
 
 // Rows of a results CSV as column -> value maps (read with libfccp). A last line without its newline (a row cut short
 // by a full disk or a killed writer) is a UsageError naming the file and line, unless `ignore_unterminated`: then it

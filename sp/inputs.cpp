@@ -1,5 +1,6 @@
 #include "sp/inputs.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sys/stat.h>
 
@@ -35,6 +36,17 @@ std::vector<float> randn(uint64_t seed, uint64_t tensor, size_t n) {
 
 float logsigmoid(float x) { return x >= 0 ? -std::log1p(std::exp(-x)) : x - std::log1p(std::exp(x)); }
 
+// Each row of `n` elements to unit L2 norm.
+void normalise_rows(std::vector<float>& x, size_t n) {
+#pragma omp parallel for schedule(static)
+  for (size_t r = 0; r < x.size() / n; ++r) {
+    double ss = 0;
+    for (size_t i = 0; i < n; ++i) ss += double(x[r * n + i]) * x[r * n + i];
+    const float inv = float(1.0 / std::sqrt(std::max(ss, 1e-30)));
+    for (size_t i = 0; i < n; ++i) x[r * n + i] *= inv;
+  }
+}
+
 bool file_exists(const std::string& p) {
   struct stat st;
   return stat(p.c_str(), &st) == 0;
@@ -42,18 +54,31 @@ bool file_exists(const std::string& p) {
 
 std::vector<size_t> token_shape(const GlaShape& s, int D) { return {size_t(s.B), size_t(s.T), size_t(s.H), size_t(D)}; }
 std::vector<size_t> state_shape(const GlaShape& s) { return {size_t(s.B), size_t(s.H), size_t(s.dk), size_t(s.dv)}; }
+std::vector<size_t> gate_shape(const GlaShape& s, Attention a) {
+  if (a == Attention::gdn) return {size_t(s.B), size_t(s.T), size_t(s.H)};
+  return token_shape(s, s.dk);
+}
 
 }  // namespace
 
-HostTensors generate_inputs(const GlaShape& s, uint64_t seed, GateKind gates, bool with_h0, bool with_dht) {
+size_t gate_row(const GlaShape& s, Attention a) { return a == Attention::gdn ? size_t(s.H) : size_t(s.H) * s.dk; }
+
+HostTensors generate_inputs(const GlaShape& s, uint64_t seed, GateKind gates, bool with_h0, bool with_dht,
+                            Attention a) {
   HostTensors t;
+  t.attention = a;
   t.q = randn(seed, 1, s.qk_elems());
   t.k = randn(seed, 2, s.qk_elems());
   t.v = randn(seed, 3, s.v_elems());
-  t.g = randn(seed, 4, s.qk_elems());
+  t.g = randn(seed, 4, size_t(s.B) * s.T * gate_row(s, a));
   const float div = gates == GateKind::model ? 16.f : 1.f;
 #pragma omp parallel for schedule(static)
   for (size_t i = 0; i < t.g.size(); ++i) t.g[i] = logsigmoid(t.g[i]) / div;
+  if (a == Attention::gdn) {
+    normalise_rows(t.k, size_t(s.dk));
+    t.beta = randn(seed, 8, size_t(s.B) * s.T * s.H);
+    for (float& b : t.beta) b = 1.0f / (1.0f + std::exp(-b));
+  }
   t.d_o = randn(seed, 5, s.v_elems());
   t.do_generated = true;
   if (with_h0) t.h0 = randn(seed, 6, s.state_elems());
@@ -74,15 +99,21 @@ GlaShape npy_problem_shape(const std::string& dir) {
   return s;
 }
 
-HostTensors read_inputs(const std::string& dir, const GlaShape& s, uint64_t seed) {
+HostTensors read_inputs(const std::string& dir, const GlaShape& s, uint64_t seed, Attention a) {
   HostTensors t;
+  t.attention = a;
   t.q = read_npy(dir + "/q.npy", token_shape(s, s.dk));
   t.k = read_npy(dir + "/k.npy", token_shape(s, s.dk));
   t.v = read_npy(dir + "/v.npy", token_shape(s, s.dv));
-  t.g = read_npy(dir + "/g.npy", token_shape(s, s.dk));
+  t.g = read_npy(dir + "/g.npy", gate_shape(s, a));
   for (float x : t.g)
     SPB_USAGE(x <= 0.f && std::isfinite(x), dir + "/g.npy: log forget gates must be finite and <= 0 (got " +
                                                 std::to_string(x) + ")");
+  if (a == Attention::gdn) {
+    t.beta = read_npy(dir + "/beta.npy", gate_shape(s, a));
+    for (float x : t.beta)
+      SPB_USAGE(x >= 0.f && x <= 1.f, dir + "/beta.npy: betas must lie in [0, 1] (got " + std::to_string(x) + ")");
+  }
   if (file_exists(dir + "/do.npy")) {
     t.d_o = read_npy(dir + "/do.npy", token_shape(s, s.dv));
   } else {

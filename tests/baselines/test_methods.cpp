@@ -17,6 +17,7 @@ struct Case {
   GateKind gates;
   bool h0, dht;
   int B = 2, H = 12, dk = 8, dv = 6;  // H=12: Ulysses on P <= 4
+  Attention attention = Attention::gla;
 };
 
 std::string backend() {
@@ -37,12 +38,14 @@ void run_case(const std::string& method, const Case& c, int blocks, const std::s
   whole.B = c.B, whole.T = c.tokens_per_rank * P, whole.H = c.H, whole.dk = c.dk, whole.dv = c.dv;
   GlaShape local = whole;
   local.T = c.tokens_per_rank;
-  const HostTensors in = generate_inputs(whole, 31 + c.tokens_per_rank, c.gates, c.h0, c.dht);
+  const HostTensors in = generate_inputs(whole, 31 + c.tokens_per_rank, c.gates, c.h0, c.dht, c.attention);
   const HostTensors mine = local_slice(in, whole, p * local.T, (p + 1) * local.T);
 
-  auto m = find_method(method)->make(*rt, SpConfig{local, blocks, allscan, overlap, head_groups});
+  SpConfig config{local, blocks, allscan, overlap, head_groups};
+  config.attention = c.attention;
+  auto m = find_method(method)->make(*rt, config);
   if (head_groups) EXPECT_EQ(m->head_groups(), head_groups) << method;
-  DeviceTensors d(*rt->dev, local, rt->kern->act_dtype());
+  DeviceTensors d(*rt->dev, local, rt->kern->act_dtype(), c.attention);
   upload_inputs(*rt->dev, rt->kern->act_dtype(), d, mine);
   poison_outputs(*rt->dev, d);
   const SpForwardArgs fa = forward_args(d, mine);
@@ -56,7 +59,7 @@ void run_case(const std::string& method, const Case& c, int blocks, const std::s
   const HostResult ref = indep ? single_device(*rt, local, mine)
                                : slice_result(single_device(*rt, whole, in), whole, p * local.T, (p + 1) * local.T);
   const Errors e = compare(boot, ref, got, indep);
-  const std::string what = method + " P=" + std::to_string(P) + " L=" + std::to_string(c.tokens_per_rank) +
+  const std::string what = std::string(attention_name(c.attention)) + " " + method + " P=" + std::to_string(P) + " L=" + std::to_string(c.tokens_per_rank) +
                            " K=" + std::to_string(blocks) + (c.h0 ? " h0" : "") + (c.dht ? " dht" : "") +
                            (c.gates == GateKind::strong ? " strong" : "") + " " + backend() + " " + allscan +
                            " overlap=" + std::to_string(int(overlap)) +
@@ -68,6 +71,7 @@ void run_case(const std::string& method, const Case& c, int blocks, const std::s
   EXPECT_LT(e.dk, tol) << what;
   EXPECT_LT(e.dv, tol) << what;
   EXPECT_LT(e.dg, tol) << what;
+  EXPECT_LT(e.dbeta, tol) << what;
   EXPECT_LT(e.dh0, tol) << what;
 }
 
@@ -208,11 +212,55 @@ TEST(Ulysses, HeadsNotDivisibleByTheWorldAreAUsageError) {
   EXPECT_THROW(find_method("ulysses")->make(*rt, SpConfig{local, 1, "host"}), UsageError);
 }
 
+// Gated DeltaNet (DESIGN §12): the methods that run it, in order, zeco for K column blocks (K divides dv = 6).
+class GdnMethod : public testing::TestWithParam<std::string> {
+  void SetUp() override {
+    if (!have_devices()) GTEST_SKIP() << "fewer GPUs than ranks on this node";
+    if (!make_runtime(*test::boot(), backend())->gdn) GTEST_SKIP() << "no Gated DeltaNet kernels on " << backend();
+  }
+};
+
+TEST_P(GdnMethod, MatchesTheSingleDeviceRun) {
+  for (Case c : cases()) {
+    c.attention = Attention::gdn;
+    run_case(GetParam(), c, 1);
+    if (GetParam() == "zeco") {
+      run_case("zeco", c, 2);
+      run_case("zeco", c, c.dv);
+    }
+  }
+}
+
+TEST(GdnMethods, RingUlyssesAndOtherOrdersAreUsageErrors) {
+  Bootstrap& boot = *test::boot();
+  if (!have_devices()) GTEST_SKIP() << "fewer GPUs than ranks on this node";
+  auto rt = make_runtime(boot, backend());
+  if (!rt->gdn) GTEST_SKIP() << "no Gated DeltaNet kernels on " << backend();
+  GlaShape local;
+  local.H = 4, local.dk = 8, local.dv = 8, local.T = 64;
+  SpConfig c{local, 1, "host"};
+  c.attention = Attention::gdn;
+  for (const char* m : {"ring", "ulysses"}) EXPECT_THROW(methods_to_run(m, c, boot.size(), nullptr), UsageError) << m;
+  std::vector<std::string> left_out;
+  EXPECT_EQ(methods_to_run("all", c, boot.size(), &left_out), (std::vector<std::string>{"dp", "zeco", "lasp2", "lasp1"}));
+  SpConfig overlapped = c;
+  overlapped.overlap = SpOverlap::output;
+  EXPECT_THROW(find_method("zeco")->make(*rt, overlapped), UsageError);
+  SpConfig device = c;
+  device.allscan = "device";
+  EXPECT_THROW(find_method("zeco")->make(*rt, device), UsageError);
+  SpConfig bad_blocks = c;
+  bad_blocks.blocks = 3;  // does not divide dv = 8
+  EXPECT_THROW(find_method("zeco")->make(*rt, bad_blocks), UsageError);
+}
+
 TEST(Registry, HasEveryMethodOfTheDesign) {
   for (const char* m : {"dp", "lasp1", "lasp2", "zeco", "ring", "ulysses"}) EXPECT_NE(find_method(m), nullptr) << m;
   EXPECT_EQ(find_method("nope"), nullptr);
 }
 
+INSTANTIATE_TEST_SUITE_P(Cpu, GdnMethod, testing::Values("dp", "zeco", "lasp2", "lasp1"),
+                         [](const testing::TestParamInfo<std::string>& i) { return i.param; });
 INSTANTIATE_TEST_SUITE_P(Cpu, EveryMethod, testing::ValuesIn(method_names()),
                          [](const testing::TestParamInfo<std::string>& i) { return i.param; });
 
