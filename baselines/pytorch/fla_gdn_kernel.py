@@ -326,11 +326,11 @@ def run_dump(a, torch, triton, fla, chunk_o, gdr):
         "gpu": torch.cuda.get_device_name(dev), "git_sha": a.git_sha, "triton_guard_active": active,
         "triton_guard_lifted": lifted, "backend": "fla-dispatch" if a.allow_dispatch else "triton",
         "initial_state": True, "dht": True, "q_k_v_do_dtype": "bf16", "g_dtype": "fp32", "beta_dtype": a.beta_dtype,
-        "h0_dht_dtype": "fp32", "layout": "q, k [B, T, H, dk]; v, o, do [B, T, H, dv]; g, beta, dg, dbeta [B, T, H]; "
+        "h0_dtype": "fp32", "layout": "q, k [B, T, H, dk]; v, o, do [B, T, H, dv]; g, beta, dg, dbeta [B, T, H]; "
                                           "h0, ht, dht, dh0 [B, H, dk, dv]",
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    for name, t in [("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta), ("h0", h0), ("do", do), ("dht", dht)]:
+    for name, t in [("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta), ("h0", h0), ("do", do)]:
         save(np, a.dump, name, t)
     leaves = [x.detach().clone().requires_grad_(True) for x in (q, k, v, g, beta, h0)]
     log(f"dump: B {B}, T {T}, H {H}, dk {dk}, dv {dv}, with h0 and dht; guard {'active' if active else 'inactive'}"
@@ -340,8 +340,11 @@ def run_dump(a, torch, triton, fla, chunk_o, gdr):
                 use_qk_l2norm_in_kernel=False)
     save(np, a.dump, "o", o)
     save(np, a.dump, "ht", ht)
+    dht = dht.to(ht.dtype)  # the gradient as the backward gets it (fp32 where ht is)
+    save(np, a.dump, "dht", dht)
+    meta.update(o_dtype=str(o.dtype).replace("torch.", ""), ht_dtype=str(ht.dtype).replace("torch.", ""))
     try:
-        grads = torch.autograd.grad((o, ht), leaves, (do, dht.to(ht.dtype)), allow_unused=True)
+        grads = torch.autograd.grad((o, ht), leaves, (do.to(o.dtype), dht), allow_unused=True)
         for name, t in zip(["dq", "dk", "dv", "dg", "dbeta", "dh0"], grads):
             if t is None:
                 log(f"dump: fla returned no {name}")
