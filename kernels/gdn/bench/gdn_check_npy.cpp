@@ -9,8 +9,9 @@
 // "dht" false say the outputs were made without h0 / dht; "fla_commit", "triton", "triton_guard_lifted" go into the
 // rows). The prefix P ("" by default) lets other runs' outputs sit beside the first ones (fla_gdn_cp.py writes cp1_).
 //
-// Prints one line per tensor (its error, the bar, and the scale s minimising |ref s - x|, which tells a wrong factor
-// from noise); --csv appends one row per tensor. Exit 0: every tensor within its bar; 1: one or more outside (or not
+// Prints one line per tensor (its error, the bar, the scale s minimising |ref s - x|, which tells a wrong factor
+// from noise, and the (b, h, 64-token chunk) of the largest error, over the tensor's reference RMS, which tells a
+// wrong chunk or head from a uniform error); --csv appends one row per tensor. Exit 0: every tensor within its bar; 1: one or more outside (or not
 // finite); 2: bad arguments or files.
 #include <cctype>
 #include <cmath>
@@ -24,6 +25,7 @@
 #include <sys/stat.h>
 #include <vector>
 
+#include "kernels/gdn/cpu/gdn_chunked.h"  // kGdnChunk, the blocks of the error profile
 #include "kernels/gdn/cpu/gdn_reference.h"
 #include "runtime/error.h"
 #include "runtime/npy.h"
@@ -80,7 +82,7 @@ std::string csv_field(const std::string& s) {
 }
 
 const char* kColumns =
-    "tensor,err_rel_rms,bar,within_bar,fit_scale,shape,batch,tokens,heads,dk,dv,initial_state,dht,prefix,fla_commit,"
+    "tensor,err_rel_rms,bar,within_bar,fit_scale,worst_block_err,worst_block,shape,batch,tokens,heads,dk,dv,initial_state,dht,prefix,fla_commit,"
     "triton,triton_guard_lifted,producer,date";
 
 int usage(const std::string& why) {
@@ -189,17 +191,48 @@ int run(int argc, char** argv) {
     double rx = 0, rr = 0;
     for (size_t i = 0; i < x.size(); ++i) rx += r[i] * double(x[i]), rr += r[i] * r[i];
     const double fit = rr > 0 ? rx / rr : 0.0;
+    // Where the error sits: the (b, h, chunk of 64 tokens) whose RMS error is the largest, over the whole tensor's
+    // reference RMS (states: per (b, h)), so that a wrong chunk or head shows beside a uniform error.
+    const bool per_token = c.shape.size() >= 3 && c.name != "ht" && c.name != "dh0";
+    const size_t inner = per_token ? (c.shape.size() == 4 ? c.shape[3] : 1) : size_t(s.dk) * s.dv;
+    const int blocks = per_token ? (s.T + spb::kGdnChunk - 1) / spb::kGdnChunk : 1;
+    std::vector<double> block_sq(size_t(s.B) * s.H * blocks, 0.0), block_n(block_sq.size(), 0.0);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const size_t row = i / inner;  // (b, t, h) for token tensors, (b, h) for states
+      size_t at;
+      if (per_token) {
+        const size_t h = row % s.H, t = (row / s.H) % s.T, b = row / (size_t(s.H) * s.T);
+        at = (b * s.H + h) * blocks + t / spb::kGdnChunk;
+      } else {
+        at = row;
+      }
+      const double d = r[i] - double(x[i]);
+      block_sq[at] += d * d, block_n[at] += 1;
+    }
+    const double ref_rms = std::sqrt(rr / double(std::max<size_t>(x.size(), 1)));
+    size_t worst = 0;
+    for (size_t i = 0; i < block_sq.size(); ++i)
+      if (!(block_sq[i] / std::max(block_n[i], 1.0) <= block_sq[worst] / std::max(block_n[worst], 1.0))) worst = i;
+    const double worst_err =
+        std::sqrt(block_sq[worst] / std::max(block_n[worst], 1.0)) / (ref_rms > 0 ? ref_rms : 1.0);
+    const int worst_b = int(worst / (size_t(s.H) * blocks)), worst_h = int(worst / blocks % s.H);
+    const std::string where = "b " + std::to_string(worst_b) + " h " + std::to_string(worst_h) +
+                              (per_token ? " tokens " + std::to_string(int(worst % blocks) * spb::kGdnChunk) + ".." +
+                                               std::to_string(std::min(s.T, int(worst % blocks + 1) * spb::kGdnChunk) - 1)
+                                         : std::string());
     const bool ok = err < c.bar;  // a NaN or an infinity never passes
     ++checked;
     outside += !ok;
-    std::printf("  %-6s err_rel_rms %.3e  bar %.0e  %s  fit scale %.6f  %s\n", c.name.c_str(), err, c.bar,
-                ok ? "within" : "OUTSIDE", fit, spb::shape_str(c.shape).c_str());
+    std::printf("  %-6s err_rel_rms %.3e  bar %.0e  %-7s  fit scale %.6f  worst %s: %.3e  %s\n", c.name.c_str(), err,
+                c.bar, ok ? "within" : "OUTSIDE", fit, where.c_str(), worst_err, spb::shape_str(c.shape).c_str());
     char e[32], b[16], f[32];
     std::snprintf(e, sizeof e, "%.6g", err);
     std::snprintf(b, sizeof b, "%.0e", c.bar);
     std::snprintf(f, sizeof f, "%.6g", fit);
+    char w[32];
+    std::snprintf(w, sizeof w, "%.6g", worst_err);
     std::ostringstream row;
-    row << c.name << ',' << e << ',' << b << ',' << (ok ? 1 : 0) << ',' << f << ','
+    row << c.name << ',' << e << ',' << b << ',' << (ok ? 1 : 0) << ',' << f << ',' << w << ',' << csv_field(where) << ','
         << csv_field(spb::shape_str(c.shape)) << ',' << s.B << ',' << s.T << ',' << s.H << ',' << s.dk << ','
         << s.dv << ',' << (use_h0 ? 1 : 0) << ',' << (use_dht ? 1 : 0) << ',' << csv_field(prefix) << ','
         << csv_field(meta_of("fla_commit")) << ',' << csv_field(meta_of("triton")) << ','

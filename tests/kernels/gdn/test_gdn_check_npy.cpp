@@ -1,7 +1,8 @@
 // gdn_check_npy (kernels/gdn/bench/gdn_check_npy.cpp) on a tiny fake dump: the fp32 chunked CPU stages
 // (kernels/gdn/cpu/gdn_chunked.h, within 1e-5 of the token loop) stand in for fla, written through runtime/npy.h in
 // the layout fla_gdn_kernel.py --dump writes. Every tensor must then be within its bar (exit 0); outputs beside them
-// under a prefix, made without h0 and dht and with dg off by 1/ln 2, must be found outside (exit 1) with that scale.
+// under a prefix, made without h0 and dht, with dg off by 1/ln 2 and one chunk of dk off by 1.5, must be found
+// outside (exit 1), with that scale and that chunk.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -63,6 +64,9 @@ void write_outputs(const fs::path& dir, const std::string& prefix, const Inputs&
   GdnBackward b = gdn_chunked_backward(s, in.q, in.k, in.v, in.g, in.beta, with_states ? in.h0 : none, in.d_o,
                                        with_states ? in.dht : none);
   for (float& x : b.dg) x *= dg_factor;
+  if (dg_factor != 1.0f)  // and one chunk of one head's dk wrong: tokens 64..127 of head 1
+    for (int tok = 64; tok < 128; ++tok)
+      for (int i = 0; i < s.dk; ++i) b.dk[(size_t(tok) * s.H + 1) * s.dk + i] *= 1.5f;
   write(dir, prefix + "o", vv, f.o);
   write(dir, prefix + "ht", state, f.ht);
   write(dir, prefix + "dq", qk, b.dq);
@@ -126,6 +130,13 @@ std::vector<std::string> fields(const std::string& line) {
   return out;
 }
 
+size_t col(const std::vector<std::string>& header, const std::string& name) {
+  for (size_t i = 0; i < header.size(); ++i)
+    if (header[i] == name) return i;
+  ADD_FAILURE() << "no column " << name;
+  return 0;
+}
+
 TEST(GdnCheckNpy, TheChunkedStagesAreWithinEveryBar) {
   const fs::path dir = fake_dump();
   const CheckRun r = check(dir, "");
@@ -133,15 +144,14 @@ TEST(GdnCheckNpy, TheChunkedStagesAreWithinEveryBar) {
   ASSERT_EQ(r.csv.size(), 9u) << r.printed;  // the header and o, ht, dq, dk, dv, dg, dbeta, dh0
   const std::vector<std::string> header = fields(r.csv[0]);
   ASSERT_EQ(header[0], "tensor");
-  ASSERT_EQ(header[3], "within_bar");
   for (size_t i = 1; i < r.csv.size(); ++i) {
     const std::vector<std::string> f = fields(r.csv[i]);
     ASSERT_EQ(f.size(), header.size()) << r.csv[i];
-    EXPECT_EQ(f[3], "1") << r.csv[i];
-    EXPECT_LT(std::stod(f[1]), 1e-5) << r.csv[i];  // the CPU stages' own bar, well inside the GPU's
-    EXPECT_NEAR(std::stod(f[4]), 1.0, 1e-4) << r.csv[i];
-    EXPECT_EQ(f[7], "130") << r.csv[i];
-    EXPECT_EQ(f[14], "fake") << r.csv[i];
+    EXPECT_EQ(f[col(header, "within_bar")], "1") << r.csv[i];
+    EXPECT_LT(std::stod(f[col(header, "err_rel_rms")]), 1e-5) << r.csv[i];  // the CPU stages' bar, inside the GPU's
+    EXPECT_NEAR(std::stod(f[col(header, "fit_scale")]), 1.0, 1e-4) << r.csv[i];
+    EXPECT_EQ(f[col(header, "tokens")], "130") << r.csv[i];
+    EXPECT_EQ(f[col(header, "fla_commit")], "fake") << r.csv[i];
   }
 }
 
@@ -150,16 +160,15 @@ TEST(GdnCheckNpy, AWrongFactorIsFoundAndMeasured) {
   const CheckRun r = check(dir, "--prefix bad_");
   EXPECT_EQ(r.status, 1) << r.printed;
   ASSERT_EQ(r.csv.size(), 8u) << r.printed;  // no dh0: made without h0
+  const std::vector<std::string> header = fields(r.csv[0]);
   for (size_t i = 1; i < r.csv.size(); ++i) {
     const std::vector<std::string> f = fields(r.csv[i]);
-    EXPECT_EQ(f[11], "0") << r.csv[i];  // initial_state
-    EXPECT_EQ(f[12], "0") << r.csv[i];  // dht
-    if (f[0] == "dg") {
-      EXPECT_EQ(f[3], "0") << r.csv[i];
-      EXPECT_NEAR(std::stod(f[4]), 1 / std::log(2.0), 1e-4) << r.csv[i];
-    } else {
-      EXPECT_EQ(f[3], "1") << r.csv[i];
-    }
+    EXPECT_EQ(f[col(header, "initial_state")], "0") << r.csv[i];
+    EXPECT_EQ(f[col(header, "dht")], "0") << r.csv[i];
+    const bool wrong = f[0] == "dg" || f[0] == "dk";
+    EXPECT_EQ(f[col(header, "within_bar")], wrong ? "0" : "1") << r.csv[i];
+    if (f[0] == "dg") EXPECT_NEAR(std::stod(f[col(header, "fit_scale")]), 1 / std::log(2.0), 1e-4) << r.csv[i];
+    if (f[0] == "dk") EXPECT_EQ(f[col(header, "worst_block")], "b 0 h 1 tokens 64..127") << r.csv[i];
   }
 }
 
