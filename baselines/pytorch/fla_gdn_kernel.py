@@ -319,6 +319,10 @@ def run_dump(a, torch, triton, fla, chunk_o, gdr):
     do = torch.randn(B, T, H, dv, device=dev, generator=gen).to(torch.bfloat16)
     dht = torch.randn(B, H, dk, dv, device=dev, generator=gen)
     os.makedirs(a.dump, exist_ok=True)
+    for name in ["o", "ht", "dq", "dk", "dv", "dg", "dbeta", "dh0", "dht"]:  # no stale outputs of an earlier dump
+        path = os.path.join(a.dump, name + ".npy")
+        if os.path.exists(path):
+            os.remove(path)
     meta = {
         "producer": "baselines/pytorch/fla_gdn_kernel.py --dump", "B": B, "T": T, "H": H, "dk": dk, "dv": dv,
         "scale": dk ** -0.5, "seed": a.seed, "fla_commit": fla_commit_of(fla),
