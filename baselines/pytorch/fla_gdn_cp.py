@@ -6,12 +6,15 @@ usage: torchrun --nproc-per-node P fla_gdn_cp.py [--tokens-per-gpu 16384] [--lif
        fla_gdn_cp.py --single-gpu-check DIR [--lift-triton-guard]              (one GPU, no torch.distributed)
        torchrun --nproc-per-node P fla_gdn_cp.py --cp-check DIR [--lift-triton-guard]
 
-UNTESTED: nothing in this file has been run. It was written on a machine without a GPU or PyTorch, against fla's
-source at bc3b101 (fla/ops/cp/context.py build_cp_context, fla/ops/gated_delta_rule/chunk.py, and fla's own
-tests/context_parallel/test_cp_gdn.py for the calling convention); only `python3 -m py_compile` and its argument
-errors were checked. In particular untested: the process group set-up under torchrun and under mpirun, the timing
-loop and the max over ranks, the rows, --single-gpu-check and --cp-check (their outputs have not been through
-gdn_check_npy), and whether fla's CP runs at all at H 16, dk = dv = 128, 16384 tokens per GPU.
+UNTESTED with fla, on a GPU or over NCCL: written on a machine without a GPU, against fla's source at bc3b101
+(fla/ops/cp/context.py build_cp_context, fla/ops/gated_delta_rule/chunk.py, fla's tests/context_parallel/
+test_cp_gdn.py for the calling convention). What did run, on CPU only: every path of this file (the timed run at
+P = 2 and its rows, --single-gpu-check, --cp-check at P = 2) under mpirun with Debian's CPU torch 1.13, torch.cuda's
+few calls faked, gloo in place of NCCL (and init_process_group without device_id, which torch 1.13 lacks), and a
+stand-in for fla (its naive recurrence under autograd, which ignores the cp_context); --single-gpu-check's outputs
+were within every bar of gdn_check_npy. Not run at all: fla's own code (kernels, CP context and merge), NCCL,
+torchrun (Debian's is broken), init_process_group(device_id=...), the times, and whether fla's CP runs at H 16,
+dk = dv = 128, 16384 tokens per GPU, and agrees with gdn_check_npy (--cp-check).
 
 The timed run (method fla-cp): one sequence of P x --tokens-per-gpu tokens (B = 1), each rank holding its own
 contiguous --tokens-per-gpu, H = 16, dk = dv = 128, inputs made as fla_gdn_kernel.py makes them (bf16 q, k
@@ -124,9 +127,10 @@ def cp_check(a, torch, triton, fla, chunk_o, gdr, dist, rank, P):
     part = [x[:, rank * n:(rank + 1) * n].contiguous() for x in (q, k, v, g, beta, do)]
     o, grads = fwd_bwd(torch, gdr, *part, cp_context=ctx)
 
-    def gather(t):
+    def gather(t):  # in fp32: the files are fp32, and not every backend gathers bf16
+        t = t.float().contiguous()
         parts = [torch.empty_like(t) for _ in range(P)]
-        dist.all_gather(parts, t.contiguous())
+        dist.all_gather(parts, t)
         return torch.cat(parts, dim=1)
     o_all, grads_all = gather(o), [gather(x) for x in grads]
     if rank == 0:
