@@ -29,11 +29,10 @@ RankMap rank_map_of(Runtime& rt, const AllScanArgs& a) {
   return RankMap(*rt.kern, *rt.dev, a.map, a.rows, a.cols, rt.gdn.get());
 }
 
-void require_diagonal_decay(const AllScanArgs& a, const std::string& scan) {
+void require_diagonal_decay(const AllScanArgs& a, const std::string& scan, const std::string& why) {
   SPB_USAGE(a.map.kind == TransitionKind::diagonal_decay,
-            scan + ": folds diag(exp decay) inside its kernel, in blocks of state rows; the " + a.map.name() +
-                " rank map (blocks of " + (a.map.block_axis() == BlockAxis::rows ? "rows" : "columns") +
-                ") needs --allscan host");
+            scan + ": " + why + "; the " + a.map.name() + " rank map (blocks of " +
+                (a.map.block_axis() == BlockAxis::rows ? "rows" : "columns") + ") needs --allscan host");
 }
 
 const char* const kDefaultDeviceAllScan = "device-ll16";
@@ -158,6 +157,7 @@ void HostAllScan::run(const AllScanArgs& a, Stream st) {
   SPB_CHECK(a.rows <= max_rows_ && a.rows * a.cols <= max_elems_ && map.transition_elems() <= max_rows_,
             "All-Scan of " + std::to_string(a.rows) + " x " + std::to_string(a.cols) + " past its capacity");
   if (variant_ == "host" || rt_.topo.nodes == 1) return all_scan_host(rt_, a, st);
+  require_diagonal_decay(a, "--allscan " + variant_, "its scratch and its transfers between nodes hold a transition a row");
   run_across_nodes(a, st);
 }
 

@@ -38,9 +38,11 @@ struct AllScanArgs {
 
 // The rank map a's scan folds with: a.map over a.rows x a.cols, on rt's kernels and device.
 RankMap rank_map_of(Runtime& rt, const AllScanArgs& a);
-// For a scan that folds diag(exp transition) itself in blocks of rows (the device kernel): UsageError naming `scan`
-// where a.map is not the diagonal-decay map.
-void require_diagonal_decay(const AllScanArgs& a, const std::string& scan);
+// For a scan that runs GLA's diagonal map alone (the device kernel folds diag(exp transition) itself in blocks of rows;
+// the node-aware scans size their scratch and transfers by it): UsageError naming `scan` and saying `why` where a.map
+// is not the diagonal-decay map.
+void require_diagonal_decay(const AllScanArgs& a, const std::string& scan,
+                            const std::string& why = "folds diag(exp decay) inside its kernel, in blocks of state rows");
 
 // Any All-Scan backend: the host-driven scans below, the device kernel (zeco/all_scan_device.h) and the rail scan
 // across nodes. make_all_scan picks one by the name --allscan gives.

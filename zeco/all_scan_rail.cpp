@@ -42,6 +42,7 @@ class RailAllScan final : public AllScan {
   }
 
   void run(const AllScanArgs& a, Stream st) override {
+    require_diagonal_decay(a, "--allscan " + backend(), "it composes a node's transitions by a scan of them as states");
     const RankMap map = rank_map_of(rt_, a);
     validate_blocks(map, a.blocks);
     SPB_CHECK(a.rows <= max_rows_ && a.rows * a.cols <= max_elems_ && map.transition_elems() <= max_rows_,

@@ -1,6 +1,8 @@
 // The rank map (sp/rank_map.h) on the CPU kernels: GLA's diagonal-decay map applies and composes as a plain fp64 loop
 // of S -> diag(exp t) S + b does (to fp32 rounding), composition is associative, the identity is exact, and K blocks
-// of rows fold bit for bit as the whole state does; the dense map states its shape and refuses every operation.
+// of rows fold bit for bit as the whole state does; the dense map (Gated DeltaNet) applies and composes as an fp64
+// matrix loop does, its K column blocks fold bit for bit as the whole state does, and without GDN's kernels every
+// operation is a UsageError.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -212,7 +214,7 @@ TEST(RankMap, TransitionsScanAsStatesOfOneColumn) {
   EXPECT_EQ(folded, composed);
 }
 
-TEST(RankMap, DenseMapHasItsShapeAndNoArithmetic) {
+TEST(RankMap, DenseMapHasItsShape) {
   Env e;
   const size_t dk = 6;  // 2 heads of 6 rows, 5 columns
   const RankMap m(*e.kern, *e.dev, RankMapType::dense(dk), kRows, kCols);
@@ -225,12 +227,7 @@ TEST(RankMap, DenseMapHasItsShapeAndNoArithmetic) {
   EXPECT_FALSE(m.splits_into(2));
   EXPECT_FALSE(m.transitions_fold_as_states());
   EXPECT_NE(m.type(), RankMapType::diagonal_decay());
-  std::vector<float> t(m.transition_elems()), s(m.state_elems());
-  EXPECT_THROW(m.apply(t.data(), s.data(), s.data(), s.data(), {}), UsageError);
-  EXPECT_THROW(m.compose_transitions(t.data(), t.data(), t.data(), {}), UsageError);
-  EXPECT_THROW(m.compose(t.data(), s.data(), t.data(), s.data(), t.data(), s.data(), {}), UsageError);
-  EXPECT_THROW(m.identity(t.data(), {}), UsageError);
-  EXPECT_THROW(m.block(0, 5), UsageError);  // columns are strided in a row-major state
+  EXPECT_THROW(m.block_part(0, 1), UsageError);  // columns are strided in a row-major state: block() takes them
   EXPECT_THROW(m.transition_scan_map(), UsageError);
   // Heads stay independent: a head's rows are a part of their own, with its dk x dk transition.
   const RankMapPart head = m.rows_part(dk, dk);
@@ -239,6 +236,75 @@ TEST(RankMap, DenseMapHasItsShapeAndNoArithmetic) {
   EXPECT_EQ(head.transition_offset, dk * dk);
   EXPECT_THROW(m.rows_part(1, dk), Error);  // not whole heads
   EXPECT_THROW(RankMap(*e.kern, *e.dev, RankMapType::dense(5), kRows, kCols), Error);  // 12 rows in heads of 5
+  // Without GDN's kernels it has no arithmetic.
+  std::vector<float> t(m.transition_elems()), x(m.state_elems());
+  EXPECT_THROW(m.require_arithmetic(), UsageError);
+  EXPECT_THROW(m.apply(t.data(), x.data(), x.data(), x.data(), {}), UsageError);
+  EXPECT_THROW(m.compose_transitions(t.data(), t.data(), t.data(), {}), UsageError);
+  EXPECT_THROW(m.identity(t.data(), {}), UsageError);
+}
+
+// A dense map (A, b): A [heads, dk, dk] of moderate entries, b a state.
+Map random_dense(int seed, size_t dk) {
+  Map m = random_map(seed, kRows * dk, 1);  // t holds A
+  std::mt19937 gen(seed + 1000);
+  std::normal_distribution<float> n;
+  for (float& a : m.t) a = 0.4f * n(gen);
+  m.b.resize(kRows * kCols);
+  for (float& x : m.b) x = n(gen);
+  return m;
+}
+// out = A x + b per head, and A2 A1, in fp64.
+std::vector<double> dense_apply64(const std::vector<float>& A, const std::vector<double>& x, const std::vector<float>& b,
+                                  size_t dk) {
+  std::vector<double> out(x.size());
+  for (size_t h = 0; h < kRows / dk; ++h)
+    for (size_t r = 0; r < dk; ++r)
+      for (size_t c = 0; c < kCols; ++c) {
+        double acc = b[(h * dk + r) * kCols + c];
+        for (size_t i = 0; i < dk; ++i) acc += double(A[(h * dk + r) * dk + i]) * x[(h * dk + i) * kCols + c];
+        out[(h * dk + r) * kCols + c] = acc;
+      }
+  return out;
+}
+
+TEST(RankMap, DenseMapAppliesAndComposesAsMatrices) {
+  Env e;
+  const std::unique_ptr<GdnKernels> gdn = make_cpu_gdn_kernels();
+  const size_t dk = 6;
+  const RankMap m(*e.kern, *e.dev, RankMapType::dense(dk), kRows, kCols, gdn.get());
+  EXPECT_NO_THROW(m.require_arithmetic());
+  const Map first = random_dense(21, dk), second = random_dense(22, dk);
+  std::vector<float> x = random_map(23).b, out(x.size());
+  m.apply(first.t.data(), x.data(), first.b.data(), out.data(), {});
+  expect_close(out, dense_apply64(first.t, wide(x), first.b, dk), 1e-5, "apply");
+  // (second after first) x = second(first(x))
+  std::vector<float> t(first.t.size()), b(first.b.size()), composed(x.size());
+  m.compose(second.t.data(), second.b.data(), first.t.data(), first.b.data(), t.data(), b.data(), {});
+  m.apply(t.data(), x.data(), b.data(), composed.data(), {});
+  expect_close(composed, dense_apply64(second.t, dense_apply64(first.t, wide(x), first.b, dk), second.b, dk), 1e-5,
+               "compose");
+  // The identity, and out aliasing x.
+  std::vector<float> id(first.t.size()), same = x;
+  m.identity(id.data(), {});
+  std::vector<float> zero(x.size(), 0.f);
+  m.apply(id.data(), same.data(), zero.data(), same.data(), {});
+  EXPECT_EQ(same, x);
+  // K column blocks of a column-blocked state, each folded alone with the whole transition, are the whole fold.
+  for (const int K : {1, 5}) {
+    std::vector<float> xb(x.size()), bb(x.size()), ob(x.size()), got(x.size());
+    column_blocks_pack(*e.kern, kRows, kCols, K, x.data(), xb.data(), {});
+    column_blocks_pack(*e.kern, kRows, kCols, K, first.b.data(), bb.data(), {});
+    for (int k = 0; k < K; ++k) {
+      const RankMapPart p = m.block(k, K);
+      EXPECT_EQ(p.map.cols(), kCols / K);
+      EXPECT_EQ(p.transition_offset, 0u);
+      p.map.apply(first.t.data(), xb.data() + p.state_offset, bb.data() + p.state_offset, ob.data() + p.state_offset,
+                  {});
+    }
+    column_blocks_unpack(*e.kern, kRows, kCols, K, ob.data(), got.data(), {});
+    EXPECT_EQ(got, out) << "K " << K;
+  }
 }
 
 }  // namespace
