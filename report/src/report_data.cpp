@@ -97,13 +97,16 @@ const std::vector<MeasuredPaths>& measured_paths() {
     sim_model.insert(sim_model.end(), {"sim/", "backend/"});
     sim_model = without_gpu_code(sim_model);
     return std::vector<MeasuredPaths>{
-        {"kernel", {"kernels/"}}, {"collective", comm}, {"operator", op}, {"timeline", op}, {"model", model},
+        // A kernel row times its family's kernels alone (GLA's, or Gated DeltaNet's: method gdn).
+        {"kernel", {"kernels/gla/", "kernels/cuda/"}}, {kGdnKernelLevel, {"kernels/gdn/", "kernels/cuda/"}},
+        {"collective", comm}, {"operator", op}, {"timeline", op}, {"model", model},
         {"collective" + kCpuLevelSuffix, without_gpu_code(comm)}, {"operator" + kCpuLevelSuffix, without_gpu_code(op)},
         {"model" + kCpuLevelSuffix, without_gpu_code(model)},
         {"stage", stage}, {kModelStageLevel, model_stage},
         {kSimLevelPrefix + "collective", with_sim(comm)}, {kSimLevelPrefix + "operator", with_sim(op)},
         {kSimLevelPrefix + "model", sim_model},
-        {kPytorchModelLevel, {"baselines/pytorch/fla_baseline.py", "baselines/pytorch/run_beside_spbench.sh"}}};
+        {kPytorchModelLevel, {"baselines/pytorch/fla_baseline.py", "baselines/pytorch/run_beside_spbench.sh"}},
+        {kPytorchKernelLevel, {"baselines/pytorch/fla_gdn_kernel.py"}}};
   }();
   return table;
 }
@@ -119,6 +122,8 @@ bool is_simulated(const Row& r) { return col(r, "simulated") == "1"; }
 
 std::string code_level_of(const Row& r) {
   if (col(r, "backend") == "pytorch") return kPytorchModelLevel;
+  if (level_of(r) == "kernel" && col(r, "backend") == "triton") return kPytorchKernelLevel;
+  if (level_of(r) == "kernel" && col(r, "method") == "gdn") return kGdnKernelLevel;
   if (level_of(r) == "stage" && !col(r, "layers").empty()) return kModelStageLevel;
   if (is_simulated(r)) return kSimLevelPrefix + level_of(r);
   if (is_cpu_row(r) && !measured_paths_of(level_of(r) + kCpuLevelSuffix).empty()) return level_of(r) + kCpuLevelSuffix;

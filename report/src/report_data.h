@@ -86,11 +86,14 @@ class CodeStates {
 // A row's level: its `level`, "timeline" for a timeline row.
 std::string level_of(const Row& r);
 // The level whose measured paths judge a row's code state: level_of, but kPytorchModelLevel for a row of the PyTorch
-// + fla baseline, kModelStageLevel for a stage row of the model level (one with a `layers` value), and
+// + fla baseline, kPytorchKernelLevel for a kernel row of fla's (backend triton), kGdnKernelLevel for a kernel row of
+// spbench's Gated DeltaNet (method gdn), kModelStageLevel for a stage row of the model level (one with a `layers` value), and
 // kSimLevelPrefix + level_of for a simulated row (`simulated` = 1: its level's paths and sim/), and level_of +
 // kCpuLevelSuffix for a measured row of CPU ranks (`backend` cpu: its level's paths but the GPU code, which such a
 // row never runs).
 inline const std::string kPytorchModelLevel = "model-pytorch";
+inline const std::string kPytorchKernelLevel = "kernel-pytorch";
+inline const std::string kGdnKernelLevel = "kernel-gdn";
 inline const std::string kCpuLevelSuffix = "-cpu";
 inline const std::string kModelStageLevel = "model-stage";
 inline const std::string kSimLevelPrefix = "sim-";
