@@ -1,5 +1,6 @@
-// LASP-2's collective: every rank gathers every rank's (state, decay) record. nccl-tests' all-gather convention:
-// algbw = the gathered bytes (P records) / time, busbw = algbw * (P-1)/P.
+// LASP-2's collective: every rank gathers every rank's (state, transition) record: a decay a row for GLA, a dk x dk
+// matrix a head for Gated DeltaNet (CollectiveConfig::map), which makes its record (dk + dv) / dv states.
+// nccl-tests' all-gather convention: algbw = the gathered bytes (P records) / time, busbw = algbw * (P-1)/P.
 #include "sp/collective.h"
 #include "runtime/stats.h"
 
@@ -9,7 +10,7 @@ namespace {
 class AllGatherPattern final : public CollectivePattern {
  public:
   AllGatherPattern(Runtime& rt, const CollectiveConfig& c)
-      : rt_(rt), rec_(c.elems + c.elems / c.cols), mine_(*rt.dev, rec_ * 4), all_(*rt.dev, rec_ * 4 * rt.world()) {
+      : rt_(rt), rec_(c.elems + pattern_transition_elems(c)), mine_(*rt.dev, rec_ * 4), all_(*rt.dev, rec_ * 4 * rt.world()) {
     const auto x = record(rt.rank());
     rt.dev->upload(mine_.get(), x.data(), rec_ * 4);
   }

@@ -10,6 +10,7 @@
 
 #include "harness/runtime_options.h"
 #include "sp/collective.h"
+#include "sp/method.h"
 #include "runtime/collective_errors.h"
 #include "runtime/csv.h"
 #include "runtime/error.h"
@@ -34,6 +35,11 @@ void add_collective_command(CLI::App& app, CollectiveOptions& o) {
       ->transform(CLI::AsSizeValue(false));
   app.add_option("-f,--stepfactor", o.factor, "multiply the size by this between steps")->check(CLI::Range(2, 1024));
   app.add_option("--dv", o.dv, "elements of a state row (All-Scan blocks are whole rows)")->check(at_least(1));
+  app.add_option("--attention", o.attention,
+                 "gla (default): a decay a state row; gdn: Gated DeltaNet's dense dk x dk transition a head (allscan "
+                 "folds with it in blocks of whole columns, allgather gathers it with the state)")
+      ->check(CLI::IsMember({"gla", "gdn"}));
+  app.add_option("--dk", o.dk, "with --attention gdn: the state rows of a head (default: --dv)")->check(at_least(1));
   app.add_option("--block-elems", o.block_elems, "All-Scan block size(s) in elements (0: the whole state)")
       ->delimiter(',');
   app.add_option("--warmup,-w", o.warmup, "untimed calls")->check(at_least(0));
@@ -147,8 +153,19 @@ void probe_links(Bootstrap& boot, Runtime& rt, CsvAppender* csv) {
 int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
   CollectiveOptions o = opt;
   const int P = boot.size(), p = boot.rank();
-  if (o.patterns.empty()) o.patterns = pattern_names();
-  for (auto& name : o.patterns) require_pattern(name);
+  const bool dense = parse_attention(o.attention) == Attention::gdn;
+  // The patterns the dense map changes; the others move the same bytes for either family.
+  const std::vector<std::string> dense_patterns = {"allscan", "chain", "allgather"};
+  if (o.patterns.empty()) o.patterns = dense ? dense_patterns : pattern_names();
+  for (auto& name : o.patterns) {
+    require_pattern(name);
+    SPB_USAGE(!dense || std::find(dense_patterns.begin(), dense_patterns.end(), name) != dense_patterns.end(),
+              "--pattern " + name + " --attention gdn: the pattern moves the same data for either family; run it "
+              "with --attention gla (gdn changes allscan, chain and allgather)");
+  }
+  SPB_USAGE(o.dk == 0 || dense, "--dk: the state rows of a head matter to --attention gdn alone");
+  const size_t dk = size_t(o.dk ? o.dk : o.dv);
+  const RankMapType map = dense ? RankMapType::dense(dk) : RankMapType::diagonal_decay();
   const size_t row_bytes = size_t(o.dv) * 4;
   SPB_USAGE(o.min_bytes >= row_bytes && o.min_bytes <= o.max_bytes,
             "-b/-e: need " + std::to_string(row_bytes) + " <= minbytes <= maxbytes (one state row of --dv " +
@@ -166,6 +183,9 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
     SPB_USAGE(bytes % row_bytes == 0, "-b/-e: " + std::to_string(bytes) +
                                           " bytes is not a whole number of state rows (--dv " + std::to_string(o.dv) +
                                           " fp32 = " + std::to_string(row_bytes) + " bytes)");
+    SPB_USAGE(!dense || bytes % (row_bytes * dk) == 0,
+              "-b/-e --attention gdn: " + std::to_string(bytes) + " bytes is not a whole number of heads of --dk " +
+                  std::to_string(dk) + " x --dv " + std::to_string(o.dv) + " fp32");
     sizes.push_back(bytes);
     if (bytes > o.max_bytes / size_t(o.factor)) break;
   }
@@ -185,13 +205,16 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
     agree_on_usage_errors(boot, [&] {
       if (p == 0)
         csv = std::make_unique<CsvAppender>(
-            o.csv, sim.columns({"bytes", "algbw_GBps", "busbw_GBps", "timing", "nodes", "ranks_per_node"}));
+            o.csv, sim.columns({"bytes", "algbw_GBps", "busbw_GBps", "timing", "nodes", "ranks_per_node", "attention"}));
     });
   if (p == 0) {
     std::printf("# spbench collective  backend %s (%s)  allscan %s  ranks %d (%s)  device %s\n", o.backend.c_str(),
                 rt->comm->name().c_str(), o.allscan.c_str(), P, rt->topo.describe().c_str(), dev.name().c_str());
-    std::printf("# bytes %zu..%zu x%d  row %d fp32  warm-up %d  iterations %d  check %d  timing %s\n", o.min_bytes,
-                o.max_bytes, o.factor, o.dv, o.warmup, o.iters, o.check, timing_column(o).c_str());
+    std::printf("# bytes %zu..%zu x%d  row %d fp32  attention %s (%s rank map%s)  warm-up %d  iterations %d  check %d  "
+                "timing %s\n",
+                o.min_bytes, o.max_bytes, o.factor, o.dv, o.attention.c_str(), map.name(),
+                dense ? (", dk " + std::to_string(dk)).c_str() : "", o.warmup, o.iters, o.check,
+                timing_column(o).c_str());
     std::printf("#\n# %9s %7s %5s %10s %7s %10s %10s %10s %10s %6s %8s %8s %9s %5s\n", "pattern", "backend", "ranks",
                 "bytes", "block", "mean_us", "median_us", "min_us", "max_us", "cv", "algbw", "busbw", "error", "ok");
     std::printf("# %9s %7s %5s %10s %7s %10s %10s %10s %10s %6s %8s %8s %9s %5s\n", "", "", "", "", "elems", "", "", "",
@@ -210,7 +233,7 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
         done.push_back(block);
         watchdog_set_context("collective, " + name + ", " + std::to_string(bytes) + " bytes, block " +
                              std::to_string(block));
-        CollectiveConfig c{bytes / 4, size_t(o.dv), size_t(block), o.allscan};
+        CollectiveConfig c{bytes / 4, size_t(o.dv), size_t(block), o.allscan, map};
         std::unique_ptr<CollectivePattern> pat;
         be.select_transport(blocked);  // the chain pattern stays NCCL's
         agree_on_usage_errors(boot, [&] { pat = require_pattern(name).make(*rt, c); });
@@ -221,18 +244,21 @@ int run_collective(Bootstrap& boot, const CollectiveOptions& opt) {
         const size_t elems = bytes / 4, dv = size_t(o.dv);
         ResultRow r;
         r.set("level", std::string("collective")).set("method", name).set("backend", backend);
-        r.set("world_size", P).set("batch", 1).set("dk", (long long)dv).set("dv", (long long)dv);
-        r.set("heads", elems % (dv * dv) == 0 ? (long long)(elems / (dv * dv)) : 0LL).set("tokens_per_rank", 0);
+        r.set("attention", o.attention);
+        r.set("world_size", P).set("batch", 1).set("dk", (long long)dk).set("dv", (long long)dv);
+        r.set("heads", elems % (dk * dv) == 0 ? (long long)(elems / (dk * dv)) : 0LL).set("tokens_per_rank", 0);
         r.set("block_elems", blocked ? (long long)(block ? block : (long long)elems) : 0LL);
         r.set("blocks", blocked ? (long long)(elems / size_t(block ? block : elems)) : 0LL);
         r.set("dtype", std::string("fp32")).set("pass", std::string("comm")).set("comm", rt->comm->name());
         r.set("warmup", o.warmup).set("iters", o.iters).set("bytes", (long long)bytes).set("chunk", 0);
         r.set("nodes", rt->topo.nodes).set("ranks_per_node", rt->topo.ranks_per_node);
         r.set("timing", timing_column(o));
-        r.set("config_key", config_key({{"warmup", std::to_string(o.warmup)},
-                                        {"iters", std::to_string(o.iters)},
-                                        {"check", std::to_string(o.check)},
-                                        {"allscan", o.allscan}}));
+        std::vector<std::pair<std::string, std::string>> flags = {{"warmup", std::to_string(o.warmup)},
+                                                                  {"iters", std::to_string(o.iters)},
+                                                                  {"check", std::to_string(o.check)},
+                                                                  {"allscan", o.allscan}};
+        if (dense) flags.push_back({"attention", o.attention});  // (GLA's keys as before the flag)
+        r.set("config_key", config_key(flags));
         add_provenance(r, dev);
         if (sim.on) sim.mark(r);
         int skip = 0;

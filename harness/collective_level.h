@@ -18,6 +18,10 @@ struct CollectiveOptions {
   size_t min_bytes = 64 << 10, max_bytes = 32 << 20;
   int factor = 2;
   int dv = 128;
+  // gla (default) or gdn: Gated DeltaNet's dense rank map, dk x dk a head (--dk, default dv), in the patterns whose
+  // traffic or arithmetic it changes (allscan, chain, allgather)
+  std::string attention = "gla";
+  int dk = 0;
   std::vector<long long> block_elems = {16384};
   int warmup = 5, iters = 50, check = 1;
   std::string csv;

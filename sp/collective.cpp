@@ -26,4 +26,15 @@ std::vector<float> pattern_decay(int rank, int salt, size_t rows) {
   return d;
 }
 
+std::vector<float> pattern_dense_transition(int rank, int salt, size_t heads, size_t dk) {
+  std::vector<float> a = pattern_data(rank, salt + 104729, heads * dk * dk);  // in [-1000/256, 1000/256]
+  // Scaled by a power of two past 4 dk: each row's magnitudes sum to below 1.
+  float scale = 1.f;
+  while (scale < 4.f * float(dk)) scale *= 2.f;
+  for (float& x : a) x /= scale;
+  return a;
+}
+
+size_t pattern_transition_elems(const CollectiveConfig& c) { return c.map.transition_elems(c.elems / c.cols, c.cols); }
+
 }  // namespace spb

@@ -8,16 +8,23 @@
 #include <string>
 #include <vector>
 
+#include "sp/rank_map.h"
 #include "sp/runtime.h"
 
 namespace spb {
 
 struct CollectiveConfig {
   size_t elems = 0;        // fp32 elements per rank (the state: heads x dk x dv)
-  size_t cols = 128;       // a state row (dv): All-Scan blocks are whole rows
+  size_t cols = 128;       // a state row (dv): GLA's All-Scan blocks are whole rows
   size_t block_elems = 0;  // All-Scan block size in elements (0: the whole state)
   std::string allscan = "host";
+  // The family's rank map (GLA's diagonal decay, or Gated DeltaNet's dense map of dk x dk a head: its All-Scan
+  // blocks are whole columns of every head, its record a transition of rows x dk).
+  RankMapType map = RankMapType::diagonal_decay();
 };
+
+// The fp32 elements of a rank's transition for c (GLA: a decay a row; dense: dk a row).
+size_t pattern_transition_elems(const CollectiveConfig& c);
 
 class CollectivePattern {
  public:
@@ -46,6 +53,9 @@ std::vector<std::string> pattern_names();
 // Deterministic test data of rank `rank` (a different stream per `salt`), host side.
 std::vector<float> pattern_data(int rank, int salt, size_t n);
 std::vector<float> pattern_decay(int rank, int salt, size_t rows);  // <= 0
+// A dense transition of `heads` dk x dk matrices whose rows sum, in magnitude, to below 1 (so that a fold over many
+// ranks stays bounded), of small integers over a power of two (exact in fp32).
+std::vector<float> pattern_dense_transition(int rank, int salt, size_t heads, size_t dk);
 
 }  // namespace spb
 

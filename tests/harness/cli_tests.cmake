@@ -96,11 +96,32 @@ add_test(NAME cli.npy_roundtrip.check
          COMMAND check_npy_outputs ${SPB_FIXTURES}/good ${CMAKE_CURRENT_BINARY_DIR}/npy_out)
 set_tests_properties(cli.npy_roundtrip.check PROPERTIES FIXTURES_REQUIRED "npy;npy_out")
 
+# Gated DeltaNet (--attention gdn): every method that runs it checks on 3 CPU ranks, zeco over column blocks; what
+# it does not run is refused by name; a results file from before the attention column takes GLA's rows alone.
+add_test(NAME cli.operator.gdn
+         COMMAND ${SPB_MPIEXEC} 3 ${SPB_MPI_FLAGS} $<TARGET_FILE:spbench> operator --backend cpu --attention gdn -m all
+                 -L 70 -H 2 --dk 8 --dv 8 -K 4 --h0 --dht -w 1 -n 2)
+set_tests_properties(cli.operator.gdn PROPERTIES PASS_REGULAR_EXPRESSION "lasp1 errors.*# wrong results: 0" TIMEOUT 150)
+spb_cli_error(gdn_ring 2 "--method ring: ring has no Gated DeltaNet version yet" --attention gdn -m ring)
+spb_cli_error(gdn_overlap 2 "--overlap 1: Gated DeltaNet runs in order only" --attention gdn -m zeco --overlap 1)
+spb_cli_error(gdn_blocks 2 "--blocks: K=3 must be >= 1 and divide the state's 8 columns" --attention gdn -m zeco -K 3
+              --dk 8 --dv 8)
+spb_cli_error(attention_unknown 1 "--attention: rwkv not in" --attention rwkv)
+add_test(NAME cli.csv.late_column
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/harness/late_column.sh ${CMAKE_CURRENT_BINARY_DIR}/late_column.csv
+                 ${SPB_MPIEXEC} 1 ${SPB_MPI_FLAGS} $<TARGET_FILE:spbench>)
+set_tests_properties(cli.csv.late_column PROPERTIES PASS_REGULAR_EXPRESSION "LATE_COLUMN_OK" TIMEOUT 150)
+
 # spbench collective: every pattern runs and checks on 3 CPU ranks; bad input stops with its message.
 add_test(NAME cli.collective.run
          COMMAND ${SPB_MPIEXEC} 3 ${SPB_MPI_FLAGS} $<TARGET_FILE:spbench> collective --backend cpu -b 6K -e 24K
                  --dv 64 --block-elems 64,1536,0 -w 1 -n 3)
 set_tests_properties(cli.collective.run PROPERTIES PASS_REGULAR_EXPRESSION "# wrong results: 0" TIMEOUT 150)
+# ... and with Gated DeltaNet's dense map: allscan in column blocks (K = 4, 8, 16 and the whole state), chain, allgather.
+add_test(NAME cli.collective.gdn
+         COMMAND ${SPB_MPIEXEC} 3 ${SPB_MPI_FLAGS} $<TARGET_FILE:spbench> collective --backend cpu --attention gdn
+                 --dk 16 --dv 16 -b 4K -e 16K --block-elems 256,0 -w 1 -n 3)
+set_tests_properties(cli.collective.gdn PROPERTIES PASS_REGULAR_EXPRESSION "allgather.*# wrong results: 0" TIMEOUT 150)
 function(spb_collective_error name np regex)
   add_test(NAME cli.error.collective_${name}
            COMMAND ${SPB_EXPECT_ERROR} "${regex}" ${SPB_MPIEXEC} ${np} ${SPB_MPI_FLAGS} $<TARGET_FILE:spbench>
@@ -108,6 +129,11 @@ function(spb_collective_error name np regex)
   set_tests_properties(cli.error.collective_${name} PROPERTIES TIMEOUT 150)
 endfunction()
 spb_collective_error(unknown_pattern 2 "--pattern: 'broadcast' does not exist" -p broadcast)
+spb_collective_error(gdn_ring 2 "--pattern ring --attention gdn: the pattern moves the same data for either family"
+                     --attention gdn -p ring)
+spb_collective_error(gdn_heads 2 "-b/-e --attention gdn: 2560 bytes is not a whole number of heads of --dk 16"
+                     --attention gdn --dk 16 --dv 32 -b 2560 -e 2560)
+spb_collective_error(dk_without_gdn 1 "--dk: the state rows of a head matter to --attention gdn alone" --dk 16)
 spb_collective_error(block_not_dividing 2 "--block-elems: 192 must be a multiple of a state row \\(128 elements\\)"
                      -p allscan -b 64K -e 64K --block-elems 192)
 spb_collective_error(calls_per_event 1 "--calls-per-event 2: must divide --iters \\(1\\)" --calls-per-event 2
