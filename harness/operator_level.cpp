@@ -59,8 +59,8 @@ void add_operator_command(CLI::App& app, OperatorOptions& o) {
   app.add_option("--iters,-n", o.iters, "timed iterations")->check(at_least(1));
   app.add_option("--seed", o.seed, "seed of the random inputs")->check(at_least(0));
   app.add_option("--attention", o.attention,
-                 "the attention family: gla (Gated Linear Attention, the paper's) or gdn (Gated DeltaNet: dp, zeco, "
-                 "lasp2 and lasp1, in order)")
+                 "the attention family: gla (Gated Linear Attention, the paper's) or gdn (Gated DeltaNet; every "
+                 "method, in order: --overlap 0)")
       ->check(CLI::IsMember({"gla", "gdn"}));
   app.add_option("--gates", o.gates, "model: logsigmoid(randn)/16; strong: logsigmoid(randn)")
       ->check(CLI::IsMember({"model", "strong"}));

@@ -36,7 +36,8 @@ class GdnKernels {
                         void* dv, float* dg, float* dbeta, float* dh0, Stream st) = 0;
 
   // --- the boundary: what an SP rank sends before anything else -----------------------------------------------
-  // The rank map: A (nullable) and M (nullable), the final state from a zero start.
+  // The rank map: A (nullable) and M (nullable), the final state from a zero start; v is read for M alone (nullptr
+  // where M is).
   virtual void rank_map(const GdnShape& s, const void* k, const void* v, const float* g, const float* beta, float* A,
                         float* M, Stream st) = 0;
   // D: the initial-state gradient of a zero final-state gradient (it needs neither v nor the state).

@@ -96,13 +96,12 @@ add_test(NAME cli.npy_roundtrip.check
          COMMAND check_npy_outputs ${SPB_FIXTURES}/good ${CMAKE_CURRENT_BINARY_DIR}/npy_out)
 set_tests_properties(cli.npy_roundtrip.check PROPERTIES FIXTURES_REQUIRED "npy;npy_out")
 
-# Gated DeltaNet (--attention gdn): every method that runs it checks on 3 CPU ranks, zeco over column blocks; what
-# it does not run is refused by name; a results file from before the attention column takes GLA's rows alone.
+# Gated DeltaNet (--attention gdn): every method checks on 3 CPU ranks, zeco over column blocks; what it does not run
+# is refused by name; a results file from before the attention column takes GLA's rows alone.
 add_test(NAME cli.operator.gdn
          COMMAND ${SPB_MPIEXEC} 3 ${SPB_MPI_FLAGS} $<TARGET_FILE:spbench> operator --backend cpu --attention gdn -m all
-                 -L 70 -H 2 --dk 8 --dv 8 -K 4 --h0 --dht -w 1 -n 2)
-set_tests_properties(cli.operator.gdn PROPERTIES PASS_REGULAR_EXPRESSION "lasp1 errors.*# wrong results: 0" TIMEOUT 150)
-spb_cli_error(gdn_ring 2 "--method ring: ring has no Gated DeltaNet version yet" --attention gdn -m ring)
+                 -L 70 -H 3 --dk 8 --dv 8 -K 4 --h0 --dht -w 1 -n 2)
+set_tests_properties(cli.operator.gdn PROPERTIES PASS_REGULAR_EXPRESSION "ulysses errors.*# wrong results: 0" TIMEOUT 150)
 spb_cli_error(gdn_overlap 2 "--overlap 1: Gated DeltaNet runs in order only" --attention gdn -m zeco --overlap 1)
 spb_cli_error(gdn_blocks 2 "--blocks: K=3 must be >= 1 and divide the state's 8 columns" --attention gdn -m zeco -K 3
               --dk 8 --dv 8)

@@ -250,7 +250,7 @@ GdnMap gdn_chunked_rank_map(const GdnShape& s, const std::vector<float>& k, cons
                             const std::vector<float>& g, const std::vector<float>& beta) {
   const int T = s.T, H = s.H, dk = s.dk, C = kGdnChunk;
   GdnMap m;
-  m.M = gdn_chunked_forward(s, std::vector<float>(s.qk_elems(), 0.0f), k, v, g, beta, {}).ht;
+  if (!v.empty()) m.M = gdn_chunked_forward(s, std::vector<float>(s.qk_elems(), 0.0f), k, v, g, beta, {}).ht;
   m.A.assign(s.transition_elems(), 0.0f);
   std::vector<float> A(size_t(dk) * dk), Ac(size_t(dk) * dk), next(size_t(dk) * dk), gamma(C), W(size_t(C) * dk);
 #pragma omp parallel for collapse(2) schedule(static) firstprivate(A, Ac, next, gamma, W)

@@ -43,7 +43,7 @@ GdnBackward gdn_chunked_backward(const GdnShape& s, const std::vector<float>& q,
 // A rank's tokens as one map of its initial state, S_T = A S_0 + M (DESIGN §12), chunk by chunk: each chunk's
 // transition is exp(gamma_C) I - (K * exp(gamma_C - gamma))^T W (dk x dk, W as above from the chunk's keys alone), the
 // rank's A their product in order, and M the forward's final state from a zero start (fp32 [B, H, dk, dk] and
-// [B, H, dk, dv]).
+// [B, H, dk, dv]; M left empty where v is).
 struct GdnMap {
   std::vector<float> A, M;
 };
