@@ -116,6 +116,7 @@ int run_report(const ReportOptions& o) {
   }
   md << section_model_level(c, 16384, "5") << section_model_level(c, 32768, "6") << section_model_rows(c)
      << section_fla(c);
+  md << section_gdn(c);
   md << section_simulation(c);
   md << section_paper_figures(c);
 

@@ -306,6 +306,9 @@ std::string section_paper_figures(Context& c);
 // the paper: agrees, disagrees, or not known, and why), both from one set of lines and claims, the tables' own.
 std::string section_claim(Context& c);
 
+// --- Gated DeltaNet (report_gdn.cpp) --------------------------------------------------------------------------------
+std::string section_gdn(const Context& c);
+
 // --- CPU ranks (report_cpu.cpp) -------------------------------------------------------------------------------------
 std::string section_cpu_model(const Context& c);
 std::string section_cpu(Context& c, const std::vector<Figure>& figs);

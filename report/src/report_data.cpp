@@ -55,7 +55,7 @@ const std::string& ResultFiles::file_of(const Row& r) const {
   static const std::string none;
   const std::less<const Row*> before;
   for (auto [v, f] : {std::pair{&rows, &row_file}, {&node_rows, &node_row_file}, {&baseline_rows, &baseline_row_file},
-                      {&sim_rows, &sim_row_file}})
+                      {&sim_rows, &sim_row_file}, {&gdn_rows, &gdn_row_file}})
     if (!v->empty() && !before(&r, v->data()) && before(&r, v->data() + v->size())) return (*f)[size_t(&r - v->data())];
   return none;
 }
@@ -269,7 +269,7 @@ std::string code_state_mark(const std::string& code_state) {
 std::string stale_mark(const Row& r) { return code_state_mark(col(r, kCodeStateCol)); }
 
 void ResultFiles::mark_code(CodeStates& states) {
-  for (auto* v : {&rows, &node_rows, &baseline_rows, &sim_rows, &timeline})
+  for (auto* v : {&rows, &node_rows, &baseline_rows, &sim_rows, &gdn_rows, &timeline})
     for (Row& r : *v) {
       const CodeState& st = states.of(r);
       r[kCodeStateCol] = st.kind == CodeState::current ? "current" : st.kind == CodeState::changed ? "changed" : "unknown";
@@ -277,6 +277,11 @@ void ResultFiles::mark_code(CodeStates& states) {
       for (const auto& p : st.changed_paths) paths += (paths.empty() ? "" : "; ") + p;
       r["code_changed"] = paths;
     }
+}
+
+bool is_gdn_row(const Row& r) {
+  if (col(r, "attention") == "gdn") return true;
+  return col(r, "level") == "kernel" && (col(r, "method") == "gdn" || col(r, "method") == "fla-gdn");
 }
 
 ResultFiles load_results(const std::string& dir) {
@@ -326,6 +331,11 @@ ResultFiles load_results(const std::string& dir) {
           ++bad;
           continue;
         }
+        if (is_gdn_row(r)) {
+          out.gdn_rows.push_back(std::move(r));
+          out.gdn_row_file.push_back(name);
+          continue;
+        }
         out.sim_rows.push_back(std::move(r));
         out.sim_row_file.push_back(name);
       }
@@ -346,6 +356,11 @@ ResultFiles load_results(const std::string& dir) {
       // event; the tables compare calls timed one event each, so they stay in the CSV but out of the tables.
       if (timing_of(r).rfind("back_to_back_per", 0) == 0) {
         ++grouped;
+        continue;
+      }
+      if (is_gdn_row(r)) {  // the other family (ResultFiles::gdn_rows)
+        out.gdn_rows.push_back(std::move(r));
+        out.gdn_row_file.push_back(name);
         continue;
       }
       if (col(r, "backend") == "pytorch") {  // another framework's baseline: no SP method (ResultFiles)

@@ -129,13 +129,21 @@ struct ResultFiles {
   // reads them. sim_row_file[i] is "sim/NAME.csv".
   std::vector<Row> sim_rows;
   std::vector<std::string> sim_row_file;
+  // Rows of Gated DeltaNet (is_gdn_row: measured and simulated, spbench's and fla's kernels), apart from every other:
+  // the paper's tables are GLA's; the Gated DeltaNet section (report_gdn.cpp) reads them.
+  std::vector<Row> gdn_rows;
+  std::vector<std::string> gdn_row_file;
   // Every results file as read: its name and rows (timeline files included), for the index of results/.
   std::vector<std::pair<std::string, std::vector<Row>>> file_rows;
-  // Sets code_state/code_changed on every row (rows, node_rows, baseline_rows, sim_rows, timeline) through `states`.
+  // Sets code_state/code_changed on every row (rows, node_rows, baseline_rows, sim_rows, gdn_rows, timeline) through
+  // `states`.
   void mark_code(CodeStates& states);
-  // The basename of the file a row of `rows`, `node_rows`, `baseline_rows` or `sim_rows` came from ("" for none).
+  // The basename of the file a row of `rows`, `node_rows`, `baseline_rows`, `sim_rows` or `gdn_rows` came from (""
+  // for none).
   const std::string& file_of(const Row& r) const;
 };
+// A row of the Gated DeltaNet family: `attention` gdn, or a kernel row of its kernels (method gdn, or fla's fla-gdn).
+bool is_gdn_row(const Row& r);
 // Reads every *.csv of `dir`, and of `dir`/sim (the simulated rows, ResultFiles::sim_rows) where it exists (a
 // UsageError if `dir` is not a directory or a file is malformed).
 ResultFiles load_results(const std::string& dir);

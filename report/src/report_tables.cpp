@@ -113,12 +113,13 @@ std::string section_code_changed(const Context& c) {
   std::map<std::pair<std::string, std::string>, std::pair<int, std::set<std::string>>> held;
   auto count = [&](const std::vector<Row>& v) {
     for (const Row& r : v) {
+      if (is_simulated(r)) continue;  // (Gated DeltaNet's simulated rows: its section marks them)
       auto& h = held[{col(r, "git_sha"), code_level_of(r)}];
       h.first++;
       h.second.insert(c.res.file_of(r));
     }
   };
-  count(c.res.rows), count(c.res.node_rows), count(c.res.baseline_rows);
+  count(c.res.rows), count(c.res.node_rows), count(c.res.baseline_rows), count(c.res.gdn_rows);
   for (const Row& r : c.res.timeline) {
     auto& h = held[{col(r, "git_sha"), "timeline"}];
     h.first++;
