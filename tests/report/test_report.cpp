@@ -153,13 +153,13 @@ std::string table2_verdicts(const std::string& readme) {
 
 TEST(Report, CodeStateOfACommit) {
   const std::string head = sh("git -C '" + kSource + "' rev-parse HEAD");
-  const std::string before = commit_before_change_of("kernels/");
+  const std::string before = commit_before_change_of("kernels/gla/");
   if (head.empty() || before.empty()) GTEST_SKIP() << "no git history here";
   CodeStates states(kSource);
   const CodeState& stale = states.of(before, "kernel");
   EXPECT_EQ(stale.kind, CodeState::changed);
   ASSERT_FALSE(stale.changed_paths.empty());
-  EXPECT_EQ(stale.changed_paths[0].rfind("kernels/ (", 0), 0u) << stale.changed_paths[0];
+  EXPECT_EQ(stale.changed_paths[0].rfind("kernels/gla/ (", 0), 0u) << stale.changed_paths[0];
   EXPECT_EQ(states.of(head, "kernel").kind, CodeState::current);
   const CodeState& dirty = states.of(head + "-dirty", "model");
   EXPECT_EQ(dirty.kind, CodeState::current);
