@@ -36,17 +36,17 @@ __global__ void __launch_bounds__(kThreads) dUo_kernel(Dims d, const bf16* q, co
   const bf16* kc = k + act_at(d, b, h, t0, d.K);
   const bf16* doc = d_o + act_at(d, b, h, t0, d.V);
   block_gemm<4, 4>(
-      kChunk, kChunk, d.K, [&](int i, int x) { return i < n ? bf(qc[i * ldk + x]) : 0.0f; },
-      [&](int x, int j) { return j < n ? bf(kc[j * ldk + x]) : 0.0f; },
-      [&](int i, int j, float acc) {
+      kChunk, kChunk, d.K, [=](int i, int x) { return i < n ? bf(qc[i * ldk + x]) : 0.0f; },
+      [=](int x, int j) { return j < n ? bf(kc[j * ldk + x]) : 0.0f; },
+      [=](int i, int j, float acc) {
         P[i * kPad + j] = (j <= i && i < n) ? scale * expf(gam[i] - gam[j]) * acc : 0.0f;
       },
       gs);
   float* dUoc = s.dUo + bhc * kChunk * d.V;
   block_gemm<4, 4>(
-      kChunk, d.V, kChunk, [&](int j, int i) { return P[i * kPad + j]; },
-      [&](int i, int x) { return i < n ? bf(doc[i * ldv + x]) : 0.0f; },
-      [&](int j, int x, float acc) { dUoc[size_t(j) * d.V + x] = acc; }, gs);
+      kChunk, d.V, kChunk, [=](int j, int i) { return P[i * kPad + j]; },
+      [=](int i, int x) { return i < n ? bf(doc[i * ldv + x]) : 0.0f; },
+      [=](int j, int x, float acc) { dUoc[size_t(j) * d.V + x] = acc; }, gs);
 }
 
 // Shared memory of states_bwd_kernel (floats): dh [K][16], dU [64][16], e^gam, the decays, the tiles.
@@ -88,9 +88,9 @@ __global__ void __launch_bounds__(kThreads) states_bwd_kernel(Dims d, const bf16
     float* dUc = dU ? dU + bhc * kChunk * d.V : nullptr;
     // dU = dUo + K~ dh (the state handed on reads U through K~^T U)
     block_gemm<4, 1>(
-        kChunk, kStateCols, d.K, [&](int i, int r) { return i < n ? kd[i] * bf(kc[i * ldk + r]) : 0.0f; },
-        [&](int r, int j) { return dh[r * kStateCols + j]; },
-        [&](int i, int j, float acc) {
+        kChunk, kStateCols, d.K, [=](int i, int r) { return i < n ? kd[i] * bf(kc[i * ldk + r]) : 0.0f; },
+        [=](int r, int j) { return dh[r * kStateCols + j]; },
+        [=](int i, int j, float acc) {
           const float x = dUoc[size_t(i) * d.V + c0 + j] + acc;
           dUs[i * kStateCols + j] = x;
           if (dUc) dUc[size_t(i) * d.V + c0 + j] = x;
@@ -99,13 +99,13 @@ __global__ void __launch_bounds__(kThreads) states_bwd_kernel(Dims d, const bf16
     // dh <- e^{gam_C} dh + [s diag(e^gam) Q | -W]^T [dO ; dU]
     block_gemm<8, 1>(
         d.K, kStateCols, 2 * kChunk,
-        [&](int r, int x) {
+        [=](int r, int x) {
           return x < kChunk ? (x < n ? scale * eg[x] * bf(qc[x * ldk + r]) : 0.0f) : -Wc[size_t(x - kChunk) * d.K + r];
         },
-        [&](int x, int j) {
+        [=](int x, int j) {
           return x < kChunk ? (x < n ? bf(doc[x * ldv + c0 + j]) : 0.0f) : dUs[(x - kChunk) * kStateCols + j];
         },
-        [&](int r, int j, float acc) { dh[r * kStateCols + j] = eC * dh[r * kStateCols + j] + acc; }, gs);
+        [=](int r, int j, float acc) { dh[r * kStateCols + j] = eC * dh[r * kStateCols + j] + acc; }, gs);
   }
   if (dh0) store_state(dh0 + bh * KS);
 }
@@ -161,8 +161,8 @@ __global__ void __launch_bounds__(kThreads) chunk_grads_kernel(Dims d, const bf1
   const float* Wc = s.W + bhc * kChunk * K;
   const float* dUc = s.dU + bhc * kChunk * V;
   const float* Tc = s.Tm + bhc * kChunk * kChunk;
-  auto kk_at = [&](int i, int x) { return i < n ? bf(kc[i * ldk + x]) : 0.0f; };
-  auto q_at = [&](int i, int x) { return i < n ? bf(qc[i * ldk + x]) : 0.0f; };
+  auto kk_at = [=](int i, int x) { return i < n ? bf(kc[i * ldk + x]) : 0.0f; };
+  auto q_at = [=](int i, int x) { return i < n ? bf(qc[i * ldk + x]) : 0.0f; };
 
   // (1) The state handed on decays by e^{gam_C}, and K~ = e^{gam_C - gam} K: their gate terms sum to <dS, S_leaving>.
   float part = 0.0f;
@@ -176,18 +176,18 @@ __global__ void __launch_bounds__(kThreads) chunk_grads_kernel(Dims d, const bf1
   }
   // (2) Dm = s (dO U^T) o G, G_ij = e^{gam_i - gam_j} for j <= i
   block_gemm<4, 4>(
-      kChunk, kChunk, V, [&](int i, int x) { return i < n ? bf(doc[i * ldv + x]) : 0.0f; },
-      [&](int x, int j) { return Uc[size_t(j) * V + x]; },
-      [&](int i, int j, float acc) {
+      kChunk, kChunk, V, [=](int i, int x) { return i < n ? bf(doc[i * ldv + x]) : 0.0f; },
+      [=](int x, int j) { return Uc[size_t(j) * V + x]; },
+      [=](int i, int j, float acc) {
         M1[i * kPad + j] = (j <= i && i < n) ? scale * expf(gam[i] - gam[j]) * acc : 0.0f;
       },
       gs);
   // (3) dq = [s diag(e^gam) dO | Dm] [S0^T ; K]; the output's gate terms: dgam_i += q_i . dq_i (and -k_j . dk_j below)
   block_gemm<4, 4>(
       kChunk, K, V + kChunk,
-      [&](int i, int x) { return x < V ? (i < n ? scale * eg[i] * bf(doc[i * ldv + x]) : 0.0f) : M1[i * kPad + x - V]; },
-      [&](int x, int r) { return x < V ? S0[size_t(r) * V + x] : kk_at(x - V, r); },
-      [&](int i, int r, float acc) { BA[i * P + r] = acc; }, gs);
+      [=](int i, int x) { return x < V ? (i < n ? scale * eg[i] * bf(doc[i * ldv + x]) : 0.0f) : M1[i * kPad + x - V]; },
+      [=](int x, int r) { return x < V ? S0[size_t(r) * V + x] : kk_at(x - V, r); },
+      [=](int i, int r, float acc) { BA[i * P + r] = acc; }, gs);
   for (int e = tid; e < n * K; e += kThreads) dq[act_at(d, b, h, t0 + e / K, K) + e % K] = __float2bfloat16(BA[(e / K) * P + e % K]);
   if (tid < n) {
     float acc = 0.0f;
@@ -197,9 +197,9 @@ __global__ void __launch_bounds__(kThreads) chunk_grads_kernel(Dims d, const bf1
   // (4) dk = Dm^T Q + diag(e^{gam_C - gam}) U dS^T (+ the terms below); dgam_j -= k_j . (those two)
   block_gemm<4, 4>(
       kChunk, K, kChunk + V,
-      [&](int j, int x) { return x < kChunk ? M1[x * kPad + j] : kd[j] * Uc[size_t(j) * V + x - kChunk]; },
-      [&](int x, int r) { return x < kChunk ? q_at(x, r) : dS[size_t(r) * V + x - kChunk]; },
-      [&](int j, int r, float acc) { BB[j * P + r] = acc; }, gs);
+      [=](int j, int x) { return x < kChunk ? M1[x * kPad + j] : kd[j] * Uc[size_t(j) * V + x - kChunk]; },
+      [=](int x, int r) { return x < kChunk ? q_at(x, r) : dS[size_t(r) * V + x - kChunk]; },
+      [=](int j, int r, float acc) { BB[j * P + r] = acc; }, gs);
   if (tid < n) {
     float acc = 0.0f;
     for (int r = 0; r < K; ++r) acc += kk_at(tid, r) * BB[tid * P + r];
@@ -207,12 +207,12 @@ __global__ void __launch_bounds__(kThreads) chunk_grads_kernel(Dims d, const bf1
   }
   // (5) KK = K K^T
   block_gemm<4, 4>(
-      kChunk, kChunk, K, kk_at, [&](int x, int j) { return kk_at(j, x); },
-      [&](int i, int j, float acc) { KK[i * kPad + j] = acc; }, gs);
+      kChunk, kChunk, K, kk_at, [=](int x, int j) { return kk_at(j, x); },
+      [=](int i, int j, float acc) { KK[i * kPad + j] = acc; }, gs);
   // (6) Y^U = T^T dU (the back substitution with (I + L)^T); dv = beta Y^U, dbeta_i = v_i . Y^U_i + ...
   block_gemm<4, 4>(
-      kChunk, V, kChunk, [&](int i, int j) { return Tc[j * kChunk + i]; },
-      [&](int j, int x) { return dUc[size_t(j) * V + x]; }, [&](int i, int x, float acc) { BC[i * P + x] = acc; }, gs);
+      kChunk, V, kChunk, [=](int i, int j) { return Tc[j * kChunk + i]; },
+      [=](int j, int x) { return dUc[size_t(j) * V + x]; }, [=](int i, int x, float acc) { BC[i * P + x] = acc; }, gs);
   for (int e = tid; e < n * V; e += kThreads)
     dv[act_at(d, b, h, t0 + e / V, V) + e % V] = __float2bfloat16(bet[e / V] * BC[(e / V) * P + e % V]);
   if (tid < n) {
@@ -222,8 +222,8 @@ __global__ void __launch_bounds__(kThreads) chunk_grads_kernel(Dims d, const bf1
   }
   // (7) Y^W = T^T dW = -Y^U S0^T (dW = -dU S0^T); dk_i += beta_i e^{gam_i} Y^W_i and its beta and gate terms
   block_gemm<4, 4>(
-      kChunk, K, V, [&](int i, int x) { return BC[i * P + x]; }, [&](int x, int r) { return S0[size_t(r) * V + x]; },
-      [&](int i, int r, float acc) { BA[i * P + r] = -acc; }, gs);
+      kChunk, K, V, [=](int i, int x) { return BC[i * P + x]; }, [=](int x, int r) { return S0[size_t(r) * V + x]; },
+      [=](int i, int r, float acc) { BA[i * P + r] = -acc; }, gs);
   if (tid < n) {
     float acc = 0.0f;
     for (int r = 0; r < K; ++r) acc += kk_at(tid, r) * BA[tid * P + r];
@@ -236,9 +236,9 @@ __global__ void __launch_bounds__(kThreads) chunk_grads_kernel(Dims d, const bf1
   }
   // (8) dL = -[Y^U | Y^W] [U0 | W]^T, strictly lower; L_ij = beta_i e^{gam_i - gam_j} k_i . k_j
   block_gemm<4, 4>(
-      kChunk, kChunk, V + K, [&](int i, int x) { return x < V ? BC[i * P + x] : BA[i * P + x - V]; },
-      [&](int x, int j) { return x < V ? U0c[size_t(j) * V + x] : Wc[size_t(j) * K + x - V]; },
-      [&](int i, int j, float acc) { M1[i * kPad + j] = (j < i && i < n) ? -acc : 0.0f; }, gs);
+      kChunk, kChunk, V + K, [=](int i, int x) { return x < V ? BC[i * P + x] : BA[i * P + x - V]; },
+      [=](int x, int j) { return x < V ? U0c[size_t(j) * V + x] : Wc[size_t(j) * K + x - V]; },
+      [=](int i, int j, float acc) { M1[i * kPad + j] = (j < i && i < n) ? -acc : 0.0f; }, gs);
   if (tid < n) {  // row i: dbeta_i, and M1 becomes dLt = dL beta_i e^{gam_i - gam_j}
     const int i = tid;
     float rb = 0.0f, rr = 0.0f;
@@ -261,8 +261,8 @@ __global__ void __launch_bounds__(kThreads) chunk_grads_kernel(Dims d, const bf1
   }
   // (9) dk += (dLt + dLt^T) K
   block_gemm<4, 4>(
-      kChunk, K, kChunk, [&](int i, int j) { return M1[i * kPad + j] + M1[j * kPad + i]; }, kk_at,
-      [&](int i, int r, float acc) { BB[i * P + r] += acc; }, gs);
+      kChunk, K, kChunk, [=](int i, int j) { return M1[i * kPad + j] + M1[j * kPad + i]; }, kk_at,
+      [=](int i, int r, float acc) { BB[i * P + r] += acc; }, gs);
   for (int e = tid; e < n * K; e += kThreads) dk[act_at(d, b, h, t0 + e / K, K) + e % K] = __float2bfloat16(BB[(e / K) * P + e % K]);
   // (10) gamma is the in-chunk cumsum of g: dg_t = the sum of dgamma from t on
   if (tid == 0) {

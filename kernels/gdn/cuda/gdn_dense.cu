@@ -20,9 +20,9 @@ __global__ void __launch_bounds__(kThreads) dense_mm_kernel(int n, int cols, con
   const float* bh = b ? b + h * nc : nullptr;
   float* oh = out + h * nc;
   block_gemm<4, 1>(
-      n, min(16, cols - c0), n, [&](int m, int k) { return Ah[size_t(m) * n + k]; },
-      [&](int k, int j) { return xh[size_t(k) * cols + c0 + j]; },
-      [&](int m, int j, float acc) {
+      n, min(16, cols - c0), n, [=](int m, int k) { return Ah[size_t(m) * n + k]; },
+      [=](int k, int j) { return xh[size_t(k) * cols + c0 + j]; },
+      [=](int m, int j, float acc) {
         const size_t at = size_t(m) * cols + c0 + j;
         oh[at] = acc + (bh ? bh[at] : 0.0f);
       },

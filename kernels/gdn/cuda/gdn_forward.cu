@@ -45,9 +45,9 @@ __global__ void __launch_bounds__(kThreads) chunk_prep_kernel(Dims d, const bf16
   }
   // L_ij = beta_i e^{gam_i - gam_j} k_i . k_j, j < i (zero elsewhere)
   block_gemm<4, 4>(
-      kChunk, kChunk, d.K, [&](int i, int x) { return i < n ? bf(kc[i * ldk + x]) : 0.0f; },
-      [&](int x, int j) { return j < n ? bf(kc[j * ldk + x]) : 0.0f; },
-      [&](int i, int j, float acc) {
+      kChunk, kChunk, d.K, [=](int i, int x) { return i < n ? bf(kc[i * ldk + x]) : 0.0f; },
+      [=](int x, int j) { return j < n ? bf(kc[j * ldk + x]) : 0.0f; },
+      [=](int i, int j, float acc) {
         Lm[i * kPad + j] = (j < i && i < n) ? bet[i] * expf(gam[i] - gam[j]) * acc : 0.0f;
       },
       gs);
@@ -66,16 +66,16 @@ __global__ void __launch_bounds__(kThreads) chunk_prep_kernel(Dims d, const bf16
   // W = T (beta e^gam K), U0 = T (beta V)
   float* Wc = s.W + bhc * kChunk * d.K;
   block_gemm<4, 4>(
-      kChunk, d.K, kChunk, [&](int i, int j) { return Tm[i * kPad + j]; },
-      [&](int j, int x) { return j < n ? bet[j] * eg[j] * bf(kc[j * ldk + x]) : 0.0f; },
-      [&](int i, int x, float acc) { Wc[size_t(i) * d.K + x] = acc; }, gs);
+      kChunk, d.K, kChunk, [=](int i, int j) { return Tm[i * kPad + j]; },
+      [=](int j, int x) { return j < n ? bet[j] * eg[j] * bf(kc[j * ldk + x]) : 0.0f; },
+      [=](int i, int x, float acc) { Wc[size_t(i) * d.K + x] = acc; }, gs);
   if (v) {
     const bf16* vc = v + act_at(d, b, h, t0, d.V);
     float* Uc = s.U0 + bhc * kChunk * d.V;
     block_gemm<4, 4>(
-        kChunk, d.V, kChunk, [&](int i, int j) { return Tm[i * kPad + j]; },
-        [&](int j, int x) { return j < n ? bet[j] * bf(vc[j * ldv + x]) : 0.0f; },
-        [&](int i, int x, float acc) { Uc[size_t(i) * d.V + x] = acc; }, gs);
+        kChunk, d.V, kChunk, [=](int i, int j) { return Tm[i * kPad + j]; },
+        [=](int j, int x) { return j < n ? bet[j] * bf(vc[j * ldv + x]) : 0.0f; },
+        [=](int i, int x, float acc) { Uc[size_t(i) * d.V + x] = acc; }, gs);
   }
 }
 
@@ -113,9 +113,9 @@ __global__ void __launch_bounds__(kThreads) states_fwd_kernel(Dims d, int cols, 
     float* Uc = U ? U + bhc * kChunk * cols : nullptr;
     // v_new = U0 - W h (rows past the chunk's end: W and U0 are zero there)
     block_gemm<4, 1>(
-        kChunk, kStateCols, d.K, [&](int i, int r) { return Wc[size_t(i) * d.K + r]; },
-        [&](int r, int j) { return hS[r * kStateCols + j]; },
-        [&](int i, int j, float acc) {
+        kChunk, kStateCols, d.K, [=](int i, int r) { return Wc[size_t(i) * d.K + r]; },
+        [=](int r, int j) { return hS[r * kStateCols + j]; },
+        [=](int i, int j, float acc) {
           const float x = (U0c ? U0c[size_t(i) * cols + c0 + j] : 0.0f) - acc;
           vn[i * kStateCols + j] = x;
           if (Uc) Uc[size_t(i) * cols + c0 + j] = x;
@@ -124,9 +124,9 @@ __global__ void __launch_bounds__(kThreads) states_fwd_kernel(Dims d, int cols, 
     // h <- e^{gam_C} h + K~^T v_new, K~_i = e^{gam_C - gam_i} k_i
     const bf16* kc = k + act_at(d, b, h, t0, d.K);
     block_gemm<8, 1>(
-        d.K, kStateCols, kChunk, [&](int r, int i) { return i < n ? kd[i] * bf(kc[i * ldk + r]) : 0.0f; },
-        [&](int i, int j) { return vn[i * kStateCols + j]; },
-        [&](int r, int j, float acc) { hS[r * kStateCols + j] = eC * hS[r * kStateCols + j] + acc; }, gs);
+        d.K, kStateCols, kChunk, [=](int r, int i) { return i < n ? kd[i] * bf(kc[i * ldk + r]) : 0.0f; },
+        [=](int i, int j) { return vn[i * kStateCols + j]; },
+        [=](int r, int j, float acc) { hS[r * kStateCols + j] = eC * hS[r * kStateCols + j] + acc; }, gs);
   }
   if (Hs) store_state(Hs + (bh * (d.NC + 1) + d.NC) * KS);
   if (fin) store_state(fin + bh * KS);
@@ -150,18 +150,18 @@ __global__ void __launch_bounds__(kThreads) output_kernel(Dims d, const bf16* q,
   const bf16* kc = k + act_at(d, b, h, t0, d.K);
   // P_ij = e^{gam_i - gam_j} q_i . k_j, j <= i
   block_gemm<4, 4>(
-      kChunk, kChunk, d.K, [&](int i, int x) { return i < n ? bf(qc[i * ldk + x]) : 0.0f; },
-      [&](int x, int j) { return j < n ? bf(kc[j * ldk + x]) : 0.0f; },
-      [&](int i, int j, float acc) { P[i * kPad + j] = (j <= i && i < n) ? expf(gam[i] - gam[j]) * acc : 0.0f; }, gs);
+      kChunk, kChunk, d.K, [=](int i, int x) { return i < n ? bf(qc[i * ldk + x]) : 0.0f; },
+      [=](int x, int j) { return j < n ? bf(kc[j * ldk + x]) : 0.0f; },
+      [=](int i, int j, float acc) { P[i * kPad + j] = (j <= i && i < n) ? expf(gam[i] - gam[j]) * acc : 0.0f; }, gs);
   // o = s [diag(e^gam) Q | P] [h[n] ; U]
   const float* S0 = s.Hs + (bh * (d.NC + 1) + c) * size_t(d.K) * d.V;
   const float* Uc = s.U + bhc * kChunk * d.V;
   bf16* oc = o + act_at(d, b, h, t0, d.V);
   block_gemm<4, 4>(
       kChunk, d.V, d.K + kChunk,
-      [&](int i, int x) { return x < d.K ? (i < n ? eg[i] * bf(qc[i * ldk + x]) : 0.0f) : P[i * kPad + x - d.K]; },
-      [&](int x, int j) { return x < d.K ? S0[size_t(x) * d.V + j] : Uc[size_t(x - d.K) * d.V + j]; },
-      [&](int i, int j, float acc) {
+      [=](int i, int x) { return x < d.K ? (i < n ? eg[i] * bf(qc[i * ldk + x]) : 0.0f) : P[i * kPad + x - d.K]; },
+      [=](int x, int j) { return x < d.K ? S0[size_t(x) * d.V + j] : Uc[size_t(x - d.K) * d.V + j]; },
+      [=](int i, int j, float acc) {
         if (i < n) oc[i * ldv + j] = __float2bfloat16(scale * acc);
       },
       gs);
