@@ -1,14 +1,16 @@
-// What the CUDA Gated DeltaNet kernels share: the problem's sizes and scratch pointers, a plain fp32 SIMT block
-// product (block_gemm) that every kernel builds its chunk products from, and the bf16 loads. Correct first and
-// emulator-friendly (tools/emu/cuda_emu.h: plain CUDA, dynamic shared memory only, no atomics): every product is an
-// fp32 FMA loop over shared-memory tiles, operands read through accessors (lambdas) that fold in the gates, the
-// betas and the masks of the chunk, so no kernel materialises a scaled copy of q, k, v or do.
+// What the CUDA Gated DeltaNet kernels share: the problem's sizes and scratch pointers, the block product (block_gemm)
+// that every kernel builds its chunk products from, and the bf16 loads. Correct first and emulator-friendly
+// (tools/emu/cuda_emu.h: plain CUDA, mma.sync, dynamic shared memory only, no atomics): every product stages
+// shared-memory tiles through accessors (lambdas) that fold in the gates, the betas and the masks of the chunk, so no
+// kernel materialises a scaled copy of q, k, v or do, and multiplies them on tensor cores in 3xTF32 (about fp32's
+// accuracy) or, built with SPB_GDN_SIMT=1, in fp32 FMAs.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 
 namespace spb {
 namespace gdn_cuda {
@@ -50,27 +52,76 @@ __host__ __device__ inline size_t gate_at(const Dims& d, int b, int h, int t) {
 
 __device__ inline float bf(const __nv_bfloat16& x) { return __bfloat162float(x); }
 
-// Shared-memory floats block_gemm<RM, RN> needs for its two tiles.
-constexpr int gemm_smem_floats(int RM, int RN) { return 16 * (16 * RM + 4) + 16 * (16 * RN + 4); }
+// The products run on tensor cores (mma.sync m16n8k8 tf32) as three tf32 products of a hi / lo split of each operand
+// (x = hi + lo, hi = tf32(x), lo = tf32(x - hi): a_hi b_hi + a_hi b_lo + a_lo b_hi, about fp32's accuracy), unless
+// built with SPB_GDN_SIMT=1: then as plain fp32 FMAs. SPB_GDN_TF32_PASSES=1 keeps the hi product alone (tf32's 10-bit
+// mantissa; faster, not the default: the state recurrence compounds it over every chunk).
+#ifndef SPB_GDN_TF32_PASSES
+#define SPB_GDN_TF32_PASSES 3
+#endif
+#if !defined(SPB_GDN_SIMT) || !SPB_GDN_SIMT
+#ifndef SPB_GLA_EMU  // tools/emu/cuda_emu.h emulates these two (in spb::gla_cuda) on the CPU
+__device__ __forceinline__ uint32_t tf32_of(float x) {  // fp32 -> tf32 bits, rounded to nearest (ties to even)
+  uint32_t r;
+  asm("cvt.rn.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ void mma_m16n8k8_tf32(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                                 uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+#else
+inline uint32_t tf32_of(float x) { return ::spb::gla_cuda::tf32_bits(x); }
+inline void mma_m16n8k8_tf32(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                             uint32_t b1) {
+  ::spb::gla_cuda::mma_tf32(c, a0, a1, a2, a3, b0, b1);
+}
+#endif
+// x as tf32 hi and lo parts.
+__device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
+  hi = tf32_of(x);
+  lo = tf32_of(x - __uint_as_float(hi));
+}
+#endif
+
+// Shared-memory floats block_gemm<RM, RN> needs for its two tiles (rows padded by 8: conflict-free fragment loads).
+constexpr int gemm_smem_floats(int RM, int RN) { return 16 * (16 * RM + 8) + 16 * (16 * RN + 8); }
 constexpr int kGemmSmem = gemm_smem_floats(8, 4);  // enough for every instantiation the kernels use
 
 // C = A B for an M x N result over a depth of Kd, all kThreads threads of the block together: A's element (m, k) is
 // a(m, k), B's b(k, n), and epi(m, n, c) receives each result once (a thread of its own). Tiles of 16 RM x 16 RN in
-// shared memory (sm: gemm_smem_floats(RM, RN)), 16 deep; each thread holds RM x RN accumulators at rows ty + 16 i and
-// columns tx + 16 j (16 x 16 threads), fp32 FMA. Out-of-range elements are never asked of a and b. Begins and ends
-// with a barrier, so the accessors may read what the block wrote before the call and the caller may read what epi
-// wrote after it; epi must not write what a or b read.
+// shared memory (sm: gemm_smem_floats(RM, RN)), 16 deep, staged through the accessors; out-of-range elements are never
+// asked of a and b. Tensor cores: each of the 8 warps owns RM RN / 4 of the tile's m16n8 pieces (RM RN a multiple of
+// 4); SIMT: each thread RM x RN results at rows ty + 16 i, columns tx + 16 j. Begins and ends with a barrier, so the
+// accessors may read what the block wrote before the call and the caller may read what epi wrote after it; epi must
+// not write what a or b read.
 template <int RM, int RN, class FA, class FB, class FE>
 __device__ inline void block_gemm(int M, int N, int Kd, FA a, FB b, FE epi, float* sm) {
-  constexpr int TM = 16 * RM, TN = 16 * RN, PA = TM + 4, PB = TN + 4;
-  float* As = sm;
-  float* Bs = sm + 16 * PA;
-  const int tid = int(threadIdx.x), tx = tid % 16, ty = tid / 16;
+  constexpr int TM = 16 * RM, TN = 16 * RN, PA = TM + 8, PB = TN + 8;
+  float* As = sm;  // As[k][m]
+  float* Bs = sm + 16 * PA;  // Bs[k][n]
+  const int tid = int(threadIdx.x);
+#if !defined(SPB_GDN_SIMT) || !SPB_GDN_SIMT
+  static_assert((RM * RN) % 4 == 0, "8 warps share the tile's 2 RM RN m16n8 pieces");
+  constexpr int kPer = RM * RN / 4;  // pieces per warp
+  const int warp = tid / 32, lane = tid % 32, gq = lane / 4, tq = lane % 4;
+#else
+  const int tx = tid % 16, ty = tid / 16;
+#endif
   for (int m0 = 0; m0 < M; m0 += TM)
     for (int n0 = 0; n0 < N; n0 += TN) {
+#if !defined(SPB_GDN_SIMT) || !SPB_GDN_SIMT
+      float acc[kPer][4];
+      for (int p = 0; p < kPer; ++p)
+        for (int e = 0; e < 4; ++e) acc[p][e] = 0.0f;
+#else
       float acc[RM][RN];
       for (int i = 0; i < RM; ++i)
         for (int j = 0; j < RN; ++j) acc[i][j] = 0.0f;
+#endif
       for (int k0 = 0; k0 < Kd; k0 += 16) {
         __syncthreads();
         for (int e = tid; e < 16 * TM; e += kThreads) {
@@ -82,6 +133,26 @@ __device__ inline void block_gemm(int M, int N, int Kd, FA a, FB b, FE epi, floa
           Bs[kk * PB + n] = (k0 + kk < Kd && n0 + n < N) ? b(k0 + kk, n0 + n) : 0.0f;
         }
         __syncthreads();
+#if !defined(SPB_GDN_SIMT) || !SPB_GDN_SIMT
+        for (int k8 = 0; k8 < 16; k8 += 8)
+          for (int p = 0; p < kPer; ++p) {
+            const int piece = warp * kPer + p, mi = piece / (2 * RN), ni = piece % (2 * RN);
+            const float* Ap = As + (k8 + tq) * PA + mi * 16 + gq;
+            const float* Bp = Bs + (k8 + tq) * PB + ni * 8 + gq;
+            uint32_t ah[4], al[4], bh[2], bl[2];
+            split_tf32(Ap[0], ah[0], al[0]);           // A[g][t]
+            split_tf32(Ap[8], ah[1], al[1]);           // A[g + 8][t]
+            split_tf32(Ap[4 * PA], ah[2], al[2]);      // A[g][t + 4]
+            split_tf32(Ap[4 * PA + 8], ah[3], al[3]);  // A[g + 8][t + 4]
+            split_tf32(Bp[0], bh[0], bl[0]);           // B[t][g]
+            split_tf32(Bp[4 * PB], bh[1], bl[1]);      // B[t + 4][g]
+#if SPB_GDN_TF32_PASSES == 3
+            mma_m16n8k8_tf32(acc[p], al[0], al[1], al[2], al[3], bh[0], bh[1]);
+            mma_m16n8k8_tf32(acc[p], ah[0], ah[1], ah[2], ah[3], bl[0], bl[1]);
+#endif
+            mma_m16n8k8_tf32(acc[p], ah[0], ah[1], ah[2], ah[3], bh[0], bh[1]);
+          }
+#else
 #pragma unroll 4
         for (int kk = 0; kk < 16; ++kk) {
           float av[RM], bv[RN];
@@ -90,12 +161,23 @@ __device__ inline void block_gemm(int M, int N, int Kd, FA a, FB b, FE epi, floa
           for (int i = 0; i < RM; ++i)
             for (int j = 0; j < RN; ++j) acc[i][j] += av[i] * bv[j];
         }
+#endif
       }
+#if !defined(SPB_GDN_SIMT) || !SPB_GDN_SIMT
+      for (int p = 0; p < kPer; ++p) {  // c0, c1: row g, columns 2t, 2t + 1; c2, c3: row g + 8
+        const int piece = warp * kPer + p, mi = piece / (2 * RN), ni = piece % (2 * RN);
+        for (int e = 0; e < 4; ++e) {
+          const int m = m0 + mi * 16 + gq + 8 * (e >> 1), n = n0 + ni * 8 + 2 * tq + (e & 1);
+          if (m < M && n < N) epi(m, n, acc[p][e]);
+        }
+      }
+#else
       for (int i = 0; i < RM; ++i)
         for (int j = 0; j < RN; ++j) {
           const int m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;
           if (m < M && n < N) epi(m, n, acc[i][j]);
         }
+#endif
     }
   __syncthreads();
 }
