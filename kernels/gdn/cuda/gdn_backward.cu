@@ -49,64 +49,117 @@ __global__ void __launch_bounds__(kThreads) dUo_kernel(Dims d, const bf16* q, co
       [=](int j, int x, float acc) { dUoc[size_t(j) * d.V + x] = acc; }, gs);
 }
 
-// Shared memory of states_bwd_kernel (floats): dh [K][16], dU [64][16], e^gam, the decays, the tiles.
-int states_bwd_smem(int K) { return K * kStateCols + kChunk * kStateCols + 2 * kChunk + kGemmSmem; }
+// states_bwd_kernel's shared memory (floats): dh [K][kSP] and dU [64][kSP] (pitch 24), e^gam and the decays, and
+// two stages (chunk c, chunk c - 1 in flight) of gam [64], W [64][K + 8] fp32 (read transposed: pitch K + 8 keeps the
+// fragments conflict-free), k and q [64][K + 8] bf16, do's column block [64][16] bf16 and dUo's [64][16] fp32.
+constexpr int kSP = kStateCols + 8;
+__host__ __device__ inline int states_bwd_stage(int K) {
+  return kChunk + kChunk * (K + 8) + 2 * (kChunk * (K + 8) / 2) + kChunk * kStateCols / 2 + kChunk * kStateCols;
+}
+int states_bwd_smem(int K) { return K * kSP + kChunk * kSP + 2 * kChunk + 2 * states_bwd_stage(K); }
 
 __global__ void __launch_bounds__(kThreads) states_bwd_kernel(Dims d, const bf16* q, const bf16* k, const bf16* d_o,
                                                               Scratch s, const float* dht, float* dHs, float* dU,
                                                               float* dh0) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int K = d.K, V = d.V, wp = K + 8, kp = K + 8;
   float* dh = reinterpret_cast<float*>(smem_raw);
-  float* dUs = dh + d.K * kStateCols;
-  float* eg = dUs + kChunk * kStateCols;
+  float* dUs = dh + K * kSP;
+  float* eg = dUs + kChunk * kSP;
   float* kd = eg + kChunk;
-  float* gs = kd + kChunk;
+  float* stages = kd + kChunk;
+  const int stage_floats = states_bwd_stage(K);
+  auto gam_of = [=](int buf) { return stages + buf * stage_floats; };
+  auto W_of = [=](int buf) { return gam_of(buf) + kChunk; };
+  auto k_of = [=](int buf) { return reinterpret_cast<bf16*>(W_of(buf) + kChunk * wp); };
+  auto q_of = [=](int buf) { return reinterpret_cast<bf16*>(W_of(buf) + kChunk * wp + kChunk * kp / 2); };
+  auto do_of = [=](int buf) { return reinterpret_cast<bf16*>(W_of(buf) + kChunk * wp + kChunk * kp); };
+  auto dUo_of = [=](int buf) { return W_of(buf) + kChunk * wp + kChunk * kp + kChunk * kStateCols / 2; };
   const int c0 = int(blockIdx.x) * kStateCols, h = int(blockIdx.y), b = int(blockIdx.z), tid = int(threadIdx.x);
-  const size_t bh = size_t(b) * d.H + h, ldk = size_t(d.H) * d.K, ldv = size_t(d.H) * d.V, KS = size_t(d.K) * d.V;
-  const float scale = 1.0f / sqrtf(float(d.K));
-  for (int e = tid; e < d.K * kStateCols; e += kThreads)
-    dh[e] = dht ? dht[bh * KS + size_t(e / kStateCols) * d.V + c0 + e % kStateCols] : 0.0f;
-  auto store_state = [&](float* dst) {
-    for (int e = tid; e < d.K * kStateCols; e += kThreads) dst[size_t(e / kStateCols) * d.V + c0 + e % kStateCols] = dh[e];
-  };
-  __syncthreads();
-  for (int c = d.NC - 1; c >= 0; --c) {
+  const int warp = tid / 32;
+  const size_t bh = size_t(b) * d.H + h, KS = size_t(K) * V;
+  const float scale = 1.0f / sqrtf(float(K));
+  auto stage = [=](int c, int buf) {
     const int t0 = c * kChunk, n = min(kChunk, d.T - t0);
     const size_t bhc = bhc_of(d, b, h, c);
-    const float* gc = s.gam + bhc * kChunk;
+    for (int e = tid; e < kChunk / 4; e += kThreads) copy16(gam_of(buf) + 4 * e, s.gam + bhc * kChunk + 4 * e);
+    for (int e = tid; e < kChunk * K / 4; e += kThreads) {
+      const int i = e / (K / 4), p = e % (K / 4);
+      copy16(W_of(buf) + i * wp + 4 * p, s.W + (bhc * kChunk + i) * K + 4 * p);
+    }
+    for (int e = tid; e < n * K / 8; e += kThreads) {
+      const int i = e / (K / 8), p = e % (K / 8);
+      copy16(k_of(buf) + i * kp + 8 * p, k + act_at(d, b, h, t0 + i, K) + 8 * p);
+      copy16(q_of(buf) + i * kp + 8 * p, q + act_at(d, b, h, t0 + i, K) + 8 * p);
+    }
+    for (int e = tid; e < n * 2; e += kThreads) {
+      const int i = e / 2, p = e % 2;
+      copy16(do_of(buf) + i * kStateCols + 8 * p, d_o + act_at(d, b, h, t0 + i, V) + c0 + 8 * p);
+    }
+    for (int e = tid; e < kChunk * 4; e += kThreads) {
+      const int i = e / 4, p = e % 4;
+      copy16(dUo_of(buf) + i * kStateCols + 4 * p, s.dUo + (bhc * kChunk + i) * V + c0 + 4 * p);
+    }
+    copy_commit();
+  };
+  for (int e = tid; e < K * kStateCols; e += kThreads) {
+    const int r = e / kStateCols, j = e % kStateCols;
+    dh[r * kSP + j] = dht ? dht[bh * KS + size_t(r) * V + c0 + j] : 0.0f;
+  }
+  auto store_state = [=](float* dst) {
+    for (int e = tid; e < K * kStateCols; e += kThreads)
+      dst[size_t(e / kStateCols) * V + c0 + e % kStateCols] = dh[(e / kStateCols) * kSP + e % kStateCols];
+  };
+  stage(d.NC - 1, 0);
+  for (int it = 0; it < d.NC; ++it) {
+    const int c = d.NC - 1 - it, cur = it & 1, t0 = c * kChunk, n = min(kChunk, d.T - t0);
+    copy_wait_all();
+    __syncthreads();  // chunk c's stage is in; every read of the other stage (chunk c + 1) is done
+    if (c > 0) stage(c - 1, cur ^ 1);
+    const float* gc = gam_of(cur);
+    const float* Wc = W_of(cur);
+    const bf16* kc = k_of(cur);
+    const bf16* qc = q_of(cur);
+    const bf16* doc = do_of(cur);
+    const float* dUoc = dUo_of(cur);
     const float gC = gc[kChunk - 1], eC = expf(gC);
     if (tid < kChunk) {
       eg[tid] = tid < n ? expf(gc[tid]) : 0.0f;
       kd[tid] = tid < n ? expf(gC - gc[tid]) : 0.0f;
     }
-    if (dHs) store_state(dHs + bhc * KS);
-    const bf16* qc = q + act_at(d, b, h, t0, d.K);
-    const bf16* kc = k + act_at(d, b, h, t0, d.K);
-    const bf16* doc = d_o + act_at(d, b, h, t0, d.V);
-    const float* dUoc = s.dUo + bhc * kChunk * d.V;
-    const float* Wc = s.W + bhc * kChunk * d.K;
-    float* dUc = dU ? dU + bhc * kChunk * d.V : nullptr;
-    // dU = dUo + K~ dh (the state handed on reads U through K~^T U)
-    block_gemm<4, 1>(
-        kChunk, kStateCols, d.K, [=](int i, int r) { return i < n ? kd[i] * bf(kc[i * ldk + r]) : 0.0f; },
-        [=](int r, int j) { return dh[r * kStateCols + j]; },
-        [=](int i, int j, float acc) {
-          const float x = dUoc[size_t(i) * d.V + c0 + j] + acc;
-          dUs[i * kStateCols + j] = x;
-          if (dUc) dUc[size_t(i) * d.V + c0 + j] = x;
-        },
-        gs);
-    // dh <- e^{gam_C} dh + [s diag(e^gam) Q | -W]^T [dO ; dU]
-    block_gemm<8, 1>(
-        d.K, kStateCols, 2 * kChunk,
-        [=](int r, int x) {
-          return x < kChunk ? (x < n ? scale * eg[x] * bf(qc[x * ldk + r]) : 0.0f) : -Wc[size_t(x - kChunk) * d.K + r];
-        },
-        [=](int x, int j) {
-          return x < kChunk ? (x < n ? bf(doc[x * ldv + c0 + j]) : 0.0f) : dUs[(x - kChunk) * kStateCols + j];
-        },
-        [=](int r, int j, float acc) { dh[r * kStateCols + j] = eC * dh[r * kStateCols + j] + acc; }, gs);
+    if (dHs) store_state(dHs + bhc_of(d, b, h, c) * KS);
+    float* dUc = dU ? dU + bhc_of(d, b, h, c) * kChunk * V : nullptr;
+    __syncthreads();  // the decays are in
+    {  // dU = dUo + K~ dh: 64 x 16, one piece per warp (the state handed on reads U through K~^T U)
+      const int m0 = (warp >> 1) * 16, n0 = (warp & 1) * 8;
+      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      for (int k0 = 0; k0 < K; k0 += 8)
+        piece_k8(
+            acc, m0, n0, k0, [=](int i, int r) { return i < n ? kd[i] * bf(kc[i * kp + r]) : 0.0f; },
+            [=](int r, int j) { return dh[r * kSP + j]; });
+      piece_epi(acc, m0, n0, [=](int i, int j, float x) {
+        const float v = dUoc[i * kStateCols + j] + x;
+        dUs[i * kSP + j] = v;
+        if (dUc) dUc[size_t(i) * V + c0 + j] = v;
+      });
+    }
+    __syncthreads();  // dU is in; every read of dh is done
+    // dh <- e^{gam_C} dh + [s diag(e^gam) Q | -W]^T [dO ; dU]: (K / 16) x 2 pieces over the 8 warps
+    for (int piece = warp; piece < (K / 16) * 2; piece += kThreads / 32) {
+      const int m0 = (piece >> 1) * 16, n0 = (piece & 1) * 8;
+      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      for (int k0 = 0; k0 < kChunk; k0 += 8)
+        piece_k8(
+            acc, m0, n0, k0, [=](int r, int x) { return x < n ? scale * eg[x] * bf(qc[x * kp + r]) : 0.0f; },
+            [=](int x, int j) { return x < n ? bf(doc[x * kStateCols + j]) : 0.0f; });
+      for (int k0 = 0; k0 < kChunk; k0 += 8)
+        piece_k8(
+            acc, m0, n0, k0, [=](int r, int x) { return -Wc[x * wp + r]; },
+            [=](int x, int j) { return dUs[x * kSP + j]; });
+      piece_epi(acc, m0, n0, [=](int r, int j, float x) { dh[r * kSP + j] = eC * dh[r * kSP + j] + x; });
+    }
   }
+  __syncthreads();
   if (dh0) store_state(dh0 + bh * KS);
 }
 

@@ -4,6 +4,7 @@
 // from the inputs and h0, as the interface asks (it keeps nothing between calls).
 #include "kernels/gdn/cuda/gdn_cuda.h"
 
+#include <cstdint>
 #include <string>
 
 #include "kernels/gdn/cuda/gdn_cuda_internal.h"
@@ -19,6 +20,12 @@ using gdn_cuda::Dims;
 using gdn_cuda::kChunk;
 
 cudaStream_t stream_of(Stream s) { return static_cast<cudaStream_t>(s.handle); }
+
+// The recurrences stage q, k and do by 16-byte cp.async copies.
+void check_aligned(const void* p, const char* what) {
+  SPB_USAGE(reinterpret_cast<uintptr_t>(p) % 16 == 0,
+            std::string("the CUDA GDN kernels need ") + what + " 16-byte aligned");
+}
 
 void check_dim(int x, const char* what) {
   if (x < 16 || x > gdn_cuda::kMaxDim || x % 16 != 0)
@@ -59,6 +66,7 @@ class CudaGdnKernels final : public GdnKernels {
   void forward(const GdnShape& s, const void* q, const void* k, const void* v, const float* g, const float* beta,
                const float* h0, void* o, float* ht, Stream st) override {
     const Dims d = dims_of(s);
+    check_aligned(k, "k");
     const gdn_cuda::Scratch sc = scratch(d, kForward);
     const cudaStream_t cs = stream_of(st);
     gdn_cuda::launch_chunk_prep(d, bf(k), bf(v), g, beta, sc, cs);
@@ -70,6 +78,7 @@ class CudaGdnKernels final : public GdnKernels {
                 const float* h0, const void* d_o, const float* dht, void* dq, void* dk, void* dv, float* dg,
                 float* dbeta, float* dh0, Stream st) override {
     const Dims d = dims_of(s);
+    check_aligned(q, "q"), check_aligned(k, "k"), check_aligned(d_o, "do");
     const gdn_cuda::Scratch sc = scratch(d, kBackward);
     const cudaStream_t cs = stream_of(st);
     gdn_cuda::launch_chunk_prep(d, bf(k), bf(v), g, beta, sc, cs);
@@ -83,6 +92,7 @@ class CudaGdnKernels final : public GdnKernels {
   void rank_map(const GdnShape& s, const void* k, const void* v, const float* g, const float* beta, float* A,
                 float* M, Stream st) override {
     const Dims d = dims_of(s);
+    check_aligned(k, "k");
     const gdn_cuda::Scratch sc = scratch(d, kFactors);
     const cudaStream_t cs = stream_of(st);
     gdn_cuda::launch_chunk_prep(d, bf(k), M ? bf(v) : nullptr, g, beta, sc, cs);
@@ -95,6 +105,7 @@ class CudaGdnKernels final : public GdnKernels {
   void initial_dstate(const GdnShape& s, const void* q, const void* k, const float* g, const float* beta,
                       const void* d_o, float* D, Stream st) override {
     const Dims d = dims_of(s);
+    check_aligned(q, "q"), check_aligned(k, "k"), check_aligned(d_o, "do");
     const gdn_cuda::Scratch sc = scratch(d, kInitialDstate);
     const cudaStream_t cs = stream_of(st);
     gdn_cuda::launch_chunk_prep(d, bf(k), nullptr, g, beta, sc, cs);

@@ -87,6 +87,53 @@ __device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) 
 }
 #endif
 
+// One warp's m16n8 piece of a product, for the recurrences that read their operands straight from shared memory:
+// acc += sum over k in [k0, k0 + 8) of a(m, k) b(k, n) for rows m0 + [0, 16) and columns n0 + [0, 8), the lane (g, t)
+// holding rows g, g + 8 and columns 2t, 2t + 1 (mma.sync's accumulator layout; piece_epi hands them out).
+template <class FA, class FB>
+__device__ __forceinline__ void piece_k8(float (&acc)[4], int m0, int n0, int k0, FA a, FB b) {
+  const int lane = int(threadIdx.x) % 32, gq = lane / 4, tq = lane % 4;
+#if !defined(SPB_GDN_SIMT) || !SPB_GDN_SIMT
+  uint32_t ah[4], al[4], bh[2], bl[2];
+  split_tf32(a(m0 + gq, k0 + tq), ah[0], al[0]);
+  split_tf32(a(m0 + gq + 8, k0 + tq), ah[1], al[1]);
+  split_tf32(a(m0 + gq, k0 + tq + 4), ah[2], al[2]);
+  split_tf32(a(m0 + gq + 8, k0 + tq + 4), ah[3], al[3]);
+  split_tf32(b(k0 + tq, n0 + gq), bh[0], bl[0]);
+  split_tf32(b(k0 + tq + 4, n0 + gq), bh[1], bl[1]);
+#if SPB_GDN_TF32_PASSES == 3
+  mma_m16n8k8_tf32(acc, al[0], al[1], al[2], al[3], bh[0], bh[1]);
+  mma_m16n8k8_tf32(acc, ah[0], ah[1], ah[2], ah[3], bl[0], bl[1]);
+#endif
+  mma_m16n8k8_tf32(acc, ah[0], ah[1], ah[2], ah[3], bh[0], bh[1]);
+#else
+  for (int e = 0; e < 4; ++e) {
+    const int m = m0 + gq + 8 * (e >> 1), n = n0 + 2 * tq + (e & 1);
+    for (int k = k0; k < k0 + 8; ++k) acc[e] += a(m, k) * b(k, n);
+  }
+#endif
+}
+template <class FE>
+__device__ __forceinline__ void piece_epi(const float (&acc)[4], int m0, int n0, FE epi) {
+  const int lane = int(threadIdx.x) % 32, gq = lane / 4, tq = lane % 4;
+  for (int e = 0; e < 4; ++e) epi(m0 + gq + 8 * (e >> 1), n0 + 2 * tq + (e & 1), acc[e]);
+}
+
+// 16-byte copies into shared memory that land later (cp.async; emulated in tools/emu), their commit, and the wait for
+// all of a thread's copies. Sources and destinations 16-byte aligned (gdn_cuda.cu checks the activations).
+#ifndef SPB_GLA_EMU
+__device__ __forceinline__ void copy16(void* smem, const void* gmem) {
+  const uint32_t at = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(at), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void copy_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+#else
+inline void copy16(void* smem, const void* gmem) { ::spb::gla_cuda::cp_async16(smem, gmem); }
+inline void copy_commit() { ::spb::gla_cuda::cp_async_commit(); }
+inline void copy_wait_all() { ::spb::gla_cuda::cp_async_wait<0>(); }
+#endif
+
 // Shared-memory floats block_gemm<RM, RN> needs for its two tiles (rows padded by 8: conflict-free fragment loads).
 constexpr int gemm_smem_floats(int RM, int RN) { return 16 * (16 * RM + 8) + 16 * (16 * RN + 8); }
 constexpr int kGemmSmem = gemm_smem_floats(8, 4);  // enough for every instantiation the kernels use

@@ -79,55 +79,98 @@ __global__ void __launch_bounds__(kThreads) chunk_prep_kernel(Dims d, const bf16
   }
 }
 
-// Shared memory of states_fwd_kernel (floats): the state block [K][16], v_new [64][16], the decays, the tiles.
-int states_fwd_smem(int K) { return K * kStateCols + kChunk * kStateCols + kChunk + kGemmSmem; }
+// states_fwd_kernel's shared memory (floats): the state block h [K][kSP] and v_new [64][kSP] (pitch 24: conflict-free
+// B fragments), the decays, and two stages (chunk c, chunk c + 1 in flight) of gam [64], W [64][K + 4] fp32, k
+// [64][K + 8] bf16 and U0's column block [64][16] fp32, loaded by cp.async.
+constexpr int kSP = kStateCols + 8;
+__host__ __device__ inline int states_fwd_stage(int K) { return kChunk + kChunk * (K + 4) + kChunk * (K + 8) / 2 + kChunk * kStateCols; }
+int states_fwd_smem(int K) { return K * kSP + kChunk * kSP + kChunk + 2 * states_fwd_stage(K); }
 
 __global__ void __launch_bounds__(kThreads) states_fwd_kernel(Dims d, int cols, const bf16* k, const float* gam,
                                                               const float* W, const float* U0, const float* h0,
                                                               bool identity, float* Hs, float* U, float* fin) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int K = d.K, wp = K + 4, kp = K + 8;
   float* hS = reinterpret_cast<float*>(smem_raw);
-  float* vn = hS + d.K * kStateCols;
-  float* kd = vn + kChunk * kStateCols;
-  float* gs = kd + kChunk;
+  float* vn = hS + K * kSP;
+  float* kd = vn + kChunk * kSP;
+  float* stages = kd + kChunk;
+  const int stage_floats = states_fwd_stage(K);
+  auto gam_of = [=](int buf) { return stages + buf * stage_floats; };
+  auto W_of = [=](int buf) { return gam_of(buf) + kChunk; };
+  auto k_of = [=](int buf) { return reinterpret_cast<bf16*>(W_of(buf) + kChunk * wp); };
+  auto U0_of = [=](int buf) { return W_of(buf) + kChunk * wp + kChunk * kp / 2; };
   const int c0 = int(blockIdx.x) * kStateCols, h = int(blockIdx.y), b = int(blockIdx.z), tid = int(threadIdx.x);
-  const size_t bh = size_t(b) * d.H + h, ldk = size_t(d.H) * d.K, KS = size_t(d.K) * cols;
-  for (int e = tid; e < d.K * kStateCols; e += kThreads) {
-    const int r = e / kStateCols, col = c0 + e % kStateCols;
-    hS[e] = h0 ? h0[bh * KS + size_t(r) * cols + col] : (identity && r == col ? 1.0f : 0.0f);
-  }
-  auto store_state = [&](float* dst) {
-    for (int e = tid; e < d.K * kStateCols; e += kThreads)
-      dst[size_t(e / kStateCols) * cols + c0 + e % kStateCols] = hS[e];
-  };
-  __syncthreads();
-  for (int c = 0; c < d.NC; ++c) {
+  const int warp = tid / 32;
+  const size_t bh = size_t(b) * d.H + h, KS = size_t(K) * cols;
+  // Chunk c's gam, W, k and U0 columns into stage buf (rows of k past the sequence's end are not read).
+  auto stage = [=](int c, int buf) {
     const int t0 = c * kChunk, n = min(kChunk, d.T - t0);
     const size_t bhc = bhc_of(d, b, h, c);
-    const float* gc = gam + bhc * kChunk;
+    for (int e = tid; e < kChunk / 4; e += kThreads) copy16(gam_of(buf) + 4 * e, gam + bhc * kChunk + 4 * e);
+    for (int e = tid; e < kChunk * K / 4; e += kThreads) {
+      const int i = e / (K / 4), p = e % (K / 4);
+      copy16(W_of(buf) + i * wp + 4 * p, W + (bhc * kChunk + i) * K + 4 * p);
+    }
+    for (int e = tid; e < n * K / 8; e += kThreads) {
+      const int i = e / (K / 8), p = e % (K / 8);
+      copy16(k_of(buf) + i * kp + 8 * p, k + act_at(d, b, h, t0 + i, K) + 8 * p);
+    }
+    if (U0)
+      for (int e = tid; e < kChunk * 4; e += kThreads) {
+        const int i = e / 4, p = e % 4;
+        copy16(U0_of(buf) + i * kStateCols + 4 * p, U0 + (bhc * kChunk + i) * cols + c0 + 4 * p);
+      }
+    copy_commit();
+  };
+  for (int e = tid; e < K * kStateCols; e += kThreads) {
+    const int r = e / kStateCols, j = e % kStateCols, col = c0 + j;
+    hS[r * kSP + j] = h0 ? h0[bh * KS + size_t(r) * cols + col] : (identity && r == col ? 1.0f : 0.0f);
+  }
+  auto store_state = [=](float* dst) {
+    for (int e = tid; e < K * kStateCols; e += kThreads)
+      dst[size_t(e / kStateCols) * cols + c0 + e % kStateCols] = hS[(e / kStateCols) * kSP + e % kStateCols];
+  };
+  stage(0, 0);
+  for (int c = 0; c < d.NC; ++c) {
+    const int cur = c & 1, t0 = c * kChunk, n = min(kChunk, d.T - t0);
+    copy_wait_all();
+    __syncthreads();  // chunk c's stage is in; every read of the other stage (chunk c - 1) is done
+    if (c + 1 < d.NC) stage(c + 1, cur ^ 1);
+    const float* gc = gam_of(cur);
+    const float* Wc = W_of(cur);
+    const bf16* kc = k_of(cur);
+    const float* U0c = U0_of(cur);
     const float gC = gc[kChunk - 1], eC = expf(gC);
     if (tid < kChunk) kd[tid] = tid < n ? expf(gC - gc[tid]) : 0.0f;
     if (Hs) store_state(Hs + (bh * (d.NC + 1) + c) * KS);
-    const float* Wc = W + bhc * kChunk * d.K;
-    const float* U0c = U0 ? U0 + bhc * kChunk * cols : nullptr;
-    float* Uc = U ? U + bhc * kChunk * cols : nullptr;
-    // v_new = U0 - W h (rows past the chunk's end: W and U0 are zero there)
-    block_gemm<4, 1>(
-        kChunk, kStateCols, d.K, [=](int i, int r) { return Wc[size_t(i) * d.K + r]; },
-        [=](int r, int j) { return hS[r * kStateCols + j]; },
-        [=](int i, int j, float acc) {
-          const float x = (U0c ? U0c[size_t(i) * cols + c0 + j] : 0.0f) - acc;
-          vn[i * kStateCols + j] = x;
-          if (Uc) Uc[size_t(i) * cols + c0 + j] = x;
-        },
-        gs);
-    // h <- e^{gam_C} h + K~^T v_new, K~_i = e^{gam_C - gam_i} k_i
-    const bf16* kc = k + act_at(d, b, h, t0, d.K);
-    block_gemm<8, 1>(
-        d.K, kStateCols, kChunk, [=](int r, int i) { return i < n ? kd[i] * bf(kc[i * ldk + r]) : 0.0f; },
-        [=](int i, int j) { return vn[i * kStateCols + j]; },
-        [=](int r, int j, float acc) { hS[r * kStateCols + j] = eC * hS[r * kStateCols + j] + acc; }, gs);
+    float* Uc = U ? U + bhc_of(d, b, h, c) * kChunk * cols : nullptr;
+    {  // v_new = U0 - W h: 64 x 16, one m16n8 piece per warp (W rows past the chunk's end are zero, and U0's)
+      const int m0 = (warp >> 1) * 16, n0 = (warp & 1) * 8;
+      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      for (int k0 = 0; k0 < K; k0 += 8)
+        piece_k8(
+            acc, m0, n0, k0, [=](int i, int r) { return Wc[i * wp + r]; },
+            [=](int r, int j) { return hS[r * kSP + j]; });
+      piece_epi(acc, m0, n0, [=](int i, int j, float x) {
+        const float v = (U0 ? U0c[i * kStateCols + j] : 0.0f) - x;
+        vn[i * kSP + j] = v;
+        if (Uc) Uc[size_t(i) * cols + c0 + j] = v;
+      });
+    }
+    __syncthreads();  // v_new and kd are in; every read of h is done
+    // h <- e^{gam_C} h + K~^T v_new, K~_i = e^{gam_C - gam_i} k_i: (K / 16) x 2 pieces over the 8 warps
+    for (int piece = warp; piece < (K / 16) * 2; piece += kThreads / 32) {
+      const int m0 = (piece >> 1) * 16, n0 = (piece & 1) * 8;
+      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      for (int k0 = 0; k0 < kChunk; k0 += 8)
+        piece_k8(
+            acc, m0, n0, k0, [=](int r, int i) { return i < n ? kd[i] * bf(kc[i * kp + r]) : 0.0f; },
+            [=](int i, int j) { return vn[i * kSP + j]; });
+      piece_epi(acc, m0, n0, [=](int r, int j, float x) { hS[r * kSP + j] = eC * hS[r * kSP + j] + x; });
+    }
   }
+  __syncthreads();
   if (Hs) store_state(Hs + (bh * (d.NC + 1) + d.NC) * KS);
   if (fin) store_state(fin + bh * KS);
 }

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -192,6 +193,11 @@ TEST(GdnCuda, RefusesUnsupportedSizes) {
         << "dk " << dk << " dv " << dv;
     EXPECT_THROW(kern->rank_map(s, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, {}), UsageError);
   }
+  // The recurrences stage q, k and do by 16-byte copies: a pointer off that alignment is refused, not read.
+  const GdnShape s{1, 64, 2, 64, 64};
+  const void* odd = reinterpret_cast<const void*>(uintptr_t(0x1002));
+  EXPECT_THROW(kern->forward(s, nullptr, odd, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, {}), UsageError);
+  EXPECT_THROW(kern->initial_dstate(s, odd, nullptr, nullptr, nullptr, nullptr, nullptr, {}), UsageError);
 }
 
 // A call after one at a larger shape reuses (part of) its scratch, and one after a smaller shape grows it: the same
