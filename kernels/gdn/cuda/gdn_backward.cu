@@ -133,9 +133,8 @@ __global__ void __launch_bounds__(kThreads) states_bwd_kernel(Dims d, const bf16
     {  // dU = dUo + K~ dh: 64 x 16, one piece per warp (the state handed on reads U through K~^T U)
       const int m0 = (warp >> 1) * 16, n0 = (warp & 1) * 8;
       float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      for (int k0 = 0; k0 < K; k0 += 8)
-        piece_k8(
-            acc, m0, n0, k0, [=](int i, int r) { return i < n ? kd[i] * bf(kc[i * kp + r]) : 0.0f; },
+      piece_product(
+            acc, m0, n0, 0, K, [=](int i, int r) { return i < n ? kd[i] * bf(kc[i * kp + r]) : 0.0f; },
             [=](int r, int j) { return dh[r * kSP + j]; });
       piece_epi(acc, m0, n0, [=](int i, int j, float x) {
         const float v = dUoc[i * kStateCols + j] + x;
@@ -148,13 +147,11 @@ __global__ void __launch_bounds__(kThreads) states_bwd_kernel(Dims d, const bf16
     for (int piece = warp; piece < (K / 16) * 2; piece += kThreads / 32) {
       const int m0 = (piece >> 1) * 16, n0 = (piece & 1) * 8;
       float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      for (int k0 = 0; k0 < kChunk; k0 += 8)
-        piece_k8(
-            acc, m0, n0, k0, [=](int r, int x) { return x < n ? scale * eg[x] * bf(qc[x * kp + r]) : 0.0f; },
+      piece_product(
+            acc, m0, n0, 0, kChunk, [=](int r, int x) { return x < n ? scale * eg[x] * bf(qc[x * kp + r]) : 0.0f; },
             [=](int x, int j) { return x < n ? bf(doc[x * kStateCols + j]) : 0.0f; });
-      for (int k0 = 0; k0 < kChunk; k0 += 8)
-        piece_k8(
-            acc, m0, n0, k0, [=](int r, int x) { return -Wc[x * wp + r]; },
+      piece_product(
+            acc, m0, n0, 0, kChunk, [=](int r, int x) { return -Wc[x * wp + r]; },
             [=](int x, int j) { return dUs[x * kSP + j]; });
       piece_epi(acc, m0, n0, [=](int r, int j, float x) { dh[r * kSP + j] = eC * dh[r * kSP + j] + x; });
     }

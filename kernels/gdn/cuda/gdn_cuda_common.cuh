@@ -113,6 +113,17 @@ __device__ __forceinline__ void piece_k8(float (&acc)[4], int m0, int n0, int k0
   }
 #endif
 }
+// acc += the product over k in [k_begin, k_end) (a multiple of 16 long), as two interleaved chains of k8 steps (half
+// the latency of one chain of dependent mma).
+template <class FA, class FB>
+__device__ __forceinline__ void piece_product(float (&acc)[4], int m0, int n0, int k_begin, int k_end, FA a, FB b) {
+  float acc2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int k0 = k_begin; k0 < k_end; k0 += 16) {
+    piece_k8(acc, m0, n0, k0, a, b);
+    piece_k8(acc2, m0, n0, k0 + 8, a, b);
+  }
+  for (int e = 0; e < 4; ++e) acc[e] += acc2[e];
+}
 template <class FE>
 __device__ __forceinline__ void piece_epi(const float (&acc)[4], int m0, int n0, FE epi) {
   const int lane = int(threadIdx.x) % 32, gq = lane / 4, tq = lane % 4;

@@ -148,9 +148,8 @@ __global__ void __launch_bounds__(kThreads) states_fwd_kernel(Dims d, int cols, 
     {  // v_new = U0 - W h: 64 x 16, one m16n8 piece per warp (W rows past the chunk's end are zero, and U0's)
       const int m0 = (warp >> 1) * 16, n0 = (warp & 1) * 8;
       float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      for (int k0 = 0; k0 < K; k0 += 8)
-        piece_k8(
-            acc, m0, n0, k0, [=](int i, int r) { return Wc[i * wp + r]; },
+      piece_product(
+            acc, m0, n0, 0, K, [=](int i, int r) { return Wc[i * wp + r]; },
             [=](int r, int j) { return hS[r * kSP + j]; });
       piece_epi(acc, m0, n0, [=](int i, int j, float x) {
         const float v = (U0 ? U0c[i * kStateCols + j] : 0.0f) - x;
@@ -163,9 +162,8 @@ __global__ void __launch_bounds__(kThreads) states_fwd_kernel(Dims d, int cols, 
     for (int piece = warp; piece < (K / 16) * 2; piece += kThreads / 32) {
       const int m0 = (piece >> 1) * 16, n0 = (piece & 1) * 8;
       float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      for (int k0 = 0; k0 < kChunk; k0 += 8)
-        piece_k8(
-            acc, m0, n0, k0, [=](int r, int i) { return i < n ? kd[i] * bf(kc[i * kp + r]) : 0.0f; },
+      piece_product(
+            acc, m0, n0, 0, kChunk, [=](int r, int i) { return i < n ? kd[i] * bf(kc[i * kp + r]) : 0.0f; },
             [=](int i, int j) { return vn[i * kSP + j]; });
       piece_epi(acc, m0, n0, [=](int r, int j, float x) { hS[r * kSP + j] = eC * hS[r * kSP + j] + x; });
     }
