@@ -170,7 +170,9 @@ int main(int argc, char** argv) {
     if (!refused) ++failures, std::printf("  FAIL dk 24 was not refused\n");
     dense(2, 32, 48);
     dense(1, 20, 5);
+    composite(1, 1, 2, 16, 16, true, true, true);
     composite(1, 64, 1, 16, 16, false, false, false);
+    composite(1, 65, 1, 32, 32, false, false, true);
     composite(1, 100, 2, 32, 32, false, true, true);
     composite(2, 70, 1, 32, 16, true, false, true);
     composite(1, 150, 1, 16, 48, true, true, false);

@@ -61,9 +61,15 @@ __device__ inline float bf(const __nv_bfloat16& x) { return __bfloat162float(x);
 #endif
 #if !defined(SPB_GDN_SIMT) || !SPB_GDN_SIMT
 #ifndef SPB_GLA_EMU  // tools/emu/cuda_emu.h emulates these two (in spb::gla_cuda) on the CPU
-__device__ __forceinline__ uint32_t tf32_of(float x) {  // fp32 -> tf32 bits, rounded to nearest (ties to even)
+// fp32 -> tf32 bits, rounded to nearest: ties to even on sm_90 (cvt.rn), away from zero before it (cvt.rna, the only
+// rounding sm_80 has); either keeps x - hi exact for the lo part.
+__device__ __forceinline__ uint32_t tf32_of(float x) {
   uint32_t r;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm("cvt.rn.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+#else
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+#endif
   return r;
 }
 __device__ __forceinline__ void mma_m16n8k8_tf32(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
