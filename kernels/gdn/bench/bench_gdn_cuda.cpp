@@ -4,7 +4,8 @@
 // median counts). Each configuration is also checked after timing: that run's outputs of batch 0, head 0 against the
 // fp64 token loop (kernels/gdn/cpu/gdn_reference.h) on the same bf16 values, computed on a host thread while the GPU is
 // timed (o < 4e-3, the rest < 5e-3). Prints a line per configuration; --csv=PATH (or $SPB_CSV) appends one row per
-// (shape, pass) in the DESIGN §6 schema, as bench_gla_cuda does (method "gdn").
+// (shape, pass) in the DESIGN §6 schema, as bench_gla_cuda does (method "gdn"). Also prints, unchecked, the times of
+// rank_map (A and M) and initial_dstate (D) alone.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -138,6 +139,33 @@ int run(const std::string& csv) {
                            head0_of_host(x.g, s, 1), head0_of_host(x.beta, s, 1), {}, head0_of_host(x.d_o, s, s.dv),
                            {});
     });
+    // The boundary stages alone (printed, no rows): the rank map (A and M) and D.
+    DevBuf A(s.transition_elems() * 4), M(s.state_elems() * 4), D(s.state_elems() * 4);
+    for (const bool map : {true, false}) {
+      auto stage = [&] {
+        if (map) kern->rank_map(s, k.p, v.p, g.f(), beta.f(), A.f(), M.f(), Stream{cs});
+        else kern->initial_dstate(s, q.p, k.p, g.f(), beta.f(), d_o.p, D.f(), Stream{cs});
+      };
+      for (int i = 0; i < kWarmup; ++i) stage();
+      cudaEvent_t e0, e1;
+      SPB_CUDA(cudaEventCreate(&e0));
+      SPB_CUDA(cudaEventCreate(&e1));
+      std::vector<double> ms;
+      for (int i = 0; i < kIters; ++i) {
+        SPB_CUDA(cudaEventRecord(e0, cs));
+        stage();
+        SPB_CUDA(cudaEventRecord(e1, cs));
+        SPB_CUDA(cudaEventSynchronize(e1));
+        float m = 0;
+        SPB_CUDA(cudaEventElapsedTime(&m, e0, e1));
+        ms.push_back(m);
+      }
+      SPB_CUDA(cudaEventDestroy(e0));
+      SPB_CUDA(cudaEventDestroy(e1));
+      const Summary t = summarize(ms);
+      std::printf("gdn cuda B%d T%d H%d dk%d dv%d %-14s median %.3f ms (mean %.3f, min %.3f, max %.3f) [not checked]\n",
+                  s.B, s.T, s.H, s.dk, s.dv, map ? "rank_map" : "initial_dstate", t.median, t.mean, t.min, t.max);
+    }
     for (const bool bwd : {false, true}) {
       auto pass = [&] {
         kern->forward(s, q.p, k.p, v.p, g.f(), beta.f(), nullptr, o.p, ht.f(), Stream{cs});
