@@ -1,6 +1,6 @@
 // The CUDA Gated DeltaNet stages (kernels/gdn/gdn_kernels.h): bf16 q, k, v, o and their gradients, fp32 gates, betas,
-// states and transitions, fp32 arithmetic (kernels/gdn/cuda/NOTES.md). dk and dv: multiples of 16 up to 128 (else
-// UsageError); any B, T, H.
+// states and transitions, fp32 arithmetic (3xTF32 tensor-core products; kernels/gdn/cuda/NOTES.md). dk and dv:
+// multiples of 16 from 16 to 128, q, k and do 16-byte aligned (else UsageError); any B, T, H.
 #pragma once
 
 #include <memory>
