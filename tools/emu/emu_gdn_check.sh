@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the CUDA Gated DeltaNet kernels (kernels/gdn/cuda/) for the CPU emulation (cuda_emu.h) and runs
 # emu_gdn_check: a desk check of their logic against the fp64 token loop on a machine without a GPU. Usage:
-# tools/emu/emu_gdn_check.sh [quick] (from anywhere): quick runs the small shapes only.
+# tools/emu/emu_gdn_check.sh [quick|long] (from anywhere): quick runs the small shapes only, long one sequence of 16
+# chunks alone.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${EMU_OUT:-$root/build-emu-gdn}

@@ -35,7 +35,7 @@ __global__ void __launch_bounds__(kThreads) dUo_kernel(Dims d, const bf16* q, co
   const bf16* qc = q + act_at(d, b, h, t0, d.K);
   const bf16* kc = k + act_at(d, b, h, t0, d.K);
   const bf16* doc = d_o + act_at(d, b, h, t0, d.V);
-  block_gemm<4, 4>(
+  block_gemm<4, 4, kChunkPasses>(
       kChunk, kChunk, d.K, [=](int i, int x) { return i < n ? bf(qc[i * ldk + x]) : 0.0f; },
       [=](int x, int j) { return j < n ? bf(kc[j * ldk + x]) : 0.0f; },
       [=](int i, int j, float acc) {
@@ -43,7 +43,7 @@ __global__ void __launch_bounds__(kThreads) dUo_kernel(Dims d, const bf16* q, co
       },
       gs);
   float* dUoc = s.dUo + bhc * kChunk * d.V;
-  block_gemm<4, 4>(
+  block_gemm<4, 4, kChunkPasses>(
       kChunk, d.V, kChunk, [=](int j, int i) { return P[i * kPad + j]; },
       [=](int i, int x) { return i < n ? bf(doc[i * ldv + x]) : 0.0f; },
       [=](int j, int x, float acc) { dUoc[size_t(j) * d.V + x] = acc; }, gs);
@@ -225,7 +225,7 @@ __global__ void __launch_bounds__(kThreads) chunk_grads_kernel(Dims d, const bf1
     dgam[n - 1] += acc;
   }
   // (2) Dm = s (dO U^T) o G, G_ij = e^{gam_i - gam_j} for j <= i
-  block_gemm<4, 4>(
+  block_gemm<4, 4, kChunkPasses>(
       kChunk, kChunk, V, [=](int i, int x) { return i < n ? bf(doc[i * ldv + x]) : 0.0f; },
       [=](int x, int j) { return Uc[size_t(j) * V + x]; },
       [=](int i, int j, float acc) {
@@ -233,7 +233,7 @@ __global__ void __launch_bounds__(kThreads) chunk_grads_kernel(Dims d, const bf1
       },
       gs);
   // (3) dq = [s diag(e^gam) dO | Dm] [S0^T ; K]; the output's gate terms: dgam_i += q_i . dq_i (and -k_j . dk_j below)
-  block_gemm<4, 4>(
+  block_gemm<4, 4, kChunkPasses>(
       kChunk, K, V + kChunk,
       [=](int i, int x) { return x < V ? (i < n ? scale * eg[i] * bf(doc[i * ldv + x]) : 0.0f) : M1[i * kPad + x - V]; },
       [=](int x, int r) { return x < V ? S0[size_t(r) * V + x] : kk_at(x - V, r); },
@@ -245,7 +245,7 @@ __global__ void __launch_bounds__(kThreads) chunk_grads_kernel(Dims d, const bf1
     dgam[tid] += acc;
   }
   // (4) dk = Dm^T Q + diag(e^{gam_C - gam}) U dS^T (+ the terms below); dgam_j -= k_j . (those two)
-  block_gemm<4, 4>(
+  block_gemm<4, 4, kChunkPasses>(
       kChunk, K, kChunk + V,
       [=](int j, int x) { return x < kChunk ? M1[x * kPad + j] : kd[j] * Uc[size_t(j) * V + x - kChunk]; },
       [=](int x, int r) { return x < kChunk ? q_at(x, r) : dS[size_t(r) * V + x - kChunk]; },
@@ -256,11 +256,11 @@ __global__ void __launch_bounds__(kThreads) chunk_grads_kernel(Dims d, const bf1
     dgam[tid] -= acc;
   }
   // (5) KK = K K^T
-  block_gemm<4, 4>(
+  block_gemm<4, 4, kChunkPasses>(
       kChunk, kChunk, K, kk_at, [=](int x, int j) { return kk_at(j, x); },
       [=](int i, int j, float acc) { KK[i * kPad + j] = acc; }, gs);
   // (6) Y^U = T^T dU (the back substitution with (I + L)^T); dv = beta Y^U, dbeta_i = v_i . Y^U_i + ...
-  block_gemm<4, 4>(
+  block_gemm<4, 4, kChunkPasses>(
       kChunk, V, kChunk, [=](int i, int j) { return Tc[j * kChunk + i]; },
       [=](int j, int x) { return dUc[size_t(j) * V + x]; }, [=](int i, int x, float acc) { BC[i * P + x] = acc; }, gs);
   for (int e = tid; e < n * V; e += kThreads)
@@ -271,7 +271,7 @@ __global__ void __launch_bounds__(kThreads) chunk_grads_kernel(Dims d, const bf1
     dbet[tid] += acc;
   }
   // (7) Y^W = T^T dW = -Y^U S0^T (dW = -dU S0^T); dk_i += beta_i e^{gam_i} Y^W_i and its beta and gate terms
-  block_gemm<4, 4>(
+  block_gemm<4, 4, kChunkPasses>(
       kChunk, K, V, [=](int i, int x) { return BC[i * P + x]; }, [=](int x, int r) { return S0[size_t(r) * V + x]; },
       [=](int i, int r, float acc) { BA[i * P + r] = -acc; }, gs);
   if (tid < n) {
@@ -285,7 +285,7 @@ __global__ void __launch_bounds__(kThreads) chunk_grads_kernel(Dims d, const bf1
     BB[i * P + r] += bet[i] * eg[i] * BA[i * P + r];
   }
   // (8) dL = -[Y^U | Y^W] [U0 | W]^T, strictly lower; L_ij = beta_i e^{gam_i - gam_j} k_i . k_j
-  block_gemm<4, 4>(
+  block_gemm<4, 4, kChunkPasses>(
       kChunk, kChunk, V + K, [=](int i, int x) { return x < V ? BC[i * P + x] : BA[i * P + x - V]; },
       [=](int x, int j) { return x < V ? U0c[size_t(j) * V + x] : Wc[size_t(j) * K + x - V]; },
       [=](int i, int j, float acc) { M1[i * kPad + j] = (j < i && i < n) ? -acc : 0.0f; }, gs);
@@ -310,7 +310,7 @@ __global__ void __launch_bounds__(kThreads) chunk_grads_kernel(Dims d, const bf1
     dgam[j] += rowR[j] - cr;
   }
   // (9) dk += (dLt + dLt^T) K
-  block_gemm<4, 4>(
+  block_gemm<4, 4, kChunkPasses>(
       kChunk, K, kChunk, [=](int i, int j) { return M1[i * kPad + j] + M1[j * kPad + i]; }, kk_at,
       [=](int i, int r, float acc) { BB[i * P + r] += acc; }, gs);
   for (int e = tid; e < n * K; e += kThreads) dk[act_at(d, b, h, t0 + e / K, K) + e % K] = __float2bfloat16(BB[(e / K) * P + e % K]);

@@ -59,6 +59,13 @@ __device__ inline float bf(const __nv_bfloat16& x) { return __bfloat162float(x);
 #ifndef SPB_GDN_TF32_PASSES
 #define SPB_GDN_TF32_PASSES 3
 #endif
+// The passes of the per-chunk kernels whose errors do not compound over chunks (output, dUo, chunk_grads): the same
+// unless built with SPB_GDN_CHUNK_TF32_PASSES=1 (an option to measure on a GPU; the recurrences and chunk_prep, whose
+// W and U0 feed them, keep SPB_GDN_TF32_PASSES).
+#ifndef SPB_GDN_CHUNK_TF32_PASSES
+#define SPB_GDN_CHUNK_TF32_PASSES SPB_GDN_TF32_PASSES
+#endif
+constexpr int kChunkPasses = SPB_GDN_CHUNK_TF32_PASSES;
 #if !defined(SPB_GDN_SIMT) || !SPB_GDN_SIMT
 #ifndef SPB_GLA_EMU  // tools/emu/cuda_emu.h emulates these two (in spb::gla_cuda) on the CPU
 // fp32 -> tf32 bits, rounded to nearest: ties to even on sm_90 (cvt.rn), away from zero before it (cvt.rna, the only
@@ -162,7 +169,7 @@ constexpr int kGemmSmem = gemm_smem_floats(8, 4);  // enough for every instantia
 // 4); SIMT: each thread RM x RN results at rows ty + 16 i, columns tx + 16 j. Begins and ends with a barrier, so the
 // accessors may read what the block wrote before the call and the caller may read what epi wrote after it; epi must
 // not write what a or b read.
-template <int RM, int RN, class FA, class FB, class FE>
+template <int RM, int RN, int PASSES = SPB_GDN_TF32_PASSES, class FA, class FB, class FE>
 __device__ inline void block_gemm(int M, int N, int Kd, FA a, FB b, FE epi, float* sm) {
   constexpr int TM = 16 * RM, TN = 16 * RN, PA = TM + 8, PB = TN + 8;
   float* As = sm;  // As[k][m]
@@ -210,10 +217,10 @@ __device__ inline void block_gemm(int M, int N, int Kd, FA a, FB b, FE epi, floa
             split_tf32(Ap[4 * PA + 8], ah[3], al[3]);  // A[g + 8][t + 4]
             split_tf32(Bp[0], bh[0], bl[0]);           // B[t][g]
             split_tf32(Bp[4 * PB], bh[1], bl[1]);      // B[t + 4][g]
-#if SPB_GDN_TF32_PASSES == 3
-            mma_m16n8k8_tf32(acc[p], al[0], al[1], al[2], al[3], bh[0], bh[1]);
-            mma_m16n8k8_tf32(acc[p], ah[0], ah[1], ah[2], ah[3], bl[0], bl[1]);
-#endif
+            if constexpr (PASSES == 3) {
+              mma_m16n8k8_tf32(acc[p], al[0], al[1], al[2], al[3], bh[0], bh[1]);
+              mma_m16n8k8_tf32(acc[p], ah[0], ah[1], ah[2], ah[3], bl[0], bl[1]);
+            }
             mma_m16n8k8_tf32(acc[p], ah[0], ah[1], ah[2], ah[3], bh[0], bh[1]);
           }
 #else

@@ -190,7 +190,7 @@ __global__ void __launch_bounds__(kThreads) output_kernel(Dims d, const bf16* q,
   const bf16* qc = q + act_at(d, b, h, t0, d.K);
   const bf16* kc = k + act_at(d, b, h, t0, d.K);
   // P_ij = e^{gam_i - gam_j} q_i . k_j, j <= i
-  block_gemm<4, 4>(
+  block_gemm<4, 4, kChunkPasses>(
       kChunk, kChunk, d.K, [=](int i, int x) { return i < n ? bf(qc[i * ldk + x]) : 0.0f; },
       [=](int x, int j) { return j < n ? bf(kc[j * ldk + x]) : 0.0f; },
       [=](int i, int j, float acc) { P[i * kPad + j] = (j <= i && i < n) ? expf(gam[i] - gam[j]) * acc : 0.0f; }, gs);
@@ -198,7 +198,7 @@ __global__ void __launch_bounds__(kThreads) output_kernel(Dims d, const bf16* q,
   const float* S0 = s.Hs + (bh * (d.NC + 1) + c) * size_t(d.K) * d.V;
   const float* Uc = s.U + bhc * kChunk * d.V;
   bf16* oc = o + act_at(d, b, h, t0, d.V);
-  block_gemm<4, 4>(
+  block_gemm<4, 4, kChunkPasses>(
       kChunk, d.V, d.K + kChunk,
       [=](int i, int x) { return x < d.K ? (i < n ? eg[i] * bf(qc[i * ldk + x]) : 0.0f) : P[i * kPad + x - d.K]; },
       [=](int x, int j) { return x < d.K ? S0[size_t(x) * d.V + j] : Uc[size_t(x - d.K) * d.V + j]; },
