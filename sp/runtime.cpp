@@ -9,6 +9,7 @@
 #ifdef SPB_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include "kernels/gdn/cuda/gdn_cuda.h"
 #include "kernels/gla/cuda/gla_cuda.h"
 #endif
 
@@ -112,6 +113,7 @@ std::unique_ptr<Runtime> make_runtime(Bootstrap& boot, const std::string& backen
                 " GPUs; start at most one rank per GPU");
   rt->dev = make_cuda_device(boot.local_rank());
   rt->kern = make_cuda_kernels();
+  rt->gdn = make_cuda_gdn_kernels();
   // Each simulated node its own host to NCCL: this host's name and the node's index.
   const std::string host_id = topo.over_network ? host_name() + ".spb-node" +
                                                       std::to_string(boot.rank() / topo.ranks_per_node)
