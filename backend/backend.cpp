@@ -7,6 +7,7 @@
 #include "sim/sim_model_kernels.h"
 #include "sim/sim_runtime.h"
 #include "sim/stage_table.h"
+#include "sim/stage_table_gdn.h"
 #include "zeco/all_scan.h"
 
 namespace spb {
@@ -23,21 +24,23 @@ std::vector<std::string> SimRows::columns(std::vector<std::string> extra) const 
   return extra;
 }
 
-StageRecording::StageRecording(RecordingKernels* gla, RecordingModelKernels* model, std::unique_ptr<CsvAppender> csv)
-    : gla_(gla), model_(model), csv_(std::move(csv)) {}
+StageRecording::StageRecording(RecordingKernels* gla, RecordingGdnKernels* gdn, RecordingModelKernels* model,
+                               std::unique_ptr<CsvAppender> csv)
+    : gla_(gla), gdn_(gdn), model_(model), csv_(std::move(csv)) {}
 
 StageRecording::~StageRecording() = default;
 
 void StageRecording::set_recording(bool on) {
   if (model_) model_->set_recording(on);
+  if (gdn_) gdn_->set_recording(on);
   gla_->set_recording(on);
 }
 
 void StageRecording::append_rows(const Bootstrap& boot, int iters, const ResultRow& base) {
   std::vector<StageSample> samples;
   if (model_) samples = model_->take();
-  std::vector<StageSample> gla = gla_->take();
-  samples.insert(samples.end(), std::make_move_iterator(gla.begin()), std::make_move_iterator(gla.end()));
+  for (std::vector<StageSample> more : {gla_->take(), gdn_ ? gdn_->take() : std::vector<StageSample>()})
+    samples.insert(samples.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
   agree_on_usage_errors(boot, [&] { append_stage_rows(boot, samples, iters, base, csv_.get()); });
 }
 
@@ -75,11 +78,18 @@ Backend make_backend(Bootstrap& boot, const BackendRequest& req) {
   b.rt = make_level_runtime(boot, req, b.allscan, b.sim);
   Runtime& rt = *b.rt;
   RecordingKernels* gla_recorder = nullptr;
+  RecordingGdnKernels* gdn_recorder = nullptr;
   std::unique_ptr<CsvAppender> stage_csv;
-  if (!req.stage_times.empty()) {  // every kernel call timed while recording: the GLA stages' here, the model's below
+  // Every kernel call timed while recording: the GLA stages' and Gated DeltaNet's here, the model's below.
+  if (!req.stage_times.empty()) {
     auto rec = std::make_unique<RecordingKernels>(std::move(rt.kern), *rt.dev);
     gla_recorder = rec.get();
     rt.kern = std::move(rec);
+    if (rt.gdn) {
+      auto gdn = std::make_unique<RecordingGdnKernels>(std::move(rt.gdn), *rt.dev);
+      gdn_recorder = gdn.get();
+      rt.gdn = std::move(gdn);
+    }
     agree_on_usage_errors(boot, [&] {
       if (boot.rank() == 0)
         stage_csv = std::make_unique<CsvAppender>(req.stage_times,
@@ -104,7 +114,8 @@ Backend make_backend(Bootstrap& boot, const BackendRequest& req) {
       b.model_kernels = std::move(rec);
     }
   }
-  if (gla_recorder) b.stages = std::make_unique<StageRecording>(gla_recorder, model_recorder, std::move(stage_csv));
+  if (gla_recorder)
+    b.stages = std::make_unique<StageRecording>(gla_recorder, gdn_recorder, model_recorder, std::move(stage_csv));
   return b;
 }
 

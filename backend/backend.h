@@ -15,6 +15,7 @@
 namespace spb {
 
 class CsvAppender;
+class RecordingGdnKernels;
 class RecordingKernels;
 class RecordingModelKernels;
 class ResultRow;
@@ -39,20 +40,22 @@ struct SimRows {
   std::vector<std::string> columns(std::vector<std::string> extra) const;
 };
 
-// --stage-times: the recorders around a level's kernels (the GLA stages', and the model's at the model level), and
-// the stage CSV that rank 0 appends their rows to.
+// --stage-times: the recorders around a level's kernels (the GLA stages', Gated DeltaNet's where the runtime has them,
+// and the model's at the model level), and the stage CSV that rank 0 appends their rows to.
 class StageRecording {
  public:
-  StageRecording(RecordingKernels* gla, RecordingModelKernels* model, std::unique_ptr<CsvAppender> csv);
+  StageRecording(RecordingKernels* gla, RecordingGdnKernels* gdn, RecordingModelKernels* model,
+                 std::unique_ptr<CsvAppender> csv);
   ~StageRecording();
   void set_recording(bool on);
-  // Every rank's calls since the last append, of both recorders, merged on rank 0 into rows built from `base` (the
+  // Every rank's calls since the last append, of every recorder, merged on rank 0 into rows built from `base` (the
   // level's row of the run: its shape, method and provenance), one per stage and shape (append_stage_rows). Every
   // rank calls it; a row rank 0 cannot write stops them all.
   void append_rows(const Bootstrap& boot, int iters, const ResultRow& base);
 
  private:
   RecordingKernels* gla_;
+  RecordingGdnKernels* gdn_;      // none where the runtime has no Gated DeltaNet stages
   RecordingModelKernels* model_;  // none at the operator level
   std::unique_ptr<CsvAppender> csv_;  // rank 0's
 };

@@ -485,6 +485,10 @@ int run_operator(Bootstrap& boot, const OperatorOptions& opt) {
   const int p = boot.rank();
   OperatorPlan plan = validated_plan(boot, opt);
   OperatorOptions& o = plan.o;
+  // Gated DeltaNet's zeco runs the host chain alone (zeco/method_zeco.cpp), so `auto` means it here already: the
+  // backend then resolves the scan that runs (the rows' backend column, and under the simulation NCCL's sends, not
+  // the device All-Scan's writes or a rail scan, which refuses a dense map).
+  if (plan.cfg.attention == Attention::gdn && o.allscan == "auto") o.allscan = "host";
   Backend be = make_backend(boot, {o.backend, o.allscan, o.ranks_per_node, o.nodes_over_network, o.sim,
                                    /*model_kernels=*/false, o.stage_times});
   o.allscan = plan.cfg.allscan = be.allscan;  // the simulation runs a device protocol as the chain

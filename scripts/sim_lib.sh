@@ -10,6 +10,9 @@ STAGES=$SPB_ROOT/results/nvidia-h200-x4_stages.csv
 # The model level's: the GLA-1B step's kernel calls and its GLA stages at the model's shapes (spbench model
 # --stage-times on 4 GPUs).
 MODEL_STAGES=$SPB_ROOT/results/nvidia-h200-x4_model_stages.csv
+# Gated DeltaNet's (DESIGN §12): its stages and the GLA stages its methods call (copy_4d), every GDN method at P = 1 on
+# one H200 (sim_predict_gdn says the command).
+GDN_STAGES=$SPB_ROOT/results/nvidia-h200_gdn_stages.csv
 # The network model without SMPI's Ethernet-fitted correction factors (CM02), no reverse-path traffic; the host code
 # between MPI calls costs no simulated time (only the stage times do); sends up to 64 KiB eager (the device
 # All-Scan's blocks stream without a handshake), larger ones a rendezvous (SimGrid 3.32 walks its list of eager sends
@@ -40,9 +43,9 @@ hosts() {
 }
 
 # sim PLATFORM CALIB NP LEVEL ARGS...: the simulated spbench on NP ranks of PLATFORM (the model level replays the
-# model's stage table, the others the GLA stages').
+# model's stage table, the others the GLA stages', or SIM_STAGES where a caller sets it: Gated DeltaNet's).
 sim() {
-  local platform=$1 calib=$2 np=$3 hostfile stages=$STAGES
+  local platform=$1 calib=$2 np=$3 hostfile stages=${SIM_STAGES:-$STAGES}
   shift 3
   [ "$1" = model ] && stages=$MODEL_STAGES
   hostfile=$(mktemp)
@@ -203,6 +206,32 @@ sim_predict() {
         -H 16 --dk 128 --dv 128 -L "$L" -K 16 --ranks-per-node 8 -w 1 -n 3
     done
     sim_predict_model "$P"
+  done
+}
+
+# Gated DeltaNet's operator level (issue 63, item 4) at the paper's operator shape: 16 heads of 128 x 128, 16384 and
+# 32768 tokens per GPU, dp, zeco (the host chain in K = 16 column blocks: GDN's dense map has no device or rail
+# All-Scan, zeco/method_zeco.cpp), lasp2 and lasp1 (ring and ulysses have no GDN version), on P GPUs of DGX H100
+# nodes, replaying GDN's own stage table. Its rows go to a file of their own: dgx-h100_operator.csv was written before
+# the `attention` column and so takes gla rows alone (runtime/csv.cpp, late_columns). The table is recorded on one
+# H200 (-K 16 as here, so that zeco's column-block keys are the ones replayed):
+#   spbench operator --backend gpu --attention gdn -m dp,zeco,lasp2,lasp1 -B 1 -H 16 --dk 128 --dv 128 -K 16 \
+#     -L <16384|32768> -w 5 -n 20 --stage-times results/nvidia-h200_gdn_stages.csv
+# SPB_SIM_WORLDS and SPB_SIM_LENGTHS pick some of the settings, as for sim_predict.
+sim_predict_gdn() {
+  local op=$SIM_DIR/dgx-h100_operator_gdn.csv P L SIM_STAGES=$GDN_STAGES
+  if [ ! -s "$GDN_STAGES" ]; then  # one failed configuration: the sweep ends non-zero, saying why
+    spb_log "no $GDN_STAGES: record Gated DeltaNet's stage table on one H200 first (the command: sim_lib.sh)"
+    SPB_N_FAILED=$((SPB_N_FAILED + 1))
+    return 0
+  fi
+  mkdir -p "$SIM_DIR"
+  for P in ${SPB_SIM_WORLDS:-8 16 32 64 128 256}; do
+    for L in ${SPB_SIM_LENGTHS:-16384 32768}; do
+      run "operator, Gated DeltaNet, $P GPUs of DGX H100 nodes, $L tokens per GPU" "$op" dgx-h100 "$P" operator \
+        --attention gdn -m dp,zeco,lasp2,lasp1 --allscan host -B 1 -H 16 --dk 128 --dv 128 -L "$L" -K 16 \
+        --ranks-per-node 8 -w 1 -n 3
+    done
   done
 }
 

@@ -128,6 +128,7 @@ std::unique_ptr<Runtime> make_sim_runtime(Bootstrap& boot, const SimSetup& setup
   auto rt = std::unique_ptr<Runtime>(
       new Runtime{boot, "sim", nullptr, nullptr, nullptr, nullptr, sim_topology(boot, ranks_per_node)});
   auto dev = std::make_unique<SimDevice>(std::move(clock), cal.gpu);
+  rt->gdn = make_sim_gdn_kernels(*dev, *table);  // a table without GDN rows fails at the first GDN call, naming it
   rt->kern = make_sim_kernels(*dev, std::move(*table));
   rt->comm = make_sim_communicator(boot, *dev, cal.transport, rt->topo.ranks_per_node);
   rt->dev = std::move(dev);

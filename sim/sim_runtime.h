@@ -1,7 +1,8 @@
 // The simulated backend (`--backend sim`, DESIGN §10): spbench's own levels and methods, run by SimGrid's SMPI on a
-// platform file, with a SimDevice (time, no data), the GPU's stage times (SimKernels over the stage table) and a
-// communicator that runs every operation as MPI point-to-point messages in the simulation, each call first paying its
-// transport's cost, a per-call and a per-byte part (calibrated at P = 2: sim/calibration.h). What each transport is
+// platform file, with a SimDevice (time, no data), the GPU's stage times (SimKernels over the stage table, and
+// SimGdnKernels over the same table for Gated DeltaNet's stages) and a communicator that runs every operation as MPI
+// point-to-point messages in the simulation, each call first paying its transport's cost, a per-call and a per-byte
+// part (calibrated at P = 2: sim/calibration.h). What each transport is
 // on the wire (sim/sim_comm.cpp; no SMPI collective carries a call's bytes):
 //   nccl p2p        one MPI message per send (NCCL's send/recv kernels); a group one call for all its messages. Across
 //                   nodes a GPU's messages share its own NIC (the DGX platform's rails)
@@ -76,6 +77,9 @@ struct SimSetup {
 };
 
 std::unique_ptr<GlaKernels> make_sim_kernels(SimDevice& dev, StageTable table);
+// Gated DeltaNet's stages from the same table (sim/sim_gdn_kernels.cpp: its rows of the gdn_ stages). act: the
+// activations' type, bf16 as on the GPU the table was recorded on (fp32 where a test replays its CPU ranks' table).
+std::unique_ptr<GdnKernels> make_sim_gdn_kernels(SimDevice& dev, StageTable table, DType act = DType::bf16);
 // Nodes of `ranks_per_node` consecutive ranks (0: one node), where NCCL's rings cross between nodes (sim_comm.cpp).
 std::unique_ptr<Communicator> make_sim_communicator(Bootstrap& boot, SimDevice& dev, const SimTransport& t,
                                                    int ranks_per_node = 0);

@@ -146,7 +146,9 @@ void RecordingKernels::copy_4d(void* dst, const void* src, size_t elem_bytes, co
 // --- rows ----------------------------------------------------------------------------------------------------------
 
 const std::vector<std::string>& stage_columns() {
-  static const std::vector<std::string> cols = {"stage", "shape", "calls_per_iter", "nodes", "ranks_per_node"};
+  // attention: the family the run computed (a late column, runtime/csv.h: a file from before it holds gla rows).
+  static const std::vector<std::string> cols = {"stage", "shape", "calls_per_iter", "nodes", "ranks_per_node",
+                                                "attention"};
   return cols;
 }
 
@@ -197,6 +199,7 @@ void append_stage_rows(const Bootstrap& boot, const std::vector<StageSample>& mi
     ResultRow r = base;
     r.set("level", std::string("stage")).set("pass", std::string("stage"));
     r.set("stage", key.first).set("shape", key.second);
+    if (r.get("attention").empty()) r.set("attention", std::string("gla"));  // the model level's rows: GLA-1B's
     r.set("calls_per_iter", double(m.calls) / double(iters));
     r.set("time_ms_median", mean(m.median)).set("time_ms_mean", mean(m.median));
     r.set("time_ms_min", *std::min_element(m.min.begin(), m.min.end()));

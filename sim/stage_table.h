@@ -5,8 +5,8 @@
 //
 // A stage call is named by its stage ("chunk_states_fwd") and its shape key: the GlaShape's "B1 T16384 H16 dk128
 // dv128 pairs16" for the GLA stages, "rows2048 cols128" for state_fold, "n2048" for vec_add, "bytes1048576" for
-// copy_4d. The table's time for a key is the mean over the rows that recorded it (methods and ranks) of their
-// median per call.
+// copy_4d; Gated DeltaNet's stages are gdn_forward and the like (RecordingGdnKernels, sim/stage_table_gdn.h). The
+// table's time for a key is the mean over the rows that recorded it (methods and ranks) of their median per call.
 #pragma once
 
 #include <map>
@@ -98,8 +98,8 @@ class RecordingKernels final : public GlaKernels {
 
 // The stage rows of one method's run, every rank's samples merged on rank 0 (a stage at a shape: the mean over the
 // ranks that ran it of their medians): appended by rank 0 to `csv` as rows built from `base` (the operator row of
-// that run: its shape, method and provenance), one per stage and shape, pass `stage`, columns stage, shape and
-// calls_per_iter.
+// that run: its shape, method and provenance), one per stage and shape, pass `stage`, columns stage, shape,
+// calls_per_iter and attention (the base's; gla where it has none, as the model level's).
 void append_stage_rows(const Bootstrap& boot, const std::vector<StageSample>& mine, int iters, const ResultRow& base,
                        CsvAppender* csv);
 // The extra columns of a stage CSV (after the schema).

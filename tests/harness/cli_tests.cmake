@@ -373,6 +373,19 @@ s[\"chunk_output\"] + 0, \"world\", w, \"layers\", l }' model_stages_np${np}.csv
   set_tests_properties(cli.model.stage_times.np${np} PROPERTIES TIMEOUT 150 PASS_REGULAR_EXPRESSION
                        "wrong results: 0.*stage rows all gemm 1 adamw 1 chunk_output 1 world ${np} layers 1")
 endforeach()
+# --stage-times with --attention gdn on CPU ranks (what one H200 records for the simulation, sim/NOTES.md): rows of
+# level `stage` only, attention gdn, Gated DeltaNet's stages (forward, rank map, zeco's dense apply in K = 2 column
+# blocks: 8 of dv = 16) and the GLA stage its zeco calls (copy_4d).
+add_test(NAME cli.operator.gdn_stage_times.np2
+         COMMAND sh -c "rm -f gdn_stages_np2.csv && ${SPB_MPIRUN_STR} 2 ${SPB_MPI_FLAGS_STR} $<TARGET_FILE:spbench> \
+operator --backend cpu --attention gdn -m dp,zeco,lasp2,lasp1 -H 2 --dk 16 --dv 16 -L 128 -K 2 -w 1 -n 2 \
+--stage-times gdn_stages_np2.csv | grep 'wrong results' && awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; \
+next } { n += $c[\"level\"] == \"stage\" && $c[\"attention\"] == \"gdn\"; s[$c[\"stage\"] \" \" $c[\"shape\"]] = 1 } \
+END { print \"gdn stage rows\", (n == NR - 1 && n > 0) ? \"all\" : \"not all\", \
+s[\"gdn_forward B1 T128 H2 dk16 dv16\"] + 0, s[\"gdn_rank_map B1 T128 H2 dk16 dv16 A1\"] + 0, \
+s[\"gdn_dense_apply heads2 n16 cols8\"] + 0, s[\"copy_4d bytes2048\"] + 0 }' gdn_stages_np2.csv")
+set_tests_properties(cli.operator.gdn_stage_times.np2 PROPERTIES TIMEOUT 150 PASS_REGULAR_EXPRESSION
+                     "wrong results: 0.*gdn stage rows all 1 1 1 1")
 # A good run writes its row and a rerun skips it (nothing measured twice, nothing lost).
 # --timeline at the model level: every rank's steps, each with its whole step, a span per block's attention
 # (forward and backward: 2 blocks x 2) and, with --grad-overlap, a gradient bucket per block and the head and

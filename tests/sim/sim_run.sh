@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# sim_run.sh ROOT smoke|cpu_check|network|model|timing NP DIR: the simulated build (ROOT/build-sim/spbench) under smpirun.
+# sim_run.sh ROOT smoke|cpu_check|network|model|timing|gdn NP DIR: the simulated build (ROOT/build-sim/spbench) under
+# smpirun.
 #   smoke      NP simulated ranks of the DGX H100 platform at the paper's shapes, every pattern and every method, with
 #              the GPU's stage times: every row simulated = 1 on its platform, every time positive, the collective's
 #              times growing with the state, and the simulated clock alone (the same run twice gives the same times)
@@ -14,6 +15,11 @@
 #   timing     the chain pattern (2 MiB) on NP and 2 NP simulated ranks of the DGX H100 platform in both timings of
 #              `spbench collective --timing`: latency rows say so and grow with the ranks (each call alone, the P - 1
 #              hops in turn), and are no faster than the back-to-back rows, whose calls overlap
+#   gdn        Gated DeltaNet's stage table recorded on one CPU rank of the same build (--backend cpu --attention gdn
+#              --stage-times, every GDN method, as one H200 records it), then replayed on NP simulated ranks of DGX H100
+#              nodes (--backend sim --attention gdn, --allscan as its default): a row of each pass of dp, zeco, lasp2
+#              and lasp1, attention gdn, simulated on dgx-h100, a positive time, zeco's scan the host chain over NCCL;
+#              and at a length the table has no row of, the run fails naming the stage and the recording command
 # Exit 77 (skipped) where build-sim/spbench (SPB_SIM_BUILD/spbench where set) or smpirun is missing.
 set -u
 root=$1 what=$2 np=$3 dir=$4
@@ -122,5 +128,35 @@ case $what in
       tr '\n' ';'
     echo
     ;;
-  *) fail "sim_run.sh: smoke, cpu_check, network, model or timing, not $what" ;;
+  gdn)
+    hosts dgx-h100 >"$dir/hosts"
+    shape=(-B 1 -H 2 --dk 16 --dv 16 -K 2)
+    OMP_NUM_THREADS=1 smpirun -np 1 -platform "$PLAT/dgx-h100.xml" -hostfile "$dir/hosts" "${SIMFLAGS[@]}" \
+      "$spb" operator --backend cpu --attention gdn -m dp,zeco,lasp2,lasp1 "${shape[@]}" -L 128 -w 1 -n 2 \
+      --stage-times "$dir/gdn_stages.csv" >"$dir/record.log" 2>&1 || { cat "$dir/record.log"; fail "recording"; }
+    grep -q "^# wrong results: 0" "$dir/record.log" || { cat "$dir/record.log"; fail "a recorded method was wrong"; }
+    col() { awk -F, -v n="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == n) print i; exit }' "$1"; }
+    f=$dir/gdn_stages.csv
+    for stage in gdn_forward gdn_backward gdn_rank_map gdn_initial_dstate gdn_dense_apply copy_4d; do
+      cut -d, -f"$(col "$f" stage)" "$f" | grep -qx "$stage" || fail "no stage row of $stage in $f"
+    done
+    SIM_STAGES=$f sim dgx-h100 "$PLAT/nvidia-h200-x4.calib" "$np" operator --attention gdn -m dp,zeco,lasp2,lasp1 \
+      "${shape[@]}" -L 128 --ranks-per-node "$per" -w 1 -n 2 --csv "$dir/op.csv" >"$dir/op.log" 2>&1 ||
+      { cat "$dir/op.log"; fail "the GDN replay at $np simulated ranks"; }
+    f=$dir/op.csv
+    rows=$(awk -F, -v m="$(col "$f" method)" -v a="$(col "$f" attention)" -v s="$(col "$f" simulated)" \
+      -v p="$(col "$f" platform)" -v w="$(col "$f" world_size)" -v t="$(col "$f" time_ms_median)" \
+      -v b="$(col "$f" backend)" -v np="$np" \
+      'NR > 1 && $a == "gdn" && $s == 1 && $p == "dgx-h100" && $w == np && $t > 0 && ($m != "zeco" || $b == "nccl") {
+         n[$m]++ } END { print n["dp"] + 0, n["zeco"] + 0, n["lasp2"] + 0, n["lasp1"] + 0 }' "$f")
+    [ "$rows" = "2 2 2 2" ] || { cat "$f"; fail "not both passes of dp, zeco, lasp2, lasp1 (gdn, simulated): $rows"; }
+    SIM_STAGES=$dir/gdn_stages.csv sim dgx-h100 "$PLAT/nvidia-h200-x4.calib" "$np" operator --attention gdn -m dp \
+      "${shape[@]}" -L 256 --ranks-per-node "$per" -w 1 -n 2 >"$dir/missing.log" 2>&1 &&
+      fail "a length the GDN table has no row of ran"
+    grep -q "has no time for gdn_forward at B1 T256 H2 dk16 dv16.*--attention gdn --stage-times" "$dir/missing.log" ||
+      { cat "$dir/missing.log"; fail "the missing key's error does not name the stage, the key and the command"; }
+    echo "SIM_GDN_OK np $np: a GDN stage table recorded on one CPU rank replays dp, zeco, lasp2 and lasp1; a missing" \
+      "key fails by name"
+    ;;
+  *) fail "sim_run.sh: smoke, cpu_check, network, model, timing or gdn, not $what" ;;
 esac

@@ -28,6 +28,11 @@ set_tests_properties(sim.timing.np16 PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 
 add_test(NAME sim.network.np16 COMMAND ${SPB_SIM_RUN} network 16 ${CMAKE_CURRENT_BINARY_DIR}/sim_network_np16)
 set_tests_properties(sim.network.np16 PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS sim
                      PASS_REGULAR_EXPRESSION "SIM_NETWORK_OK")
+# Gated DeltaNet's stage table recorded on one CPU rank of the simulated build, replayed at 16 simulated ranks (two
+# DGX H100 nodes), and a key it lacks.
+add_test(NAME sim.gdn.np16 COMMAND ${SPB_SIM_RUN} gdn 16 ${CMAKE_CURRENT_BINARY_DIR}/sim_gdn_np16)
+set_tests_properties(sim.gdn.np16 PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS sim
+                     PASS_REGULAR_EXPRESSION "SIM_GDN_OK")
 add_test(NAME sim.model.np4 COMMAND ${SPB_SIM_RUN} model 4 ${CMAKE_CURRENT_BINARY_DIR}/sim_model_np4)
 set_tests_properties(sim.model.np4 PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77 LABELS sim
                      PASS_REGULAR_EXPRESSION "SIM_MODEL_OK")
@@ -37,6 +42,13 @@ spb_mpi_test(test_model_stage_table sim/test_model_stage_table.cpp spb_sim spb_m
 foreach(np 1 2)
   add_test(NAME sim.model_stage_table.np${np}
            COMMAND ${SPB_MPIEXEC} ${np} ${SPB_MPI_FLAGS} $<TARGET_FILE:test_model_stage_table>)
+endforeach()
+# Gated DeltaNet's stage table and its replay (sim/stage_table_gdn.h, sim/sim_gdn_kernels.cpp): every GDN method's
+# calls recorded on CPU ranks, replayed by the simulated kernels from that table, and a key it lacks; at 1 and 2 ranks.
+spb_mpi_test(test_sim_gdn_kernels sim/test_sim_gdn_kernels.cpp spb_sim)
+foreach(np 1 2)
+  add_test(NAME sim.gdn_kernels.np${np}
+           COMMAND ${SPB_MPIEXEC} ${np} ${SPB_MPI_FLAGS} $<TARGET_FILE:test_sim_gdn_kernels>)
 endforeach()
 # The model's simulated kernels (sim/sim_model_kernels.h): every call of a tiny model's dp and zeco steps found in the
 # table its recorder wrote; at 1 and 2 ranks.

@@ -69,5 +69,31 @@ TEST(SimKernels, AMemoryBoundStageScalesFromItsNearestRecordedSize) {
   }
 }
 
+// Gated DeltaNet's dense map (sim/sim_gdn_kernels.cpp): a shape the table lacks (another K, another scan) takes the
+// stage's nearest recorded shape by work plus the difference in work at its marginal rate.
+TEST(SimGdnKernels, TheDenseMapScalesFromItsNearestRecordedShape) {
+  auto apply_s = [&](const std::string& t, size_t heads, size_t cols) {
+    SimGpu gpu;
+    gpu.copy_Bps = 1.2e12;
+    SimDevice dev(make_manual_clock(), gpu);
+    auto k = make_sim_gdn_kernels(dev, StageTable(t), DType::f32);
+    const Stream s = dev.compute_stream();
+    k->dense_apply(heads, 128, cols, nullptr, nullptr, nullptr, nullptr, s);
+    return dev.stream_time(s);
+  };
+  const std::string one = stage_table({{"gdn_dense_apply", "heads16 n128 cols8"}}, {0.01});
+  EXPECT_DOUBLE_EQ(apply_s(one, 16, 8), 0.01e-3);  // recorded
+  // One shape recorded: the bytes the call moves besides (A, and x, b, out of its columns) at the copy rate.
+  EXPECT_NEAR(apply_s(one, 16, 128), 0.01e-3 + 4.0 * 16 * 3 * 128 * (128 - 8) / 1.2e12, 1e-15);
+  EXPECT_NEAR(apply_s(one, 32, 8), 0.01e-3 + 4.0 * 16 * (128 * 128 + 3 * 128 * 8) / 1.2e12, 1e-15);
+  // Two recorded: their slope over the work (heads n n cols), from the nearer one.
+  const std::string two =
+      stage_table({{"gdn_dense_apply", "heads16 n128 cols8"}, {"gdn_dense_apply", "heads16 n128 cols16"}},
+                  {0.01, 0.014});
+  const double per = 0.004e-3 / (16.0 * 128 * 128 * 8);
+  EXPECT_NEAR(apply_s(two, 16, 128), 0.014e-3 + per * 16 * 128 * 128 * 112, 1e-15);
+  EXPECT_NEAR(apply_s(two, 16, 4), 0.01e-3 - per * 16 * 128 * 128 * 4, 1e-15);
+}
+
 }  // namespace
 }  // namespace spb
