@@ -222,6 +222,7 @@ class GdnMethod : public testing::TestWithParam<std::string> {
 
 TEST_P(GdnMethod, MatchesTheSingleDeviceRun) {
   for (Case c : cases()) {
+    if (gpu() && (c.dk > 128 || c.dv > 128)) continue;  // the CUDA GDN stages take dk, dv <= 128
     c.attention = Attention::gdn;
     run_case(GetParam(), c, 1);
     if (GetParam() == "zeco") {
