@@ -112,6 +112,29 @@ std::vector<double> state0(const float* dev, const GdnShape& s) {
   SPB_CUDA(cudaMemcpy(y.data(), dev, y.size() * 4, cudaMemcpyDeviceToHost));
   return std::vector<double>(y.begin(), y.end());
 }
+// kWarmup untimed calls of fn, then kIters each between two CUDA events on cs: their times' summary (ms).
+template <class Fn>
+Summary time_on(cudaStream_t cs, Fn&& fn, bool sync_after_warmup) {
+  for (int i = 0; i < kWarmup; ++i) fn();
+  if (sync_after_warmup) SPB_CUDA(cudaStreamSynchronize(cs));
+  cudaEvent_t e0, e1;
+  SPB_CUDA(cudaEventCreate(&e0));
+  SPB_CUDA(cudaEventCreate(&e1));
+  std::vector<double> ms;
+  for (int i = 0; i < kIters; ++i) {
+    SPB_CUDA(cudaEventRecord(e0, cs));
+    fn();
+    SPB_CUDA(cudaEventRecord(e1, cs));
+    SPB_CUDA(cudaEventSynchronize(e1));
+    float m = 0;
+    SPB_CUDA(cudaEventElapsedTime(&m, e0, e1));
+    ms.push_back(m);
+  }
+  SPB_CUDA(cudaEventDestroy(e0));
+  SPB_CUDA(cudaEventDestroy(e1));
+  return summarize(ms);
+}
+
 double rel_rms(const std::vector<double>& ref, const std::vector<double>& x) {
   double num = 0, den = 0;
   for (size_t i = 0; i < ref.size(); ++i) num += (ref[i] - x[i]) * (ref[i] - x[i]), den += ref[i] * ref[i];
@@ -134,7 +157,8 @@ int run(const std::string& csv) {
     DevBuf dv(s.v_elems() * 2), dg(s.gate_elems() * 4), dbeta(s.gate_elems() * 4), dh0(s.state_elems() * 4);
     GdnShape s1 = s;
     s1.H = 1;
-    auto ref = std::async(std::launch::async, [&] {
+    // shared: both passes read it (a plain future's get() may be called once)
+    std::shared_future<GdnReferenceResult> ref = std::async(std::launch::async, [&] {
       return gdn_reference(s1, head0_of_host(x.q, s, s.dk), head0_of_host(x.k, s, s.dk), head0_of_host(x.v, s, s.dv),
                            head0_of_host(x.g, s, 1), head0_of_host(x.beta, s, 1), {}, head0_of_host(x.d_o, s, s.dv),
                            {});
@@ -146,23 +170,7 @@ int run(const std::string& csv) {
         if (map) kern->rank_map(s, k.p, v.p, g.f(), beta.f(), A.f(), M.f(), Stream{cs});
         else kern->initial_dstate(s, q.p, k.p, g.f(), beta.f(), d_o.p, D.f(), Stream{cs});
       };
-      for (int i = 0; i < kWarmup; ++i) stage();
-      cudaEvent_t e0, e1;
-      SPB_CUDA(cudaEventCreate(&e0));
-      SPB_CUDA(cudaEventCreate(&e1));
-      std::vector<double> ms;
-      for (int i = 0; i < kIters; ++i) {
-        SPB_CUDA(cudaEventRecord(e0, cs));
-        stage();
-        SPB_CUDA(cudaEventRecord(e1, cs));
-        SPB_CUDA(cudaEventSynchronize(e1));
-        float m = 0;
-        SPB_CUDA(cudaEventElapsedTime(&m, e0, e1));
-        ms.push_back(m);
-      }
-      SPB_CUDA(cudaEventDestroy(e0));
-      SPB_CUDA(cudaEventDestroy(e1));
-      const Summary t = summarize(ms);
+      const Summary t = time_on(cs, stage, /*sync_after_warmup=*/false);
       std::printf("gdn cuda B%d T%d H%d dk%d dv%d %-14s median %.3f ms (mean %.3f, min %.3f, max %.3f) [not checked]\n",
                   s.B, s.T, s.H, s.dk, s.dv, map ? "rank_map" : "initial_dstate", t.median, t.mean, t.min, t.max);
     }
@@ -173,24 +181,7 @@ int run(const std::string& csv) {
           kern->backward(s, q.p, k.p, v.p, g.f(), beta.f(), nullptr, d_o.p, nullptr, dq.p, dk.p, dv.p, dg.f(),
                          dbeta.f(), dh0.f(), Stream{cs});
       };
-      for (int i = 0; i < kWarmup; ++i) pass();
-      SPB_CUDA(cudaStreamSynchronize(cs));
-      cudaEvent_t e0, e1;
-      SPB_CUDA(cudaEventCreate(&e0));
-      SPB_CUDA(cudaEventCreate(&e1));
-      std::vector<double> ms;
-      for (int i = 0; i < kIters; ++i) {
-        SPB_CUDA(cudaEventRecord(e0, cs));
-        pass();
-        SPB_CUDA(cudaEventRecord(e1, cs));
-        SPB_CUDA(cudaEventSynchronize(e1));
-        float m = 0;
-        SPB_CUDA(cudaEventElapsedTime(&m, e0, e1));
-        ms.push_back(m);
-      }
-      SPB_CUDA(cudaEventDestroy(e0));
-      SPB_CUDA(cudaEventDestroy(e1));
-      const Summary t = summarize(ms);
+      const Summary t = time_on(cs, pass, /*sync_after_warmup=*/true);
       const GdnReferenceResult& r = ref.get();
       std::vector<std::pair<std::string, double>> errs = {
           {"o", rel_rms(r.o, head0(o.p, s, s.dv, true))}, {"ht", rel_rms(r.ht, state0(ht.f(), s))}};
@@ -220,7 +211,7 @@ int run(const std::string& csv) {
         row.set("block_elems", 0).set("dtype", "bf16").set("pass", bwd ? "fwd_bwd" : "fwd");
         row.set("time_ms_mean", t.mean).set("time_ms_median", t.median).set("time_ms_min", t.min);
         row.set("time_ms_max", t.max).set("time_ms_cv", t.cv).set("err_rel_rms", err);
-        row.set("chunk", kGdnChunk).set("warmup", kWarmup).set("iters", int(ms.size()));
+        row.set("chunk", kGdnChunk).set("warmup", kWarmup).set("iters", kIters);
         add_provenance(row, *dev);
         if (app.contains(row))
           std::printf("csv: a row for this configuration, commit and GPU is already in %s; not appended\n", csv.c_str());
