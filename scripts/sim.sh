@@ -7,12 +7,11 @@
 #   scripts/sim.sh holdout      P = 2, 3, 4 on that host and 2 nodes x 2 GPUs over sockets, at the collective,
 #                               operator and model levels: rows to compare with the measured ones (results/sim/)
 #   scripts/sim.sh predict      the paper's Tables 2 to 6 at 8..256 GPUs on the DGX H100 cluster (results/sim/)
-#   scripts/sim.sh predict-gdn  Gated DeltaNet's operator level at 8..256 GPUs on the DGX H100 cluster, dp, zeco,
-#                               lasp2 and lasp1 (results/sim/dgx-h100_operator_gdn.csv), from GDN's stage table
-#                               results/nvidia-h200_gdn_stages.csv (not in `all` until that table is recorded:
-#                               sim_lib.sh's sim_predict_gdn has the command)
+#   scripts/sim.sh predict-gdn  Gated DeltaNet's operator level at 8..256 GPUs on the DGX H100 cluster, every method
+#                               (results/sim/dgx-h100_operator_gdn.csv), from GDN's stage table of one H200
+#                               results/nvidia-h200_gdn_stages.csv (sim_lib.sh's sim_predict_gdn has its commands)
 #   scripts/sim.sh smoke        a small sweep at 4 and 16 simulated ranks (the main job and the tests run it)
-#   scripts/sim.sh all          build, calibrate, holdout, predict
+#   scripts/sim.sh all          build, calibrate, holdout, predict, predict-gdn
 # SPB_SIM_DIR (default results/sim) is where rows go; every run is one configuration of the sweep's count.
 source "$(dirname "${BASH_SOURCE[0]}")/sim_lib.sh"
 spb_sweep_begin
@@ -23,8 +22,8 @@ for step in "${@:-all}"; do
     holdout | all) sim_holdout ;;&
     predict | all) sim_predict ;;&
     smoke) sim_smoke ;;
-    predict-gdn) sim_predict_gdn ;;
-    build | calibrate | holdout | predict | all) ;;
+    predict-gdn | all) sim_predict_gdn ;;&
+    build | calibrate | holdout | predict | predict-gdn | all) ;;
     *) spb_log "sim.sh: unknown step $step (build, calibrate, holdout, predict, predict-gdn, smoke, all)"; exit 2 ;;
   esac
 done

@@ -209,17 +209,20 @@ sim_predict() {
   done
 }
 
-# Gated DeltaNet's operator level (issue 63, item 4) at the paper's operator shape: 16 heads of 128 x 128, 16384 and
-# 32768 tokens per GPU, dp, zeco (the host chain in K = 16 column blocks: GDN's dense map has no device or rail
-# All-Scan, zeco/method_zeco.cpp), lasp2 and lasp1 (ring and ulysses have no GDN version), on P GPUs of DGX H100
-# nodes, replaying GDN's own stage table. Its rows go to a file of their own: dgx-h100_operator.csv was written before
-# the `attention` column and so takes gla rows alone (runtime/csv.cpp, late_columns). The table is recorded on one
-# H200 (-K 16 as here, so that zeco's column-block keys are the ones replayed):
-#   spbench operator --backend gpu --attention gdn -m dp,zeco,lasp2,lasp1 -B 1 -H 16 --dk 128 --dv 128 -K 16 \
+# Gated DeltaNet's operator level at the paper's operator shape: 16 heads of 128 x 128, 16384 and 32768 tokens per
+# GPU, every method (zeco: the host chain in K = 16 column blocks, GDN's dense map having no device or rail All-Scan,
+# zeco/method_zeco.cpp; ulysses as for GLA, at most 16 ranks and 16384 tokens), on P GPUs of DGX H100 nodes,
+# replaying GDN's own stage table. Its rows go to a file of their own: dgx-h100_operator.csv was written before the
+# `attention` column and so takes gla rows alone (runtime/csv.cpp, late_columns). The table is recorded on one H200
+# (-K 16 as here, so that zeco's column-block keys are the ones replayed; ulysses' single-device shapes at 8 and 16
+# GPUs, H / P heads of P x 16384 tokens, by dp):
+#   spbench operator --backend gpu --attention gdn -m all -B 1 -H 16 --dk 128 --dv 128 -K 16 \
 #     -L <16384|32768> -w 5 -n 20 --stage-times results/nvidia-h200_gdn_stages.csv
+#   spbench operator --backend gpu --attention gdn -m dp -B 1 -H <2|1> --dk 128 --dv 128 -K 16 -L <131072|262144> \
+#     -w 5 -n 20 --stage-times results/nvidia-h200_gdn_stages.csv
 # SPB_SIM_WORLDS and SPB_SIM_LENGTHS pick some of the settings, as for sim_predict.
 sim_predict_gdn() {
-  local op=$SIM_DIR/dgx-h100_operator_gdn.csv P L SIM_STAGES=$GDN_STAGES
+  local op=$SIM_DIR/dgx-h100_operator_gdn.csv P L methods SIM_STAGES=$GDN_STAGES
   if [ ! -s "$GDN_STAGES" ]; then  # one failed configuration: the sweep ends non-zero, saying why
     spb_log "no $GDN_STAGES: record Gated DeltaNet's stage table on one H200 first (the command: sim_lib.sh)"
     SPB_N_FAILED=$((SPB_N_FAILED + 1))
@@ -228,8 +231,9 @@ sim_predict_gdn() {
   mkdir -p "$SIM_DIR"
   for P in ${SPB_SIM_WORLDS:-8 16 32 64 128 256}; do
     for L in ${SPB_SIM_LENGTHS:-16384 32768}; do
+      methods=dp,zeco,lasp2,lasp1,ring; [ "$P" -le 16 ] && [ "$L" -eq 16384 ] && methods=$methods,ulysses
       run "operator, Gated DeltaNet, $P GPUs of DGX H100 nodes, $L tokens per GPU" "$op" dgx-h100 "$P" operator \
-        --attention gdn -m dp,zeco,lasp2,lasp1 --allscan host -B 1 -H 16 --dk 128 --dv 128 -L "$L" -K 16 \
+        --attention gdn -m "$methods" --allscan host -B 1 -H 16 --dk 128 --dv 128 -L "$L" -K 16 \
         --ranks-per-node 8 -w 1 -n 3
     done
   done

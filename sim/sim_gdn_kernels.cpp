@@ -9,7 +9,9 @@
 //     recorded shape by work (heads n n cols for apply, heads n^3 for the product, heads n^2 for the others) plus the
 //     difference in work at the stage's marginal rate, the least-squares slope over its recorded shapes where there
 //     are two sizes or more and it is positive, else the difference in the bytes the call moves at the device's copy
-//     rate (apply reads A and x, b, writes out: 4 (n n + 3 n cols) bytes a head). As GLA's state algebra
+//     rate (apply reads A and x, b, writes out: 4 (n n + 3 n cols) bytes a head). A product or identity the table
+//     has no row of (ring calls them at P > 1 only, so one GPU records none) is replayed from apply's or transpose's
+//     rows, the stage of the same arithmetic. As GLA's state algebra
 //     (sim/sim_kernels.cpp): a recorded time is mostly the launch, which a rate through zero would scale with the
 //     work. A stage the table has no row of at all is a UsageError naming it, the key and the file.
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include <map>
 #include <sstream>
 #include <unordered_map>
+#include <utility>
 
 #include "runtime/error.h"
 #include "sim/sim_runtime.h"
@@ -73,6 +76,12 @@ class SimGdnKernels final : public GdnKernels {
       const double den = n * sxx - sx * sx;
       d.slope = den > 0 ? (n * sxy - sx * sy) / den : 0;
     }
+    // Stages no run on one GPU calls (ring's composition of maps, its identity) replay the recorded stage of the same
+    // arithmetic: A2 A1 is A2 applied to n columns (the same multiply-adds, by work), identity an elementwise pass
+    // over n^2 as the transpose.
+    for (const auto& [stage, like] : {std::pair{"gdn_dense_product", "gdn_dense_apply"},
+                                      std::pair{"gdn_dense_identity", "gdn_dense_transpose"}})
+      if (dense_[stage].recorded.empty()) dense_[stage] = dense_[like];
   }
 
   DType act_dtype() const override { return act_; }
