@@ -6,15 +6,12 @@ usage: torchrun --nproc-per-node P fla_gdn_cp.py [--tokens-per-gpu 16384] [--lif
        fla_gdn_cp.py --single-gpu-check DIR [--lift-triton-guard]              (one GPU, no torch.distributed)
        torchrun --nproc-per-node P fla_gdn_cp.py --cp-check DIR [--lift-triton-guard]
 
-UNTESTED with fla, on a GPU or over NCCL: written on a machine without a GPU, against fla's source at bc3b101
-(fla/ops/cp/context.py build_cp_context, fla/ops/gated_delta_rule/chunk.py, fla's tests/context_parallel/
-test_cp_gdn.py for the calling convention). What did run, on CPU only: every path of this file (the timed run at
-P = 2 and its rows, --single-gpu-check, --cp-check at P = 2) under mpirun with Debian's CPU torch 1.13, torch.cuda's
-few calls faked, gloo in place of NCCL (and init_process_group without device_id, which torch 1.13 lacks), and a
-stand-in for fla (its naive recurrence under autograd, which ignores the cp_context); --single-gpu-check's outputs
-were within every bar of gdn_check_npy. Not run at all: fla's own code (kernels, CP context and merge), NCCL,
-torchrun (Debian's is broken), init_process_group(device_id=...), the times, and whether fla's CP runs at H 16,
-dk = dv = 128, 16384 tokens per GPU, and agrees with gdn_check_npy (--cp-check).
+Run with fla on one H200 (fla bc3b101, Triton 3.6.0): --single-gpu-check, whose outputs and gradients are those of
+fla's plain call within noise (baselines/pytorch/NOTES.md). Not yet run: the cp_context paths (the timed rows and
+--cp-check), NCCL and torchrun, which need several GPUs; written against fla's source at bc3b101 (fla/ops/cp/
+context.py build_cp_context, fla/ops/gated_delta_rule/chunk.py, fla's tests/context_parallel/test_cp_gdn.py for the
+calling convention), and run end to end on CPU only (mpirun, Debian's CPU torch 1.13, gloo for NCCL, a stand-in for
+fla's kernel).
 
 The timed run (method fla-cp): one sequence of P x --tokens-per-gpu tokens (B = 1), each rank holding its own
 contiguous --tokens-per-gpu, H = 16, dk = dv = 128, inputs made as fla_gdn_kernel.py makes them (bf16 q, k
