@@ -10,8 +10,10 @@
 #   scripts/sim.sh predict-gdn  Gated DeltaNet's operator level at 8..256 GPUs on the DGX H100 cluster, every method
 #                               (results/sim/dgx-h100_operator_gdn.csv), from GDN's stage table of one H200
 #                               results/nvidia-h200_gdn_stages.csv (sim_lib.sh's sim_predict_gdn has its commands)
+#   scripts/sim.sh holdout-gdn  Gated DeltaNet's methods at P = 2 and 4 on the 4-GPU host, beside which fla's context
+#                               parallel is to run (results/sim/nvidia-h200-x4_operator_gdn.csv)
 #   scripts/sim.sh smoke        a small sweep at 4 and 16 simulated ranks (the main job and the tests run it)
-#   scripts/sim.sh all          build, calibrate, holdout, predict, predict-gdn
+#   scripts/sim.sh all          build, calibrate, holdout, predict, holdout-gdn, predict-gdn
 # SPB_SIM_DIR (default results/sim) is where rows go; every run is one configuration of the sweep's count.
 source "$(dirname "${BASH_SOURCE[0]}")/sim_lib.sh"
 spb_sweep_begin
@@ -22,9 +24,11 @@ for step in "${@:-all}"; do
     holdout | all) sim_holdout ;;&
     predict | all) sim_predict ;;&
     smoke) sim_smoke ;;
+    holdout-gdn | all) sim_holdout_gdn ;;&
     predict-gdn | all) sim_predict_gdn ;;&
-    build | calibrate | holdout | predict | predict-gdn | all) ;;
-    *) spb_log "sim.sh: unknown step $step (build, calibrate, holdout, predict, predict-gdn, smoke, all)"; exit 2 ;;
+    build | calibrate | holdout | predict | holdout-gdn | predict-gdn | all) ;;
+    *) spb_log "sim.sh: unknown step $step (build, calibrate, holdout, predict, holdout-gdn, predict-gdn, smoke, all)"
+       exit 2 ;;
   esac
 done
 spb_sweep_end

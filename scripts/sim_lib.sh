@@ -209,6 +209,18 @@ sim_predict() {
   done
 }
 
+# Gated DeltaNet's methods where a lent 4-GPU host would run them beside fla's context parallel (16 heads of 128 x 128,
+# 16384 tokens per GPU, P = 2 and 4, every method, K = 16): rows to set against that run's when it comes, replaying
+# the GDN stage table of one H200 (sim_predict_gdn says how it is recorded) on the 4-GPU host's platform.
+sim_holdout_gdn() {
+  local op=$SIM_DIR/nvidia-h200-x4_operator_gdn.csv P SIM_STAGES=$GDN_STAGES
+  mkdir -p "$SIM_DIR"
+  for P in 2 4; do
+    run "operator, Gated DeltaNet, P = $P, every method, L = 16384" "$op" nvidia-h200-x4 "$P" operator \
+      --attention gdn -m all --allscan host -B 1 -H 16 --dk 128 --dv 128 -L 16384 -K 16 -w 1 -n 3
+  done
+}
+
 # Gated DeltaNet's operator level at the paper's operator shape: 16 heads of 128 x 128, 16384 and 32768 tokens per
 # GPU, every method (zeco: the host chain in K = 16 column blocks, GDN's dense map having no device or rail All-Scan,
 # zeco/method_zeco.cpp; ulysses as for GLA, at most 16 ranks and 16384 tokens), on P GPUs of DGX H100 nodes,
