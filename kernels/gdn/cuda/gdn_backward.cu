@@ -183,9 +183,10 @@ __device__ __forceinline__ float warp_sum(int begin, int end, F f) {
   return acc;
 }
 
-__global__ void __launch_bounds__(kThreads) chunk_grads_kernel(Dims d, const bf16* q, const bf16* k, const bf16* v,
-                                                               const float* beta, const bf16* d_o, Scratch s, bf16* dq,
-                                                               bf16* dk, bf16* dv, float* dg, float* dbeta) {
+// One block an SM (by its shared memory), so ptxas may give it every register: the prefetching products need ~190.
+__global__ void __launch_bounds__(kThreads, 1)
+    chunk_grads_kernel(Dims d, const bf16* q, const bf16* k, const bf16* v, const float* beta, const bf16* d_o,
+                       Scratch s, bf16* dq, bf16* dk, bf16* dv, float* dg, float* dbeta) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int P = (d.K > d.V ? d.K : d.V) + 1, kp = d.K + 8, vp = d.V + 8;
   bf16* qs = reinterpret_cast<bf16*>(smem_raw);
@@ -269,14 +270,14 @@ __global__ void __launch_bounds__(kThreads) chunk_grads_kernel(Dims d, const bf1
     dgam[n - 1] += acc;
   }
   // (2) Dm = s (dO U^T) o G, G_ij = e^{gam_i - gam_j} for j <= i
-  block_gemm<4, 4, kChunkPasses>(
+  block_gemm<4, 4, kChunkPasses, true, true>(
       kChunk, kChunk, V, do_at, [=](int x, int j) { return Uc[size_t(j) * V + x]; },
       [=](int i, int j, float acc) {
         M1[i * kPad + j] = (j <= i && i < n) ? scale * expf(gam[i] - gam[j]) * acc : 0.0f;
       },
       gs);
   // (3) dq = [s diag(e^gam) dO | Dm] [S0^T ; K]; the output's gate terms: dgam_i += q_i . dq_i (and -k_j . dk_j below)
-  block_gemm<4, 4, kChunkPasses>(
+  block_gemm<4, 4, kChunkPasses, true, true>(
       kChunk, K, V + kChunk,
       [=](int i, int x) { return x < V ? scale * eg[i] * do_at(i, x) : M1[i * kPad + x - V]; },
       [=](int x, int r) { return x < V ? S0[size_t(r) * V + x] : kk_at(x - V, r); },
@@ -287,7 +288,7 @@ __global__ void __launch_bounds__(kThreads) chunk_grads_kernel(Dims d, const bf1
     if (lane == 0) dgam[i] += acc;
   }
   // (4) dk = Dm^T Q + diag(e^{gam_C - gam}) U dS^T (+ the terms below); dgam_j -= k_j . (those two)
-  block_gemm<4, 4, kChunkPasses>(
+  block_gemm<4, 4, kChunkPasses, true, true>(
       kChunk, K, kChunk + V,
       [=](int j, int x) { return x < kChunk ? M1[x * kPad + j] : kd[j] * Uc[size_t(j) * V + x - kChunk]; },
       [=](int x, int r) { return x < kChunk ? q_at(x, r) : dS[size_t(r) * V + x - kChunk]; },
@@ -297,13 +298,13 @@ __global__ void __launch_bounds__(kThreads) chunk_grads_kernel(Dims d, const bf1
     if (lane == 0) dgam[i] -= acc;
   }
   // (5) KK = K K^T
-  block_gemm<4, 4, kChunkPasses>(
+  block_gemm<4, 4, kChunkPasses, true, true>(
       kChunk, kChunk, K, kk_at, [=](int x, int j) { return kk_at(j, x); },
       [=](int i, int j, float acc) { KK[i * kPad + j] = acc; }, gs);
   // (6) Y^U = T^T dU (the back substitution with (I + L)^T); dv = beta Y^U, dbeta_i = v_i . Y^U_i + ...
   // T is copied into M1 (free until (8)) by coalesced loads: the tiles read it transposed.
   for (int e = tid; e < kChunk * kChunk; e += kThreads) M1[(e / kChunk) * kPad + e % kChunk] = Tc[e];
-  block_gemm<4, 4, kChunkPasses>(
+  block_gemm<4, 4, kChunkPasses, true>(
       kChunk, V, kChunk, [=](int i, int j) { return M1[j * kPad + i]; },
       [=](int j, int x) { return dUc[size_t(j) * V + x]; }, [=](int i, int x, float acc) { BC[i * P + x] = acc; }, gs);
   for (int e = tid; e < n * V; e += kThreads)
@@ -313,7 +314,7 @@ __global__ void __launch_bounds__(kThreads) chunk_grads_kernel(Dims d, const bf1
     if (lane == 0) dbet[i] += acc;
   }
   // (7) Y^W = T^T dW = -Y^U S0^T (dW = -dU S0^T); dk_i += beta_i e^{gam_i} Y^W_i and its beta and gate terms
-  block_gemm<4, 4, kChunkPasses>(
+  block_gemm<4, 4, kChunkPasses, true, true>(
       kChunk, K, V, [=](int i, int x) { return BC[i * P + x]; }, [=](int x, int r) { return S0[size_t(r) * V + x]; },
       [=](int i, int r, float acc) { BA[i * P + r] = -acc; }, gs);
   for (int i = warp; i < n; i += kThreads / 32) {
@@ -325,7 +326,7 @@ __global__ void __launch_bounds__(kThreads) chunk_grads_kernel(Dims d, const bf1
     BB[i * P + r] += bet[i] * eg[i] * BA[i * P + r];
   }
   // (8) dL = -[Y^U | Y^W] [U0 | W]^T, strictly lower; L_ij = beta_i e^{gam_i - gam_j} k_i . k_j
-  block_gemm<4, 4, kChunkPasses>(
+  block_gemm<4, 4, kChunkPasses, true, true>(
       kChunk, kChunk, V + K, [=](int i, int x) { return x < V ? BC[i * P + x] : BA[i * P + x - V]; },
       [=](int x, int j) { return x < V ? U0c[size_t(j) * V + x] : Wc[size_t(j) * K + x - V]; },
       [=](int i, int j, float acc) { M1[i * kPad + j] = (j < i && i < n) ? -acc : 0.0f; }, gs);
@@ -345,7 +346,7 @@ __global__ void __launch_bounds__(kThreads) chunk_grads_kernel(Dims d, const bf1
     if (lane == 0) dgam[j] += rowR[j] - cr;
   }
   // (9) dk += (dLt + dLt^T) K
-  block_gemm<4, 4, kChunkPasses>(
+  block_gemm<4, 4, kChunkPasses, true>(
       kChunk, K, kChunk, [=](int i, int j) { return M1[i * kPad + j] + M1[j * kPad + i]; }, kk_at,
       [=](int i, int r, float acc) { BB[i * P + r] += acc; }, gs);
   for (int e = tid; e < n * K; e += kThreads) dk[act_at(d, b, h, t0 + e / K, K) + e % K] = __float2bfloat16(BB[(e / K) * P + e % K]);
