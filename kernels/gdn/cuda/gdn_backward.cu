@@ -160,19 +160,40 @@ __global__ void __launch_bounds__(kThreads) states_bwd_kernel(Dims d, const bf16
   if (dh0) store_state(dh0 + bh * KS);
 }
 
-// Shared memory of chunk_grads_kernel (floats), P = max(K, V) + 1: six vectors of 64, a reduction row, two 64 x 64
-// matrices (Dm then dL, KK), three 64 x P buffers (dq then Y^W, dk, Y^U), the tiles.
+// Shared memory of chunk_grads_kernel (bytes): the chunk's q, k [64][K + 8] and v, do [64][V + 8] bf16 (rows 16-byte
+// aligned for cp.async), then floats, P = max(K, V) + 1: six vectors of 64, a reduction row, two 64 x 64 matrices (Dm,
+// then T, then dL; KK), three 64 x P buffers (dq then Y^W, dk, Y^U), the tiles. 213 KB at dk = dv = 128 (of the 227 KB
+// a block may opt in to on sm_90; one block an SM either way).
+__host__ __device__ inline int grads_act_bytes(int K, int V) {
+  return 2 * kChunk * (K + 8) * 2 + 2 * kChunk * (V + 8) * 2;
+}
 int grads_smem(int K, int V) {
   const int P = (K > V ? K : V) + 1;
-  return 7 * kChunk + kThreads + 2 * kChunk * kPad + 3 * kChunk * P + kGemmSmem;
+  return grads_act_bytes(K, V) + 4 * (7 * kChunk + kThreads + 2 * kChunk * kPad + 3 * kChunk * P + kGemmSmem);
 }
 
-__global__ void __launch_bounds__(kThreads) chunk_grads_kernel(Dims d, const bf16* q, const bf16* k, const bf16* v,
-                                                               const float* beta, const bf16* d_o, Scratch s, bf16* dq,
-                                                               bf16* dk, bf16* dv, float* dg, float* dbeta) {
+// One warp's sum of f(x) over x in [0, width), lanes striding by 32, then a butterfly of shuffles (every lane gets it):
+// the row dots of chunk_grads run a warp a row from shared memory, not 64 threads down 128-long serial chains.
+template <class F>
+__device__ __forceinline__ float warp_sum(int begin, int end, F f) {
+  const int lane = int(threadIdx.x) % 32;
+  float acc = 0.0f;
+  for (int x = begin + lane; x < end; x += 32) acc += f(x);
+  for (int m = 16; m > 0; m >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, m);
+  return acc;
+}
+
+// One block an SM (by its shared memory), so ptxas may give it every register: the prefetching products need ~190.
+__global__ void __launch_bounds__(kThreads, 1)
+    chunk_grads_kernel(Dims d, const bf16* q, const bf16* k, const bf16* v, const float* beta, const bf16* d_o,
+                       Scratch s, bf16* dq, bf16* dk, bf16* dv, float* dg, float* dbeta) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  const int P = (d.K > d.V ? d.K : d.V) + 1;
-  float* gam = reinterpret_cast<float*>(smem_raw);
+  const int P = (d.K > d.V ? d.K : d.V) + 1, kp = d.K + 8, vp = d.V + 8;
+  bf16* qs = reinterpret_cast<bf16*>(smem_raw);
+  bf16* ks = qs + kChunk * kp;
+  bf16* vs = ks + kChunk * kp;
+  bf16* dos = vs + kChunk * vp;
+  float* gam = reinterpret_cast<float*>(smem_raw + grads_act_bytes(d.K, d.V));
   float* eg = gam + kChunk;
   float* kd = eg + kChunk;
   float* bet = kd + kChunk;
@@ -187,8 +208,8 @@ __global__ void __launch_bounds__(kThreads) chunk_grads_kernel(Dims d, const bf1
   float* BC = BB + kChunk * P;
   float* gs = BC + kChunk * P;
   const int c = int(blockIdx.x), h = int(blockIdx.y), b = int(blockIdx.z), tid = int(threadIdx.x);
-  const int t0 = c * kChunk, n = min(kChunk, d.T - t0), K = d.K, V = d.V;
-  const size_t bhc = bhc_of(d, b, h, c), bh = size_t(b) * d.H + h, ldk = size_t(d.H) * K, ldv = size_t(d.H) * V;
+  const int t0 = c * kChunk, n = min(kChunk, d.T - t0), K = d.K, V = d.V, warp = tid / 32, lane = tid % 32;
+  const size_t bhc = bhc_of(d, b, h, c), bh = size_t(b) * d.H + h;
   const size_t KS = size_t(K) * V;
   const float scale = 1.0f / sqrtf(float(K));
   if (tid < kChunk) {
@@ -199,10 +220,30 @@ __global__ void __launch_bounds__(kThreads) chunk_grads_kernel(Dims d, const bf1
     bet[tid] = tid < n ? beta[gate_at(d, b, h, t0 + tid)] : 0.0f;
     dgam[tid] = 0.0f, dbet[tid] = 0.0f, rowR[tid] = 0.0f;
   }
-  const bf16* qc = q + act_at(d, b, h, t0, K);
-  const bf16* kc = k + act_at(d, b, h, t0, K);
-  const bf16* vc = v + act_at(d, b, h, t0, V);
-  const bf16* doc = d_o + act_at(d, b, h, t0, V);
+  // q, k, v and do of the chunk into shared memory once (rows past n zero): every product and row dot below reads
+  // them there; from global memory each k-step of block_gemm and each row dot waited on L2 loads. The copies land
+  // while (1) reads the states.
+  for (int e = tid; e < kChunk * (K / 8); e += kThreads) {
+    const int i = e / (K / 8), p = 8 * (e % (K / 8));
+    if (i < n) {
+      copy16(qs + i * kp + p, q + act_at(d, b, h, t0 + i, K) + p);
+      copy16(ks + i * kp + p, k + act_at(d, b, h, t0 + i, K) + p);
+    } else {
+      *reinterpret_cast<uint4*>(qs + i * kp + p) = make_uint4(0u, 0u, 0u, 0u);
+      *reinterpret_cast<uint4*>(ks + i * kp + p) = make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
+  for (int e = tid; e < kChunk * (V / 8); e += kThreads) {
+    const int i = e / (V / 8), p = 8 * (e % (V / 8));
+    if (i < n) {
+      copy16(vs + i * vp + p, v + act_at(d, b, h, t0 + i, V) + p);
+      copy16(dos + i * vp + p, d_o + act_at(d, b, h, t0 + i, V) + p);
+    } else {
+      *reinterpret_cast<uint4*>(vs + i * vp + p) = make_uint4(0u, 0u, 0u, 0u);
+      *reinterpret_cast<uint4*>(dos + i * vp + p) = make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
+  copy_commit();
   const float* S0 = s.Hs + (bh * (d.NC + 1) + c) * KS;  // the state entering the chunk
   const float* S1 = S0 + KS;                            // and leaving it
   const float* dS = s.dHs + bhc * KS;                   // the gradient of the state leaving it
@@ -211,106 +252,101 @@ __global__ void __launch_bounds__(kThreads) chunk_grads_kernel(Dims d, const bf1
   const float* Wc = s.W + bhc * kChunk * K;
   const float* dUc = s.dU + bhc * kChunk * V;
   const float* Tc = s.Tm + bhc * kChunk * kChunk;
-  auto kk_at = [=](int i, int x) { return i < n ? bf(kc[i * ldk + x]) : 0.0f; };
-  auto q_at = [=](int i, int x) { return i < n ? bf(qc[i * ldk + x]) : 0.0f; };
+  auto kk_at = [=](int i, int x) { return bf(ks[i * kp + x]); };
+  auto q_at = [=](int i, int x) { return bf(qs[i * kp + x]); };
+  auto do_at = [=](int i, int x) { return bf(dos[i * vp + x]); };
 
   // (1) The state handed on decays by e^{gam_C}, and K~ = e^{gam_C - gam} K: their gate terms sum to <dS, S_leaving>.
   float part = 0.0f;
+#pragma unroll 8
   for (size_t e = size_t(tid); e < KS; e += kThreads) part += dS[e] * S1[e];
-  red[tid] = part;
-  __syncthreads();
+  for (int m = 16; m > 0; m >>= 1) part += __shfl_xor_sync(0xffffffffu, part, m);
+  if (lane == 0) red[warp] = part;
+  copy_wait_all();
+  __syncthreads();  // the warps' sums and the staged activations are in
   if (tid == 0) {
     float acc = 0.0f;
-    for (int i = 0; i < kThreads; ++i) acc += red[i];
+    for (int i = 0; i < kThreads / 32; ++i) acc += red[i];
     dgam[n - 1] += acc;
   }
   // (2) Dm = s (dO U^T) o G, G_ij = e^{gam_i - gam_j} for j <= i
-  block_gemm<4, 4, kChunkPasses>(
-      kChunk, kChunk, V, [=](int i, int x) { return i < n ? bf(doc[i * ldv + x]) : 0.0f; },
-      [=](int x, int j) { return Uc[size_t(j) * V + x]; },
+  block_gemm<4, 4, kChunkPasses, true, true>(
+      kChunk, kChunk, V, do_at, [=](int x, int j) { return Uc[size_t(j) * V + x]; },
       [=](int i, int j, float acc) {
         M1[i * kPad + j] = (j <= i && i < n) ? scale * expf(gam[i] - gam[j]) * acc : 0.0f;
       },
       gs);
   // (3) dq = [s diag(e^gam) dO | Dm] [S0^T ; K]; the output's gate terms: dgam_i += q_i . dq_i (and -k_j . dk_j below)
-  block_gemm<4, 4, kChunkPasses>(
+  block_gemm<4, 4, kChunkPasses, true, true>(
       kChunk, K, V + kChunk,
-      [=](int i, int x) { return x < V ? (i < n ? scale * eg[i] * bf(doc[i * ldv + x]) : 0.0f) : M1[i * kPad + x - V]; },
+      [=](int i, int x) { return x < V ? scale * eg[i] * do_at(i, x) : M1[i * kPad + x - V]; },
       [=](int x, int r) { return x < V ? S0[size_t(r) * V + x] : kk_at(x - V, r); },
       [=](int i, int r, float acc) { BA[i * P + r] = acc; }, gs);
   for (int e = tid; e < n * K; e += kThreads) dq[act_at(d, b, h, t0 + e / K, K) + e % K] = __float2bfloat16(BA[(e / K) * P + e % K]);
-  if (tid < n) {
-    float acc = 0.0f;
-    for (int r = 0; r < K; ++r) acc += q_at(tid, r) * BA[tid * P + r];
-    dgam[tid] += acc;
+  for (int i = warp; i < n; i += kThreads / 32) {
+    const float acc = warp_sum(0, K, [=](int r) { return q_at(i, r) * BA[i * P + r]; });
+    if (lane == 0) dgam[i] += acc;
   }
   // (4) dk = Dm^T Q + diag(e^{gam_C - gam}) U dS^T (+ the terms below); dgam_j -= k_j . (those two)
-  block_gemm<4, 4, kChunkPasses>(
+  block_gemm<4, 4, kChunkPasses, true, true>(
       kChunk, K, kChunk + V,
       [=](int j, int x) { return x < kChunk ? M1[x * kPad + j] : kd[j] * Uc[size_t(j) * V + x - kChunk]; },
       [=](int x, int r) { return x < kChunk ? q_at(x, r) : dS[size_t(r) * V + x - kChunk]; },
       [=](int j, int r, float acc) { BB[j * P + r] = acc; }, gs);
-  if (tid < n) {
-    float acc = 0.0f;
-    for (int r = 0; r < K; ++r) acc += kk_at(tid, r) * BB[tid * P + r];
-    dgam[tid] -= acc;
+  for (int i = warp; i < n; i += kThreads / 32) {
+    const float acc = warp_sum(0, K, [=](int r) { return kk_at(i, r) * BB[i * P + r]; });
+    if (lane == 0) dgam[i] -= acc;
   }
   // (5) KK = K K^T
-  block_gemm<4, 4, kChunkPasses>(
+  block_gemm<4, 4, kChunkPasses, true, true>(
       kChunk, kChunk, K, kk_at, [=](int x, int j) { return kk_at(j, x); },
       [=](int i, int j, float acc) { KK[i * kPad + j] = acc; }, gs);
   // (6) Y^U = T^T dU (the back substitution with (I + L)^T); dv = beta Y^U, dbeta_i = v_i . Y^U_i + ...
-  block_gemm<4, 4, kChunkPasses>(
-      kChunk, V, kChunk, [=](int i, int j) { return Tc[j * kChunk + i]; },
+  // T is copied into M1 (free until (8)) by coalesced loads: the tiles read it transposed.
+  for (int e = tid; e < kChunk * kChunk; e += kThreads) M1[(e / kChunk) * kPad + e % kChunk] = Tc[e];
+  block_gemm<4, 4, kChunkPasses, true>(
+      kChunk, V, kChunk, [=](int i, int j) { return M1[j * kPad + i]; },
       [=](int j, int x) { return dUc[size_t(j) * V + x]; }, [=](int i, int x, float acc) { BC[i * P + x] = acc; }, gs);
   for (int e = tid; e < n * V; e += kThreads)
     dv[act_at(d, b, h, t0 + e / V, V) + e % V] = __float2bfloat16(bet[e / V] * BC[(e / V) * P + e % V]);
-  if (tid < n) {
-    float acc = 0.0f;
-    for (int x = 0; x < V; ++x) acc += bf(vc[tid * ldv + x]) * BC[tid * P + x];
-    dbet[tid] += acc;
+  for (int i = warp; i < n; i += kThreads / 32) {
+    const float acc = warp_sum(0, V, [=](int x) { return bf(vs[i * vp + x]) * BC[i * P + x]; });
+    if (lane == 0) dbet[i] += acc;
   }
   // (7) Y^W = T^T dW = -Y^U S0^T (dW = -dU S0^T); dk_i += beta_i e^{gam_i} Y^W_i and its beta and gate terms
-  block_gemm<4, 4, kChunkPasses>(
+  block_gemm<4, 4, kChunkPasses, true, true>(
       kChunk, K, V, [=](int i, int x) { return BC[i * P + x]; }, [=](int x, int r) { return S0[size_t(r) * V + x]; },
       [=](int i, int r, float acc) { BA[i * P + r] = -acc; }, gs);
-  if (tid < n) {
-    float acc = 0.0f;
-    for (int r = 0; r < K; ++r) acc += kk_at(tid, r) * BA[tid * P + r];
-    dbet[tid] += eg[tid] * acc;
-    dgam[tid] += bet[tid] * eg[tid] * acc;
+  for (int i = warp; i < n; i += kThreads / 32) {
+    const float acc = warp_sum(0, K, [=](int r) { return kk_at(i, r) * BA[i * P + r]; });
+    if (lane == 0) dbet[i] += eg[i] * acc, dgam[i] += bet[i] * eg[i] * acc;
   }
   for (int e = tid; e < kChunk * K; e += kThreads) {
     const int i = e / K, r = e % K;
     BB[i * P + r] += bet[i] * eg[i] * BA[i * P + r];
   }
   // (8) dL = -[Y^U | Y^W] [U0 | W]^T, strictly lower; L_ij = beta_i e^{gam_i - gam_j} k_i . k_j
-  block_gemm<4, 4, kChunkPasses>(
+  block_gemm<4, 4, kChunkPasses, true, true>(
       kChunk, kChunk, V + K, [=](int i, int x) { return x < V ? BC[i * P + x] : BA[i * P + x - V]; },
       [=](int x, int j) { return x < V ? U0c[size_t(j) * V + x] : Wc[size_t(j) * K + x - V]; },
       [=](int i, int j, float acc) { M1[i * kPad + j] = (j < i && i < n) ? -acc : 0.0f; }, gs);
-  if (tid < n) {  // row i: dbeta_i, and M1 becomes dLt = dL beta_i e^{gam_i - gam_j}
-    const int i = tid;
-    float rb = 0.0f, rr = 0.0f;
-    for (int j = 0; j < i; ++j) {
-      const float dl = M1[i * kPad + j], e = expf(gam[i] - gam[j]), kk = KK[i * kPad + j];
-      rb += dl * e * kk;
-      const float lt = dl * bet[i] * e;
-      rr += lt * kk;
-      M1[i * kPad + j] = lt;
-    }
-    dbet[i] += rb;
-    rowR[i] = rr;
+  // Row i, a warp (lanes over j; each lane rescales only the j it read): dbeta_i, and M1 becomes dLt = dL beta_i
+  // e^{gam_i - gam_j}.
+  for (int i = warp; i < n; i += kThreads / 32) {
+    const float e = lane < i ? expf(gam[i] - gam[lane]) : 0.0f;
+    const float e2 = lane + 32 < i ? expf(gam[i] - gam[lane + 32]) : 0.0f;
+    const float rb = warp_sum(0, i, [=](int j) { return M1[i * kPad + j] * (j < 32 ? e : e2) * KK[i * kPad + j]; });
+    for (int j = lane; j < i; j += 32) M1[i * kPad + j] = M1[i * kPad + j] * bet[i] * (j < 32 ? e : e2);
+    const float rr = warp_sum(0, i, [=](int j) { return M1[i * kPad + j] * KK[i * kPad + j]; });
+    if (lane == 0) dbet[i] += rb, rowR[i] = rr;
   }
   __syncthreads();
-  if (tid < n) {  // column j: dgam_j += sum_i dLt_ji kk_ji - sum_i dLt_ij kk_ij
-    const int j = tid;
-    float cr = 0.0f;
-    for (int i = j + 1; i < n; ++i) cr += M1[i * kPad + j] * KK[i * kPad + j];
-    dgam[j] += rowR[j] - cr;
+  for (int j = warp; j < n; j += kThreads / 32) {  // column j, a warp: dgam_j += sum_i dLt_ji kk_ji - dLt_ij kk_ij
+    const float cr = warp_sum(j + 1, n, [=](int i) { return M1[i * kPad + j] * KK[i * kPad + j]; });
+    if (lane == 0) dgam[j] += rowR[j] - cr;
   }
   // (9) dk += (dLt + dLt^T) K
-  block_gemm<4, 4, kChunkPasses>(
+  block_gemm<4, 4, kChunkPasses, true>(
       kChunk, K, kChunk, [=](int i, int j) { return M1[i * kPad + j] + M1[j * kPad + i]; }, kk_at,
       [=](int i, int r, float acc) { BB[i * P + r] += acc; }, gs);
   for (int e = tid; e < n * K; e += kThreads) dk[act_at(d, b, h, t0 + e / K, K) + e % K] = __float2bfloat16(BB[(e / K) * P + e % K]);

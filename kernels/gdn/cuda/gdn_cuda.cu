@@ -78,7 +78,7 @@ class CudaGdnKernels final : public GdnKernels {
                 const float* h0, const void* d_o, const float* dht, void* dq, void* dk, void* dv, float* dg,
                 float* dbeta, float* dh0, Stream st) override {
     const Dims d = dims_of(s);
-    check_aligned(q, "q"), check_aligned(k, "k"), check_aligned(d_o, "do");
+    check_aligned(q, "q"), check_aligned(k, "k"), check_aligned(v, "v"), check_aligned(d_o, "do");
     const gdn_cuda::Scratch sc = scratch(d, kBackward);
     const cudaStream_t cs = stream_of(st);
     gdn_cuda::launch_chunk_prep(d, bf(k), bf(v), g, beta, sc, cs);

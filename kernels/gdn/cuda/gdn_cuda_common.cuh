@@ -168,13 +168,20 @@ constexpr int kGemmSmem = gemm_smem_floats(8, 4);  // enough for every instantia
 // asked of a and b. Tensor cores: each of the 8 warps owns RM RN / 4 of the tile's m16n8 pieces (RM RN a multiple of
 // 4); SIMT: each thread RM x RN results at rows ty + 16 i, columns tx + 16 j. Begins and ends with a barrier, so the
 // accessors may read what the block wrote before the call and the caller may read what epi wrote after it; epi must
-// not write what a or b read.
-template <int RM, int RN, int PASSES = SPB_GDN_TF32_PASSES, class FA, class FB, class FE>
+// not write what a or b read. PREFETCH: each thread reads its RM + RN elements of step k0 + 16 into registers before
+// step k0's products, so that the accessors' global-memory latency overlaps the tensor work instead of stalling the
+// block between its barriers (the same values and sums; ~40 more registers, so only for a kernel alone on its SM).
+// BT (with PREFETCH): b reads a row-major N x Kd matrix (B transposed); its tile is read with k fastest, so that a
+// warp's loads cover two 64-byte row pieces, not 32 rows (32 L1 wavefronts a load); the same tile either way.
+template <int RM, int RN, int PASSES = SPB_GDN_TF32_PASSES, bool PREFETCH = false, bool BT = false, class FA,
+          class FB, class FE>
 __device__ inline void block_gemm(int M, int N, int Kd, FA a, FB b, FE epi, float* sm) {
   constexpr int TM = 16 * RM, TN = 16 * RN, PA = TM + 8, PB = TN + 8;
   float* As = sm;  // As[k][m]
   float* Bs = sm + 16 * PA;  // Bs[k][n]
   const int tid = int(threadIdx.x);
+  static_assert(kThreads == 256, "a 16-deep tile of 16 RM rows is RM elements a thread");
+  static_assert(PREFETCH || !BT, "BT orders the prefetch");
 #if !defined(SPB_GDN_SIMT) || !SPB_GDN_SIMT
   static_assert((RM * RN) % 4 == 0, "8 warps share the tile's 2 RM RN m16n8 pieces");
   constexpr int kPer = RM * RN / 4;  // pieces per warp
@@ -193,17 +200,46 @@ __device__ inline void block_gemm(int M, int N, int Kd, FA a, FB b, FE epi, floa
       for (int i = 0; i < RM; ++i)
         for (int j = 0; j < RN; ++j) acc[i][j] = 0.0f;
 #endif
+      float ra[RM], rb[RN];  // PREFETCH: this thread's elements (e = tid + 256 u) of the next step's tiles
+      auto fetch = [&](int k0) {
+#pragma unroll
+        for (int u = 0; u < RM; ++u) {
+          const int e = tid + u * kThreads, m = e / 16, kk = e % 16;
+          ra[u] = (m0 + m < M && k0 + kk < Kd) ? a(m0 + m, k0 + kk) : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < RN; ++u) {
+          const int e = tid + u * kThreads, kk = BT ? e % 16 : e / TN, n = BT ? e / 16 : e % TN;
+          rb[u] = (k0 + kk < Kd && n0 + n < N) ? b(k0 + kk, n0 + n) : 0.0f;
+        }
+      };
+      if constexpr (PREFETCH) {
+        __syncthreads();  // the accessors may read what the block wrote before the call
+        fetch(0);
+      }
       for (int k0 = 0; k0 < Kd; k0 += 16) {
         __syncthreads();
-        for (int e = tid; e < 16 * TM; e += kThreads) {
-          const int m = e / 16, kk = e % 16;
-          As[kk * PA + m] = (m0 + m < M && k0 + kk < Kd) ? a(m0 + m, k0 + kk) : 0.0f;
-        }
-        for (int e = tid; e < 16 * TN; e += kThreads) {
-          const int kk = e / TN, n = e % TN;
-          Bs[kk * PB + n] = (k0 + kk < Kd && n0 + n < N) ? b(k0 + kk, n0 + n) : 0.0f;
+        if constexpr (PREFETCH) {
+#pragma unroll
+          for (int u = 0; u < RM; ++u) As[((tid + u * kThreads) % 16) * PA + (tid + u * kThreads) / 16] = ra[u];
+#pragma unroll
+          for (int u = 0; u < RN; ++u) {
+            const int e = tid + u * kThreads;
+            Bs[(BT ? e % 16 : e / TN) * PB + (BT ? e / 16 : e % TN)] = rb[u];
+          }
+        } else {
+          for (int e = tid; e < 16 * TM; e += kThreads) {
+            const int m = e / 16, kk = e % 16;
+            As[kk * PA + m] = (m0 + m < M && k0 + kk < Kd) ? a(m0 + m, k0 + kk) : 0.0f;
+          }
+          for (int e = tid; e < 16 * TN; e += kThreads) {
+            const int kk = e / TN, n = e % TN;
+            Bs[kk * PB + n] = (k0 + kk < Kd && n0 + n < N) ? b(k0 + kk, n0 + n) : 0.0f;
+          }
         }
         __syncthreads();
+        if constexpr (PREFETCH)
+          if (k0 + 16 < Kd) fetch(k0 + 16);
 #if !defined(SPB_GDN_SIMT) || !SPB_GDN_SIMT
         for (int k8 = 0; k8 < 16; k8 += 8)
           for (int p = 0; p < kPer; ++p) {

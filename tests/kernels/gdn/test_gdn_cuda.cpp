@@ -217,6 +217,10 @@ TEST(GdnCuda, RefusesUnsupportedSizes) {
   const void* odd = reinterpret_cast<const void*>(uintptr_t(0x1002));
   EXPECT_THROW(kern->forward(s, nullptr, odd, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, {}), UsageError);
   EXPECT_THROW(kern->initial_dstate(s, odd, nullptr, nullptr, nullptr, nullptr, nullptr, {}), UsageError);
+  // chunk_grads stages v as well (the backward alone reads v that way).
+  EXPECT_THROW(kern->backward(s, nullptr, nullptr, odd, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                              nullptr, nullptr, nullptr, nullptr, {}),
+               UsageError);
 }
 
 // A call after one at a larger shape reuses (part of) its scratch, and one after a smaller shape grows it: the same
