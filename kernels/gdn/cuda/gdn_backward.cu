@@ -377,7 +377,7 @@ void launch_states_bwd(const Dims& d, const bf16* q, const bf16* k, const bf16* 
 
 void launch_chunk_grads(const Dims& d, const bf16* q, const bf16* k, const bf16* v, const float* beta, const bf16* d_o,
                         const Scratch& s, bf16* dq, bf16* dk, bf16* dv, float* dg, float* dbeta, cudaStream_t st) {
-  const size_t smem = size_t(grads_smem(d.K, d.V)) * 4;
+  const size_t smem = size_t(grads_smem(d.K, d.V));  // bytes (the other kernels count floats)
   allow_smem(chunk_grads_kernel, smem);
   chunk_grads_kernel<<<dim3(d.NC, d.H, d.B), kThreads, smem, st>>>(d, q, k, v, beta, d_o, s, dq, dk, dv, dg, dbeta);
   SPB_CUDA_LAUNCH();
