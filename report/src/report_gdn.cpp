@@ -70,7 +70,7 @@ std::string operator_tables(const Context& c, bool simulated) {
   if (tables.empty())
     return s.str() + (simulated ? "No simulated Gated DeltaNet rows in results/sim/.\n\n"
                                 : "No measured Gated DeltaNet operator rows in results/.\n\n");
-  s << "Forward+backward of one Gated DeltaNet layer through each method (`spbench operator --attention gdn`"
+  s << "Forward+backward of one Gated DeltaNet layer through each method (`spbench operator --attention gdn"
     << (simulated ? " --backend sim`, from GDN's stage table" : "`") << "), mean ms, and ÷ dp at the same GPU count.\n\n";
   for (const auto& [key, cells] : tables) {
     std::set<std::string> methods;
