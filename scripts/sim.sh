@@ -10,6 +10,9 @@
 #   scripts/sim.sh predict-gdn  Gated DeltaNet's operator level at 8..256 GPUs on the DGX H100 cluster, every method
 #                               (results/sim/dgx-h100_operator_gdn.csv), from GDN's stage table of one H200
 #                               results/nvidia-h200_gdn_stages.csv (sim_lib.sh's sim_predict_gdn has its commands)
+#   scripts/sim.sh long         GLA-1B at 65536 tokens per GPU (--recompute=blocks) at 8..256 GPUs on the DGX H100
+#                               cluster, dp, zeco, lasp2, lasp1: 512K- to 16M-token sequences
+#                               (results/sim/dgx-h100_model_long.csv), from results/nvidia-h200_model_stages.csv
 #   scripts/sim.sh smoke        a small sweep at 4 and 16 simulated ranks (the main job and the tests run it)
 #   scripts/sim.sh all          build, calibrate, holdout, predict, predict-gdn
 # SPB_SIM_DIR (default results/sim) is where rows go; every run is one configuration of the sweep's count.
@@ -22,9 +25,10 @@ for step in "${@:-all}"; do
     holdout | all) sim_holdout ;;&
     predict | all) sim_predict ;;&
     smoke) sim_smoke ;;
+    long) sim_predict_long ;;
     predict-gdn | all) sim_predict_gdn ;;&
     build | calibrate | holdout | predict | predict-gdn | all) ;;
-    *) spb_log "sim.sh: unknown step $step (build, calibrate, holdout, predict, predict-gdn, smoke, all)"; exit 2 ;;
+    *) spb_log "sim.sh: unknown step $step (build, calibrate, holdout, predict, predict-gdn, long, smoke, all)"; exit 2 ;;
   esac
 done
 spb_sweep_end
