@@ -12,6 +12,9 @@
 #                               results/nvidia-h200_gdn_stages.csv (sim_lib.sh's sim_predict_gdn has its commands)
 #   scripts/sim.sh holdout-gdn  Gated DeltaNet's methods at P = 2 and 4 on the 4-GPU host, beside which fla's context
 #                               parallel is to run (results/sim/nvidia-h200-x4_operator_gdn.csv)
+#   scripts/sim.sh long         GLA-1B at 65536 tokens per GPU (--recompute=blocks) at 8..256 GPUs on the DGX H100
+#                               cluster, dp, zeco, lasp2, lasp1: 512K- to 16M-token sequences
+#                               (results/sim/dgx-h100_model_long.csv), from results/nvidia-h200_model_stages.csv
 #   scripts/sim.sh smoke        a small sweep at 4 and 16 simulated ranks (the main job and the tests run it)
 #   scripts/sim.sh all          build, calibrate, holdout, predict, holdout-gdn, predict-gdn
 # SPB_SIM_DIR (default results/sim) is where rows go; every run is one configuration of the sweep's count.
@@ -24,11 +27,12 @@ for step in "${@:-all}"; do
     holdout | all) sim_holdout ;;&
     predict | all) sim_predict ;;&
     smoke) sim_smoke ;;
+    long) sim_predict_long ;;
     holdout-gdn | all) sim_holdout_gdn ;;&
     predict-gdn | all) sim_predict_gdn ;;&
     build | calibrate | holdout | predict | holdout-gdn | predict-gdn | all) ;;
-    *) spb_log "sim.sh: unknown step $step (build, calibrate, holdout, predict, holdout-gdn, predict-gdn, smoke, all)"
-       exit 2 ;;
+    *) spb_log "sim.sh: unknown step $step (build, calibrate, holdout, predict, holdout-gdn, predict-gdn, long, smoke," \
+         "all)"; exit 2 ;;
   esac
 done
 spb_sweep_end

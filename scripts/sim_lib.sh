@@ -10,6 +10,9 @@ STAGES=$SPB_ROOT/results/nvidia-h200-x4_stages.csv
 # The model level's: the GLA-1B step's kernel calls and its GLA stages at the model's shapes (spbench model
 # --stage-times on 4 GPUs).
 MODEL_STAGES=$SPB_ROOT/results/nvidia-h200-x4_model_stages.csv
+# Long contexts (issue 62): the GLA-1B step's kernel calls and GLA stages at 65536 tokens with --recompute=blocks, every
+# scan method at P = 1 on one H200 (results/README.md has the command).
+LONG_MODEL_STAGES=$SPB_ROOT/results/nvidia-h200_model_stages.csv
 # Gated DeltaNet's (DESIGN §12): its stages and the GLA stages its methods call (copy_4d), every GDN method at P = 1 on
 # one H200 (sim_predict_gdn says the command).
 GDN_STAGES=$SPB_ROOT/results/nvidia-h200_gdn_stages.csv
@@ -43,11 +46,12 @@ hosts() {
 }
 
 # sim PLATFORM CALIB NP LEVEL ARGS...: the simulated spbench on NP ranks of PLATFORM (the model level replays the
-# model's stage table, the others the GLA stages', or SIM_STAGES where a caller sets it: Gated DeltaNet's).
+# model's stage table, or SIM_MODEL_STAGES where a caller sets it: the long contexts'; the others the GLA stages', or
+# SIM_STAGES where a caller sets it: Gated DeltaNet's).
 sim() {
   local platform=$1 calib=$2 np=$3 hostfile stages=${SIM_STAGES:-$STAGES}
   shift 3
-  [ "$1" = model ] && stages=$MODEL_STAGES
+  [ "$1" = model ] && stages=${SIM_MODEL_STAGES:-$MODEL_STAGES}
   hostfile=$(mktemp)
   hosts "$platform" >"$hostfile"
   (cd "$(mktemp -d)" && smpirun -np "$np" -platform "$PLAT/$platform.xml" -hostfile "$hostfile" "${SIMFLAGS[@]}" \
@@ -258,6 +262,24 @@ sim_predict_model() {
   for L in ${SPB_SIM_LENGTHS:-16384 32768}; do
     run "model, $P GPUs of DGX H100 nodes, $L tokens per GPU" "$SIM_DIR/dgx-h100_model.csv" dgx-h100 "$P" model \
       -m dp,zeco,lasp2,lasp1 -H 32 -L "$L" -K 4 --ranks-per-node 8 -w 1 -n 2 --log-every 0
+  done
+}
+
+# Long contexts (issue 62, item 5): GLA-1B (32 heads, 20 layers, hidden 2048) at 65536 tokens per GPU with
+# --recompute=blocks, dp, zeco, lasp2 and lasp1, on P GPUs of DGX H100 nodes: sequences of 512K (8 GPUs) to 16M tokens
+# (256), replaying the table of one H200 at that length (LONG_MODEL_STAGES; zeco's one block of 65536 elements, -K 1,
+# as recorded). Rows to their own file, dgx-h100_model_long.csv, apart from Tables 5 and 6's. A method a run a
+# configuration, so that one which fails keeps the others' rows; one warm-up step and one timed (a simulated step
+# repeats to the microsecond, and 256 ranks of this step take minutes of wall time a step on 2 cores).
+# SPB_SIM_WORLDS picks some of the GPU counts.
+sim_predict_long() {
+  local csv=$SIM_DIR/dgx-h100_model_long.csv P m SIM_MODEL_STAGES=$LONG_MODEL_STAGES
+  mkdir -p "$SIM_DIR"
+  for P in ${SPB_SIM_WORLDS:-8 16 32 64 128 256}; do
+    for m in dp zeco lasp2 lasp1; do
+      run "model, $P GPUs of DGX H100 nodes, 65536 tokens per GPU, blocks remade, $m" "$csv" dgx-h100 "$P" model \
+        -m "$m" -H 32 -L 65536 -K 1 --recompute=blocks --ranks-per-node 8 -w 1 -n 1 --log-every 0
+    done
   done
 }
 

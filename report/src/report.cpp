@@ -118,6 +118,7 @@ int run_report(const ReportOptions& o) {
      << section_fla(c);
   md << section_gdn(c);
   md << section_simulation(c);
+  md << section_long_context(c);
   md << section_paper_figures(c);
 
   std::set<std::string> gpu_backends;

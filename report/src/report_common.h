@@ -306,6 +306,11 @@ std::string section_paper_figures(Context& c);
 // the paper: agrees, disagrees, or not known, and why), both from one set of lines and claims, the tables' own.
 std::string section_claim(Context& c);
 
+// --- long contexts, simulated (report_long.cpp) --------------------------------------------------------------------
+// GLA-1B at 65536 tokens per GPU with --recompute=blocks on kSimPredictPlatform at 8..256 GPUs: a step per method
+// beside dp's (tables/sim_long_context.csv), and what a 1M- and an 8M-token sequence cost.
+std::string section_long_context(Context& c);
+
 // --- Gated DeltaNet (report_gdn.cpp) --------------------------------------------------------------------------------
 std::string section_gdn(const Context& c);
 

@@ -57,3 +57,11 @@ foreach(np 1 2)
   add_test(NAME sim.model_kernels.np${np}
            COMMAND ${SPB_MPIEXEC} ${np} ${SPB_MPI_FLAGS} $<TARGET_FILE:test_sim_model_kernels>)
 endforeach()
+# The simulated model level under `--recompute=blocks` (what the long-context sweep runs): a tiny model's step at
+# blocks (dp, zeco, lasp2, lasp1) and none (zeco), recorded on CPU ranks, then replayed over the simulated model
+# kernels: the same model and GLA stage calls, each found in the table; at 1 and 2 ranks.
+spb_mpi_test(test_sim_model_recompute sim/test_sim_model_recompute.cpp spb_sim spb_model)
+foreach(np 1 2)
+  add_test(NAME sim.model_recompute.np${np}
+           COMMAND ${SPB_MPIEXEC} ${np} ${SPB_MPI_FLAGS} $<TARGET_FILE:test_sim_model_recompute>)
+endforeach()

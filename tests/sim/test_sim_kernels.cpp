@@ -61,11 +61,35 @@ TEST(SimKernels, AMemoryBoundStageScalesFromItsNearestRecordedSize) {
   });
   EXPECT_NEAR(copy, 1.5e-3 + 2 * 0.5e-3, 1e-12);
   // A stage with no row at all says so.
+  const std::string copies = stage_table({{"copy_4d", "bytes1048576"}}, {1.0});
   try {
-    seconds_of(t, [&](GlaKernels& k, Stream s) { k.vec_add(100, nullptr, nullptr, nullptr, s); });
+    seconds_of(copies, [&](GlaKernels& k, Stream s) {
+      k.state_fold(2048, 128, nullptr, nullptr, nullptr, nullptr, s);
+    });
     FAIL() << "no error for a stage the table lacks";
   } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("no row of vec_add"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("no row of state_fold"), std::string::npos) << e.what();
+  }
+}
+
+// A vector add the table has no row of (a table of one GPU: no two ranks' maps compose there; zeco's rail-logdepth
+// across three nodes or more adds decays) takes the fold's rows, the same traffic an element; a table with neither
+// says so.
+TEST(SimKernels, AVectorAddTheTableLacksTakesTheFoldsRows) {
+  const std::string folds = stage_table({{"state_fold", "rows1024 cols64"}}, {0.0055});
+  auto add = [&](const std::string& t, size_t n) {
+    return seconds_of(t, [&](GlaKernels& k, Stream s) { k.vec_add(n, nullptr, nullptr, nullptr, s); });
+  };
+  EXPECT_NEAR(add(folds, 65536), 0.0055e-3, 1e-15);  // the fold's size: its time
+  EXPECT_NEAR(add(folds, 1024), 0.0055e-3 - (65536 - 1024) * 1e-11, 1e-15);  // less the traffic it does not move
+  // Its own rows, where the table has them, come first.
+  const std::string both = stage_table({{"state_fold", "rows1024 cols64"}, {"vec_add", "n1024"}}, {0.0055, 0.004});
+  EXPECT_DOUBLE_EQ(add(both, 1024), 0.004e-3);
+  try {
+    add(stage_table({{"copy_4d", "bytes1048576"}}, {1.0}), 1024);
+    FAIL() << "no error for a table with neither a vector add nor a fold";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("no row of vec_add (nor of state_fold"), std::string::npos) << e.what();
   }
 }
 
