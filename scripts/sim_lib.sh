@@ -10,7 +10,7 @@ STAGES=$SPB_ROOT/results/nvidia-h200-x4_stages.csv
 # The model level's: the GLA-1B step's kernel calls and its GLA stages at the model's shapes (spbench model
 # --stage-times on 4 GPUs).
 MODEL_STAGES=$SPB_ROOT/results/nvidia-h200-x4_model_stages.csv
-# Long contexts (issue 62): the GLA-1B step's kernel calls and GLA stages at 65536 tokens with --recompute=blocks, every
+# Long contexts: the GLA-1B step's kernel calls and GLA stages at 65536 tokens with --recompute=blocks, every
 # scan method at P = 1 on one H200 (results/README.md has the command).
 LONG_MODEL_STAGES=$SPB_ROOT/results/nvidia-h200_model_stages.csv
 # Gated DeltaNet's (DESIGN §12): its stages and the GLA stages its methods call (copy_4d), every GDN method at P = 1 on
@@ -183,6 +183,14 @@ sim_holdout_model() {
   fi
 }
 
+# operator_methods P L: the methods of the operator sweeps at P GPUs and L tokens per GPU: every one, ulysses only
+# where its single-device shapes were recorded (16 heads over at most 16 ranks, at 16384 tokens per GPU).
+operator_methods() {
+  local methods=dp,zeco,lasp2,lasp1,ring
+  [ "$1" -le 16 ] && [ "$2" -eq 16384 ] && methods=$methods,ulysses
+  echo "$methods"
+}
+
 # The paper's settings (report/paper/README.md): Table 2, 32 heads of 128 x 128 fp32 (2 MiB) in All-Scan blocks of
 # 16384 elements; Tables 3 and 4, 16 heads of 128 x 128, 16384 and 32768 tokens per GPU, K = 16 (blocks of 16384
 # elements). SPB_SIM_WORLDS and SPB_SIM_LENGTHS pick some of them.
@@ -202,12 +210,10 @@ sim_predict() {
           --allscan "$scan" -b 2M -e 2M --block-elems 16384 --ranks-per-node 8 -w 2 -n 10
       done
     fi
-    local methods L
+    local L
     for L in ${SPB_SIM_LENGTHS:-16384 32768}; do
-      # ulysses: 16 heads split over at most 16 ranks, and its stage times were recorded at 16384 tokens per GPU
-      methods=dp,zeco,lasp2,lasp1,ring; [ "$P" -le 16 ] && [ "$L" -eq 16384 ] && methods=$methods,ulysses
-      run "operator, $P GPUs of DGX H100 nodes, $L tokens per GPU" "$op" dgx-h100 "$P" operator -m "$methods" -B 1 \
-        -H 16 --dk 128 --dv 128 -L "$L" -K 16 --ranks-per-node 8 -w 1 -n 3
+      run "operator, $P GPUs of DGX H100 nodes, $L tokens per GPU" "$op" dgx-h100 "$P" operator \
+        -m "$(operator_methods "$P" "$L")" -B 1 -H 16 --dk 128 --dv 128 -L "$L" -K 16 --ranks-per-node 8 -w 1 -n 3
     done
     sim_predict_model "$P"
   done
@@ -238,7 +244,7 @@ sim_holdout_gdn() {
 #     -w 5 -n 20 --stage-times results/nvidia-h200_gdn_stages.csv
 # SPB_SIM_WORLDS and SPB_SIM_LENGTHS pick some of the settings, as for sim_predict.
 sim_predict_gdn() {
-  local op=$SIM_DIR/dgx-h100_operator_gdn.csv P L methods SIM_STAGES=$GDN_STAGES
+  local op=$SIM_DIR/dgx-h100_operator_gdn.csv P L SIM_STAGES=$GDN_STAGES
   if [ ! -s "$GDN_STAGES" ]; then  # one failed configuration: the sweep ends non-zero, saying why
     spb_log "no $GDN_STAGES: record Gated DeltaNet's stage table on one H200 first (the command: sim_lib.sh)"
     SPB_N_FAILED=$((SPB_N_FAILED + 1))
@@ -247,9 +253,8 @@ sim_predict_gdn() {
   mkdir -p "$SIM_DIR"
   for P in ${SPB_SIM_WORLDS:-8 16 32 64 128 256}; do
     for L in ${SPB_SIM_LENGTHS:-16384 32768}; do
-      methods=dp,zeco,lasp2,lasp1,ring; [ "$P" -le 16 ] && [ "$L" -eq 16384 ] && methods=$methods,ulysses
       run "operator, Gated DeltaNet, $P GPUs of DGX H100 nodes, $L tokens per GPU" "$op" dgx-h100 "$P" operator \
-        --attention gdn -m "$methods" --allscan host -B 1 -H 16 --dk 128 --dv 128 -L "$L" -K 16 \
+        --attention gdn -m "$(operator_methods "$P" "$L")" --allscan host -B 1 -H 16 --dk 128 --dv 128 -L "$L" -K 16 \
         --ranks-per-node 8 -w 1 -n 3
     done
   done
@@ -265,7 +270,7 @@ sim_predict_model() {
   done
 }
 
-# Long contexts (issue 62, item 5): GLA-1B (32 heads, 20 layers, hidden 2048) at 65536 tokens per GPU with
+# Long contexts: GLA-1B (32 heads, 20 layers, hidden 2048) at 65536 tokens per GPU with
 # --recompute=blocks, dp, zeco, lasp2 and lasp1, on P GPUs of DGX H100 nodes: sequences of 512K (8 GPUs) to 16M tokens
 # (256), replaying the table of one H200 at that length (LONG_MODEL_STAGES; zeco's one block of 65536 elements, -K 1,
 # as recorded). Rows to their own file, dgx-h100_model_long.csv, apart from Tables 5 and 6's. A method a run a

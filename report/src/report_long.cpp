@@ -1,4 +1,4 @@
-// spbench report: long contexts (issue 62), simulated. GLA-1B at 65536 tokens per GPU with --recompute=blocks on
+// spbench report: long contexts, simulated. GLA-1B at 65536 tokens per GPU with --recompute=blocks on
 // the prediction platform at 8..256 GPUs (results/sim/dgx-h100_model_long.csv, `scripts/sim.sh long`): a step per
 // method beside dp's, and what a 1M- and an 8M-token sequence cost. The paper has no such table, so no paper column;
 // the rows are apart from Tables 5 and 6's by their tokens per GPU (65536) and recompute level.
