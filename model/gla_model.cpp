@@ -49,10 +49,22 @@ Recompute recompute_auto(const GlaModelConfig& c) {
   return per_token_states > per_token_kv ? Recompute::states : Recompute::none;
 }
 
+namespace {
+// As many rows of row_bytes as `budget` bytes hold, in whole tiles of the products' 128 rows where there is one.
+size_t rows_in(size_t budget, size_t row_bytes) {
+  const size_t fit = std::max<size_t>(1, budget / row_bytes);
+  return fit >= 128 ? fit / 128 * 128 : fit;
+}
+}  // namespace
+
 int GlaModelConfig::logit_chunk(int rows) const {
-  size_t fit = std::max<size_t>(1, (size_t(512) << 20) / (size_t(vocab) * 4));
-  if (fit >= 128) fit = fit / 128 * 128;  // whole tiles of the products' rows
+  const size_t fit = rows_in(size_t(512) << 20, size_t(vocab) * 4);
   return int(std::min<size_t>(size_t(rows), logit_rows > 0 ? size_t(logit_rows) : fit));
+}
+
+int GlaModelConfig::mlp_chunk(int rows) const {
+  const size_t fit = rows_in(size_t(512) << 20, size_t(2) * mlp_size() * 2);
+  return int(std::min<size_t>(size_t(rows), mlp_rows > 0 ? size_t(mlp_rows) : fit));
 }
 
 void GlaModelConfig::validate() const {
@@ -68,6 +80,7 @@ void GlaModelConfig::validate() const {
   positive(gate_rank, "--gate-rank");
   SPB_USAGE(mlp >= 0, "--mlp must be >= 0 (0: GLA's width)");
   SPB_USAGE(logit_rows >= 0, "the LM head's logit rows must be >= 0 (0: as many as 512 MiB hold)");
+  SPB_USAGE(mlp_rows >= 0, "the MLP's rows at a time must be >= 0 (0: as many as 512 MiB of (a | b) hold)");
   auto whole = [&](double e, const char* flag) {
     const double d = e * hidden;
     SPB_USAGE(std::abs(d - std::round(d)) < 1e-9 && std::round(d) >= 1,
@@ -90,27 +103,34 @@ struct GlaModel::Layer {
 // What the forward keeps of one block for its backward.
 struct GlaModel::LayerActs {
   Buffer x_mid, rstd1, h1, q, k, v, z, gl, pre, g, o, rstd_gn, y, rstd2, h2;
-  Buffer ab;  // [N, 2F]: the MLP's gate and up products side by side (one GEMM)
+  // [N, 2F]: the MLP's gate and up products side by side (one GEMM); one MLP slice's rows where the level
+  // remakes_blocks (the backward makes each slice's again)
+  Buffer ab;
 };
 
 // What the forward keeps for the backward (per block) and the backward's scratch (shared by the blocks).
 struct GlaModel::Acts {
   // The residual stream entering block l (x[layers]: entering the final norm), f32 [N, D]. Where the level
-  // remakes_blocks: x[0] the one the blocks pass along, x[1] the final norm's, and each block's input in `kept`.
+  // remakes_blocks: x[0] the final norm's, and each block's input in `kept`.
   std::vector<Buffer> x;
-  // remakes_blocks: block l's input, fp32 [N, D]: the remade forward then is the forward (a bf16 copy moved the
-  // gradients 1-2% on GPUs)
+  // remakes_blocks: block l's input, fp32 [N, D], written there by the forward and read there by the remade one,
+  // which then is the forward (a bf16 copy moved the gradients 1-2% on GPUs)
   std::vector<Buffer> kept;
   std::vector<LayerActs> layer;  // per block, or one set for all where the level remakes_blocks
   Buffer h1s, h2s, ys;  // the blocks' h1, h2, y where the level remakes_elementwise
   Buffer gs;            // the blocks' g where the level remakes_states
-  // SwiGLU's output m, one for every block: the forward's down product reads it right away, and the backward's
-  // SwiGLU makes it again (swiglu_bwd's y) for the down product's weight gradient.
+  // SwiGLU's output m, one MLP slice's rows for every block: the forward's down product reads it right away, and
+  // the backward's SwiGLU makes it again (swiglu_bwd's y) for the down product's weight gradient.
   Buffer ms;
   Buffer tokens, targets;              // int32 [N]
-  Buffer delta;  // [N, D] f32: a block's o_proj or MLP down product, added to the residual stream by the next norm
+  // [N, D] f32: a block's o_proj or MLP down product, added to the residual stream by the next norm; in the
+  // backward the input gradients' products (dh), which the norms' backward read. A forward's delta is read before
+  // the next product writes (the remade forward's too, before its block's first gradient product), so the two are
+  // never alive at once.
+  Buffer delta;
+  float* dh() const { return delta.f32(); }
   Buffer rstd_f, hf, logits, dlogits, losses;  // logits, dlogits: one chunk of rows (GlaModelConfig::logit_chunk)
-  Buffer dx, dxa, dh, dmy, dab, dq, dk, dv, dg, d_o, dpre, dgl;
+  Buffer dx, dxa, dmy, dab, dq, dk, dv, dg, d_o, dpre, dgl;  // dmy, dab: one MLP slice's rows of dm and d(a | b)
   Buffer dproj;  // [N, 2Kd + 2Vd + R]: dq, dk, dv, dz, dgl side by side, for the one GEMM of each product below
 };
 
@@ -163,13 +183,14 @@ size_t GlaModel::plan_acts(const GlaModelConfig& c, int rows, DType act, Recompu
   const bool shared = spb::remakes_elementwise(recompute) || blocks;  // h1, h2, y: one buffer each for every block
   const bool gates_shared = spb::remakes_states(recompute) || blocks;  // g: one buffer for every block
   const size_t N = rows, D = c.hidden, Kd = c.key_dim(), Vd = c.value_dim(), F = c.mlp_size(), R = c.gate_rank;
+  const size_t S = size_t(c.mlp_chunk(rows));  // the MLP's rows at a time
   const size_t a = dtype_size(act), f = 4;
   size_t total = 0;
   auto take = [&](Buffer& b, size_t bytes) {
     total += bytes;
     if (dev) b = Buffer(*dev, bytes);
   };
-  A.x.resize(blocks ? 2 : size_t(c.layers) + 1);
+  A.x.resize(blocks ? 1 : size_t(c.layers) + 1);
   for (Buffer& x : A.x) take(x, N * D * f);
   A.kept.resize(blocks ? size_t(c.layers) : 0);
   for (Buffer& x : A.kept) take(x, N * D * f);
@@ -182,21 +203,21 @@ size_t GlaModel::plan_acts(const GlaModelConfig& c, int rows, DType act, Recompu
     if (!gates_shared) take(p.g, N * Kd * a);
     take(p.v, N * Vd * a), take(p.z, N * Vd * a), take(p.o, N * Vd * a);
     take(p.gl, N * R * a);
-    take(p.ab, N * 2 * F * a);
+    take(p.ab, (blocks ? S : N) * 2 * F * a);
   }
   // With recompute, one block's normalised inputs and gated output at a time: the backward makes them again from
   // what each block keeps (x, rstd, o, z).
   if (shared) take(A.h1s, N * D * a), take(A.h2s, N * D * a), take(A.ys, N * Vd * a);
   // Remaking the states, one block's forget gates at a time: the backward makes them again from its pre.
   if (gates_shared) take(A.gs, N * Kd * a);
-  take(A.ms, N * F * a);  // SwiGLU's output, at every level: made again from each block's (a | b)
+  take(A.ms, S * F * a);  // SwiGLU's output, at every level: made again from each block's (a | b)
   take(A.delta, N * D * f);
   take(A.tokens, N * 4), take(A.targets, N * 4);
   take(A.rstd_f, N * f), take(A.hf, N * D * a);
   const size_t logit_elems = size_t(c.logit_chunk(rows)) * c.vocab;
   take(A.logits, logit_elems * f), take(A.dlogits, logit_elems * a), take(A.losses, N * f);
-  take(A.dx, N * D * f), take(A.dxa, N * D * a), take(A.dh, N * D * f);
-  take(A.dmy, N * std::max(F, Vd) * a), take(A.dab, N * 2 * F * a);
+  take(A.dx, N * D * f), take(A.dxa, N * D * a);
+  take(A.dmy, std::max(S * F, N * Vd) * a), take(A.dab, S * 2 * F * a);  // dmy: the o_proj's dy too
   take(A.dproj, N * (2 * Kd + 2 * Vd + R) * a);
   take(A.dg, N * Kd * a), take(A.dpre, N * Kd * a), take(A.d_o, N * Vd * a), take(A.dgl, N * R * a);
   return total;
@@ -372,7 +393,7 @@ GlaModel::LayerActs& GlaModel::acts_of(int l) const { return acts_->layer[remake
 
 float* GlaModel::stream_of(int l) const {
   if (!remakes_blocks()) return acts_->x[size_t(l)].f32();
-  return acts_->x[l == c_.layers ? 1 : 0].f32();
+  return l == c_.layers ? acts_->x[0].f32() : acts_->kept[size_t(l)].f32();
 }
 
 GlaModel::Elementwise GlaModel::elementwise_of(int l) const {
@@ -386,16 +407,17 @@ void* GlaModel::gates_of(int l) const {
   return remakes_states() || remakes_blocks() ? acts_->gs.get() : acts_of(l).g.get();
 }
 
-void GlaModel::wgrad(Wgrad kind, int n, int k, const void* dY, const void* X, float* dW) {
+void GlaModel::wgrad(Wgrad kind, int n, int k, int rows, const void* dY, const void* X, bool accumulate, float* dW) {
   Device& dev = *rt_.dev;
   const Stream st = dev.compute_stream();
-  if (!wgrad_beside_) return mm(true, false, n, k, N_, 1, dY, X, 0, dW, DType::f32, st);
+  const float beta = accumulate ? 1 : 0;
+  if (!wgrad_beside_) return mm(true, false, n, k, rows, 1, dY, X, beta, dW, DType::f32, st);
   const Stream side = dev.second_compute_stream();
   dev.record(wgrad_fork_.get(), st);
   dev.wait(side, wgrad_fork_.get());
   {
     TimelineSpan span(rt_, "weight_gradient", Lane::compute2);
-    mk_->gemm(true, false, n, k, N_, 1, dY, X, 0, dW, DType::f32, side);  // off the clock's compute stream
+    mk_->gemm(true, false, n, k, rows, 1, dY, X, beta, dW, DType::f32, side);  // off the clock's compute stream
   }
   dev.record(wgrad_done_[size_t(kind)]->get(), side);
 }
@@ -437,7 +459,6 @@ void GlaModel::forward_layer(int l, bool remake) {
   else  // x = the previous block's x_mid + its MLP down product
     k.rmsnorm_add_fwd(N, D, acts_of(l - 1).x_mid.f32(), delta, V.P(y.attn_norm), c_.norm_eps, x, h1, A.rstd1.f32(),
                       st);
-  if (remakes_blocks() && !remake) rt_.dev->copy(acts_->kept[size_t(l)].get(), x, size_t(N) * D * 4, st);
   stage("q, k, v, gate projections");
   mm(false, true, N, Kd, D, 1, h1, V.W(y.wq), 0, A.q.get(), t, st);
   mm(false, true, N, Kd, D, 1, h1, V.W(y.wk), 0, A.k.get(), t, st);
@@ -461,13 +482,24 @@ void GlaModel::forward_layer(int l, bool remake) {
 
   stage("norms");
   k.rmsnorm_add_fwd(N, D, x, delta, V.P(y.mlp_norm), c_.norm_eps, A.x_mid.f32(), h2, A.rstd2.f32(), st);
-  stage("MLP gate, up");
-  mm(false, true, N, 2 * F, D, 1, h2, V.W(y.w_gate), 0, A.ab.get(), t, st);  // [Wgate; Wup] are one matrix
-  if (remake) return;  // SwiGLU's backward makes m again; the down product feeds only the next block
-  stage("swiglu");
-  k.swiglu_fwd(N, F, A.ab.get(), m, st);
-  stage("MLP down");
-  mm(false, true, N, D, F, 1, m, V.W(y.w_down), 0, delta, DType::f32, st);
+  if (remake) return;  // the backward makes each MLP slice's (a | b) again; the down product feeds only the next block
+  const size_t a = dtype_size(t);
+  for (int r0 = 0, rows = c_.mlp_chunk(N); r0 < N; r0 += rows) {
+    const int n = std::min(rows, N - r0);
+    void* ab = mlp_ab_rows(l, r0);
+    stage("MLP gate, up");
+    mm(false, true, n, 2 * F, D, 1, static_cast<const char*>(h2) + size_t(r0) * D * a, V.W(y.w_gate), 0, ab, t,
+       st);  // [Wgate; Wup] are one matrix
+    stage("swiglu");
+    k.swiglu_fwd(n, F, ab, m, st);
+    stage("MLP down");
+    mm(false, true, n, D, F, 1, m, V.W(y.w_down), 0, delta + size_t(r0) * D, DType::f32, st);
+  }
+}
+
+void* GlaModel::mlp_ab_rows(int l, int r0) const {
+  const size_t row = size_t(2) * c_.mlp_size() * dtype_size(act_);
+  return static_cast<char*>(acts_of(l).ab.get()) + (remakes_blocks() ? 0 : size_t(r0) * row);
 }
 
 // acts_->dx holds the gradient of block l's output on entry and of its input on return.
@@ -489,7 +521,6 @@ void GlaModel::backward_layer(int l) {
     stage("recompute");
     // The block above's weight gradients' products read buffers every block shares: the remade forward writes them.
     for (int kind = 0; kind < kWgradKinds; ++kind) wait_wgrad(Wgrad(kind));
-    rt_.dev->copy(x, S.kept[size_t(l)].get(), size_t(N) * D * 4, st);
     forward_layer(l, /*remake=*/true);
   }
   if (remakes_elementwise()) {
@@ -501,24 +532,35 @@ void GlaModel::backward_layer(int l) {
     k.rmsnorm_fwd(N, D, x, V.P(y.attn_norm), c_.norm_eps, h1, A.rstd1.f32(), st);
   }
 
-  // MLP (S.dxa: the act copy of dx, from the norm's backward above)
-  // With set_wgrad_beside, each wait_wgrad below guards a buffer that a weight gradient's product still reads.
-  // The down product's input gradient first (it does not read m), then SwiGLU's backward, which makes m again into
-  // the buffer every block shares, then the down product's weight gradient from it.
-  stage("bwd: MLP down");
-  mm(false, false, N, F, D, 1, S.dxa.get(), V.W(y.w_down), 0, S.dmy.get(), t, st);
-  stage("bwd: swiglu");
-  wait_wgrad(kWgradGateUp);  // the block above's reads dab
-  wait_wgrad(kWgradDown);    // the block above's reads m
-  k.swiglu_bwd(N, F, A.ab.get(), S.dmy.get(), S.dab.get(), m, st);
-  stage("bwd: MLP down");
-  wgrad(kWgradDown, D, F, S.dxa.get(), m, V.G(y.w_down));
-  stage("bwd: MLP gate, up");
-  wgrad(kWgradGateUp, 2 * F, D, S.dab.get(), h2, V.G(y.w_gate));
-  mm(false, false, N, D, 2 * F, 1, S.dab.get(), V.W(y.w_gate), 0, S.dh.get(), f32, st);
+  // MLP (S.dxa: the act copy of dx, from the norm's backward above), a slice of rows at a time, its weight gradients
+  // summed over the slices. With set_wgrad_beside, each wait_wgrad below guards a buffer that a weight gradient's
+  // product still reads. The down product's input gradient first (it does not read m), then SwiGLU's backward,
+  // which makes m again into the buffer every block shares, then the down product's weight gradient from it.
+  const size_t a = dtype_size(t);
+  for (int r0 = 0, rows = c_.mlp_chunk(N); r0 < N; r0 += rows) {
+    const int n = std::min(rows, N - r0);
+    const char* dxa = static_cast<const char*>(S.dxa.get()) + size_t(r0) * D * a;
+    const char* h2_rows = static_cast<const char*>(h2) + size_t(r0) * D * a;
+    void* ab = mlp_ab_rows(l, r0);
+    if (remakes_blocks()) {
+      stage("recompute");
+      mm(false, true, n, 2 * F, D, 1, h2_rows, V.W(y.w_gate), 0, ab, t, st);
+    }
+    stage("bwd: MLP down");
+    mm(false, false, n, F, D, 1, dxa, V.W(y.w_down), 0, S.dmy.get(), t, st);
+    stage("bwd: swiglu");
+    wait_wgrad(kWgradGateUp);  // the block above's (or the slice before's) reads dab
+    wait_wgrad(kWgradDown);    // the block above's (or the slice before's) reads m
+    k.swiglu_bwd(n, F, ab, S.dmy.get(), S.dab.get(), m, st);
+    stage("bwd: MLP down");
+    wgrad(kWgradDown, D, F, n, dxa, m, r0 > 0, V.G(y.w_down));
+    stage("bwd: MLP gate, up");
+    wgrad(kWgradGateUp, 2 * F, D, n, S.dab.get(), h2_rows, r0 > 0, V.G(y.w_gate));
+    mm(false, false, n, D, 2 * F, 1, S.dab.get(), V.W(y.w_gate), 0, S.dh() + size_t(r0) * D, f32, st);
+  }
   stage("bwd: norms");
   wait_wgrad(kWgradDown);  // reads dxa
-  k.rmsnorm_bwd(N, D, A.x_mid.f32(), V.P(y.mlp_norm), A.rstd2.f32(), S.dh.f32(), S.dx.f32(), V.G(y.mlp_norm),
+  k.rmsnorm_bwd(N, D, A.x_mid.f32(), V.P(y.mlp_norm), A.rstd2.f32(), S.dh(), S.dx.f32(), V.G(y.mlp_norm),
                 S.dxa.get(), st);
 
   // attention
@@ -527,9 +569,8 @@ void GlaModel::backward_layer(int l) {
   // in fp32). The output gate's norm writes dz into its columns, and a method that takes_grad_ld() dq, dk and dv.
   const int P = 2 * Kd + 2 * Vd + R;
   char* const dproj = static_cast<char*>(S.dproj.get());
-  const size_t a = dtype_size(t);
   stage("bwd: o_proj");
-  wgrad(kWgradO, D, Vd, S.dxa.get(), yo, V.G(y.wo));
+  wgrad(kWgradO, D, Vd, N, S.dxa.get(), yo, false, V.G(y.wo));
   mm(false, false, N, Vd, D, 1, S.dxa.get(), V.W(y.wo), 0, S.dmy.get(), t, st);
   stage("bwd: output gate norm");
   wait_wgrad(kWgradProj);  // the block above's reads dproj
@@ -552,7 +593,7 @@ void GlaModel::backward_layer(int l) {
   wait_wgrad(kWgradRank);  // the block above's reads dpre
   k.forget_gate_bwd(N, Kd, A.pre.get(), V.P(y.bgk1), c_.gate_normaliser, S.dg.get(), S.dpre.get(), V.G(y.bgk1), st);
   stage("bwd: forget gate's rank-R products");
-  wgrad(kWgradRank, Kd, R, S.dpre.get(), A.gl.get(), V.G(y.wgk1));
+  wgrad(kWgradRank, Kd, R, N, S.dpre.get(), A.gl.get(), false, V.G(y.wgk1));
   mm(false, false, N, R, Kd, 1, S.dpre.get(), V.W(y.wgk1), 0, S.dgl.get(), t, st);
   stage("bwd: output gradients side by side");
   if (!grads_in_dproj_) {
@@ -562,11 +603,11 @@ void GlaModel::backward_layer(int l) {
   }
   k.copy_columns(N, R, S.dgl.get(), P, 2 * Kd + 2 * Vd, dproj, st);
   stage("bwd: q, k, v, gate projections");
-  wgrad(kWgradProj, P, D, S.dproj.get(), h1, V.G(y.wq));
-  mm(false, false, N, D, P, 1, S.dproj.get(), V.W(y.wq), 0, S.dh.get(), f32, st);
+  wgrad(kWgradProj, P, D, N, S.dproj.get(), h1, false, V.G(y.wq));
+  mm(false, false, N, D, P, 1, S.dproj.get(), V.W(y.wq), 0, S.dh(), f32, st);
   stage("bwd: norms");
   wait_wgrad(kWgradO);  // reads dxa
-  k.rmsnorm_bwd(N, D, x, V.P(y.attn_norm), A.rstd1.f32(), S.dh.f32(), S.dx.f32(), V.G(y.attn_norm), S.dxa.get(),
+  k.rmsnorm_bwd(N, D, x, V.P(y.attn_norm), A.rstd1.f32(), S.dh(), S.dx.f32(), V.G(y.attn_norm), S.dxa.get(),
                 st);
 }
 
@@ -614,14 +655,14 @@ double GlaModel::forward_backward(const std::vector<int32_t>& tokens) {
                     float(1.0 / tokens_world), S.losses.f32() + r0, S.dlogits.get(), st);
     stage("bwd: LM head");
     mm(true, false, Vc, D, rows, 1, S.dlogits.get(), hf, r0 == 0 ? 0.f : 1.f, V.G(lm_head_), DType::f32, st);
-    mm(false, false, rows, D, Vc, 1, S.dlogits.get(), V.W(lm_head_), 0, S.dh.f32() + size_t(r0) * D, DType::f32, st);
+    mm(false, false, rows, D, Vc, 1, S.dlogits.get(), V.W(lm_head_), 0, S.dh() + size_t(r0) * D, DType::f32, st);
   }
 
   stage("zero gradients");
   for (const ParamInfo* p : fp32_read_) dev.fill_zero(V.G(p->offset), p->elems() * 4, st);
   stage("bwd: norms");
   dev.fill_zero(S.dx.get(), S.dx.bytes(), st);
-  k.rmsnorm_bwd(N, D, xl, V.P(final_norm_), S.rstd_f.f32(), S.dh.f32(), S.dx.f32(), V.G(final_norm_), S.dxa.get(),
+  k.rmsnorm_bwd(N, D, xl, V.P(final_norm_), S.rstd_f.f32(), S.dh(), S.dx.f32(), V.G(final_norm_), S.dxa.get(),
                 st);
   // The flat vector is [embedding | block 0 | ... | block L-1 | final norm, LM head]: each bucket is one range.
   reduce_grads_beside(final_norm_, n_params_);

@@ -38,6 +38,9 @@ struct GlaModelConfig {
   float init_std = 0.02f;                 // normal init of every matrix; norms 1, biases 0
   // rows of fp32 logits (and of their act gradient) the LM head makes at a time (0: as many as 512 MiB hold)
   int logit_rows = 0;
+  // rows the MLP takes at a time: its (a | b), SwiGLU's output and their gradients exist for that many rows only (0: as
+  // many as 512 MiB of bf16 (a | b) hold; where the level remakes_blocks, (a | b) too is one slice's)
+  int mlp_rows = 0;
 
   int key_dim() const { return int(expand_k * hidden + 0.5); }
   int value_dim() const { return int(expand_v * hidden + 0.5); }
@@ -46,6 +49,8 @@ struct GlaModelConfig {
   int mlp_size() const { return mlp > 0 ? mlp : (int(hidden * 8 / 3) + 255) / 256 * 256; }
   // The rows of a chunk of logits for a step of `rows` tokens: the full [rows, vocab] fp32 logits are never made.
   int logit_chunk(int rows) const;
+  // The rows of a slice of the MLP for a step of `rows` tokens (the last slice shorter).
+  int mlp_chunk(int rows) const;
   // Throws UsageError naming the flag for a shape the model cannot have.
   void validate() const;
 };
@@ -201,17 +206,20 @@ class GlaModel {
   // mk_->gemm, its FLOPs counted on the clock
   void mm(bool ta, bool tb, int M, int N, int K, float alpha, const void* A, const void* B, float beta, void* C,
           DType c_type, Stream st);
-  // remake: inside the backward, where the level remakes_blocks: from the block's kept input, up to what the
-  // backward reads (not SwiGLU's output or the MLP down product, which only the next block reads), off the stage
-  // clock's forward stages.
+  // remake: inside the backward, where the level remakes_blocks: from the block's kept input, up to the MLP (whose
+  // (a | b) the backward makes slice by slice; SwiGLU's output and the down product only the next block reads), off
+  // the stage clock's forward stages.
   void forward_layer(int l, bool remake = false);
+  // Block l's (a | b) from row r0 of its MLP slice: its rows of the block's own, or the one slice's buffer where the
+  // level remakes_blocks.
+  void* mlp_ab_rows(int l, int r0) const;
   void backward_layer(int l);
   // The products of the weight gradients, one event each: the compute stream waits on a kind's event before it
   // overwrites what that kind's last product read (wait_wgrad).
   enum Wgrad { kWgradDown, kWgradGateUp, kWgradO, kWgradRank, kWgradProj, kWgradKinds };
-  // dW [n, k] = dY^T X over the N_ rows of dY [N_, n] and X [N_, k], fp32; beside the compute stream (after its work
-  // so far) with set_wgrad_beside, else on it.
-  void wgrad(Wgrad kind, int n, int k, const void* dY, const void* X, float* dW);
+  // dW [n, k] = dY^T X (accumulate: dW +=) over the `rows` rows of dY [rows, n] and X [rows, k], fp32; beside the
+  // compute stream (after its work so far) with set_wgrad_beside, else on it.
+  void wgrad(Wgrad kind, int n, int k, int rows, const void* dY, const void* X, bool accumulate, float* dW);
   void wait_wgrad(Wgrad kind);
   void wait_wgrads(Stream s);  // s waits for every weight gradient's product enqueued so far
   void init_params(uint64_t seed);

@@ -55,9 +55,9 @@ enum class GradSum { after_backward, beside_backward, sharded_optimizer };
 // `steps` steps of `method` over this rank's slice of the sequence (or, for the reference, the whole of it).
 Trained train(Runtime& rt, const std::string& method, bool whole, int steps,
               GradSum sum = GradSum::after_backward, Recompute recompute = Recompute::none,
-              bool wgrad_beside = false, const SpConfig& sp = SpConfig{}) {
+              bool wgrad_beside = false, const SpConfig& sp = SpConfig{}, const GlaModelConfig& c = tiny()) {
   const int P = rt.world(), p = rt.rank(), L = whole ? kSeq : kSeq / P;
-  GlaModel model(rt, make_model_kernels(*rt.dev), tiny(), kBatch, L, method, sp, recompute, 5);
+  GlaModel model(rt, make_model_kernels(*rt.dev), c, kBatch, L, method, sp, recompute, 5);
   model.set_grad_overlap(sum == GradSum::beside_backward);
   model.set_shard_optimizer(sum == GradSum::sharded_optimizer);
   model.set_wgrad_beside(wgrad_beside);
@@ -184,9 +184,10 @@ TEST(ModelSp, RemadeStatesGiveTheSameStep) {
 }
 
 // --recompute=blocks keeps each block's input alone and runs the whole block's forward again inside its backward, the
-// SP method's forward (and its communication) included, into one set of buffers every block shares: for every method,
-// zeco's and lasp2's schedules, and the gradients summed beside the backward with the weight gradients beside it,
-// the step of the run that keeps everything. A block remade from another block's input, or a buffer of the block
+// SP method's forward (and its communication) included, into one set of buffers every block shares, and the MLP's
+// (a | b) a slice of rows at a time (slices of 52 rows here, the last shorter): for every method, zeco's and lasp2's
+// schedules, and the gradients summed beside the backward with the weight gradients beside it, the step of the run
+// that keeps everything. A block remade from another block's input, or a buffer of the block
 // above still read while the remade forward writes it, moves the gradients far outside the tolerance. The block's
 // input is kept in fp32, so the remade forward is the forward: on CPU ranks the same sums in the same order give the
 // same bits, on GPUs the norms' atomic sums alone differ.
@@ -210,9 +211,11 @@ TEST(ModelSp, BlockCheckpointingGivesTheSameStep) {
       runs.push_back({m, sp, " --overlap " + std::to_string(int(o)), GradSum::after_backward, false});
     }
   runs.push_back({"zeco", SpConfig{}, " --grad-overlap --wgrad-beside", GradSum::beside_backward, true});
+  GlaModelConfig c = tiny();
+  c.mlp_rows = 52;
   for (const Run& r : runs) {
-    const Trained kept = train(*rt, r.method, false, 2, r.sum, Recompute::none, r.wgrad_beside, r.sp);
-    const Trained remade = train(*rt, r.method, false, 2, r.sum, Recompute::blocks, r.wgrad_beside, r.sp);
+    const Trained kept = train(*rt, r.method, false, 2, r.sum, Recompute::none, r.wgrad_beside, r.sp, c);
+    const Trained remade = train(*rt, r.method, false, 2, r.sum, Recompute::blocks, r.wgrad_beside, r.sp, c);
     const std::string what = r.method + r.name + " P=" + std::to_string(rt->world());
     for (const ParamInfo& t : kept.params) {
       const double e = rel_rms(kept.grads.data() + t.offset, remade.grads.data() + t.offset, t.elems());
@@ -225,14 +228,16 @@ TEST(ModelSp, BlockCheckpointingGivesTheSameStep) {
 
 // The plan of --recompute=blocks against `all` (one method object and one set of h1, h2, y too): one set of a block's
 // other activations for every block instead of one per block (x_mid, the rstds, q, k, the gate's pre-activation and
-// gates, v, z, o, the rank-16 rows, (a | b)), two fp32 residual streams instead of one per block, and each block's
-// input kept in fp32.
+// gates, v, z, o, the rank-16 rows), and one MLP slice's (a | b) instead of every row's of every block. Each block's
+// input is kept in fp32 where the forward writes it, one buffer a block as without recompute.
 TEST(ModelSp, BlockCheckpointingPlansOneBlocksActivations) {
   const GlaModelConfig c;  // GLA-1B
   const size_t N = 32768, L = c.layers, a = 2, D = c.hidden, Kd = c.key_dim(), Vd = c.value_dim();
-  const size_t block = N * D * 4 + N * (2 + c.heads) * 4 + N * (4 * Kd + 3 * Vd + c.gate_rank + 2 * c.mlp_size()) * a;
+  const size_t S = size_t(c.mlp_chunk(int(N))), ab = 2 * size_t(c.mlp_size()) * a;
+  ASSERT_LT(S, N);  // two slices
+  const size_t block = N * D * 4 + N * (2 + c.heads) * 4 + N * (4 * Kd + 3 * Vd + c.gate_rank) * a;
   auto bytes = [&](Recompute r) { return GlaModel::device_bytes(c, 1, int(N), DType::bf16, DType::bf16, r); };
-  EXPECT_EQ(bytes(Recompute::all) - bytes(Recompute::blocks), (L - 1) * (block + N * D * 4) - L * N * D * 4);
+  EXPECT_EQ(bytes(Recompute::all) - bytes(Recompute::blocks), (L - 1) * block + (L * N - S) * ab);
   EXPECT_EQ(recompute_from_name("blocks"), Recompute::blocks);
   EXPECT_EQ(recompute_name(Recompute::blocks), std::string("blocks"));
 }
@@ -318,6 +323,44 @@ TEST(ModelSp, LogitChunksGiveTheSameStep) {
   for (size_t s = 0; s < got[0].losses.size(); ++s)
     EXPECT_NEAR(got[1].losses[s], got[0].losses[s], tol * got[0].losses[s]) << "step " << s + 1;
   EXPECT_LT(rel_rms(got[0].weights.data(), got[1].weights.data(), got[0].weights.size()), weights_tol);
+}
+
+// The MLP takes its rows a slice at a time (52 rows here, the last slice shorter), its weight gradients summed over
+// the slices: the step of all rows at once, but for the sums' order (on a GPU also the products' kernels, as above).
+TEST(ModelSp, MlpSlicesGiveTheSameStep) {
+  if (!have_devices()) GTEST_SKIP() << "fewer GPUs than ranks";
+  auto rt = make_runtime(*test::boot(), backend());
+  GlaModelConfig sliced = tiny();
+  sliced.mlp_rows = 52;
+  ASSERT_LT(sliced.mlp_chunk(kBatch * kSeq / rt->world()), kBatch * kSeq / rt->world());
+  const double tol = gpu() ? 1e-4 : 1e-6, weights_tol = gpu() ? 1e-3 : 1e-6;
+  for (const Recompute r : {Recompute::none, Recompute::blocks}) {
+    const Trained whole = train(*rt, "zeco", false, 3, GradSum::after_backward, r);
+    const Trained slices = train(*rt, "zeco", false, 3, GradSum::after_backward, r, false, SpConfig{}, sliced);
+    const std::string what = recompute_name(r);
+    EXPECT_LT(rel_rms(whole.grads.data(), slices.grads.data(), whole.grads.size()), tol) << what;
+    for (size_t s = 0; s < whole.losses.size(); ++s)
+      EXPECT_NEAR(slices.losses[s], whole.losses[s], tol * whole.losses[s]) << what << " step " << s + 1;
+    EXPECT_LT(rel_rms(whole.weights.data(), slices.weights.data(), whole.weights.size()), weights_tol) << what;
+  }
+}
+
+// The MLP's (a | b), SwiGLU's output and their gradients are one slice of rows each: a plan for every row at once
+// holds the rest of the rows of d(a | b) and m at every level, and of (a | b) too where the level remakes_blocks.
+TEST(ModelSp, MlpBuffersAreOneSlice) {
+  GlaModelConfig c;  // GLA-1B at 262144 tokens
+  const int N = 262144, S = c.mlp_chunk(N);
+  ASSERT_EQ(S, 23808);  // whole 128-row tiles of 512 MiB of bf16 (a | b)
+  const size_t F = size_t(c.mlp_size()), rest = size_t(N - S), dmy = size_t(c.value_dim()) * N;
+  for (const Recompute r : {Recompute::none, Recompute::blocks}) {
+    c.mlp_rows = 0;
+    const size_t sliced = GlaModel::device_bytes(c, 1, N, DType::bf16, DType::bf16, r);
+    c.mlp_rows = N;
+    const size_t whole = GlaModel::device_bytes(c, 1, N, DType::bf16, DType::bf16, r);
+    const size_t ab = remakes_blocks(r) ? rest * 2 * F * 2 : 0;
+    EXPECT_EQ(whole - sliced, rest * (2 * F + F) * 2 + (size_t(N) * F - std::max(size_t(S) * F, dmy)) * 2 + ab)
+        << recompute_name(r);
+  }
 }
 
 // The LM head's fp32 logits and their act gradient are one chunk of rows each (the backward of a chunk runs before the
