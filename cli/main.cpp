@@ -94,6 +94,11 @@ int main(int argc, char** argv) {
     if (*compare_cmd) return root ? spb::run_compare(cmp) : 0;
     if (*repair_cmd) return root ? spb::repair_csv(repair_file) : 0;
     if (*cal_cmd) return root ? spb::run_sim_calibrate(cal) : 0;
+  } catch (const spb::RankUsageError& e) {
+    // Found in this rank's own work: the others may wait for it in a collective.
+    std::fprintf(stderr, "spbench: error: rank %d: %s\n", boot.rank(), e.what());
+    std::fflush(stderr);
+    boot.abort(2);
   } catch (const spb::UsageError& e) {
     // Raised the same way on every rank (or agreed on through the bootstrap): stop together, one line.
     if (root) std::fprintf(stderr, "spbench: error: %s\n", e.what());

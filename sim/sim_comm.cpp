@@ -17,8 +17,8 @@ namespace spb {
 namespace {
 
 int count_of(size_t bytes) {
-  SPB_USAGE(bytes <= size_t(INT_MAX), "--backend sim: a point-to-point message of " + std::to_string(bytes) +
-                                          " bytes; SMPI moves at most 2 GiB in one message");
+  SPB_USAGE_RANK(bytes <= size_t(INT_MAX), "--backend sim: a point-to-point message of " + std::to_string(bytes) +
+                                               " bytes; SMPI moves at most 2 GiB in one message");
   return int(bytes);
 }
 

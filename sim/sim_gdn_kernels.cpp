@@ -125,12 +125,12 @@ class SimGdnKernels final : public GdnKernels {
       std::string has;  // the shapes it has of the stage, the first few
       for (size_t i = 0; i < shapes.size() && i < 4; ++i) has += (i ? "; " : "") + shapes[i];
       if (shapes.size() > 4) has += "; ...";
-      SPB_USAGE(std::binary_search(shapes.begin(), shapes.end(), shape),
-                "the stage table " + table_.path() + " has no time for " + stage + " at " + shape +
-                    (shapes.empty() ? " (no row of " + std::string(stage) + " at all)"
-                                    : " (it has it at " + has + ")") +
-                    ": record Gated DeltaNet's stages on a GPU at this shape (spbench operator --attention gdn "
-                    "--stage-times)");
+      SPB_USAGE_RANK(std::binary_search(shapes.begin(), shapes.end(), shape),
+                     "the stage table " + table_.path() + " has no time for " + stage + " at " + shape +
+                         (shapes.empty() ? " (no row of " + std::string(stage) + " at all)"
+                                         : " (it has it at " + has + ")") +
+                         ": record Gated DeltaNet's stages on a GPU at this shape (spbench operator --attention gdn "
+                         "--stage-times)");
       it = seconds_.emplace(std::move(k), table_.seconds(stage, shape)).first;
     }
     dev_.run_kernel(st, it->second);
@@ -138,9 +138,9 @@ class SimGdnKernels final : public GdnKernels {
 
   void dense(const char* stage, const std::string& shape, size_t heads, size_t n, size_t cols, Stream st) {
     const Dense& d = dense_.at(stage);
-    SPB_USAGE(!d.recorded.empty(), "the stage table " + table_.path() + " has no row of " + stage + " (wanted at " +
-                                       shape + "): record Gated DeltaNet's stages on a GPU (spbench operator "
-                                       "--attention gdn --stage-times)");
+    SPB_USAGE_RANK(!d.recorded.empty(), "the stage table " + table_.path() + " has no row of " + stage +
+                                            " (wanted at " + shape + "): record Gated DeltaNet's stages on a GPU "
+                                            "(spbench operator --attention gdn --stage-times)");
     for (const Recorded& r : d.recorded)
       if (r.shape == shape) return dev_.run_kernel(st, r.seconds);
     const DenseSize size = dense_size(stage, double(heads), double(n), double(cols));

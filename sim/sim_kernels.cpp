@@ -139,8 +139,8 @@ class SimKernels final : public GlaKernels {
   // traffic per unit of size: the table's time at this shape, else from its nearest recorded size (the header).
   void sized(const char* stage, const std::string& shape, double size, double bytes_per, Stream st) {
     const Sized& z = sized_.at(stage);
-    SPB_USAGE(!z.recorded.empty(), "the stage table " + table_.path() + " has no row of " + stage +
-                                       (std::string(stage) == "vec_add" ? " (nor of state_fold, its stand-in)" : ""));
+    const char* stand_in = std::string(stage) == "vec_add" ? " (nor of state_fold, its stand-in)" : "";
+    SPB_USAGE_RANK(!z.recorded.empty(), "the stage table " + table_.path() + " has no row of " + stage + stand_in);
     for (const Recorded& r : z.recorded)  // (a stand-in's keys are its own stage's: none is this one's)
       if (r.shape == shape) return dev_.run_kernel(st, r.seconds);
     const Recorded& near = *std::min_element(z.recorded.begin(), z.recorded.end(), [&](const Recorded& a,

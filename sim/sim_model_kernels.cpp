@@ -83,9 +83,9 @@ class SimModelKernels final : public ModelKernels {
     auto it = seconds_.find(k);
     if (it == seconds_.end()) {
       const std::vector<std::string> shapes = table_.shapes(stage);
-      SPB_USAGE(std::binary_search(shapes.begin(), shapes.end(), shape),
-                "the model stage table " + table_.path() + " has no time for " + stage + " at " + shape +
-                    ": record it on a GPU at this configuration (spbench model --stage-times)");
+      SPB_USAGE_RANK(std::binary_search(shapes.begin(), shapes.end(), shape),
+                     "the model stage table " + table_.path() + " has no time for " + stage + " at " + shape +
+                         ": record it on a GPU at this configuration (spbench model --stage-times)");
       it = seconds_.emplace(std::move(k), table_.seconds(stage, shape)).first;
     }
     dev_.run_kernel(st, it->second);

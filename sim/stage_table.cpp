@@ -39,8 +39,8 @@ StageTable::StageTable(const std::string& path) : path_(path) {
 
 double StageTable::seconds(const std::string& stage, const std::string& shape) const {
   auto it = ms_.find({stage, shape});
-  SPB_USAGE(it != ms_.end(), "the stage table " + path_ + " has no time for " + stage + " at " + shape +
-                                 ": record it on a GPU at this shape (spbench operator --stage-times)");
+  SPB_USAGE_RANK(it != ms_.end(), "the stage table " + path_ + " has no time for " + stage + " at " + shape +
+                                      ": record it on a GPU at this shape (spbench operator --stage-times)");
   return it->second * 1e-3;
 }
 

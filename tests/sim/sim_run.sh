@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# sim_run.sh ROOT smoke|cpu_check|network|model|timing|gdn NP DIR: the simulated build (ROOT/build-sim/spbench) under
-# smpirun.
+# sim_run.sh ROOT smoke|cpu_check|network|model|timing|gdn|rank_error NP DIR: the simulated build
+# (ROOT/build-sim/spbench) under smpirun.
 #   smoke      NP simulated ranks of the DGX H100 platform at the paper's shapes, every pattern and every method, with
 #              the GPU's stage times: every row simulated = 1 on its platform, every time positive, the collective's
 #              times growing with the state, and the simulated clock alone (the same run twice gives the same times)
@@ -20,6 +20,9 @@
 #              nodes (--backend sim --attention gdn, --allscan as its default): a row of each pass of dp, zeco, lasp2
 #              and lasp1, attention gdn, simulated on dgx-h100, a positive time, zeco's scan the host chain over NCCL;
 #              and at a length the table has no row of, the run fails naming the stage and the recording command
+#   rank_error a stage only some ranks' work needs is missing from the table (zeco's rail-logdepth All-Scan over NP
+#              nodes of one GPU, where the ranks that compose maps need vec_add, without it or its stand-in
+#              state_fold): the job ends with exit 2 and one line naming the rank, no deadlock
 # Exit 77 (skipped) where build-sim/spbench (SPB_SIM_BUILD/spbench where set) or smpirun is missing.
 set -u
 root=$1 what=$2 np=$3 dir=$4
@@ -158,5 +161,19 @@ case $what in
     echo "SIM_GDN_OK np $np: a GDN stage table recorded on one CPU rank replays dp, zeco, lasp2 and lasp1; a missing" \
       "key fails by name"
     ;;
-  *) fail "sim_run.sh: smoke, cpu_check, network, model, timing or gdn, not $what" ;;
+  rank_error)
+    f=$dir/no_fold.csv
+    awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "stage") c = i } NR == 1 || ($c != "state_fold" && $c != "vec_add")' \
+      "$STAGES" >"$f"
+    SIM_STAGES=$f sim dgx-h100 "$PLAT/nvidia-h200-x4.calib" "$np" operator -m zeco --allscan rail-logdepth -B 1 -H 16 \
+      --dk 128 --dv 128 -L 16384 -K 16 --ranks-per-node 1 -w 1 -n 1 >"$dir/op.log" 2>&1 && rc=0 || rc=$?
+    [ "$rc" = 2 ] || { cat "$dir/op.log"; fail "a stage some ranks lack ended with exit $rc, not 2"; }
+    named=$(grep -c "^spbench: error: rank [1-9][0-9]*: the stage table $f has no row of state_fold" "$dir/op.log" || :)
+    lines=$(grep -c "^spbench: error" "$dir/op.log" || :)
+    [ "$named" = 1 ] && [ "$lines" = 1 ] ||
+      { cat "$dir/op.log"; fail "not one error line naming the rank that lacks the stage"; }
+    ! grep -q "Deadlock" "$dir/op.log" || { cat "$dir/op.log"; fail "the simulation deadlocked"; }
+    echo "SIM_RANK_ERROR_OK np $np: $(grep "^spbench: error" "$dir/op.log" | cut -d: -f2-3), exit 2, no deadlock"
+    ;;
+  *) fail "sim_run.sh: smoke, cpu_check, network, model, timing, gdn or rank_error, not $what" ;;
 esac

@@ -33,6 +33,11 @@ set_tests_properties(sim.network.np16 PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77
 add_test(NAME sim.gdn.np16 COMMAND ${SPB_SIM_RUN} gdn 16 ${CMAKE_CURRENT_BINARY_DIR}/sim_gdn_np16)
 set_tests_properties(sim.gdn.np16 PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS sim
                      PASS_REGULAR_EXPRESSION "SIM_GDN_OK")
+# A stage table lacking a stage that one rank's work alone needs: that rank's error, printed once with its rank, ends
+# the simulated job (exit 2) instead of leaving its peers to deadlock.
+add_test(NAME sim.rank_error.np4 COMMAND ${SPB_SIM_RUN} rank_error 4 ${CMAKE_CURRENT_BINARY_DIR}/sim_rank_error_np4)
+set_tests_properties(sim.rank_error.np4 PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS sim
+                     PASS_REGULAR_EXPRESSION "SIM_RANK_ERROR_OK")
 add_test(NAME sim.model.np4 COMMAND ${SPB_SIM_RUN} model 4 ${CMAKE_CURRENT_BINARY_DIR}/sim_model_np4)
 set_tests_properties(sim.model.np4 PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77 LABELS sim
                      PASS_REGULAR_EXPRESSION "SIM_MODEL_OK")
