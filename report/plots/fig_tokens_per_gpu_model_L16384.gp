@@ -13,22 +13,23 @@ set format y "%.1s%c"
 set terminal pngcairo size 1200,560 font "sans,10" noenhanced
 set output "fig_tokens_per_gpu_model_L16384.png"
 plot "fig_tokens_per_gpu_model_L16384.dat" index 0 using 1:2 with linespoints lw 2 dt (12,5) pt 4 ps 1.1 lc rgb "#4c4c4c" title "dp (nccl) measured, NVIDIA H100 80GB HBM3, †", \
-     "fig_tokens_per_gpu_model_L16384.dat" index 1 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#7f7f7f" title "dp (nccl) measured, NVIDIA H200, †", \
-     "fig_tokens_per_gpu_model_L16384.dat" index 2 using 1:2 with linespoints lw 2 dt (6,3,2,3) pt 6 ps 1.1 lc rgb "#12476c" title "zeco (device-ll16) measured, NVIDIA H100 80GB HBM3, †", \
-     "fig_tokens_per_gpu_model_L16384.dat" index 3 using 1:2 with linespoints lw 2 dt 2 pt 7 ps 1.1 lc rgb "#1f77b4" title "zeco (device-ll16) measured, NVIDIA H200, †", \
-     "fig_tokens_per_gpu_model_L16384.dat" index 4 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#d62728" title "lasp2 (nccl) measured, NVIDIA H200, †", \
-     "fig_tokens_per_gpu_model_L16384.dat" index 5 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#2ca02c" title "lasp1 (nccl) measured, NVIDIA H200, †", \
-     "fig_tokens_per_gpu_model_L16384.dat" index 6 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#7f7f7f" title "dp simulated, dgx-h100", \
-     "fig_tokens_per_gpu_model_L16384.dat" index 7 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#1f77b4" title "zeco simulated, dgx-h100", \
-     "fig_tokens_per_gpu_model_L16384.dat" index 8 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#d62728" title "lasp2 simulated, dgx-h100", \
-     "fig_tokens_per_gpu_model_L16384.dat" index 9 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#2ca02c" title "lasp1 simulated, dgx-h100", \
-     "fig_tokens_per_gpu_model_L16384.dat" index 10 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#4c4c4c" notitle, \
-     "fig_tokens_per_gpu_model_L16384.dat" index 11 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#7f7f7f" notitle, \
-     "fig_tokens_per_gpu_model_L16384.dat" index 12 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#12476c" notitle, \
-     "fig_tokens_per_gpu_model_L16384.dat" index 13 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#1f77b4" notitle, \
-     "fig_tokens_per_gpu_model_L16384.dat" index 14 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#d62728" notitle, \
-     "fig_tokens_per_gpu_model_L16384.dat" index 15 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#2ca02c" notitle, \
-     "fig_tokens_per_gpu_model_L16384.dat" index 16 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#1f77b4" notitle
+     "fig_tokens_per_gpu_model_L16384.dat" index 1 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#7f7f7f" title "dp (nccl) measured, NVIDIA H200", \
+     "fig_tokens_per_gpu_model_L16384.dat" index 2 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#7f7f7f" title "dp (nccl) measured, NVIDIA H200, †", \
+     "fig_tokens_per_gpu_model_L16384.dat" index 3 using 1:2 with linespoints lw 2 dt (6,3,2,3) pt 6 ps 1.1 lc rgb "#12476c" title "zeco (device-ll16) measured, NVIDIA H100 80GB HBM3, †", \
+     "fig_tokens_per_gpu_model_L16384.dat" index 4 using 1:2 with linespoints lw 2 dt 2 pt 7 ps 1.1 lc rgb "#1f77b4" title "zeco (device-ll16) measured, NVIDIA H200, †", \
+     "fig_tokens_per_gpu_model_L16384.dat" index 5 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#d62728" title "lasp2 (nccl) measured, NVIDIA H200, †", \
+     "fig_tokens_per_gpu_model_L16384.dat" index 6 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#2ca02c" title "lasp1 (nccl) measured, NVIDIA H200, †", \
+     "fig_tokens_per_gpu_model_L16384.dat" index 7 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#7f7f7f" title "dp simulated, dgx-h100", \
+     "fig_tokens_per_gpu_model_L16384.dat" index 8 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#1f77b4" title "zeco simulated, dgx-h100", \
+     "fig_tokens_per_gpu_model_L16384.dat" index 9 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#d62728" title "lasp2 simulated, dgx-h100", \
+     "fig_tokens_per_gpu_model_L16384.dat" index 10 using 1:2 with linespoints lw 1.5 dt 2 pt 4 ps 1.1 lc rgb "#2ca02c" title "lasp1 simulated, dgx-h100", \
+     "fig_tokens_per_gpu_model_L16384.dat" index 11 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#4c4c4c" notitle, \
+     "fig_tokens_per_gpu_model_L16384.dat" index 12 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#7f7f7f" notitle, \
+     "fig_tokens_per_gpu_model_L16384.dat" index 13 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#12476c" notitle, \
+     "fig_tokens_per_gpu_model_L16384.dat" index 14 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#1f77b4" notitle, \
+     "fig_tokens_per_gpu_model_L16384.dat" index 15 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#d62728" notitle, \
+     "fig_tokens_per_gpu_model_L16384.dat" index 16 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#2ca02c" notitle, \
+     "fig_tokens_per_gpu_model_L16384.dat" index 17 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#1f77b4" notitle
 set terminal svg size 1200,560 font "sans,10" noenhanced
 set output "fig_tokens_per_gpu_model_L16384.svg"
 replot

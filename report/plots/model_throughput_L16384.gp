@@ -10,21 +10,22 @@ set format x "%g"
 set terminal pngcairo size 1200,560 font "sans,10" noenhanced
 set output "model_throughput_L16384.png"
 plot "model_throughput_L16384.dat" index 0 using 1:2 with linespoints lw 2 dt (12,5) pt 4 ps 1.1 lc rgb "#4c4c4c" title "dp (nccl) measured, NVIDIA H100 80GB HBM3, †", \
-     "model_throughput_L16384.dat" index 1 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#7f7f7f" title "dp (nccl) measured, NVIDIA H200, †", \
-     "model_throughput_L16384.dat" index 2 using 1:2 with linespoints lw 2 dt (6,3,2,3) pt 6 ps 1.1 lc rgb "#12476c" title "zeco (device-ll16) measured, NVIDIA H100 80GB HBM3, †", \
-     "model_throughput_L16384.dat" index 3 using 1:2 with linespoints lw 2 dt 2 pt 7 ps 1.1 lc rgb "#1f77b4" title "zeco (device-ll16) measured, NVIDIA H200, †", \
-     "model_throughput_L16384.dat" index 4 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#d62728" title "lasp2 (nccl) measured, NVIDIA H200, †", \
-     "model_throughput_L16384.dat" index 5 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#2ca02c" title "lasp1 (nccl) measured, NVIDIA H200, †", \
-     "model_throughput_L16384.dat" index 6 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#ff7f0e" title "ring (nccl) measured, NVIDIA H200, †", \
-     "model_throughput_L16384.dat" index 7 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#9467bd" title "ulysses (nccl) measured, NVIDIA H200, †", \
-     "model_throughput_L16384.dat" index 8 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#4c4c4c" notitle, \
-     "model_throughput_L16384.dat" index 9 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#7f7f7f" notitle, \
-     "model_throughput_L16384.dat" index 10 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#12476c" notitle, \
-     "model_throughput_L16384.dat" index 11 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#1f77b4" notitle, \
-     "model_throughput_L16384.dat" index 12 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#d62728" notitle, \
-     "model_throughput_L16384.dat" index 13 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#2ca02c" notitle, \
-     "model_throughput_L16384.dat" index 14 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#ff7f0e" notitle, \
-     "model_throughput_L16384.dat" index 15 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#9467bd" notitle
+     "model_throughput_L16384.dat" index 1 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#7f7f7f" title "dp (nccl) measured, NVIDIA H200", \
+     "model_throughput_L16384.dat" index 2 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#7f7f7f" title "dp (nccl) measured, NVIDIA H200, †", \
+     "model_throughput_L16384.dat" index 3 using 1:2 with linespoints lw 2 dt (6,3,2,3) pt 6 ps 1.1 lc rgb "#12476c" title "zeco (device-ll16) measured, NVIDIA H100 80GB HBM3, †", \
+     "model_throughput_L16384.dat" index 4 using 1:2 with linespoints lw 2 dt 2 pt 7 ps 1.1 lc rgb "#1f77b4" title "zeco (device-ll16) measured, NVIDIA H200, †", \
+     "model_throughput_L16384.dat" index 5 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#d62728" title "lasp2 (nccl) measured, NVIDIA H200, †", \
+     "model_throughput_L16384.dat" index 6 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#2ca02c" title "lasp1 (nccl) measured, NVIDIA H200, †", \
+     "model_throughput_L16384.dat" index 7 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#ff7f0e" title "ring (nccl) measured, NVIDIA H200, †", \
+     "model_throughput_L16384.dat" index 8 using 1:2 with linespoints lw 2 dt 1 pt 5 ps 1.1 lc rgb "#9467bd" title "ulysses (nccl) measured, NVIDIA H200, †", \
+     "model_throughput_L16384.dat" index 9 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#4c4c4c" notitle, \
+     "model_throughput_L16384.dat" index 10 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#7f7f7f" notitle, \
+     "model_throughput_L16384.dat" index 11 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#12476c" notitle, \
+     "model_throughput_L16384.dat" index 12 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#1f77b4" notitle, \
+     "model_throughput_L16384.dat" index 13 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#d62728" notitle, \
+     "model_throughput_L16384.dat" index 14 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#2ca02c" notitle, \
+     "model_throughput_L16384.dat" index 15 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#ff7f0e" notitle, \
+     "model_throughput_L16384.dat" index 16 using 1:2:3 with labels left offset char 0.8,0.7 tc rgb "#9467bd" notitle
 set terminal svg size 1200,560 font "sans,10" noenhanced
 set output "model_throughput_L16384.svg"
 replot
