@@ -96,15 +96,24 @@ const std::vector<MeasuredPaths>& measured_paths() {
     std::vector<std::string> sim_model = model;
     sim_model.insert(sim_model.end(), {"sim/", "backend/"});
     sim_model = without_gpu_code(sim_model);
+    // A GLA row runs none of Gated DeltaNet's kernels, local stages or simulated stages; a GDN row (`attention` gdn,
+    // a level + kGdnLevelSuffix) runs GLA's copy stages beside its own, so it keeps every path.
+    auto gla = [](std::vector<std::string> v) {
+      v.insert(v.end(), {"!kernels/gdn/", "!sp/sp_local_gdn*", "!sim/*gdn*"});
+      return v;
+    };
     return std::vector<MeasuredPaths>{
         // A kernel row times its family's kernels alone (GLA's, or Gated DeltaNet's: method gdn).
         {"kernel", {"kernels/gla/", "kernels/cuda/"}}, {kGdnKernelLevel, {"kernels/gdn/", "kernels/cuda/"}},
-        {"collective", comm}, {"operator", op}, {"timeline", op}, {"model", model},
-        {"collective" + kCpuLevelSuffix, without_gpu_code(comm)}, {"operator" + kCpuLevelSuffix, without_gpu_code(op)},
-        {"model" + kCpuLevelSuffix, without_gpu_code(model)},
-        {"stage", stage}, {kModelStageLevel, model_stage},
-        {kSimLevelPrefix + "collective", with_sim(comm)}, {kSimLevelPrefix + "operator", with_sim(op)},
-        {kSimLevelPrefix + "model", sim_model},
+        {"collective", comm}, {"operator", gla(op)}, {"timeline", gla(op)}, {"model", gla(model)},
+        {"collective" + kCpuLevelSuffix, without_gpu_code(comm)},
+        {"operator" + kCpuLevelSuffix, gla(without_gpu_code(op))},
+        {"model" + kCpuLevelSuffix, gla(without_gpu_code(model))},
+        {"stage", gla(stage)}, {kModelStageLevel, gla(model_stage)},
+        {kSimLevelPrefix + "collective", with_sim(comm)}, {kSimLevelPrefix + "operator", gla(with_sim(op))},
+        {kSimLevelPrefix + "model", gla(sim_model)},
+        {"operator" + kGdnLevelSuffix, op}, {"operator" + kCpuLevelSuffix + kGdnLevelSuffix, without_gpu_code(op)},
+        {"stage" + kGdnLevelSuffix, stage}, {kSimLevelPrefix + "operator" + kGdnLevelSuffix, with_sim(op)},
         {kPytorchModelLevel, {"baselines/pytorch/fla_baseline.py", "baselines/pytorch/run_beside_spbench.sh"}},
         {kPytorchKernelLevel, {"baselines/pytorch/fla_gdn_kernel.py"}}};
   }();
@@ -120,7 +129,9 @@ const std::vector<std::string>& measured_paths_of(const std::string& level) {
 
 bool is_simulated(const Row& r) { return col(r, "simulated") == "1"; }
 
-std::string code_level_of(const Row& r) {
+namespace {
+
+std::string family_level_of(const Row& r) {
   if (col(r, "backend") == "pytorch") return kPytorchModelLevel;
   if (level_of(r) == "kernel" && col(r, "backend") == "triton") return kPytorchKernelLevel;
   if (level_of(r) == "kernel" && col(r, "method") == "gdn") return kGdnKernelLevel;
@@ -128,6 +139,14 @@ std::string code_level_of(const Row& r) {
   if (is_simulated(r)) return kSimLevelPrefix + level_of(r);
   if (is_cpu_row(r) && !measured_paths_of(level_of(r) + kCpuLevelSuffix).empty()) return level_of(r) + kCpuLevelSuffix;
   return level_of(r);
+}
+
+}  // namespace
+
+std::string code_level_of(const Row& r) {
+  const std::string level = family_level_of(r);
+  const std::string gdn = level + kGdnLevelSuffix;
+  return col(r, "attention") == "gdn" && !measured_paths_of(gdn).empty() ? gdn : level;
 }
 
 std::string level_of(const Row& r) {

@@ -47,6 +47,8 @@ std::string timing_words(const std::string& timing);
 //               `layers` among them): the model's paths, sim/model_stage_table* and sim/stage_table*
 //   sim-collective, sim-operator, sim-model  a simulated row (results/sim/): its level's paths and sim/ (the
 //               simulation and its platforms)
+//   <level>-gdn a row of Gated DeltaNet (`attention` gdn) at the operator or stage level, measured or simulated: the
+//               level's paths; the GLA lists leave out kernels/gdn/, sp/sp_local_gdn* and sim/*gdn*
 struct MeasuredPaths {
   std::string level;
   std::vector<std::string> paths;
@@ -90,11 +92,13 @@ std::string level_of(const Row& r);
 // spbench's Gated DeltaNet (method gdn), kModelStageLevel for a stage row of the model level (one with a `layers` value), and
 // kSimLevelPrefix + level_of for a simulated row (`simulated` = 1: its level's paths and sim/), and level_of +
 // kCpuLevelSuffix for a measured row of CPU ranks (`backend` cpu: its level's paths but the GPU code, which such a
-// row never runs).
+// row never runs); any of these + kGdnLevelSuffix for a row of Gated DeltaNet (`attention` gdn) where the level has
+// such a list (a GLA row's lists leave out GDN's kernels and stages, which it never runs).
 inline const std::string kPytorchModelLevel = "model-pytorch";
 inline const std::string kPytorchKernelLevel = "kernel-pytorch";
 inline const std::string kGdnKernelLevel = "kernel-gdn";
 inline const std::string kCpuLevelSuffix = "-cpu";
+inline const std::string kGdnLevelSuffix = "-gdn";
 inline const std::string kModelStageLevel = "model-stage";
 inline const std::string kSimLevelPrefix = "sim-";
 bool is_simulated(const Row& r);

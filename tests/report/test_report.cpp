@@ -182,12 +182,42 @@ TEST(Report, AModelStageRowIsJudgedByTheModelsPaths) {
   EXPECT_EQ(code_level_of(model), kModelStageLevel);
   std::vector<std::string> want = measured_paths_of("model");
   want.insert(want.end(), {"sim/model_stage_table*", "sim/stage_table*", "backend/"});
-  EXPECT_EQ(measured_paths_of(kModelStageLevel), want);
+  std::vector<std::string> got = measured_paths_of(kModelStageLevel);
+  std::sort(want.begin(), want.end()), std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, want);
   for (const auto& p : measured_paths_of("stage")) EXPECT_NE(p, "model/");
   const std::string before = commit_before_change_of("model/");
   if (before.empty()) GTEST_SKIP() << "no git history here";
   CodeStates states(kSource);
   EXPECT_EQ(states.of(before, kModelStageLevel).kind, CodeState::changed);
+}
+
+// A GLA row never runs Gated DeltaNet's kernels or stages, so a change there leaves it current; a GDN row (`attention`
+// gdn) keeps every path of its level, GLA's copy stages among them.
+TEST(Report, AGlaRowIsNotJudgedByGatedDeltaNetsCode) {
+  const Row gla{{"level", "operator"}, {"method", "zeco"}, {"backend", "nccl"}};
+  Row gdn = gla;
+  gdn["attention"] = "gdn";
+  EXPECT_EQ(code_level_of(gla), "operator");
+  EXPECT_EQ(code_level_of(gdn), "operator" + kGdnLevelSuffix);
+  Row sim = gdn, cpu = gdn, stage = gdn;
+  sim["simulated"] = "1", cpu["backend"] = "cpu", stage["level"] = "stage";
+  EXPECT_EQ(code_level_of(sim), kSimLevelPrefix + "operator" + kGdnLevelSuffix);
+  EXPECT_EQ(code_level_of(cpu), "operator" + kCpuLevelSuffix + kGdnLevelSuffix);
+  EXPECT_EQ(code_level_of(stage), "stage" + kGdnLevelSuffix);
+  const Row model{{"level", "model"}, {"method", "zeco"}, {"backend", "nccl"}, {"attention", "gdn"}};
+  EXPECT_EQ(code_level_of(model), "model");  // no GDN model: the level's own list
+  auto has = [](const std::vector<std::string>& v, const std::string& p) {
+    return std::find(v.begin(), v.end(), p) != v.end();
+  };
+  for (const std::string level : {"operator", "timeline", "model", "stage", "model-stage", "sim-operator",
+                                  "sim-model", "operator-cpu", "model-cpu"})
+    EXPECT_TRUE(has(measured_paths_of(level), "!kernels/gdn/")) << level;
+  for (const std::string level : {"operator-gdn", "stage-gdn", "sim-operator-gdn", "operator-cpu-gdn"}) {
+    EXPECT_TRUE(has(measured_paths_of(level), "kernels/")) << level;
+    EXPECT_FALSE(has(measured_paths_of(level), "!kernels/gdn/")) << level;
+    EXPECT_FALSE(has(measured_paths_of(level), "!sp/sp_local_gdn*")) << level;
+  }
 }
 
 // A git repository of a test's own in a temporary folder: write a file, commit all (the new HEAD; empty where git does
