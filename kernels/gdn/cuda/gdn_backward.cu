@@ -223,26 +223,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // q, k, v and do of the chunk into shared memory once (rows past n zero): every product and row dot below reads
   // them there; from global memory each k-step of block_gemm and each row dot waited on L2 loads. The copies land
   // while (1) reads the states.
-  for (int e = tid; e < kChunk * (K / 8); e += kThreads) {
-    const int i = e / (K / 8), p = 8 * (e % (K / 8));
-    if (i < n) {
-      copy16(qs + i * kp + p, q + act_at(d, b, h, t0 + i, K) + p);
-      copy16(ks + i * kp + p, k + act_at(d, b, h, t0 + i, K) + p);
-    } else {
-      *reinterpret_cast<uint4*>(qs + i * kp + p) = make_uint4(0u, 0u, 0u, 0u);
-      *reinterpret_cast<uint4*>(ks + i * kp + p) = make_uint4(0u, 0u, 0u, 0u);
-    }
-  }
-  for (int e = tid; e < kChunk * (V / 8); e += kThreads) {
-    const int i = e / (V / 8), p = 8 * (e % (V / 8));
-    if (i < n) {
-      copy16(vs + i * vp + p, v + act_at(d, b, h, t0 + i, V) + p);
-      copy16(dos + i * vp + p, d_o + act_at(d, b, h, t0 + i, V) + p);
-    } else {
-      *reinterpret_cast<uint4*>(vs + i * vp + p) = make_uint4(0u, 0u, 0u, 0u);
-      *reinterpret_cast<uint4*>(dos + i * vp + p) = make_uint4(0u, 0u, 0u, 0u);
-    }
-  }
+  stage_chunk_rows(d, b, h, t0, n, K, kp, qs, q, ks, k);
+  stage_chunk_rows(d, b, h, t0, n, V, vp, vs, v, dos, d_o);
   copy_commit();
   const float* S0 = s.Hs + (bh * (d.NC + 1) + c) * KS;  // the state entering the chunk
   const float* S1 = S0 + KS;                            // and leaving it

@@ -158,6 +158,25 @@ inline void copy_commit() { ::spb::gla_cuda::cp_async_commit(); }
 inline void copy_wait_all() { ::spb::gla_cuda::cp_async_wait<0>(); }
 #endif
 
+// Rows [0, kChunk) of two bf16 activations of `width` columns (a multiple of 8) from token t0 of (b, h) into shared
+// tiles of row pitch `pitch` (elements), 16 bytes a copy, all the block's threads; the caller commits and waits. Rows
+// from n on are zeroed, so a product over the whole chunk reads zeros there.
+__device__ inline void stage_chunk_rows(const Dims& d, int b, int h, int t0, int n, int width, int pitch,
+                                        __nv_bfloat16* xs, const __nv_bfloat16* x, __nv_bfloat16* ys,
+                                        const __nv_bfloat16* y) {
+  const int per_row = width / 8;
+  for (int e = int(threadIdx.x); e < kChunk * per_row; e += kThreads) {
+    const int i = e / per_row, p = 8 * (e % per_row);
+    if (i < n) {
+      copy16(xs + i * pitch + p, x + act_at(d, b, h, t0 + i, width) + p);
+      copy16(ys + i * pitch + p, y + act_at(d, b, h, t0 + i, width) + p);
+    } else {
+      *reinterpret_cast<uint4*>(xs + i * pitch + p) = make_uint4(0u, 0u, 0u, 0u);
+      *reinterpret_cast<uint4*>(ys + i * pitch + p) = make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
+}
+
 // Shared-memory floats block_gemm<RM, RN> needs for its two tiles (rows padded by 8: conflict-free fragment loads).
 constexpr int gemm_smem_floats(int RM, int RN) { return 16 * (16 * RM + 8) + 16 * (16 * RN + 8); }
 constexpr int kGemmSmem = gemm_smem_floats(8, 4);  // enough for every instantiation the kernels use
